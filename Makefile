@@ -1,0 +1,38 @@
+# The README's two set-up commands, on a fresh Debian 12 machine as root:
+#   make demo   install missing packages, build, run experiments/demo.yaml -> results/demo.csv + results/demo.png
+#   make test   install missing packages, build, run the whole CTest suite (unit, sim, cli)
+# Other targets: deps (packages only), build, clean. BUILD=dir and JOBS=n override the defaults.
+
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# Debian's own interpreter, which sees python3-matplotlib (another python3 may come first on PATH).
+PYTHON := /usr/bin/python3
+DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev \
+        python3 python3-matplotlib
+
+.PHONY: deps build demo test clean
+
+deps:
+	@missing=""; for p in $(DEBS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/bin/ddlsim run experiments/demo.yaml -o results/demo.csv -j $(JOBS)
+	$(PYTHON) plots/plot_throughput.py results/demo.csv -o results/demo.png
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,63 @@
+// Calibration profiles: named parameters with unit, description and provenance, read from YAML.
+//
+//   name: h100-sxm
+//   kind: analytic                    # analytic = spec-sheet values, measured = fitted from traces
+//   device: NVIDIA H100 80GB HBM3 (SXM5)
+//   provenance: {source: "NVIDIA H100 datasheet", date: 2026-11-21}
+//   parameters:
+//     peak_flops_bf16: {value: 989.4TFlops, description: "dense BF16 tensor-core peak", source: datasheet}
+//     memory_bandwidth: {value: 3.35TBps, description: "HBM3 bandwidth", source: datasheet}
+//
+// Parameter names are fixed by a table (parameter_specs()) that also gives each one's dimension,
+// so "memory_bandwidth: 3.35TFlops" is an error naming the file, line and key.
+#pragma once
+
+#include "common/Units.hpp"
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace ddlsim::calibration {
+
+enum class ProfileKind { analytic, measured };
+
+/// One calibration parameter, SI value inside.
+struct Parameter {
+  std::string name;
+  double value = 0;         ///< SI: flop/s, B/s, s, or dimensionless
+  std::string unit;         ///< SI unit of `value` ("flop/s", "B/s", "s", "1")
+  std::string description;  ///< what it means
+  std::string source;       ///< where the number comes from (datasheet, trace file, fit)
+};
+
+struct ParameterSpec {
+  std::string_view name;
+  Dimension dimension;
+  bool is_fraction;  ///< dimensionless value in (0, 1]
+  std::string_view help;
+};
+
+/// Every parameter a profile may hold.
+std::span<const ParameterSpec> parameter_specs();
+
+struct CalibrationProfile {
+  std::string name;
+  ProfileKind kind = ProfileKind::analytic;
+  std::string device;
+  std::map<std::string, std::string> provenance;  ///< source, date, driver, command, ... as written
+  std::map<std::string, Parameter> parameters;    ///< by name, sorted
+
+  const Parameter* find(const std::string& parameter) const;
+  /// Value of a parameter; throws CalibrationError naming the profile when it is missing.
+  double value(const std::string& parameter) const;
+};
+
+/// Loads a profile file. Throws ConfigError (file:line: key: message) on any problem.
+CalibrationProfile load_profile_file(const std::filesystem::path& path);
+/// Loads a shipped profile by name (calibration/profiles/NAME.yaml) or a profile file by path.
+CalibrationProfile load_profile(const std::string& name_or_path);
+
+}  // namespace ddlsim::calibration

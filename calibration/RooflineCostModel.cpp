@@ -1,0 +1,57 @@
+#include "calibration/RooflineCostModel.hpp"
+
+#include "common/Error.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace ddlsim::calibration {
+namespace {
+double optional_value(const CalibrationProfile& p, const std::string& name, double fallback)
+{
+  const Parameter* param = p.find(name);
+  return param ? param->value : fallback;
+}
+}  // namespace
+
+RooflineCostModel::RooflineCostModel(const CalibrationProfile& profile) : profile_name_(profile.name)
+{
+  const double compute_eff = optional_value(profile, "compute_efficiency", 1.0);
+  bool any_peak = false;
+  for (const auto& entry : dtype_table.entries) {
+    double peak = optional_value(profile, "peak_flops_" + std::string(entry.name), 0.0);
+    flop_rate_[static_cast<std::size_t>(entry.value)] = peak * compute_eff;
+    any_peak = any_peak || peak > 0;
+  }
+  if (!any_peak)
+    throw CalibrationError("calibration profile '" + profile.name + "' has no peak_flops_<dtype> parameter");
+  memory_bandwidth_ = profile.value("memory_bandwidth") * optional_value(profile, "memory_efficiency", 1.0);
+  overhead_ = optional_value(profile, "layer_overhead", 0.0);
+}
+
+double RooflineCostModel::effective_flop_rate(Dtype dtype) const
+{
+  double rate = flop_rate_[static_cast<std::size_t>(dtype)];
+  if (rate <= 0)
+    throw CalibrationError("calibration profile '" + profile_name_ + "' has no peak_flops_" +
+                           std::string(dtype_table.name(dtype)) + " for this dtype");
+  return rate;
+}
+
+double RooflineCostModel::seconds(const KernelWork& work) const
+{
+  const double compute = work.flop > 0 ? work.flop / effective_flop_rate(work.dtype) : 0.0;
+  const double memory = work.bytes / memory_bandwidth_;
+  return overhead_ + std::max(compute, memory);
+}
+
+std::string RooflineCostModel::describe() const
+{
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "roofline(%s: bf16 %.4g flop/s effective, memory %.4g B/s effective, overhead %.3g s)",
+                profile_name_.c_str(), flop_rate_[static_cast<std::size_t>(Dtype::bf16)], memory_bandwidth_,
+                overhead_);
+  return buf;
+}
+
+}  // namespace ddlsim::calibration

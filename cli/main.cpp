@@ -1,0 +1,343 @@
+// ddlsim: the command-line front end. A thin layer over the libraries: it parses arguments,
+// calls them, prints, and is the only place that chooses an exit code.
+//   0 success, 1 bad input (the message names file:line and key), 2 usage error.
+#include "calibration/Profile.hpp"
+#include "common/Dtype.hpp"
+#include "common/Error.hpp"
+#include "common/Units.hpp"
+#include "ddlsim/config.hpp"
+#include "experiments/Experiment.hpp"
+#include "experiments/SweepRunner.hpp"
+#include "models/ModelLoader.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using namespace ddlsim;
+
+constexpr int exit_ok = 0;
+constexpr int exit_bad_input = 1;
+constexpr int exit_usage = 2;
+
+const char* usage_text = R"(usage: ddlsim <command> [options]
+
+Simulates distributed deep-learning training on a SimGrid model of a GPU cluster.
+
+commands:
+  run EXPERIMENT.yaml        simulate every point of the experiment's sweep and write one CSV
+      -o, --output FILE      CSV path (default: the file's output.csv, else results/<name>.csv)
+      -j, --jobs N           simulate N points at once, one process each (default 1)
+      --set KEY=VALUE        override a key, e.g. --set training.micro_batch=4 (repeatable);
+                             --set sweep.KEY=[v1,v2] replaces a sweep axis
+      --trace-dir DIR        write a Chrome-trace timeline per point (open in Perfetto)
+      --quiet                no progress or summary on stderr
+      --cfg=NAME:VALUE       pass a setting to SimGrid (repeatable)
+      --log=SETTING          pass a log setting to SimGrid (repeatable)
+  validate EXPERIMENT.yaml   check the file and every sweep point; print every problem
+      --set KEY=VALUE        as for run
+  model MODEL                print a model's layer table and totals (shipped name or YAML path)
+      --dtype DTYPE          element type for the byte columns (default bf16)
+  help                       this text
+
+options:
+  -h, --help                 this text
+  --version                  version, git commit and SimGrid version
+
+exit codes: 0 ok, 1 bad input (file:line: key: message), 2 usage error
+)";
+
+struct UsageError {
+  std::string message;
+};
+
+// A strict argument reader: every option must be known, values are "--opt value" or "--opt=value".
+class Args {
+public:
+  Args(int argc, char** argv) : args_(argv + 1, argv + argc) {}
+  bool done() const { return pos_ >= args_.size(); }
+  const std::string& peek() const { return args_[pos_]; }
+  std::string next() { return args_[pos_++]; }
+  // If the current argument is `name` (or `name=...`), consumes it and returns its value.
+  std::optional<std::string> option(const std::string& name, const std::string& short_name = "")
+  {
+    const std::string& a = args_[pos_];
+    if (a == name || (!short_name.empty() && a == short_name)) {
+      if (pos_ + 1 >= args_.size())
+        throw UsageError{a + " needs a value"};
+      pos_ += 2;
+      return args_[pos_ - 1];
+    }
+    if (!short_name.empty() && a.size() > short_name.size() && a.rfind(short_name, 0) == 0) {
+      ++pos_;  // attached short form: -j2, -oresults.csv
+      return a.substr(short_name.size());
+    }
+    if (a.rfind(name + "=", 0) == 0) {
+      ++pos_;
+      return a.substr(name.size() + 1);
+    }
+    return std::nullopt;
+  }
+  bool flag(const std::string& name)
+  {
+    if (args_[pos_] == name) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+private:
+  std::vector<std::string> args_;
+  std::size_t pos_ = 0;
+};
+
+int parse_int(const std::string& text, const std::string& what, int min, int max)
+{
+  try {
+    std::size_t used = 0;
+    int v = std::stoi(text, &used);
+    if (used == text.size() && v >= min && v <= max)
+      return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError{what + " expects an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], not '" +
+                   text + "'"};
+}
+
+void print_diagnostics(const std::vector<Diagnostic>& diagnostics)
+{
+  std::set<std::string> seen;  // the same problem repeats in every sweep point
+  for (const auto& d : diagnostics) {
+    std::string line = d.to_string();
+    if (seen.insert(line).second)
+      std::cerr << "error: " << line << '\n';
+  }
+}
+
+// Loads the experiment and resolves every point; structural problems are fatal (ConfigError).
+std::vector<experiments::PointConfig> resolve_points(const experiments::Experiment& exp)
+{
+  std::vector<experiments::PointConfig> points;
+  std::vector<Diagnostic> problems;
+  for (std::size_t i = 0; i < exp.point_count(); ++i) {
+    try {
+      points.push_back(exp.point(i));
+    } catch (const ConfigError& e) {
+      problems.insert(problems.end(), e.diagnostics().begin(), e.diagnostics().end());
+    }
+  }
+  if (!problems.empty())
+    throw ConfigError(problems);
+  return points;
+}
+
+std::string axis_text(const experiments::Experiment& exp, std::size_t index)
+{
+  std::string text;
+  for (const auto& [key, value] : exp.axis_values(index))
+    text += (text.empty() ? "" : ", ") + key + "=" + value;
+  return text;
+}
+
+int cmd_validate(Args& args)
+{
+  std::optional<std::string> file;
+  std::vector<std::string> sets;
+  while (!args.done()) {
+    if (auto v = args.option("--set"))
+      sets.push_back(*v);
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for validate: " + args.peek()};
+    else if (!file)
+      file = args.next();
+    else
+      throw UsageError{"validate takes one experiment file"};
+  }
+  if (!file)
+    throw UsageError{"validate needs an experiment file"};
+  const auto exp = experiments::Experiment::load(*file, sets);
+  const auto points = resolve_points(exp);
+  std::size_t valid = 0;
+  for (const auto& p : points) {
+    if (p.is_valid()) {
+      ++valid;
+      continue;
+    }
+    for (const auto& d : p.problems)
+      std::cerr << "invalid point " << p.index << " (" << axis_text(exp, p.index) << "): " << d.to_string() << '\n';
+  }
+  std::cout << *file << ": " << points.size() << " point(s), " << valid << " valid, " << points.size() - valid
+            << " invalid\n";
+  if (valid == 0) {
+    if (points.size() == 1)
+      print_diagnostics(points[0].problems);
+    return exit_bad_input;
+  }
+  return exit_ok;
+}
+
+int cmd_run(Args& args)
+{
+  std::optional<std::string> file;
+  std::optional<std::string> output;
+  std::vector<std::string> sets;
+  experiments::SweepOptions options;
+  bool quiet = false;
+  while (!args.done()) {
+    if (auto v = args.option("--output", "-o"))
+      output = *v;
+    else if (auto j = args.option("--jobs", "-j"))
+      options.jobs = parse_int(*j, "--jobs", 1, 1024);
+    else if (auto s = args.option("--set"))
+      sets.push_back(*s);
+    else if (auto d = args.option("--trace-dir"))
+      options.evaluate.trace_dir = *d;
+    else if (args.peek().rfind("--cfg=", 0) == 0)
+      options.evaluate.replay.simgrid_config.push_back(args.next().substr(6));
+    else if (args.peek().rfind("--log=", 0) == 0)
+      options.evaluate.replay.simgrid_log.push_back(args.next().substr(6));
+    else if (args.flag("--quiet"))
+      quiet = true;
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for run: " + args.peek()};
+    else if (!file)
+      file = args.next();
+    else
+      throw UsageError{"run takes one experiment file"};
+  }
+  if (!file)
+    throw UsageError{"run needs an experiment file"};
+
+  const auto exp = experiments::Experiment::load(*file, sets);
+  const auto points = resolve_points(exp);
+  std::size_t valid = 0;
+  for (const auto& p : points)
+    valid += p.is_valid() ? 1 : 0;
+  if (valid == 0) {
+    // Nothing could be simulated: treat it as bad input and write nothing.
+    for (const auto& p : points)
+      print_diagnostics(p.problems);
+    return exit_bad_input;
+  }
+  const std::string csv = output ? *output : exp.output_csv().value_or("results/" + exp.get_name() + ".csv");
+
+  const bool show_progress = !quiet && ::isatty(STDERR_FILENO) != 0;
+  const auto start = std::chrono::steady_clock::now();
+  if (show_progress)
+    options.on_progress = [&](std::size_t done, std::size_t total) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double eta = done ? elapsed / static_cast<double>(done) * static_cast<double>(total - done) : 0.0;
+      std::fprintf(stderr, "\r[%zu/%zu] %3.0f%%  elapsed %.1fs  eta %.1fs ", done, total,
+                   100.0 * static_cast<double>(done) / static_cast<double>(total), elapsed, eta);
+      if (done == total)
+        std::fputc('\n', stderr);
+    };
+  const auto rows = experiments::run_sweep(points, options);
+  experiments::write_csv(csv, rows);
+
+  if (!quiet) {
+    std::map<std::string, int> counts;
+    for (const auto& r : rows)
+      ++counts[r.get("status")];
+    std::string summary;
+    for (const auto& [status, n] : counts)
+      summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+    std::cerr << "ddlsim: wrote " << rows.size() << " row(s) (" << summary << ") to " << csv << '\n';
+  }
+  return exit_ok;
+}
+
+int cmd_model(Args& args)
+{
+  std::optional<std::string> name;
+  Dtype dtype = Dtype::bf16;
+  while (!args.done()) {
+    if (auto d = args.option("--dtype")) {
+      auto parsed = dtype_table.parse(*d);
+      if (!parsed)
+        throw UsageError{"--dtype expects one of " + dtype_table.names()};
+      dtype = *parsed;
+    } else if (args.peek().rfind("-", 0) == 0) {
+      throw UsageError{"unknown option for model: " + args.peek()};
+    } else if (!name) {
+      name = args.next();
+    } else {
+      throw UsageError{"model takes one model name"};
+    }
+  }
+  if (!name)
+    throw UsageError{"model needs a model name or path"};
+  const models::Model model = models::load_model(*name);
+  const double d = dtype_bytes(dtype);
+  std::printf("model %s: %zu layers, element type %s (%g bytes)\n\n", model.get_name().c_str(), model.size(),
+              std::string(dtype_table.name(dtype)).c_str(), d);
+  std::printf("%-5s %-18s %-18s %14s %14s %16s %16s %16s\n", "#", "layer", "type", "parameters", "param_bytes",
+              "fwd_flop/sample", "bwd_flop/sample", "act_bytes/sample");
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    const auto& l = model.layers()[i];
+    std::printf("%-5zu %-18s %-18s %14.0f %14.0f %16.4g %16.4g %16.4g\n", i, l.name.c_str(),
+                std::string(models::layer_kind_table.name(l.kind)).c_str(), l.parameters, l.parameters * d,
+                l.forward_flop, l.backward_flop, l.output_elements * d);
+  }
+  std::printf("\ntotal parameters            %.0f (%s)\n", model.parameter_count(),
+              format_quantity(model.parameter_count(), Dimension::count).c_str());
+  std::printf("parameter bytes             %s\n", format_quantity(model.parameter_count() * d, Dimension::bytes).c_str());
+  std::printf("forward flop per sample     %s\n", format_quantity(model.forward_flop_per_sample(), Dimension::flop).c_str());
+  std::printf("backward flop per sample    %s\n", format_quantity(model.backward_flop_per_sample(), Dimension::flop).c_str());
+  std::printf("stashed activations/sample  %s\n",
+              format_quantity(model.stashed_elements_per_sample() * d, Dimension::bytes).c_str());
+  return exit_ok;
+}
+
+int dispatch(Args& args)
+{
+  if (args.done())
+    throw UsageError{"missing command"};
+  const std::string command = args.next();
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::cout << usage_text;
+    return exit_ok;
+  }
+  if (command == "--version") {
+    std::cout << "ddlsim " << config::version << " (git " << config::git_hash << ", SimGrid "
+              << config::simgrid_version << ", CUDA toolkit " << (config::have_cuda ? "found" : "not found") << " at build time)\n";
+    return exit_ok;
+  }
+  if (command == "run")
+    return cmd_run(args);
+  if (command == "validate")
+    return cmd_validate(args);
+  if (command == "model")
+    return cmd_model(args);
+  throw UsageError{"unknown command '" + command + "'"};
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  Args args(argc, argv);
+  try {
+    return dispatch(args);
+  } catch (const UsageError& e) {
+    std::cerr << "ddlsim: " << e.message << "\n(see 'ddlsim --help')\n";
+    return exit_usage;
+  } catch (const ConfigError& e) {
+    print_diagnostics(e.diagnostics());
+    return exit_bad_input;
+  } catch (const Error& e) {
+    std::cerr << "ddlsim: error: " << e.what() << '\n';
+    return exit_bad_input;
+  } catch (const std::exception& e) {
+    std::cerr << "ddlsim: internal error: " << e.what() << '\n';
+    return 3;
+  }
+}

@@ -1,0 +1,44 @@
+// Quantities with units, parsed at the edges of the program. Inside, everything is SI:
+// seconds, bytes, flop, flop/s and bytes/s as plain doubles.
+//
+//   parse_quantity("25GBps", Dimension::bandwidth)  -> 25e9      (bytes per second)
+//   parse_quantity("400Gbps", Dimension::bandwidth) -> 50e9      (bits are divided by 8)
+//   parse_quantity("1.5us", Dimension::time)        -> 1.5e-6    (seconds)
+//   parse_quantity("80GiB", Dimension::bytes)       -> 85899345920
+//   parse_quantity("312TFlops", Dimension::flop_rate) -> 3.12e14
+//   parse_quantity("3", Dimension::time)            -> 3         (a bare number is already SI)
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace ddlsim {
+
+enum class Dimension {
+  count,      ///< dimensionless; accepts k, M, G, T suffixes ("1.5M")
+  bytes,      ///< B, kB/KB, MB, GB, TB (powers of 1000) and KiB, MiB, GiB, TiB (powers of 1024)
+  time,       ///< s, ms, us, ns, ps
+  bandwidth,  ///< bytes/s: Bps, KBps, ..., "GB/s"; bits/s: bps, Kbps, Mbps, Gbps, Tbps
+  flop,       ///< flop, kflop, Mflop, Gflop, Tflop, Pflop (case-insensitive "flop")
+  flop_rate,  ///< flops, "flop/s", Gflops, TFlops, TFLOPS, "TFLOP/s", ...
+};
+
+/// Thrown by parse_quantity with a message that says which units are accepted.
+class UnitError : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Human name of a dimension ("bandwidth") and the units it accepts, for error messages.
+std::string_view dimension_name(Dimension dimension);
+std::string_view dimension_units(Dimension dimension);
+
+/// Parses a number with an optional unit into the SI value. Throws UnitError on malformed text, an
+/// unknown unit, or a non-finite value. Whitespace between number and unit is allowed.
+double parse_quantity(std::string_view text, Dimension dimension);
+
+/// Formats an SI value with a readable prefix, e.g. format_quantity(1.5e9, Dimension::bytes) == "1.50 GB".
+std::string format_quantity(double value, Dimension dimension);
+
+}  // namespace ddlsim

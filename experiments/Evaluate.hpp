@@ -1,0 +1,47 @@
+// Simulating one resolved configuration into one CSV row.
+//
+//   plan_point   partition the layers into pp stages (minimising the slowest stage under the cost
+//                model), size the activations and gradients, estimate memory per stage
+//   evaluate_point  plan, refuse what does not fit in memory (status oom), build the TaskGraph,
+//                cost its compute tasks, replay it on SimGrid, and fill the row
+//
+// evaluate_point runs SimGrid, whose engine is a per-process singleton: call it once per process
+// (the sweep runner forks a child per point).
+#pragma once
+
+#include "calibration/CostModel.hpp"
+#include "experiments/Experiment.hpp"
+#include "experiments/ResultRow.hpp"
+#include "models/Memory.hpp"
+#include "sim/Replay.hpp"
+#include "sim/Schedules.hpp"
+
+#include <string>
+#include <vector>
+
+namespace ddlsim::experiments {
+
+struct EvaluateOptions {
+  sim::ReplayOptions replay;
+  std::string trace_dir;  ///< when set, write <trace_dir>/<experiment>_<config_id>.json (Chrome trace)
+};
+
+struct PointPlan {
+  sim::PipelinePlan pipeline;
+  std::vector<models::MemoryBreakdown> stage_memory;  ///< per stage, at its peak
+};
+
+/// Stage partition, transfer sizes and memory of a valid point.
+PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cost);
+
+/// The configuration columns of a point's row (status left empty).
+ResultRow describe_point(const PointConfig& point);
+
+/// A row for point `index` that failed before it could be resolved or simulated.
+ResultRow failed_row(std::size_t index, const std::string& experiment, Status status, const std::string& message);
+
+/// Simulates a point (once per process). Never throws for a bad configuration: the row says
+/// invalid, oom or error with a message.
+ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& options);
+
+}  // namespace ddlsim::experiments

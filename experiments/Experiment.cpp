@@ -1,0 +1,329 @@
+#include "experiments/Experiment.hpp"
+
+#include "common/DataPath.hpp"
+#include "models/ModelLoader.hpp"
+
+#include <limits>
+#include <sstream>
+
+namespace ddlsim::experiments {
+namespace {
+
+std::vector<std::string> split_key(const std::string& key)
+{
+  std::vector<std::string> parts;
+  std::stringstream in(key);
+  for (std::string part; std::getline(in, part, '.');)
+    parts.push_back(part);
+  return parts;
+}
+
+bool valid_key(const std::string& key)
+{
+  if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    return false;
+  return key.find_first_of(" \t=[]{}") == std::string::npos;
+}
+
+// Sets the dotted `key` of `doc` to `value`, creating missing mappings (whose origin is then `origin`).
+void set_path(YAML::Node doc, const std::string& key, const YAML::Node& value, Diagnostics& diags,
+              const std::string& origin)
+{
+  auto parts = split_key(key);
+  YAML::Node cur = doc;
+  std::string walked;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    walked += (walked.empty() ? "" : ".") + parts[i];
+    YAML::Node child = cur[parts[i]];
+    if (!child.IsDefined() || child.IsNull()) {
+      cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      if (!origin.empty())
+        diags.set_origin(walked, origin);
+    } else if (!child.IsMap()) {
+      diags.error(child, walked, "cannot set '" + key + "': '" + walked + "' is not a mapping here");
+      return;
+    }
+    YAML::Node next = cur[parts[i]];
+    cur.reset(next);  // rebind, do not assign: assignment would overwrite the node
+  }
+  cur[parts.back()] = value;
+}
+
+// Const walk to a dotted key's node (undefined when absent).
+YAML::Node find_path(const YAML::Node& doc, const std::string& key)
+{
+  YAML::Node cur = doc;
+  for (const auto& part : split_key(key)) {
+    if (!cur.IsMap())
+      return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& const_cur = cur;
+    YAML::Node next = const_cur[part];
+    if (!next.IsDefined())
+      return next;
+    cur.reset(next);
+  }
+  return cur;
+}
+
+// A model, cluster or profile given by name/path (loaded from its file) or inline (parsed here).
+template <typename T, typename LoadFile, typename ParseInline>
+std::optional<T> resolve_component(YamlMap& top, const std::string& key, const std::string& shipped_dir,
+                                   const std::filesystem::path& dir, std::string& label, LoadFile load_file,
+                                   ParseInline parse_inline)
+{
+  YAML::Node node = top.node(key);
+  if (!node.IsDefined()) {
+    top.report(key, "missing required key");
+    return std::nullopt;
+  }
+  if (node.IsMap()) {
+    YamlMap inline_map(node, key, top.diagnostics());
+    T value = parse_inline(inline_map);
+    label = inline_map.yaml()["name"] ? inline_map.yaml()["name"].Scalar() : key;
+    return value;
+  }
+  if (!node.IsScalar()) {
+    top.report(key, "expected a shipped name, a path to a YAML file, or a mapping");
+    return std::nullopt;
+  }
+  label = node.Scalar();
+  auto path = resolve_input(label, shipped_dir, dir);
+  if (!path) {
+    std::string names;
+    for (const auto& n : shipped_names(shipped_dir))
+      names += (names.empty() ? "" : ", ") + n;
+    top.report(key, "unknown name '" + label + "' (shipped: " + names + "; or give a path to a YAML file)");
+    return std::nullopt;
+  }
+  try {
+    return load_file(*path);
+  } catch (const ConfigError& e) {
+    top.diagnostics().append(e.diagnostics());
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Experiment Experiment::load(const std::string& path, const std::vector<std::string>& overrides)
+{
+  Experiment exp;
+  exp.file_ = path;
+  exp.text_ = read_text_file(path);
+  exp.dir_ = std::filesystem::path(path).parent_path();
+  YAML::Node doc = load_yaml_string(exp.text_, path);
+  Diagnostics diags(path);
+  if (!doc.IsMap()) {
+    diags.error(doc, "", "an experiment file must be a mapping (name:, model:, cluster:, ...)", 1);
+    diags.throw_if_any();
+  }
+
+  for (const auto& text : overrides) {
+    const auto eq = text.find('=');
+    const std::string origin = "--set " + text;
+    if (eq == std::string::npos || !valid_key(text.substr(0, eq))) {
+      diags.error_at_line(0, text, "expected --set dotted.key=value");
+      diags.set_origin(text, origin);
+      continue;
+    }
+    Override o{text.substr(0, eq), text.substr(eq + 1), origin};
+    try {
+      load_yaml_string(o.value, origin);
+    } catch (const ConfigError& e) {
+      diags.append(e.diagnostics());
+      continue;
+    }
+    exp.overrides_.push_back(std::move(o));
+  }
+  diags.throw_if_any();
+
+  // Axes come from the document with the overrides applied (they can add, replace or fix axes).
+  YAML::Node base = exp.document_for(std::numeric_limits<std::size_t>::max(), diags);
+  YAML::Node sweep = base["sweep"];
+  if (sweep.IsDefined() && !sweep.IsNull()) {
+    if (!sweep.IsMap()) {
+      diags.error(sweep, "sweep", "expected a mapping of dotted.key: [values]");
+    } else {
+      for (auto it = sweep.begin(); it != sweep.end(); ++it) {
+        const std::string key = it->first.Scalar();
+        if (!valid_key(key) || key == "name" || key.rfind("sweep", 0) == 0 || key.rfind("output", 0) == 0) {
+          diags.error(it->first, "sweep." + key, "cannot sweep over '" + key + "'");
+          continue;
+        }
+        if (!it->second.IsSequence() || it->second.size() == 0) {
+          diags.error(it->second, "sweep." + key, "expected a non-empty list of values", yaml_line(it->first));
+          continue;
+        }
+        exp.axes_.push_back({key, it->second.size()});
+      }
+    }
+  }
+  YamlMap top(base, "", diags);
+  exp.name_ = top.required_string("name");
+  if (auto output = top.map("output")) {
+    exp.output_csv_ = output->string("csv");
+    output->check_unknown_keys();
+  }
+  diags.throw_if_any();
+  if (exp.point_count() > 10'000'000)
+    throw ConfigError(path, yaml_line(sweep), "sweep", "the sweep has more than 10^7 points");
+  return exp;
+}
+
+std::size_t Experiment::point_count() const
+{
+  std::size_t n = 1;
+  for (const auto& axis : axes_)
+    n *= axis.size;
+  return n;
+}
+
+std::vector<std::pair<std::string, std::string>> Experiment::axis_values(std::size_t index) const
+{
+  Diagnostics ignored(file_);
+  YAML::Node doc = document_for(std::numeric_limits<std::size_t>::max(), ignored);
+  std::vector<std::pair<std::string, std::string>> values;
+  std::size_t stride = point_count();
+  for (const auto& axis : axes_) {
+    stride /= axis.size;
+    const YAML::Node v = doc["sweep"][axis.key][(index / stride) % axis.size];
+    values.emplace_back(axis.key, v.IsScalar() ? v.Scalar() : YAML::Dump(v));
+  }
+  return values;
+}
+
+// The point's document: the file, then the overrides, then (unless index is max) the axis values.
+YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
+{
+  YAML::Node doc = YAML::Load(text_);
+  for (const auto& o : overrides_) {
+    YAML::Node value = YAML::Load(o.value);
+    if (o.key.rfind("sweep.", 0) == 0) {
+      const std::string axis = o.key.substr(6);
+      doc["sweep"][axis] = value;
+      diags.set_origin(axis, o.origin);
+      continue;
+    }
+    diags.set_origin(o.key, o.origin);
+    set_path(doc, o.key, value, diags, o.origin);
+    if (doc["sweep"].IsMap() && doc["sweep"][o.key].IsDefined())
+      doc["sweep"].remove(o.key);  // --set fixes a swept key to one value
+  }
+  if (index == std::numeric_limits<std::size_t>::max())
+    return doc;
+  std::size_t stride = point_count();
+  for (const auto& axis : axes_) {
+    stride /= axis.size;
+    YAML::Node value = doc["sweep"][axis.key][(index / stride) % axis.size];
+    set_path(doc, axis.key, value, diags, "");
+  }
+  doc.remove("sweep");
+  return doc;
+}
+
+PointConfig Experiment::point(std::size_t index) const
+{
+  Diagnostics diags(file_);
+  YAML::Node doc = document_for(index, diags);
+  diags.throw_if_any();
+  PointConfig p;
+  p.index = index;
+  p.experiment = name_;
+
+  YamlMap top(doc, "", diags);
+  top.required_string("name");
+  top.string("description");
+  auto model = resolve_component<models::Model>(
+      top, "model", "models/zoo", dir_, p.model_label, [](const auto& path) { return models::load_model_file(path); },
+      [](YamlMap& m) { return models::parse_model(m); });
+  auto cluster = resolve_component<sim::ClusterSpec>(
+      top, "cluster", "sim/clusters", dir_, p.cluster_label,
+      [](const auto& path) { return sim::load_cluster_file(path); }, [](YamlMap& m) { return sim::parse_cluster(m); });
+  std::optional<calibration::CalibrationProfile> profile;
+  if (top.has("calibration") && !top.node("calibration").IsScalar())
+    top.report("calibration", "expected a shipped profile name or a path to a profile YAML");
+  else
+    profile = resolve_component<calibration::CalibrationProfile>(
+        top, "calibration", "calibration/profiles", dir_, p.calibration_label,
+        [](const auto& path) { return calibration::load_profile_file(path); },
+        [](YamlMap&) { return calibration::CalibrationProfile{}; });
+
+  if (auto training = top.map("training")) {
+    p.training.global_batch = training->required_integer("global_batch", 1, 1'000'000'000);
+    p.training.micro_batch = static_cast<int>(training->required_integer("micro_batch", 1, 1'000'000));
+    p.training.dtype = training->choice("dtype", dtype_table, Dtype::bf16);
+    p.training.optimizer = training->choice("optimizer", models::optimizer_table, models::Optimizer::adam);
+    training->check_unknown_keys();
+  } else {
+    top.report("training", "missing required key");
+  }
+  bool dp_auto = false;
+  if (auto par = top.map("parallelism")) {
+    p.parallelism.schedule = par->choice("schedule", sim::schedule_table, sim::ScheduleKind::gpipe);
+    p.parallelism.pp = static_cast<int>(par->integer("pp", 1, 1, 1 << 20));
+    const YAML::Node dp_node = par->yaml()["dp"];
+    if (dp_node.IsDefined() && dp_node.IsScalar() && dp_node.Scalar() == "auto") {
+      par->node("dp");
+      dp_auto = true;  // resolved below, once the cluster's GPU count is known
+    } else {
+      p.parallelism.dp = static_cast<int>(par->integer("dp", 1, 1, 1 << 20));
+    }
+    p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
+    p.parallelism.dp_collective =
+        par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+    par->check_unknown_keys();
+  }
+  if (auto output = top.map("output")) {
+    output->string("csv");
+    output->check_unknown_keys();
+  }
+  top.check_unknown_keys();
+  diags.throw_if_any();
+  p.model = std::move(*model);
+  p.cluster = std::move(*cluster);
+  p.profile = std::move(*profile);
+
+  // Cross-field checks: the point is well formed but may not be simulable.
+  auto problem = [&](const std::string& key, const std::string& message) {
+    diags.error_at_line(yaml_line(find_path(doc, key)), key, message);
+  };
+  // A problem that involves several keys is reported at the one this point sweeps, if any:
+  // that is the value that made this point impossible.
+  auto blame = [&](std::initializer_list<std::string> keys) {
+    for (const auto& key : keys)
+      for (const auto& axis : axes_)
+        if (axis.key == key)
+          return key;
+    return *keys.begin();
+  };
+  const auto& par = p.parallelism;
+  if (dp_auto) {
+    const int per_replica = p.parallelism.pp * p.parallelism.tp;
+    if (p.cluster.gpu_count() % per_replica == 0)
+      p.parallelism.dp = p.cluster.gpu_count() / per_replica;
+    else
+      problem(blame({"parallelism.pp", "parallelism.tp", "parallelism.dp"}), "dp: auto cannot fill the " + std::to_string(p.cluster.gpu_count()) +
+                                    " GPUs of cluster '" + p.cluster.name + "' with replicas of pp x tp = " +
+                                    std::to_string(per_replica) + " GPUs");
+  }
+  if (par.tp != 1)
+    problem("parallelism.tp", "tensor parallelism is not simulated yet: tp must be 1");
+  if (diags.empty() && par.gpus() != p.cluster.gpu_count())
+    problem(blame({"parallelism.pp", "parallelism.dp", "parallelism.tp"}), "pp x dp x tp = " + std::to_string(par.pp) + " x " + std::to_string(par.dp) + " x " +
+                                  std::to_string(par.tp) + " = " + std::to_string(par.gpus()) +
+                                  " does not match the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +
+                                  p.cluster.name + "'");
+  const long long per_step = static_cast<long long>(p.training.micro_batch) * par.dp;
+  if (p.training.global_batch % per_step != 0)
+    problem(blame({"training.global_batch", "training.micro_batch", "parallelism.dp"}), "global_batch " + std::to_string(p.training.global_batch) +
+                                         " is not divisible by micro_batch x dp = " +
+                                         std::to_string(p.training.micro_batch) + " x " + std::to_string(par.dp) +
+                                         " = " + std::to_string(per_step));
+  if (static_cast<std::size_t>(par.pp) > p.model.size())
+    problem("parallelism.pp", "pp = " + std::to_string(par.pp) + " stages for a model of only " +
+                                  std::to_string(p.model.size()) + " layers");
+  p.problems = diags.list();
+  return p;
+}
+
+}  // namespace ddlsim::experiments

@@ -1,0 +1,114 @@
+// Experiment files: one base configuration plus sweep axes, expanded into points.
+//
+//   name: gpipe-microbatch
+//   model: gpt2-xl                   # shipped name, path to a model YAML, or an inline model mapping
+//   cluster: dgx-h100x2              # shipped name, path, or inline mapping
+//   calibration: h100-sxm            # shipped profile name or path
+//   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam}
+//   parallelism: {schedule: gpipe, pp: 4, dp: 4, tp: 1, dp_collective: ring}   # dp: auto = GPUs / (pp x tp)
+//   sweep:                           # cartesian product, first axis varies slowest
+//     parallelism.pp: [1, 2, 4, 8]
+//     training.micro_batch: [1, 2, 4, 8, 16, 32]
+//   output: {csv: results/gpipe_microbatch.csv}
+//
+// `--set key=value` overrides a key (and fixes a swept key to one value); `--set sweep.KEY=[..]`
+// replaces an axis. Structural problems (syntax, unknown keys, wrong types, unknown names) are
+// ConfigErrors of the whole file; a point whose values are well formed but cannot be simulated
+// (pp x dp x tp != GPUs, batch not divisible) resolves with its `problems` listed, and becomes a
+// CSV row with status `invalid`.
+//
+//   Experiment exp = Experiment::load("experiments/demo.yaml", {"training.dtype=fp16"});
+//   for (std::size_t i = 0; i < exp.point_count(); ++i) PointConfig p = exp.point(i);
+#pragma once
+
+#include "calibration/Profile.hpp"
+#include "common/Dtype.hpp"
+#include "models/Memory.hpp"
+#include "models/Model.hpp"
+#include "sim/ClusterSpec.hpp"
+#include "sim/Schedules.hpp"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ddlsim::experiments {
+
+struct TrainingSpec {
+  long long global_batch = 0;  ///< samples per iteration, all replicas together
+  int micro_batch = 1;         ///< samples per micro-batch
+  Dtype dtype = Dtype::bf16;
+  models::Optimizer optimizer = models::Optimizer::adam;
+};
+
+struct ParallelismSpec {
+  sim::ScheduleKind schedule = sim::ScheduleKind::gpipe;
+  int pp = 1;
+  int dp = 1;
+  int tp = 1;
+  sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
+  int gpus() const { return pp * dp * tp; }
+};
+
+/// One fully resolved configuration, ready to simulate.
+struct PointConfig {
+  std::size_t index = 0;
+  std::string experiment;
+  std::string model_label;        ///< as the user named it (zoo name, path, or the inline model's name)
+  std::string cluster_label;
+  std::string calibration_label;
+  models::Model model;
+  sim::ClusterSpec cluster;
+  calibration::CalibrationProfile profile;
+  TrainingSpec training;
+  ParallelismSpec parallelism;
+  /// Why this point cannot be simulated as written (pp x dp x tp != GPUs, ...); empty when it can.
+  std::vector<Diagnostic> problems;
+  bool is_valid() const { return problems.empty(); }
+  int micro_batches() const
+  {
+    return static_cast<int>(training.global_batch / (static_cast<long long>(training.micro_batch) * parallelism.dp));
+  }
+};
+
+class Experiment {
+public:
+  /// Reads and checks the file. `overrides` are "dotted.key=yaml-value" strings from --set.
+  /// Throws ConfigError (every structural problem, with file:line: key) when the file is unusable.
+  static Experiment load(const std::string& path, const std::vector<std::string>& overrides = {});
+
+  const std::string& get_name() const { return name_; }
+  const std::string& get_file() const { return file_; }
+  std::size_t point_count() const;
+  /// Values of the sweep axes at point `index`, in axis order (empty without a sweep).
+  std::vector<std::pair<std::string, std::string>> axis_values(std::size_t index) const;
+  /// Resolves point `index`. Throws ConfigError when the file or a swept value is malformed; a point
+  /// that is well formed but cannot be simulated comes back with PointConfig::problems filled.
+  PointConfig point(std::size_t index) const;
+
+  const std::optional<std::string>& output_csv() const { return output_csv_; }
+
+private:
+  struct Axis {
+    std::string key;
+    std::size_t size = 0;
+  };
+  struct Override {
+    std::string key;
+    std::string value;
+    std::string origin;
+  };
+  YAML::Node document_for(std::size_t index, Diagnostics& diags) const;
+
+  std::string file_;
+  std::string text_;
+  std::filesystem::path dir_;
+  std::string name_;
+  std::vector<Axis> axes_;
+  std::vector<Override> overrides_;
+  std::optional<std::string> output_csv_;
+};
+
+}  // namespace ddlsim::experiments

@@ -1,0 +1,137 @@
+#include "experiments/ResultRow.hpp"
+
+#include "common/Error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+namespace ddlsim::experiments {
+namespace {
+constexpr char separator = '\x1f';
+
+std::size_t column_index(const std::string& column)
+{
+  const auto& cols = csv_columns();
+  auto it = std::find(cols.begin(), cols.end(), column);
+  if (it == cols.end())
+    throw Error("internal error: unknown CSV column '" + column + "'");
+  return static_cast<std::size_t>(it - cols.begin());
+}
+}  // namespace
+
+const std::vector<std::string>& csv_columns()
+{
+  static const std::vector<std::string> columns{
+      "config_id",        "experiment",          "model",
+      "cluster",          "calibration",         "schedule",
+      "pp",               "dp",                  "tp",
+      "gpus",             "global_batch",        "micro_batch",
+      "num_micro_batches", "dtype",              "status",
+      "iteration_time_s", "throughput_samples_per_s", "bubble_fraction",
+      "compute_time_s",   "exposed_comm_time_s", "comm_bytes_per_gpu",
+      "peak_memory_bytes", "memory_capacity_bytes", "sim_activities",
+      "sim_wall_time_s",  "message",             "optimizer",
+      "dp_collective",    "collective_fidelity", "model_parameters",
+      "achieved_flop_per_s_per_gpu"};
+  return columns;
+}
+
+ResultRow::ResultRow() : cells_(csv_columns().size()) {}
+
+void ResultRow::set(const std::string& column, const std::string& value) { cells_[column_index(column)] = value; }
+void ResultRow::set(const std::string& column, double value) { cells_[column_index(column)] = format_number(value); }
+void ResultRow::set(const std::string& column, long long value)
+{
+  cells_[column_index(column)] = std::to_string(value);
+}
+const std::string& ResultRow::get(const std::string& column) const { return cells_[column_index(column)]; }
+
+std::string ResultRow::serialize() const
+{
+  std::string out;
+  for (std::size_t i = 0; i < cells_.size(); ++i) {
+    if (i)
+      out += separator;
+    out += cells_[i];
+  }
+  return out;
+}
+
+std::optional<ResultRow> ResultRow::deserialize(const std::string& text)
+{
+  ResultRow row;
+  std::size_t i = 0;
+  std::size_t start = 0;
+  for (std::size_t pos = 0; pos <= text.size(); ++pos) {
+    if (pos == text.size() || text[pos] == separator) {
+      if (i >= row.cells_.size())
+        return std::nullopt;
+      row.cells_[i++] = text.substr(start, pos - start);
+      start = pos + 1;
+    }
+  }
+  if (i != row.cells_.size())
+    return std::nullopt;
+  return row;
+}
+
+std::string format_number(double value)
+{
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", value);
+  return buf;
+}
+
+std::string csv_escape(const std::string& cell)
+{
+  if (cell.find_first_of(",\"\n\r") == std::string::npos)
+    return cell;
+  std::string out = "\"";
+  for (char c : cell) {
+    if (c == '"')
+      out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void write_csv(const std::string& path, const std::vector<ResultRow>& rows)
+{
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path())
+    fs::create_directories(target.parent_path(), ec);
+  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+    const auto& cols = csv_columns();
+    for (std::size_t i = 0; i < cols.size(); ++i)
+      out << (i ? "," : "") << cols[i];
+    out << '\n';
+    for (const auto& row : rows) {
+      for (std::size_t i = 0; i < row.cells().size(); ++i)
+        out << (i ? "," : "") << csv_escape(row.cells()[i]);
+      out << '\n';
+    }
+    out.flush();
+    if (!out) {
+      fs::remove(tmp, ec);
+      throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot move the CSV into place at " + path + ": " + ec.message());
+  }
+}
+
+}  // namespace ddlsim::experiments

@@ -1,0 +1,143 @@
+#include "experiments/SweepRunner.hpp"
+
+#include "common/Error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ddlsim::experiments {
+namespace {
+
+struct Child {
+  std::size_t index;
+  int fd;
+  std::string output;
+};
+
+void write_all(int fd, const std::string& text)
+{
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// Child side: simulate, send the row, and leave without running the parent's exit handlers.
+[[noreturn]] void run_child(const PointConfig& point, const EvaluateOptions& options, int fd)
+{
+  std::string text;
+  try {
+    text = evaluate_point(point, options).serialize();
+  } catch (const std::exception& e) {
+    text = failed_row(point.index, point.experiment, Status::error, e.what()).serialize();
+  }
+  write_all(fd, text);
+  ::close(fd);
+  ::_exit(0);
+}
+
+std::string describe_exit(int status)
+{
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "simulation process killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  if (WIFEXITED(status))
+    return "simulation process exited with code " + std::to_string(WEXITSTATUS(status)) + " without a result";
+  return "simulation process ended abnormally";
+}
+
+}  // namespace
+
+std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options)
+{
+  std::vector<ResultRow> rows(points.size());
+  std::map<pid_t, Child> running;
+  std::size_t next = 0;
+  std::size_t done = 0;
+  const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
+  auto finished = [&] {
+    ++done;
+    if (options.on_progress)
+      options.on_progress(done, points.size());
+  };
+
+  while (next < points.size() || !running.empty()) {
+    while (running.size() < jobs && next < points.size()) {
+      const std::size_t i = next++;
+      if (!points[i].is_valid()) {  // nothing to simulate: no process needed
+        rows[i] = evaluate_point(points[i], options.evaluate);
+        finished();
+        continue;
+      }
+      int fds[2];
+      if (::pipe(fds) != 0)
+        throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
+      std::fflush(nullptr);  // or buffered output would be written twice
+      const pid_t pid = ::fork();
+      if (pid < 0)
+        throw Error(std::string("cannot fork a simulation process: ") + std::strerror(errno));
+      if (pid == 0) {
+        ::close(fds[0]);
+        run_child(points[i], options.evaluate, fds[1]);
+      }
+      ::close(fds[1]);
+      running.emplace(pid, Child{i, fds[0], {}});
+    }
+    if (running.empty())
+      continue;
+
+    std::vector<pollfd> polls;
+    std::vector<pid_t> pids;
+    for (const auto& [pid, child] : running) {
+      polls.push_back({child.fd, POLLIN, 0});
+      pids.push_back(pid);
+    }
+    if (::poll(polls.data(), polls.size(), -1) < 0 && errno != EINTR)
+      throw Error(std::string("poll failed: ") + std::strerror(errno));
+    for (std::size_t k = 0; k < polls.size(); ++k) {
+      if (polls[k].revents == 0)
+        continue;
+      Child& child = running.at(pids[k]);
+      char buf[65536];
+      const ssize_t n = ::read(child.fd, buf, sizeof buf);
+      if (n > 0) {
+        child.output.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR)
+        continue;
+      // End of file: the child is done; collect it.
+      ::close(child.fd);
+      int status = 0;
+      while (::waitpid(pids[k], &status, 0) < 0 && errno == EINTR) {
+      }
+      auto row = ResultRow::deserialize(child.output);
+      const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (row && clean) {
+        rows[child.index] = std::move(*row);
+      } else {
+        rows[child.index] = describe_point(points[child.index]);
+        rows[child.index].set("status", std::string("error"));
+        rows[child.index].set("message", describe_exit(status));
+      }
+      running.erase(pids[k]);
+      finished();
+    }
+  }
+  return rows;
+}
+
+}  // namespace ddlsim::experiments

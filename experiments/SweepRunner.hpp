@@ -1,0 +1,30 @@
+// Running the points of a sweep, each in its own forked process.
+//
+// SimGrid's engine is a per-process singleton, so every point is simulated in a child process
+// (fork costs about a millisecond and keeps results bit-identical). Up to `jobs` children run at
+// once; rows come back in point order whatever order the children finish in. A child that crashes
+// or returns garbage becomes an `error` row: the sweep goes on.
+//
+//   SweepOptions opts{.jobs = 2};
+//   std::vector<ResultRow> rows = run_sweep(points, opts);
+#pragma once
+
+#include "experiments/Evaluate.hpp"
+
+#include <functional>
+#include <vector>
+
+namespace ddlsim::experiments {
+
+struct SweepOptions {
+  int jobs = 1;
+  EvaluateOptions evaluate;
+  /// Called in the parent after each finished point with (points done, points in total).
+  std::function<void(std::size_t, std::size_t)> on_progress;
+};
+
+/// Evaluates every point; see the file comment. Throws ddlsim::Error only when the system refuses
+/// to create processes or pipes.
+std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options);
+
+}  // namespace ddlsim::experiments

@@ -1,0 +1,46 @@
+// Turning per-task start/end times into the numbers a user reads: per-GPU compute, exposed
+// communication and idle ("bubble") time. Pure functions, no SimGrid: unit-testable.
+//
+// For each GPU over the iteration [0, T]:
+//   compute       union of its compute tasks
+//   communication union of the transfers it sends or receives and the collectives it joins
+//   exposed comm  communication time not hidden under compute
+//   idle          T - compute - exposed comm   (pipeline bubble and waiting on others)
+// bubble_fraction = mean idle / T. With no communication, GPipe's K balanced stages and M
+// micro-batches give (K-1)/(M+K-1).
+#pragma once
+
+#include "sim/TaskGraph.hpp"
+
+#include <utility>
+#include <vector>
+
+namespace ddlsim::sim {
+
+struct TaskTiming {
+  double start_s = -1;
+  double end_s = -1;
+};
+
+struct DeviceStats {
+  double compute_s = 0;
+  double exposed_comm_s = 0;
+  double idle_s = 0;
+  double bytes_sent = 0;
+};
+
+using Interval = std::pair<double, double>;
+
+/// Length of the union of intervals (any order, may overlap).
+double union_length(std::vector<Interval> intervals);
+/// Length of the union of `a` minus its overlap with the union of `b`.
+double uncovered_length(std::vector<Interval> a, std::vector<Interval> b);
+
+/// Bytes each device injects into the network for this graph (transfers it sends, its share of
+/// every collective step: 2(n-1)/n x S for a ring all-reduce).
+std::vector<double> bytes_sent_per_device(const TaskGraph& graph);
+
+/// Per-device statistics from the timings of every task and the iteration time.
+std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s);
+
+}  // namespace ddlsim::sim

@@ -1,0 +1,37 @@
+// Internal to sim/: builds the SimGrid platform of a ClusterSpec. Only Replay.cpp includes it, so
+// SimGrid types never leak into the public headers.
+//
+// Layout (all links split-duplex, latency 0: message latency is added by the replay as a timer,
+// because CM02 would otherwise share a bottleneck in proportion to 1/route latency):
+//
+//   cluster (star zone, non-blocking fabric)
+//    ├── node0 (full zone of the node's GPUs and its gateway)
+//    │     gpu_i -> gpu_j      : gpu_i_link up, gpu_j_link down     (intra_node.bandwidth each)
+//    │     gpu_i -> gateway    : node0_nic_k up, k = i mod nic.count (nic.bandwidth each)
+//    └── node1 ...
+//
+// A message between nodes leaves through the sender's NIC and enters through the receiver's
+// (GPUDirect RDMA: it does not cross NVLink); GPUs that share a NIC share its bandwidth.
+// A node's full zone has (g+1)^2 routes for g GPUs: small, unlike one full zone of the cluster.
+#pragma once
+
+#include "sim/ClusterSpec.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <vector>
+
+namespace ddlsim::sim::detail {
+
+/// Work units per second of a GPU host: Exec amounts are seconds x this, so that SimGrid's absolute
+/// work precision (1e-5) stays far below a picosecond.
+inline constexpr double work_per_second = 1e12;
+
+struct Platform {
+  std::vector<simgrid::s4u::Host*> gpus;  ///< by global GPU index
+};
+
+/// Creates zones, hosts and links in the current Engine and seals them.
+Platform build_platform(const ClusterSpec& cluster);
+
+}  // namespace ddlsim::sim::detail

@@ -1,0 +1,86 @@
+#include "sim/TaskGraph.hpp"
+
+#include <stdexcept>
+
+namespace ddlsim::sim {
+
+TaskGraph::TaskGraph(int devices) : devices_(devices), streams_(static_cast<std::size_t>(devices))
+{
+  if (devices < 1)
+    throw std::invalid_argument("a task graph needs at least one device");
+}
+
+TaskId TaskGraph::add_node(TaskKind kind, std::size_t index)
+{
+  nodes_.push_back({kind, static_cast<std::uint32_t>(index), 0});
+  successors_.emplace_back();
+  return static_cast<TaskId>(nodes_.size() - 1);
+}
+
+TaskId TaskGraph::add_compute(const ComputeTask& task)
+{
+  if (task.device < 0 || task.device >= devices_)
+    throw std::invalid_argument("compute task on device " + std::to_string(task.device) + " of " +
+                                std::to_string(devices_));
+  computes_.push_back(task);
+  TaskId id = add_node(TaskKind::compute, computes_.size() - 1);
+  auto& stream = streams_[static_cast<std::size_t>(task.device)];
+  if (!stream.empty())
+    add_dependency(stream.back(), id);
+  stream.push_back(id);
+  return id;
+}
+
+TaskId TaskGraph::add_transfer(const TransferTask& task)
+{
+  if (task.src < 0 || task.src >= devices_ || task.dst < 0 || task.dst >= devices_ || task.src == task.dst)
+    throw std::invalid_argument("transfer between devices " + std::to_string(task.src) + " and " +
+                                std::to_string(task.dst));
+  if (!(task.bytes >= 0))
+    throw std::invalid_argument("transfer of a negative size");
+  transfers_.push_back(task);
+  return add_node(TaskKind::transfer, transfers_.size() - 1);
+}
+
+TaskId TaskGraph::add_collective(CollectiveTask task)
+{
+  if (task.group.empty())
+    throw std::invalid_argument("collective with an empty group");
+  for (int d : task.group)
+    if (d < 0 || d >= devices_)
+      throw std::invalid_argument("collective member " + std::to_string(d) + " is not a device");
+  collectives_.push_back(std::move(task));
+  return add_node(TaskKind::collective, collectives_.size() - 1);
+}
+
+void TaskGraph::add_dependency(TaskId before, TaskId after)
+{
+  if (before >= nodes_.size() || after >= nodes_.size() || before == after)
+    throw std::invalid_argument("bad dependency " + std::to_string(before) + " -> " + std::to_string(after));
+  successors_[before].push_back(after);
+  ++nodes_[after].dependencies;
+}
+
+std::string TaskGraph::label(TaskId id) const
+{
+  switch (kind(id)) {
+  case TaskKind::compute: {
+    const auto& c = compute(id);
+    if (c.phase == Phase::optimizer)
+      return "optimizer s" + std::to_string(c.stage);
+    return std::string(c.phase == Phase::forward ? "F" : "B") + " s" + std::to_string(c.stage) + " mb" +
+           std::to_string(c.micro_batch);
+  }
+  case TaskKind::transfer: {
+    const auto& t = transfer(id);
+    int to = t.phase == Phase::forward ? t.stage + 1 : t.stage - 1;
+    return std::string(t.phase == Phase::forward ? "act" : "grad") + " s" + std::to_string(t.stage) + "->s" +
+           std::to_string(to) + " mb" + std::to_string(t.micro_batch);
+  }
+  case TaskKind::collective:
+    return "allreduce s" + std::to_string(collective(id).stage);
+  }
+  return "?";
+}
+
+}  // namespace ddlsim::sim

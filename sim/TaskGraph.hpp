@@ -1,0 +1,111 @@
+// The backend-neutral description of one training iteration: what every device computes, in which
+// order, what it sends to whom, and which collectives it joins. The SimGrid replay simulates it;
+// the real backends (later) execute the very same graph.
+//
+// Compute tasks run on their device's single compute stream in the order they were added (add_compute
+// makes each depend on the previous one of its device). Transfers and collectives run on their own
+// and only occupy links. Any task starts when all its dependencies have finished.
+//
+//   TaskGraph g(2);
+//   TaskId f0 = g.add_compute({.device = 0, .phase = Phase::forward, .stage = 0, .micro_batch = 0, .samples = 8});
+//   TaskId t  = g.add_transfer({.src = 0, .dst = 1, .bytes = 1e6, .phase = Phase::forward, .stage = 0});
+//   TaskId f1 = g.add_compute({.device = 1, .phase = Phase::forward, .stage = 1, .micro_batch = 0, .samples = 8});
+//   g.add_dependency(f0, t);
+//   g.add_dependency(t, f1);
+#pragma once
+
+#include "common/EnumTable.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddlsim::sim {
+
+using TaskId = std::uint32_t;
+
+enum class TaskKind : std::uint8_t { compute, transfer, collective };
+enum class Phase : std::uint8_t { forward, backward, optimizer };
+enum class CollectiveKind : std::uint8_t { all_reduce };
+enum class CollectiveAlgorithm : std::uint8_t { ring };
+
+inline constexpr EnumTable<Phase, 3> phase_table{{{
+    {"forward", Phase::forward, "forward pass of a micro-batch"},
+    {"backward", Phase::backward, "backward pass of a micro-batch"},
+    {"optimizer", Phase::optimizer, "weight update"},
+}}};
+
+inline constexpr EnumTable<CollectiveAlgorithm, 1> collective_algorithm_table{{{
+    {"ring", CollectiveAlgorithm::ring, "ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes"},
+}}};
+
+struct ComputeTask {
+  int device = 0;
+  Phase phase = Phase::forward;
+  int stage = 0;
+  int micro_batch = 0;           ///< -1 for the optimizer step
+  int samples = 0;               ///< samples in the micro-batch
+  std::uint32_t layer_begin = 0; ///< layers [layer_begin, layer_end) of the model
+  std::uint32_t layer_end = 0;
+};
+
+struct TransferTask {
+  int src = 0;
+  int dst = 0;
+  double bytes = 0;
+  Phase phase = Phase::forward;  ///< activations (forward) or their gradients (backward)
+  int stage = 0;                 ///< sending stage
+  int micro_batch = 0;
+};
+
+struct CollectiveTask {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  std::vector<int> group;  ///< devices, in ring order
+  double bytes = 0;        ///< buffer size on each member
+  int stage = 0;
+};
+
+class TaskGraph {
+public:
+  explicit TaskGraph(int devices);
+
+  /// Appends a compute task to its device's stream (it depends on the previous task of that stream).
+  TaskId add_compute(const ComputeTask& task);
+  TaskId add_transfer(const TransferTask& task);
+  TaskId add_collective(CollectiveTask task);
+  /// `after` starts only once `before` has finished. Throws std::invalid_argument on unknown ids or a self-loop.
+  void add_dependency(TaskId before, TaskId after);
+
+  int device_count() const { return devices_; }
+  std::size_t size() const { return nodes_.size(); }
+  TaskKind kind(TaskId id) const { return nodes_[id].kind; }
+  const ComputeTask& compute(TaskId id) const { return computes_[nodes_[id].index]; }
+  const TransferTask& transfer(TaskId id) const { return transfers_[nodes_[id].index]; }
+  const CollectiveTask& collective(TaskId id) const { return collectives_[nodes_[id].index]; }
+  const std::vector<TaskId>& successors(TaskId id) const { return successors_[id]; }
+  std::uint32_t dependency_count(TaskId id) const { return nodes_[id].dependencies; }
+  /// Compute tasks of one device, in stream order.
+  const std::vector<TaskId>& stream(int device) const { return streams_[static_cast<std::size_t>(device)]; }
+
+  /// Short label for timelines and logs, e.g. "F s1 mb3", "send s1->s2 mb3", "allreduce s0".
+  std::string label(TaskId id) const;
+
+private:
+  struct Node {
+    TaskKind kind;
+    std::uint32_t index;         // into computes_, transfers_ or collectives_
+    std::uint32_t dependencies;  // number of predecessors
+  };
+  TaskId add_node(TaskKind kind, std::size_t index);
+
+  int devices_;
+  std::vector<Node> nodes_;
+  std::vector<std::vector<TaskId>> successors_;
+  std::vector<ComputeTask> computes_;
+  std::vector<TransferTask> transfers_;
+  std::vector<CollectiveTask> collectives_;
+  std::vector<std::vector<TaskId>> streams_;
+};
+
+}  // namespace ddlsim::sim

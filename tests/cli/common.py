@@ -1,0 +1,42 @@
+"""Helpers for the CLI tests: run the ddlsim binary, read its CSV, check with tolerances."""
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+SKIP = 77  # CTest SKIP_RETURN_CODE
+
+failures = []
+
+
+def run(binary, *args, cwd=None):
+    p = subprocess.run([binary, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print(f"FAIL: {what}", file=sys.stderr)
+
+
+def workdir():
+    d = tempfile.mkdtemp(prefix="ddlsim_cli_")
+    shutil.copy(os.path.join(FIXTURES, "node4.yaml"), d)
+    return d
+
+
+def finish(name, count):
+    """Prints the plain closing line CI reads and exits non-zero on any failure."""
+    failed = len(failures)
+    print(f"{name}: {count - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,99 @@
+"""ddlsim run: CSV contract, consistency of the numbers, determinism, -j, --set, --trace-dir."""
+import json
+import os
+import sys
+
+from common import ROOT, check, finish, read_csv, run, workdir
+
+binary = sys.argv[1]
+checks = 0
+tmp = workdir()
+demo = os.path.join(ROOT, "experiments", "demo.yaml")
+
+CONTRACT = ("config_id experiment model cluster calibration schedule pp dp tp gpus global_batch micro_batch "
+            "num_micro_batches dtype status iteration_time_s throughput_samples_per_s bubble_fraction "
+            "compute_time_s exposed_comm_time_s comm_bytes_per_gpu peak_memory_bytes memory_capacity_bytes "
+            "sim_activities sim_wall_time_s message").split()
+
+# 1. The demo sweep: contract columns, one row per point in config order, consistent numbers.
+a = os.path.join(tmp, "a.csv")
+rc, out, err = run(binary, "run", demo, "-o", a, "-j", "2")
+checks += 1
+check(rc == 0, f"demo run exits 0 (rc={rc}, stderr={err})")
+rows = read_csv(a)
+with open(a) as f:
+    header = f.readline().strip().split(",")
+checks += 1
+check(header[: len(CONTRACT)] == CONTRACT, f"contract columns first: {header}")
+checks += 1
+check([int(r["config_id"]) for r in rows] == list(range(16)), "16 rows in config order")
+statuses = [r["status"] for r in rows]
+checks += 1
+check(statuses.count("ok") == 15 and statuses.count("invalid") == 1, f"15 ok + 1 invalid: {statuses}")
+for r in rows:
+    if r["status"] == "invalid":
+        checks += 1
+        check("demo.yaml:14: training.micro_batch:" in r["message"] and "not divisible" in r["message"],
+              f"invalid row names file:line and key: {r['message']}")
+        checks += 1
+        check(r["iteration_time_s"] == "", "no iteration time for an invalid point")
+        continue
+    t = float(r["iteration_time_s"])
+    gb, mb, dp, pp = int(r["global_batch"]), int(r["micro_batch"]), int(r["dp"]), int(r["pp"])
+    checks += 5
+    check(t > 0, "positive iteration time")
+    check(abs(float(r["throughput_samples_per_s"]) - gb / t) <= 1e-6 * gb / t, "throughput = global_batch / time")
+    check(int(r["num_micro_batches"]) * mb * dp == gb, "M x micro_batch x dp = global_batch")
+    check(pp * dp == int(r["gpus"]) == 16, "pp x dp = 16 GPUs")
+    b = float(r["bubble_fraction"])
+    # Compute + exposed communication + bubble make up the iteration on an average GPU.
+    parts = float(r["compute_time_s"]) + float(r["exposed_comm_time_s"]) + b * t
+    check(0 <= b < 1 and abs(parts - t) <= 1e-6 * t, f"time decomposes: {parts} vs {t}")
+    checks += 1
+    check(float(r["peak_memory_bytes"]) <= float(r["memory_capacity_bytes"]), "fits in memory")
+# A deeper pipeline at the same micro-batch size has a larger bubble (K-1)/(M+K-1).
+by = {(int(r["pp"]), int(r["micro_batch"])): r for r in rows if r["status"] == "ok"}
+checks += 1
+check(float(by[(2, 1)]["bubble_fraction"]) < float(by[(8, 1)]["bubble_fraction"]), "bubble grows with pp")
+# ... and for one pipeline depth, fewer micro-batches (larger micro-batch) mean a larger bubble.
+checks += 1
+check(float(by[(4, 1)]["bubble_fraction"]) < float(by[(4, 8)]["bubble_fraction"]), "bubble shrinks with M")
+
+# 2. Determinism: same inputs, same bytes (the wall-time column aside), whatever -j.
+b_csv = os.path.join(tmp, "b.csv")
+rc, _, err = run(binary, "run", demo, "-o", b_csv, "-j", "1", "--quiet")
+
+
+def without_wall_time(path):
+    rows = read_csv(path)
+    for r in rows:
+        r.pop("sim_wall_time_s")
+    return rows
+
+
+checks += 1
+check(rc == 0 and without_wall_time(a) == without_wall_time(b_csv), "two runs give identical CSVs")
+
+# 3. --set overrides and replaces axes; default output path comes from the file, relative to the cwd.
+rc, _, err = run(binary, "run", demo, "--set", "training.global_batch=32", "--set",
+                 "sweep.training.micro_batch=[1, 2]", "--set", "sweep.parallelism.pp=[2]", "--quiet", cwd=tmp)
+rows = read_csv(os.path.join(tmp, "results", "demo.csv")) if rc == 0 else []
+checks += 1
+check(rc == 0 and len(rows) == 2 and all(r["global_batch"] == "32" for r in rows), f"--set applied ({err})")
+
+# 4. Timelines: one Chrome trace per point, valid JSON with one track per GPU.
+traces = os.path.join(tmp, "traces")
+rc, _, err = run(binary, "run", demo, "-o", os.path.join(tmp, "c.csv"), "--set", "sweep.parallelism.pp=[4]",
+                 "--set", "sweep.training.micro_batch=[4]", "--trace-dir", traces, "--quiet")
+files = sorted(os.listdir(traces)) if os.path.isdir(traces) else []
+checks += 1
+check(rc == 0 and files == ["demo_0.json"], f"one timeline written: {files} {err}")
+if files:
+    with open(os.path.join(traces, files[0])) as f:
+        trace = json.load(f)
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    checks += 2
+    check({e["pid"] for e in events} == set(range(16)), "events on all 16 GPUs")
+    check(any(e["name"] == "F s3 mb0" for e in events), "ops named by phase, stage and micro-batch")
+
+finish("cli_run", checks)

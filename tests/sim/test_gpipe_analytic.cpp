@@ -1,0 +1,56 @@
+// GPipe against its closed form (Huang et al. 2019): with K balanced stages, M micro-batches and no
+// communication cost, one iteration takes (M + K - 1)(t_f + t_b) and every GPU idles for a share
+// (K - 1)/(M + K - 1) of it. The expected values are computed here from the formula, never by the
+// simulator. One SimGrid engine per process: each TEST_CASE is its own CTest test.
+#include "sim/Replay.hpp"
+#include "sim/Schedules.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace ddlsim::sim;
+
+namespace {
+constexpr double t_f = 1.3e-3;
+constexpr double t_b = 2.9e-3;
+
+void check_gpipe(int k, int m, int dp)
+{
+  PipelinePlan plan;
+  plan.dp = dp;
+  plan.micro_batches = m;
+  plan.micro_batch_size = 1;
+  for (int s = 0; s < k; ++s)  // zero bytes: no communication cost
+    plan.stages.push_back({.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)},
+                           .activation_bytes = 0,
+                           .gradient_bytes = 0});
+  const TaskGraph graph = build_schedule(plan);
+  std::vector<double> seconds(graph.size(), 0.0);
+  for (TaskId id = 0; id < graph.size(); ++id)
+    if (graph.kind(id) == TaskKind::compute)
+      seconds[id] = graph.compute(id).phase == Phase::forward ? t_f : graph.compute(id).phase == Phase::backward ? t_b : 0.0;
+
+  ClusterSpec cluster;
+  cluster.name = "ideal";
+  cluster.nodes = 1;
+  cluster.gpus_per_node = k * dp;
+  cluster.gpu_memory = 1e12;
+  cluster.intra_node = {.bandwidth = 1e12, .latency = 0.0};
+  const ReplayResult r = replay(graph, cluster, seconds);
+
+  const double expected = (m + k - 1) * (t_f + t_b);
+  const double bubble = static_cast<double>(k - 1) / (m + k - 1);
+  CHECK(r.makespan_s == doctest::Approx(expected).epsilon(1e-9));
+  for (const auto& d : r.devices) {
+    CHECK(d.compute_s == doctest::Approx(m * (t_f + t_b)).epsilon(1e-9));
+    CHECK(d.exposed_comm_s == doctest::Approx(0.0));
+    CHECK(d.idle_s / r.makespan_s == doctest::Approx(bubble).epsilon(1e-9));
+  }
+}
+}  // namespace
+
+TEST_CASE("gpipe K=1 M=1") { check_gpipe(1, 1, 1); }
+TEST_CASE("gpipe K=2 M=4") { check_gpipe(2, 4, 1); }
+TEST_CASE("gpipe K=3 M=5") { check_gpipe(3, 5, 1); }
+TEST_CASE("gpipe K=4 M=16") { check_gpipe(4, 16, 1); }
+TEST_CASE("gpipe K=8 M=32") { check_gpipe(8, 32, 1); }
+TEST_CASE("gpipe K=4 M=8 dp=2") { check_gpipe(4, 8, 2); }

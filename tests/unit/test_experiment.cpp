@@ -1,0 +1,124 @@
+#include "experiments/Experiment.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace ddlsim;
+using namespace ddlsim::experiments;
+
+namespace {
+const std::string fixtures = DDLSIM_TEST_FIXTURES;
+
+// Writes `text` to a fresh file next to the fixtures' cluster so relative names resolve.
+std::string write_temp(const std::string& text)
+{
+  static int counter = 0;
+  const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(fixtures + "/node4.yaml", dir / "node4.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto path = dir / ("exp" + std::to_string(counter++) + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+const std::string base = "name: t\nmodel: gpt2-small\ncluster: node4.yaml\ncalibration: h100-sxm\n"
+                         "training: {global_batch: 16, micro_batch: 2}\n";
+
+std::vector<Diagnostic> load_errors(const std::string& text, const std::vector<std::string>& sets = {})
+{
+  try {
+    auto exp = Experiment::load(write_temp(text), sets);
+    for (std::size_t i = 0; i < exp.point_count(); ++i)
+      exp.point(i);
+  } catch (const ConfigError& e) {
+    return e.diagnostics();
+  }
+  return {};
+}
+}  // namespace
+
+TEST_CASE("sweeps expand as a cartesian product, first axis slowest")
+{
+  auto exp = Experiment::load(fixtures + "/sweep.yaml");
+  REQUIRE(exp.point_count() == 6);
+  CHECK(exp.axis_values(0) == std::vector<std::pair<std::string, std::string>>{{"parallelism.pp", "1"},
+                                                                             {"training.micro_batch", "1"}});
+  CHECK(exp.axis_values(5) == std::vector<std::pair<std::string, std::string>>{{"parallelism.pp", "3"},
+                                                                             {"training.micro_batch", "2"}});
+  PointConfig p3 = exp.point(3);
+  CHECK(p3.parallelism.pp == 2);
+  CHECK(p3.parallelism.dp == 2);  // dp: auto fills the 4 GPUs
+  CHECK(p3.training.micro_batch == 2);
+  CHECK(p3.micro_batches() == 4);
+  CHECK(p3.is_valid());
+  CHECK(p3.model_label == "gpt2-small");
+  CHECK(p3.cluster.gpu_count() == 4);
+
+  PointConfig p4 = exp.point(4);  // pp = 3 on 4 GPUs
+  REQUIRE_FALSE(p4.is_valid());
+  CHECK(p4.problems[0].key == "parallelism.pp");  // the swept key that made the point impossible
+  CHECK(p4.problems[0].line == 9);                // the line of its value in the sweep
+}
+
+TEST_CASE("--set overrides a key, fixes a swept key, and replaces an axis")
+{
+  auto fixed = Experiment::load(fixtures + "/sweep.yaml", {"parallelism.pp=2", "training.dtype=fp16"});
+  CHECK(fixed.point_count() == 2);
+  CHECK(fixed.point(1).parallelism.pp == 2);
+  CHECK(fixed.point(1).training.dtype == Dtype::fp16);
+  auto axis = Experiment::load(fixtures + "/sweep.yaml", {"sweep.training.micro_batch=[1, 2, 4, 8]"});
+  CHECK(axis.point_count() == 12);
+  CHECK(axis.point(11).training.micro_batch == 8);
+
+  auto d = load_errors(base, {"training.micro_batchh=3"});
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].file == "--set training.micro_batchh=3");
+  CHECK(d[0].message == "unknown key");
+  CHECK_THROWS_AS(Experiment::load(fixtures + "/sweep.yaml", {"novalue"}), ConfigError);
+  CHECK_THROWS_AS(Experiment::load(fixtures + "/sweep.yaml", {"a.b=[1,"}), ConfigError);
+}
+
+TEST_CASE("structural problems are errors with file, line and key")
+{
+  auto d = load_errors(base + "parallelism: {pp: 2, dp: 2, schedul: gpipe}\n");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].key == "parallelism.schedul");
+  CHECK(d[0].line == 6);
+
+  d = load_errors(base + "parallelism: {pp: two}\n");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].key == "parallelism.pp");
+
+  d = load_errors("name: t\nmodel: gpt9\ncluster: node4.yaml\ncalibration: h100-sxm\ntraining: {global_batch: 16, micro_batch: 2}\n");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].key == "model");
+  CHECK(d[0].line == 2);
+  CHECK(d[0].message.find("gpt2-xl") != std::string::npos);  // lists the shipped names
+
+  d = load_errors(base + "sweep: {parallelism.pp: []}\n");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].key == "sweep.parallelism.pp");
+}
+
+TEST_CASE("well-formed but impossible points list their problems")
+{
+  auto exp = Experiment::load(write_temp(base + "parallelism: {pp: 2, dp: 3}\n"));
+  auto p = exp.point(0);
+  REQUIRE(p.problems.size() == 2);
+  CHECK(p.problems[0].key == "parallelism.pp");
+  CHECK(p.problems[0].message.find("does not match the 4 GPUs") != std::string::npos);
+  CHECK(p.problems[1].key == "training.global_batch");
+  CHECK(p.problems[1].message.find("not divisible by micro_batch x dp = 2 x 3 = 6") != std::string::npos);
+
+  auto inline_model = Experiment::load(write_temp(
+      "name: t\nmodel: {name: tiny, gpt: {layers: 2, hidden: 64, heads: 4, seq: 32, vocab: 100}}\n"
+      "cluster: node4.yaml\ncalibration: h100-sxm\ntraining: {global_batch: 8, micro_batch: 2}\n"
+      "parallelism: {pp: 4, dp: 1}\n"));
+  auto q = inline_model.point(0);
+  CHECK(q.model_label == "tiny");
+  CHECK(q.is_valid());  // 2 blocks + embedding + norm + head = 5 layers for 4 stages
+}

@@ -1,0 +1,59 @@
+#include "experiments/ResultRow.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace ddlsim::experiments;
+
+TEST_CASE("the CSV keeps ARCHITECTURE.md's contract columns first, with units")
+{
+  const std::vector<std::string> contract{
+      "config_id", "experiment", "model", "cluster", "calibration", "schedule", "pp", "dp", "tp", "gpus",
+      "global_batch", "micro_batch", "num_micro_batches", "dtype", "status", "iteration_time_s",
+      "throughput_samples_per_s", "bubble_fraction", "compute_time_s", "exposed_comm_time_s", "comm_bytes_per_gpu",
+      "peak_memory_bytes", "memory_capacity_bytes", "sim_activities", "sim_wall_time_s", "message"};
+  const auto& cols = csv_columns();
+  REQUIRE(cols.size() >= contract.size());
+  CHECK(std::vector<std::string>(cols.begin(), cols.begin() + static_cast<long>(contract.size())) == contract);
+}
+
+TEST_CASE("rows survive the trip between processes and quote what CSV needs quoted")
+{
+  ResultRow row;
+  row.set("message", std::string("a, \"quoted\"\nline"));
+  row.set("iteration_time_s", 0.1234567890123);
+  row.set("pp", 4LL);
+  auto back = ResultRow::deserialize(row.serialize());
+  REQUIRE(back);
+  CHECK(back->cells() == row.cells());
+  CHECK(row.get("iteration_time_s") == "0.123456789");
+  CHECK(csv_escape(row.get("message")) == "\"a, \"\"quoted\"\"\nline\"");
+  CHECK_FALSE(ResultRow::deserialize("too\x1f" "few"));
+  CHECK_THROWS(row.set("no_such_column", 1.0));
+}
+
+TEST_CASE("write_csv replaces the file in one step and leaves no temporary behind")
+{
+  const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_csv_" + std::to_string(::getpid()));
+  const auto path = (dir / "sub" / "out.csv").string();
+  ResultRow row;
+  row.set("status", std::string("ok"));
+  write_csv(path, {row, row});
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string csv = text.str();
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "sub")) {
+    (void)e;
+    ++files;
+  }
+  CHECK(files == 1);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,74 @@
+#include "sim/Schedules.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace ddlsim;
+using namespace ddlsim::sim;
+
+namespace {
+PipelinePlan plan(int k, int dp, int m)
+{
+  PipelinePlan p;
+  p.dp = dp;
+  p.micro_batches = m;
+  p.micro_batch_size = 2;
+  for (int s = 0; s < k; ++s)
+    p.stages.push_back({.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)},
+                        .activation_bytes = 1000,
+                        .gradient_bytes = 5000});
+  return p;
+}
+}  // namespace
+
+TEST_CASE("GPipe streams: all forwards, then backwards in reverse, then the optimizer")
+{
+  const int k = 3, dp = 2, m = 4;
+  TaskGraph g = build_schedule(plan(k, dp, m));
+  REQUIRE(g.device_count() == k * dp);
+  std::size_t computes = 0, transfers = 0, collectives = 0;
+  for (TaskId id = 0; id < g.size(); ++id) {
+    computes += g.kind(id) == TaskKind::compute;
+    transfers += g.kind(id) == TaskKind::transfer;
+    collectives += g.kind(id) == TaskKind::collective;
+  }
+  CHECK(computes == static_cast<std::size_t>(k * dp * (2 * m + 1)));
+  CHECK(transfers == static_cast<std::size_t>(2 * (k - 1) * dp * m));  // activations down, gradients up
+  CHECK(collectives == static_cast<std::size_t>(k));                    // one all-reduce per stage
+
+  const auto& stream = g.stream(3);  // stage 1, replica 1
+  REQUIRE(stream.size() == static_cast<std::size_t>(2 * m + 1));
+  for (int i = 0; i < m; ++i) {
+    CHECK(g.compute(stream[static_cast<std::size_t>(i)]).phase == Phase::forward);
+    CHECK(g.compute(stream[static_cast<std::size_t>(i)]).micro_batch == i);
+    CHECK(g.compute(stream[static_cast<std::size_t>(m + i)]).phase == Phase::backward);
+    CHECK(g.compute(stream[static_cast<std::size_t>(m + i)]).micro_batch == m - 1 - i);
+  }
+  CHECK(g.compute(stream.back()).phase == Phase::optimizer);
+  for (TaskId id : stream)
+    CHECK(g.compute(id).stage == 1);
+}
+
+TEST_CASE("device placement keeps the replicas of a stage together")
+{
+  TaskGraph g = build_schedule(plan(2, 4, 2));
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == TaskKind::collective) {
+      const auto& c = g.collective(id);
+      CHECK(c.group == std::vector<int>{4 * c.stage, 4 * c.stage + 1, 4 * c.stage + 2, 4 * c.stage + 3});
+      CHECK(c.bytes == 5000);
+    } else if (g.kind(id) == TaskKind::transfer) {
+      CHECK(g.transfer(id).bytes == 2000);  // 1000 bytes per sample x micro-batch of 2
+      CHECK(std::abs(g.transfer(id).src - g.transfer(id).dst) == 4);
+    }
+}
+
+TEST_CASE("pure data parallelism has no transfers and no all-reduce for dp = 1")
+{
+  TaskGraph g = build_schedule(plan(1, 1, 3));
+  CHECK(g.size() == 7);
+  CHECK_THROWS(build_schedule(plan(0, 1, 1)));
+  CHECK_THROWS(TaskGraph(0));
+  TaskGraph t(2);
+  CHECK_THROWS(t.add_transfer({.src = 0, .dst = 0, .bytes = 1}));
+  CHECK_THROWS(t.add_compute({.device = 2}));
+}

@@ -1,0 +1,45 @@
+#include "common/Units.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace ddlsim;
+
+TEST_CASE("quantities with units become SI values")
+{
+  CHECK(parse_quantity("25GBps", Dimension::bandwidth) == doctest::Approx(25e9));
+  CHECK(parse_quantity("400Gbps", Dimension::bandwidth) == doctest::Approx(50e9));
+  CHECK(parse_quantity("1 GB/s", Dimension::bandwidth) == doctest::Approx(1e9));
+  CHECK(parse_quantity("1KiBps", Dimension::bandwidth) == doctest::Approx(1024));
+  CHECK(parse_quantity("1.5us", Dimension::time) == doctest::Approx(1.5e-6));
+  CHECK(parse_quantity("3", Dimension::time) == doctest::Approx(3.0));
+  CHECK(parse_quantity("2ms", Dimension::time) == doctest::Approx(2e-3));
+  CHECK(parse_quantity("80GiB", Dimension::bytes) == doctest::Approx(85899345920.0));
+  CHECK(parse_quantity("80GB", Dimension::bytes) == doctest::Approx(80e9));
+  CHECK(parse_quantity("312TFlops", Dimension::flop_rate) == doctest::Approx(3.12e14));
+  CHECK(parse_quantity("312 TFLOP/s", Dimension::flop_rate) == doctest::Approx(3.12e14));
+  CHECK(parse_quantity("2GFlop", Dimension::flop) == doctest::Approx(2e9));
+  CHECK(parse_quantity("1.5M", Dimension::count) == doctest::Approx(1.5e6));
+  CHECK(parse_quantity("1e3", Dimension::count) == doctest::Approx(1000));
+}
+
+TEST_CASE("malformed quantities are refused with the accepted units")
+{
+  CHECK_THROWS_AS(parse_quantity("", Dimension::time), UnitError);
+  CHECK_THROWS_AS(parse_quantity("fast", Dimension::bandwidth), UnitError);
+  CHECK_THROWS_AS(parse_quantity("3 parsecs", Dimension::time), UnitError);
+  CHECK_THROWS_AS(parse_quantity("25GB", Dimension::bandwidth), UnitError);  // a size, not a rate
+  CHECK_THROWS_AS(parse_quantity("1e400", Dimension::count), UnitError);
+  try {
+    parse_quantity("25Gbit", Dimension::bandwidth);
+    FAIL("no exception");
+  } catch (const UnitError& e) {
+    CHECK(std::string(e.what()).find("Gbps") != std::string::npos);
+  }
+}
+
+TEST_CASE("formatting picks a readable prefix")
+{
+  CHECK(format_quantity(1.5e9, Dimension::bytes) == "1.50 GB");
+  CHECK(format_quantity(2e-6, Dimension::time) == "2 us");
+  CHECK(format_quantity(12, Dimension::count) == "12");
+}
