@@ -57,11 +57,8 @@ double CalibrationProfile::value(const std::string& parameter) const
   throw CalibrationError("calibration profile '" + name + "' has no parameter '" + parameter + "'");
 }
 
-CalibrationProfile load_profile_file(const std::filesystem::path& path)
+CalibrationProfile parse_profile(YamlMap& top)
 {
-  Diagnostics diags(path.string());
-  YAML::Node root = load_yaml_file(path.string());
-  YamlMap top(root, "", diags);
   CalibrationProfile profile;
   profile.name = top.required_string("name");
   profile.kind = top.choice("kind", kind_table, ProfileKind::analytic);
@@ -96,24 +93,20 @@ CalibrationProfile load_profile_file(const std::filesystem::path& path)
     }
     params->check_unknown_keys();
   } else {
-    diags.error(root, "parameters", "missing required key");
+    top.report("parameters", "missing required key");
   }
   top.check_unknown_keys();
-  diags.throw_if_any();
   return profile;
+}
+
+CalibrationProfile load_profile_file(const std::filesystem::path& path)
+{
+  return parse_yaml_file(path.string(), [](YamlMap& map) { return parse_profile(map); });
 }
 
 CalibrationProfile load_profile(const std::string& name_or_path)
 {
-  auto path = resolve_input(name_or_path, "calibration/profiles", {});
-  if (!path) {
-    std::string names;
-    for (const auto& n : shipped_names("calibration/profiles"))
-      names += (names.empty() ? "" : ", ") + n;
-    throw ConfigError("<command line>", 0, "calibration",
-                      "unknown calibration profile '" + name_or_path + "' (shipped: " + names + ")");
-  }
-  return load_profile_file(*path);
+  return load_profile_file(resolve_input_or_throw(name_or_path, "calibration/profiles", "calibration"));
 }
 
 }  // namespace ddlsim::calibration

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "common/Units.hpp"
+#include "common/YamlReader.hpp"
 
 #include <filesystem>
 #include <map>
@@ -55,6 +56,8 @@ struct CalibrationProfile {
   double value(const std::string& parameter) const;
 };
 
+/// Reads a profile from a YAML mapping, recording problems in the map's Diagnostics.
+CalibrationProfile parse_profile(YamlMap& map);
 /// Loads a profile file. Throws ConfigError (file:line: key: message) on any problem.
 CalibrationProfile load_profile_file(const std::filesystem::path& path);
 /// Loads a shipped profile by name (calibration/profiles/NAME.yaml) or a profile file by path.

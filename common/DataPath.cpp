@@ -1,5 +1,6 @@
 #include "common/DataPath.hpp"
 
+#include "common/Error.hpp"
 #include "ddlsim/config.hpp"
 
 #include <algorithm>
@@ -54,6 +55,24 @@ std::vector<std::string> shipped_names(const std::string& shipped_subdir)
       names.push_back(entry.path().stem().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::string shipped_names_text(const std::string& shipped_subdir)
+{
+  std::string text;
+  for (const auto& name : shipped_names(shipped_subdir))
+    text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+fs::path resolve_input_or_throw(const std::string& name_or_path, const std::string& shipped_subdir,
+                                const std::string& key)
+{
+  if (auto path = resolve_input(name_or_path, shipped_subdir, {}))
+    return *path;
+  throw ConfigError("<command line>", 0, key,
+                    "unknown " + key + " '" + name_or_path + "' (shipped: " + shipped_names_text(shipped_subdir) +
+                        "; or give a path to a YAML file)");
 }
 
 }  // namespace ddlsim

@@ -27,4 +27,11 @@ std::optional<std::filesystem::path> resolve_input(const std::string& name_or_pa
 /// Names of the shipped files in `shipped_subdir` (without .yaml), sorted.
 std::vector<std::string> shipped_names(const std::string& shipped_subdir);
 
+/// The shipped names as one line, "a, b, c", for error messages.
+std::string shipped_names_text(const std::string& shipped_subdir);
+
+/// resolve_input, or a ConfigError naming `key` (e.g. "model") and listing the shipped names.
+std::filesystem::path resolve_input_or_throw(const std::string& name_or_path, const std::string& shipped_subdir,
+                                             const std::string& key);
+
 }  // namespace ddlsim

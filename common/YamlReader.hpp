@@ -126,4 +126,16 @@ private:
   std::set<std::string> used_;
 };
 
+/// Loads a YAML file and reads its root mapping with `parse(YamlMap&)`; throws ConfigError with every
+/// problem `parse` recorded. The loaders of models, clusters and profiles are all this shape.
+template <typename Parse> auto parse_yaml_file(const std::string& path, Parse parse)
+{
+  Diagnostics diags(path);
+  YAML::Node root = load_yaml_file(path);
+  YamlMap map(root, "", diags);
+  auto value = parse(map);
+  diags.throw_if_any();
+  return value;
+}
+
 }  // namespace ddlsim

@@ -89,10 +89,8 @@ std::optional<T> resolve_component(YamlMap& top, const std::string& key, const s
   label = node.Scalar();
   auto path = resolve_input(label, shipped_dir, dir);
   if (!path) {
-    std::string names;
-    for (const auto& n : shipped_names(shipped_dir))
-      names += (names.empty() ? "" : ", ") + n;
-    top.report(key, "unknown name '" + label + "' (shipped: " + names + "; or give a path to a YAML file)");
+    top.report(key, "unknown name '" + label + "' (shipped: " + shipped_names_text(shipped_dir) +
+                        "; or give a path to a YAML file)");
     return std::nullopt;
   }
   try {

@@ -108,25 +108,12 @@ Model parse_model(YamlMap& map)
 
 Model load_model_file(const std::filesystem::path& path)
 {
-  Diagnostics diags(path.string());
-  YAML::Node root = load_yaml_file(path.string());
-  YamlMap map(root, "", diags);
-  Model model = parse_model(map);
-  diags.throw_if_any();
-  return model;
+  return parse_yaml_file(path.string(), [](YamlMap& map) { return parse_model(map); });
 }
 
 Model load_model(const std::string& name_or_path)
 {
-  auto path = resolve_input(name_or_path, "models/zoo", {});
-  if (!path) {
-    std::string names;
-    for (const auto& n : shipped_names("models/zoo"))
-      names += (names.empty() ? "" : ", ") + n;
-    throw ConfigError("<command line>", 0, "model", "unknown model '" + name_or_path + "' (shipped: " + names +
-                                                        "; or give a path to a model YAML)");
-  }
-  return load_model_file(*path);
+  return load_model_file(resolve_input_or_throw(name_or_path, "models/zoo", "model"));
 }
 
 }  // namespace ddlsim::models

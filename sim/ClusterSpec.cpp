@@ -61,24 +61,12 @@ ClusterSpec parse_cluster(YamlMap& map)
 
 ClusterSpec load_cluster_file(const std::filesystem::path& path)
 {
-  Diagnostics diags(path.string());
-  YAML::Node root = load_yaml_file(path.string());
-  YamlMap map(root, "", diags);
-  ClusterSpec c = parse_cluster(map);
-  diags.throw_if_any();
-  return c;
+  return parse_yaml_file(path.string(), [](YamlMap& map) { return parse_cluster(map); });
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path)
 {
-  auto path = resolve_input(name_or_path, "sim/clusters", {});
-  if (!path) {
-    std::string names;
-    for (const auto& n : shipped_names("sim/clusters"))
-      names += (names.empty() ? "" : ", ") + n;
-    throw ConfigError("<command line>", 0, "cluster", "unknown cluster '" + name_or_path + "' (shipped: " + names + ")");
-  }
-  return load_cluster_file(*path);
+  return load_cluster_file(resolve_input_or_throw(name_or_path, "sim/clusters", "cluster"));
 }
 
 }  // namespace ddlsim::sim
