@@ -80,6 +80,7 @@ private:
     std::vector<int> sent;      // steps each member has finished sending
     std::vector<int> received;  // steps each member has received from its predecessor
     std::vector<bool> busy;     // a send of this member is in flight
+    std::vector<bool> done;     // sent and received every step
     int steps = 0;
     int done_members = 0;
   };
@@ -129,6 +130,7 @@ private:
       ring.sent.assign(n, 0);
       ring.received.assign(n, 0);
       ring.busy.assign(n, false);
+      ring.done.assign(n, false);
       for (std::uint32_t i = 0; i < n; ++i)
         advance_ring(id, i);
       return;
@@ -204,8 +206,8 @@ private:
     ++ring.sent[i];
     ++ring.received[next];
     for (std::uint32_t m : {i, next})
-      if (ring.sent[m] == ring.steps && ring.received[m] == ring.steps) {
-        ring.sent[m] = ring.steps + 1;  // count each member once
+      if (!ring.done[m] && ring.sent[m] == ring.steps && ring.received[m] == ring.steps) {
+        ring.done[m] = true;
         ++ring.done_members;
       }
     if (ring.done_members == static_cast<int>(n)) {
