@@ -2,8 +2,6 @@
 
 #include "common/DataPath.hpp"
 
-#include <algorithm>
-
 namespace ddlsim::sim {
 
 double ClusterSpec::latency(int src_gpu, int dst_gpu) const
@@ -11,18 +9,12 @@ double ClusterSpec::latency(int src_gpu, int dst_gpu) const
   return node_of(src_gpu) == node_of(dst_gpu) ? intra_node.latency : nic.latency + fabric_latency;
 }
 
-double ClusterSpec::peak_bandwidth(int src_gpu, int dst_gpu) const
-{
-  return node_of(src_gpu) == node_of(dst_gpu) ? intra_node.bandwidth
-                                              : nic.bandwidth;
-}
-
 ClusterSpec parse_cluster(YamlMap& map)
 {
   ClusterSpec c;
   c.name = map.required_string("name");
   c.description = map.string("description", "");
-  // 2^20 GPUs is far beyond any machine; larger numbers are typos that would exhaust memory.
+  // 2^17 nodes of up to 64 GPUs is far beyond any machine; larger numbers are typos that would exhaust memory.
   c.nodes = static_cast<int>(map.required_integer("nodes", 1, 1 << 17));
   c.gpus_per_node = static_cast<int>(map.required_integer("gpus_per_node", 1, 64));
   if (auto gpu = map.map("gpu")) {

@@ -40,8 +40,6 @@ struct ClusterSpec {
   int node_of(int gpu) const { return gpu / gpus_per_node; }
   /// One-way latency between two GPUs (s).
   double latency(int src_gpu, int dst_gpu) const;
-  /// Bandwidth one flow between two GPUs can reach without contention (B/s).
-  double peak_bandwidth(int src_gpu, int dst_gpu) const;
 };
 
 /// Reads a cluster description (a cluster file's root, or an inline `cluster:` mapping), recording
