@@ -19,7 +19,7 @@ constexpr std::array<ParameterSpec, 9> specs{{
     {"compute_efficiency", Dimension::count, true, "fraction of the peak rate that layer kernels reach"},
     {"memory_bandwidth", Dimension::bandwidth, false, "device memory bandwidth"},
     {"memory_efficiency", Dimension::count, true, "fraction of the memory bandwidth that kernels reach"},
-    {"layer_overhead", Dimension::time, false, "fixed time per layer and pass (kernel launches, small kernels)"},
+    {"kernel_overhead", Dimension::time, false, "fixed time per kernel (launch gap between back-to-back kernels)"},
 }};
 
 constexpr EnumTable<ProfileKind, 2> kind_table{{{

@@ -26,7 +26,7 @@ RooflineCostModel::RooflineCostModel(const CalibrationProfile& profile) : profil
   if (!any_peak)
     throw CalibrationError("calibration profile '" + profile.name + "' has no peak_flops_<dtype> parameter");
   memory_bandwidth_ = profile.value("memory_bandwidth") * optional_value(profile, "memory_efficiency", 1.0);
-  overhead_ = optional_value(profile, "layer_overhead", 0.0);
+  overhead_ = optional_value(profile, "kernel_overhead", 0.0);
 }
 
 double RooflineCostModel::effective_flop_rate(Dtype dtype) const

@@ -1,10 +1,10 @@
 // Roofline cost model: a kernel is limited either by arithmetic or by memory traffic.
 //
-//   seconds = layer_overhead + max( flop / (peak_flops_<dtype> * compute_efficiency),
+//   seconds = kernel_overhead + max( flop / (peak_flops_<dtype> * compute_efficiency),
 //                                   bytes / (memory_bandwidth * memory_efficiency) )
 //
 // Constants come from a CalibrationProfile (spec-sheet values for an analytic profile; fitted ones
-// once calibration has run). compute_efficiency and memory_efficiency default to 1, layer_overhead to 0.
+// once calibration has run). compute_efficiency and memory_efficiency default to 1, kernel_overhead to 0.
 #pragma once
 
 #include "calibration/CostModel.hpp"

@@ -8,6 +8,8 @@
 #include "ddlsim/config.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
+#include "common/DataPath.hpp"
+#include "models/Memory.hpp"
 #include "models/ModelLoader.hpp"
 
 #include <chrono>
@@ -43,8 +45,11 @@ commands:
       --log=SETTING          pass a log setting to SimGrid (repeatable)
   validate EXPERIMENT.yaml   check the file and every sweep point; print every problem
       --set KEY=VALUE        as for run
-  model MODEL                print a model's layer table and totals (shipped name or YAML path)
+  model MODEL                print a model's blocks (pipeline partition units) and totals
+                             (shipped name or YAML path)
+      --layers               one row per layer, with output shape and kernel shapes
       --dtype DTYPE          element type for the byte columns (default bf16)
+      --list                 list the shipped model names
   help                       this text
 
 options:
@@ -259,12 +264,21 @@ int cmd_model(Args& args)
 {
   std::optional<std::string> name;
   Dtype dtype = Dtype::bf16;
+  bool per_layer = false;
   while (!args.done()) {
     if (auto d = args.option("--dtype")) {
       auto parsed = dtype_table.parse(*d);
       if (!parsed)
         throw UsageError{"--dtype expects one of " + dtype_table.names()};
       dtype = *parsed;
+    } else if (args.peek() == "--layers") {
+      args.next();
+      per_layer = true;
+    } else if (args.peek() == "--list") {
+      args.next();
+      for (const auto& shipped : shipped_names("models/zoo"))
+        std::printf("%s\n", shipped.c_str());
+      return exit_ok;
     } else if (args.peek().rfind("-", 0) == 0) {
       throw UsageError{"unknown option for model: " + args.peek()};
     } else if (!name) {
@@ -274,26 +288,53 @@ int cmd_model(Args& args)
     }
   }
   if (!name)
-    throw UsageError{"model needs a model name or path"};
+    throw UsageError{"model needs a model name or path (ddlsim model --list shows the shipped ones)"};
   const models::Model model = models::load_model(*name);
   const double d = dtype_bytes(dtype);
-  std::printf("model %s: %zu layers, element type %s (%g bytes)\n\n", model.get_name().c_str(), model.size(),
+  auto bytes = [](double b) { return format_quantity(b, Dimension::bytes); };
+  std::printf("model %s: %zu blocks, %zu layers, input %s per sample, element type %s (%g bytes)\n\n",
+              model.get_name().c_str(), model.blocks().size(), model.size(), model.input_shape().to_string().c_str(),
               std::string(dtype_table.name(dtype)).c_str(), d);
-  std::printf("%-5s %-18s %-18s %14s %14s %16s %16s %16s\n", "#", "layer", "type", "parameters", "param_bytes",
-              "fwd_flop/sample", "bwd_flop/sample", "act_bytes/sample");
-  for (std::size_t i = 0; i < model.size(); ++i) {
-    const auto& l = model.layers()[i];
-    std::printf("%-5zu %-18s %-18s %14.0f %14.0f %16.4g %16.4g %16.4g\n", i, l.name.c_str(),
-                std::string(models::layer_kind_table.name(l.kind)).c_str(), l.parameters, l.parameters * d,
-                l.forward_flop, l.backward_flop, l.output_elements * d);
+  if (per_layer) {
+    std::printf("%-5s %-34s %-15s %-14s %14s %12s %12s  %s\n", "#", "layer", "type", "output", "parameters",
+                "fwd_flop", "stash", "kernels (forward)");
+    for (std::size_t i = 0; i < model.size(); ++i) {
+      const auto& l = model.layers()[i];
+      std::string kernels;
+      for (const auto& k : l.kernels)
+        kernels += (kernels.empty() ? "" : "; ") + k.shape_string();
+      std::printf("%-5zu %-34s %-15s %-14s %14.0f %12.4g %12s  %s\n", i, l.name.c_str(),
+                  std::string(models::layer_kind_table.name(l.kind)).c_str(), l.output.to_string().c_str(),
+                  l.parameters, l.forward_flop(),
+                  bytes(model.owned_stash_elements(i) * d + l.stashed_mask_bytes).c_str(), kernels.c_str());
+    }
+  } else {
+    std::printf("%-5s %-26s %7s %14s %16s %16s %14s %14s\n", "#", "block", "layers", "parameters", "fwd_flop/sample",
+                "bwd_flop/sample", "stash/sample", "sent_at_end");
+    for (std::size_t b = 0; b < model.blocks().size(); ++b) {
+      const auto& block = model.blocks()[b];
+      double params = 0, fwd = 0, bwd = 0, stash = 0;
+      for (std::size_t i = block.layers.begin; i < block.layers.end; ++i) {
+        const auto& l = model.layers()[i];
+        params += l.parameters;
+        fwd += l.forward_flop();
+        bwd += l.backward_flop();
+        stash += model.owned_stash_elements(i) * d + l.stashed_mask_bytes;
+      }
+      const std::string sent = b + 1 < model.blocks().size() ? bytes(model.crossing_elements(block.layers.end) * d) : "-";
+      std::printf("%-5zu %-26s %7zu %14.0f %16.4g %16.4g %14s %14s\n", b, block.name.c_str(), block.layers.size(),
+                  params, fwd, bwd, bytes(stash).c_str(), sent.c_str());
+    }
   }
   std::printf("\ntotal parameters            %.0f (%s)\n", model.parameter_count(),
               format_quantity(model.parameter_count(), Dimension::count).c_str());
-  std::printf("parameter bytes             %s\n", format_quantity(model.parameter_count() * d, Dimension::bytes).c_str());
+  std::printf("parameter bytes             %s\n", bytes(model.parameter_count() * d).c_str());
   std::printf("forward flop per sample     %s\n", format_quantity(model.forward_flop_per_sample(), Dimension::flop).c_str());
   std::printf("backward flop per sample    %s\n", format_quantity(model.backward_flop_per_sample(), Dimension::flop).c_str());
-  std::printf("stashed activations/sample  %s\n",
-              format_quantity(model.stashed_elements_per_sample() * d, Dimension::bytes).c_str());
+  std::printf("stashed activations/sample  %s\n", bytes(model.stashed_bytes_per_sample(dtype)).c_str());
+  std::printf("training state (adam)       %s (%g bytes per parameter: weights, gradients, optimizer)\n",
+              bytes(model.parameter_count() * (2 * d + models::optimizer_bytes_per_parameter(models::Optimizer::adam, dtype))).c_str(),
+              2 * d + models::optimizer_bytes_per_parameter(models::Optimizer::adam, dtype));
   return exit_ok;
 }
 

@@ -29,11 +29,20 @@ void Diagnostics::error_at_line(int line, const std::string& key, std::string me
     const std::string& prefix = it->first;
     if (key == prefix || (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0 &&
                           key[prefix.size()] == '.')) {
-      list_.push_back({it->second, 0, key, std::move(message)});
+      push_unique({it->second, 0, key, std::move(message)});
       return;
     }
   }
-  list_.push_back({file_, line, key, std::move(message)});
+  push_unique({file_, line, key, std::move(message)});
+}
+
+void Diagnostics::push_unique(Diagnostic d)
+{
+  // The same entry read twice (a repeated layer) must not report the same problem twice.
+  for (const Diagnostic& e : list_)
+    if (e.file == d.file && e.line == d.line && e.key == d.key && e.message == d.message)
+      return;
+  list_.push_back(std::move(d));
 }
 
 void Diagnostics::set_origin(const std::string& key, std::string origin) { origins_[key] = std::move(origin); }

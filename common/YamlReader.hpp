@@ -48,6 +48,7 @@ public:
   void throw_if_any() const;
 
 private:
+  void push_unique(Diagnostic d);
   std::string file_;
   std::vector<Diagnostic> list_;
   std::map<std::string, std::string> origins_;

@@ -58,39 +58,92 @@ void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const
     throw Error("cannot write timeline " + path);
 }
 
+bool par_partition_searches(const PointConfig& point)
+{
+  return point.parallelism.partition == models::Partitioner::optimal ||
+         point.parallelism.partition == models::Partitioner::balanced;
+}
+
 }  // namespace
 
 PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cost)
 {
-  const auto& layers = point.model.layers();
+  const models::Model& model = point.model;
   const int mb = point.training.micro_batch;
   const Dtype dtype = point.training.dtype;
-  std::vector<double> layer_seconds(layers.size());
-  for (std::size_t i = 0; i < layers.size(); ++i)
-    layer_seconds[i] = cost.seconds(sim::layer_work(layers[i], sim::Phase::forward, mb, dtype, point.training.optimizer)) +
-                       cost.seconds(sim::layer_work(layers[i], sim::Phase::backward, mb, dtype, point.training.optimizer));
-  const auto ranges = models::partition_min_max(layer_seconds, point.parallelism.pp);
+  const double d = dtype_bytes(dtype);
+  const auto& par = point.parallelism;
+  const sim::ComputeOptions compute{.dtype = dtype, .optimizer = point.training.optimizer,
+                                    .recompute = point.training.recompute};
+
+  // Forward + backward seconds of each block at this micro-batch size: what the partitioners balance.
+  std::vector<double> block_seconds;
+  for (const auto& block : model.blocks())
+    block_seconds.push_back(
+        sim::range_seconds(model, block.layers.begin, block.layers.end, sim::Phase::forward, mb, compute, cost) +
+        sim::range_seconds(model, block.layers.begin, block.layers.end, sim::Phase::backward, mb, compute, cost));
 
   PointPlan plan;
   auto& pipe = plan.pipeline;
-  pipe.schedule = point.parallelism.schedule;
-  pipe.dp = point.parallelism.dp;
+  pipe.schedule = par.schedule;
+  pipe.dp = par.dp;
   pipe.micro_batches = point.micro_batches();
   pipe.micro_batch_size = mb;
-  pipe.dp_algorithm = point.parallelism.dp_collective;
-  // GPipe keeps every micro-batch's activations until its backward: M x mb samples per stage.
-  const double in_flight = static_cast<double>(pipe.micro_batches) * mb;
-  for (const auto& r : ranges) {
-    double params = 0;
-    for (std::size_t i = r.begin; i < r.end; ++i)
-      params += layers[i].parameters;
-    pipe.stages.push_back({.layers = r,
-                           .activation_bytes = layers[r.end - 1].output_elements * dtype_bytes(dtype),
-                           .gradient_bytes = params * dtype_bytes(dtype)});
-    plan.stage_memory.push_back(
-        models::estimate_stage_memory(point.model, r, dtype, point.training.optimizer, in_flight));
+  pipe.dp_algorithm = par.dp_collective;
+
+  const models::StageMemoryModel memory(
+      model, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
+              .reserve_bytes = point.training.memory_reserve},
+      mb);
+  auto stage_memory = [&](int s, models::StageRange blocks) {
+    return memory.stage(blocks, sim::in_flight_micro_batches(par.schedule, par.pp, s, pipe.micro_batches));
+  };
+  const models::StageFits fits = [&](int s, models::StageRange blocks) {
+    return stage_memory(s, blocks).total() <= point.cluster.gpu_memory;
+  };
+  std::vector<models::StageRange> ranges;
+  switch (par.partition) {
+  case models::Partitioner::optimal: {
+    auto found = models::partition_optimal(block_seconds, par.pp, fits);
+    ranges = found ? *found : *models::partition_optimal(block_seconds, par.pp);
+    break;
+  }
+  case models::Partitioner::balanced: {
+    auto found = models::partition_balanced(block_seconds, par.pp, fits);
+    ranges = found ? *found : *models::partition_balanced(block_seconds, par.pp);
+    break;
+  }
+  case models::Partitioner::uniform: ranges = models::partition_uniform(block_seconds.size(), par.pp); break;
+  case models::Partitioner::explicit_balance:
+    ranges = models::partition_from_balance(par.balance, block_seconds.size());
+    break;
+  }
+
+  for (std::size_t s = 0; s < ranges.size(); ++s) {
+    const models::StageRange layers = model.layer_range(ranges[s]);
+    sim::StagePlan stage{.layers = layers,
+                         .activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d : 0.0,
+                         .gradient_bytes = memory.parameters(ranges[s]) * d,
+                         .sync_points = {}};
+    for (std::size_t i = layers.begin; i < layers.end; ++i)
+      if (model.layers()[i].norm_channels > 0)  // sum and sum of squares per channel, fp32
+        stage.sync_points.push_back({.layer = i + 1, .bytes = 2 * model.layers()[i].norm_channels * 4});
+    pipe.stages.push_back(std::move(stage));
+    plan.stage_blocks.push_back(ranges[s]);
+    plan.stage_memory.push_back(stage_memory(static_cast<int>(s), ranges[s]));
+    if (plan.oom_stage < 0 && plan.stage_memory.back().total() > point.cluster.gpu_memory)
+      plan.oom_stage = static_cast<int>(s);
   }
   return plan;
+}
+
+long long bn_batch(const PointConfig& point)
+{
+  if (point.model.has(models::LayerKind::sync_batch_norm))
+    return static_cast<long long>(point.training.micro_batch) * point.parallelism.dp;
+  if (point.model.has(models::LayerKind::batch_norm))
+    return point.training.micro_batch;
+  return 0;
 }
 
 ResultRow describe_point(const PointConfig& p)
@@ -116,6 +169,11 @@ ResultRow describe_point(const PointConfig& p)
   row.set("collective_fidelity", std::string("flow"));
   row.set("model_parameters", p.model.parameter_count());
   row.set("memory_capacity_bytes", p.cluster.gpu_memory);
+  row.set("recompute", std::string(models::recompute_table.name(p.training.recompute)));
+  row.set("partition", std::string(models::partitioner_table.name(p.parallelism.partition)));
+  row.set("memory_reserve_bytes", p.training.memory_reserve);
+  if (p.is_valid() && bn_batch(p) > 0)
+    row.set("bn_batch", bn_batch(p));
   return row;
 }
 
@@ -147,24 +205,36 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     const calibration::RooflineCostModel cost(point.profile);
     const PointPlan plan = plan_point(point, cost);
 
-    double peak = 0;
-    for (std::size_t s = 0; s < plan.stage_memory.size(); ++s) {
-      const double need = plan.stage_memory[s].total();
-      peak = std::max(peak, need);
-      if (need > point.cluster.gpu_memory) {
-        row.set("peak_memory_bytes", need);
-        return fail(Status::oom, "stage " + std::to_string(s) + " (GPU " + std::to_string(plan.pipeline.device(int(s), 0)) +
-                                     ") needs " + format_quantity(need, Dimension::bytes) + " > capacity " +
-                                     format_quantity(point.cluster.gpu_memory, Dimension::bytes) + " (weights " +
-                                     format_quantity(plan.stage_memory[s].weights, Dimension::bytes) + ", activations " +
-                                     format_quantity(plan.stage_memory[s].activations, Dimension::bytes) + ")");
-      }
+    std::string blocks;
+    for (const auto& r : plan.stage_blocks)
+      blocks += (blocks.empty() ? "" : "/") + std::to_string(r.size());
+    row.set("stage_blocks", blocks);
+    std::size_t peak_stage = 0;
+    for (std::size_t s = 0; s < plan.stage_memory.size(); ++s)
+      if (plan.stage_memory[s].total() > plan.stage_memory[peak_stage].total())
+        peak_stage = s;
+    if (plan.oom_stage >= 0)
+      peak_stage = static_cast<std::size_t>(plan.oom_stage);
+    const models::MemoryBreakdown& peak = plan.stage_memory[peak_stage];
+    row.set("peak_memory_bytes", peak.total());
+    row.set("activation_memory_bytes", peak.activations);
+    if (plan.oom_stage >= 0) {
+      auto q = [](double bytes) { return format_quantity(bytes, Dimension::bytes); };
+      return fail(Status::oom,
+                  "stage " + std::to_string(peak_stage) + " (GPU " + std::to_string(plan.pipeline.device(int(peak_stage), 0)) +
+                      ") needs " + q(peak.total()) + " > capacity " + q(point.cluster.gpu_memory) + ": weights " +
+                      q(peak.weights) + ", gradients " + q(peak.gradients) + ", optimizer " + q(peak.optimizer_state) +
+                      ", activations " + q(peak.activations) + ", workspace " + q(peak.workspace) + ", reserve " +
+                      q(peak.reserve) +
+                      (par_partition_searches(point) ? "; no partition into " + std::to_string(point.parallelism.pp) +
+                                                           " stages fits"
+                                                     : ""));
     }
-    row.set("peak_memory_bytes", peak);
 
     const sim::TaskGraph graph = sim::build_schedule(plan.pipeline);
-    const auto seconds =
-        sim::compute_durations(graph, point.model, cost, point.training.dtype, point.training.optimizer);
+    const auto seconds = sim::compute_durations(
+        graph, point.model, cost,
+        {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
     const sim::ReplayResult result = sim::replay(graph, point.cluster, seconds, options.replay);
 
     const auto& dev = result.devices;

@@ -1,7 +1,7 @@
 // Simulating one resolved configuration into one CSV row.
 //
-//   plan_point   partition the layers into pp stages (minimising the slowest stage under the cost
-//                model), size the activations and gradients, estimate memory per stage
+//   plan_point   partition the blocks into pp stages (by the point's partitioner under the cost model,
+//                within GPU memory), size the activations and gradients, estimate memory per stage
 //   evaluate_point  plan, refuse what does not fit in memory (status oom), build the TaskGraph,
 //                cost its compute tasks, replay it on SimGrid, and fill the row
 //
@@ -28,11 +28,20 @@ struct EvaluateOptions {
 
 struct PointPlan {
   sim::PipelinePlan pipeline;
+  std::vector<models::StageRange> stage_blocks;       ///< blocks of each stage
   std::vector<models::MemoryBreakdown> stage_memory;  ///< per stage, at its peak
+  /// First stage that does not fit in GPU memory, or -1. When no partition fits, the plan is the
+  /// fastest partition without the memory constraint, and this names its first stage over capacity.
+  int oom_stage = -1;
 };
 
-/// Stage partition, transfer sizes and memory of a valid point.
+/// Stage partition (by the point's partitioner, under the cost model and the memory capacity),
+/// transfer sizes, synchronized-batch-norm points and memory of a valid point.
 PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cost);
+
+/// The batch size batch-norm statistics see: the micro-batch for batch_norm, micro-batch x dp for
+/// sync_batch_norm; 0 when the model has no batch norm.
+long long bn_batch(const PointConfig& point);
 
 /// The configuration columns of a point's row (status left empty).
 ResultRow describe_point(const PointConfig& point);

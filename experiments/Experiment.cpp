@@ -251,6 +251,9 @@ PointConfig Experiment::point(std::size_t index) const
     p.training.micro_batch = static_cast<int>(training->required_integer("micro_batch", 1, 1'000'000));
     p.training.dtype = training->choice("dtype", dtype_table, Dtype::bf16);
     p.training.optimizer = training->choice("optimizer", models::optimizer_table, models::Optimizer::adam);
+    p.training.recompute = training->choice("recompute", models::recompute_table, models::Recompute::none);
+    p.training.memory_reserve =
+        training->quantity("memory_reserve", Dimension::bytes, p.training.memory_reserve, Bound::non_negative);
     training->check_unknown_keys();
   } else {
     top.report("training", "missing required key");
@@ -269,6 +272,26 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
     p.parallelism.dp_collective =
         par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+    const bool has_balance = par->has("balance");
+    p.parallelism.partition = par->choice("partition", models::partitioner_table,
+                                          has_balance ? models::Partitioner::explicit_balance : models::Partitioner::optimal);
+    if (has_balance) {
+      const YAML::Node list = par->node("balance");
+      bool ok = list.IsSequence() && list.size() > 0;
+      for (std::size_t i = 0; ok && i < list.size(); ++i) {
+        try {
+          const long long v = list[i].as<long long>();
+          ok = v >= 1 && v <= 1'000'000;
+          p.parallelism.balance.push_back(static_cast<int>(v));
+        } catch (const YAML::Exception&) {
+          ok = false;
+        }
+      }
+      if (!ok)
+        par->report("balance", "expected a list of blocks per stage, each an integer >= 1");
+      else if (p.parallelism.partition != models::Partitioner::explicit_balance)
+        par->report("balance", "balance is only used with partition: explicit");
+    }
     par->check_unknown_keys();
   }
   if (auto output = top.map("output")) {
@@ -317,9 +340,23 @@ PointConfig Experiment::point(std::size_t index) const
                                          " is not divisible by micro_batch x dp = " +
                                          std::to_string(p.training.micro_batch) + " x " + std::to_string(par.dp) +
                                          " = " + std::to_string(per_step));
-  if (static_cast<std::size_t>(par.pp) > p.model.size())
+  const std::size_t blocks = p.model.blocks().size();
+  if (static_cast<std::size_t>(par.pp) > blocks)
     problem("parallelism.pp", "pp = " + std::to_string(par.pp) + " stages for a model of only " +
-                                  std::to_string(p.model.size()) + " layers");
+                                  std::to_string(blocks) + " blocks (see `ddlsim model " + p.model_label + "`)");
+  if (par.partition == models::Partitioner::explicit_balance) {
+    long long sum = 0;
+    for (int b : par.balance)
+      sum += b;
+    if (par.balance.empty())
+      problem("parallelism.partition", "partition: explicit needs parallelism.balance: [blocks per stage]");
+    else if (par.balance.size() != static_cast<std::size_t>(par.pp))
+      problem(blame({"parallelism.balance", "parallelism.pp"}),
+              "balance lists " + std::to_string(par.balance.size()) + " stages but pp = " + std::to_string(par.pp));
+    else if (sum != static_cast<long long>(blocks))
+      problem("parallelism.balance", "balance adds up to " + std::to_string(sum) + " blocks but model '" +
+                                         p.model_label + "' has " + std::to_string(blocks));
+  }
   p.problems = diags.list();
   return p;
 }

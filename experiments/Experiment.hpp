@@ -4,8 +4,10 @@
 //   model: gpt2-xl                   # shipped name, path to a model YAML, or an inline model mapping
 //   cluster: dgx-h100x2              # shipped name, path, or inline mapping
 //   calibration: h100-sxm            # shipped profile name or path
-//   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam}
-//   parallelism: {schedule: gpipe, pp: 4, dp: 4, tp: 1, dp_collective: ring}   # dp: auto = GPUs / (pp x tp)
+//   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam,
+//              recompute: none, memory_reserve: 1GiB}          # recompute: none | selective | full
+//   parallelism: {schedule: gpipe, pp: 4, dp: 4, tp: 1, dp_collective: ring,   # dp: auto = GPUs / (pp x tp)
+//                 partition: optimal}   # optimal | balanced | uniform | explicit (with balance: [..])
 //   sweep:                           # cartesian product, first axis varies slowest
 //     parallelism.pp: [1, 2, 4, 8]
 //     training.micro_batch: [1, 2, 4, 8, 16, 32]
@@ -25,6 +27,7 @@
 #include "common/Dtype.hpp"
 #include "models/Memory.hpp"
 #include "models/Model.hpp"
+#include "models/Partition.hpp"
 #include "sim/ClusterSpec.hpp"
 #include "sim/Schedules.hpp"
 
@@ -41,6 +44,8 @@ struct TrainingSpec {
   int micro_batch = 1;         ///< samples per micro-batch
   Dtype dtype = Dtype::bf16;
   models::Optimizer optimizer = models::Optimizer::adam;
+  models::Recompute recompute = models::Recompute::none;
+  double memory_reserve = 1024.0 * 1024 * 1024;  ///< bytes per GPU kept for CUDA context, NCCL and the allocator
 };
 
 struct ParallelismSpec {
@@ -49,6 +54,8 @@ struct ParallelismSpec {
   int dp = 1;
   int tp = 1;
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
+  models::Partitioner partition = models::Partitioner::optimal;
+  std::vector<int> balance;  ///< blocks per stage when partition is explicit
   int gpus() const { return pp * dp * tp; }
 };
 

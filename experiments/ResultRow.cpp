@@ -37,7 +37,9 @@ const std::vector<std::string>& csv_columns()
       "peak_memory_bytes", "memory_capacity_bytes", "sim_activities",
       "sim_wall_time_s",  "message",             "optimizer",
       "dp_collective",    "collective_fidelity", "model_parameters",
-      "achieved_flop_per_s_per_gpu"};
+      "achieved_flop_per_s_per_gpu", "recompute",  "partition",
+      "stage_blocks",     "bn_batch",            "activation_memory_bytes",
+      "memory_reserve_bytes"};
   return columns;
 }
 

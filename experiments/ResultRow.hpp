@@ -5,7 +5,10 @@
 //   micro_batch, num_micro_batches, dtype, status, iteration_time_s, throughput_samples_per_s,
 //   bubble_fraction, compute_time_s, exposed_comm_time_s, comm_bytes_per_gpu, peak_memory_bytes,
 //   memory_capacity_bytes, sim_activities, sim_wall_time_s, message,
-//   optimizer, dp_collective, collective_fidelity, model_parameters, achieved_flop_per_s_per_gpu
+//   optimizer, dp_collective, collective_fidelity, model_parameters, achieved_flop_per_s_per_gpu,
+//   recompute, partition, stage_blocks (blocks per stage, "13/12/12/13"), bn_batch (samples batch-norm
+//   statistics see; empty without batch norm), activation_memory_bytes (on the peak device),
+//   memory_reserve_bytes
 // A value that does not apply (e.g. the iteration time of an invalid point) is left empty.
 #pragma once
 

@@ -1,24 +1,132 @@
 #include "models/Memory.hpp"
 
-namespace ddlsim::models {
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
 
-MemoryBreakdown estimate_stage_memory(const Model& model, StageRange stage, Dtype dtype, Optimizer optimizer,
-                                      double in_flight_samples)
+namespace ddlsim::models {
+namespace {
+
+// Sparse table: table[j][i] = max of values[i .. i + 2^j).
+std::vector<std::vector<double>> sparse_table(const std::vector<double>& values)
 {
-  double params = 0;
-  double stashed = 0;
-  for (std::size_t i = stage.begin; i < stage.end; ++i) {
-    params += model.layers()[i].parameters;
-    stashed += model.layers()[i].stashed_elements;
+  std::vector<std::vector<double>> table{values};
+  for (std::size_t span = 1; 2 * span <= values.size(); span *= 2) {
+    const auto& prev = table.back();
+    std::vector<double> next(values.size() - 2 * span + 1);
+    for (std::size_t i = 0; i < next.size(); ++i)
+      next[i] = std::max(prev[i], prev[i + span]);
+    table.push_back(std::move(next));
   }
-  const double d = dtype_bytes(dtype);
-  const bool mixed = d < 4.0;
-  const double state_per_param = optimizer == Optimizer::adam ? 8.0 : optimizer == Optimizer::momentum ? 4.0 : 0.0;
+  return table;
+}
+
+}  // namespace
+
+double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype)
+{
+  const double state = optimizer == Optimizer::adam ? 8.0 : optimizer == Optimizer::momentum ? 4.0 : 0.0;
+  const double master = dtype_bytes(dtype) < 4.0 ? 4.0 : 0.0;
+  return state + master;
+}
+
+StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& options, int micro_batch_size)
+    : model_(&model), options_(options), micro_batch_(micro_batch_size)
+{
+  if (micro_batch_size < 1)
+    throw std::invalid_argument("micro-batch size must be >= 1");
+  const double d = dtype_bytes(options.dtype);
+  const auto& layers = model.layers();
+  const std::size_t nb = model.blocks().size();
+  params_.assign(nb + 1, 0.0);
+  stash_.assign(nb + 1, 0.0);
+  cheap_.assign(nb + 1, 0.0);
+  boundary_.assign(nb + 1, 0.0);
+  std::vector<double> block_cheap(nb, 0.0), block_full(nb, 0.0), block_workspace(nb, 0.0);
+  for (std::size_t b = 0; b < nb; ++b) {
+    const StageRange r = model.blocks()[b].layers;
+    double params = 0, stash = 0, cheap = 0, workspace = 0;
+    for (std::size_t i = r.begin; i < r.end; ++i) {
+      const Layer& l = layers[i];
+      params += l.parameters;
+      stash += model.owned_stash_elements(i) * d + l.stashed_mask_bytes;
+      if (l.recompute_cheap) {
+        const double dropped = l.stashed_elements * d + l.stashed_mask_bytes;
+        cheap += dropped;
+        block_cheap[b] = std::max(block_cheap[b], dropped);
+      }
+      double gradients = l.output_elements();
+      for (std::size_t in : l.inputs)
+        gradients += layers[in].output_elements();
+      if (l.inputs.empty())
+        gradients += model.input_shape().elements();
+      workspace = std::max(workspace, (l.workspace_elements() + gradients) * d);
+      if (l.tied_parameters > 0)
+        tied_layers_.push_back(i);
+    }
+    const double input = model.crossing_elements(r.begin) * d;
+    params_[b + 1] = params_[b] + params;
+    stash_[b + 1] = stash_[b] + stash;
+    cheap_[b + 1] = cheap_[b] + cheap;
+    boundary_[b + 1] = boundary_[b] + input;
+    block_full[b] = stash + model.crossing_stash_elements(r.begin) * d;
+    block_workspace[b] = workspace;
+  }
+  max_cheap_ = sparse_table(block_cheap);
+  max_full_ = sparse_table(block_full);
+  max_workspace_ = sparse_table(block_workspace);
+}
+
+double StageMemoryModel::range_max(const std::vector<std::vector<double>>& table, StageRange blocks) const
+{
+  const std::size_t len = blocks.size();
+  const auto level = static_cast<std::size_t>(std::bit_width(len) - 1);
+  const std::size_t span = std::size_t{1} << level;
+  return std::max(table[level][blocks.begin], table[level][blocks.end - span]);
+}
+
+double StageMemoryModel::parameters(StageRange blocks) const
+{
+  double p = params_[blocks.end] - params_[blocks.begin];
+  const StageRange layers = model_->layer_range(blocks);
+  for (std::size_t i : tied_layers_) {
+    const Layer& l = model_->layers()[i];
+    const bool user_here = i >= layers.begin && i < layers.end;
+    const bool owner_here = l.tied_to >= layers.begin && l.tied_to < layers.end;
+    if (user_here && !owner_here)
+      p += l.tied_parameters;  // this stage keeps its own copy of the shared weights
+  }
+  return p;
+}
+
+MemoryBreakdown StageMemoryModel::stage(StageRange blocks, int in_flight) const
+{
+  if (blocks.begin >= blocks.end || blocks.end > model_->blocks().size())
+    throw std::out_of_range("block range out of range");
+  const double d = dtype_bytes(options_.dtype);
   MemoryBreakdown m;
-  m.weights = params * d;
-  m.gradients = params * d;
-  m.optimizer_state = params * (state_per_param + (mixed ? 4.0 : 0.0));
-  m.activations = stashed * d * in_flight_samples;
+  m.parameters = parameters(blocks);
+  m.weights = m.parameters * d;
+  m.gradients = m.parameters * d;
+  m.optimizer_state = m.parameters * optimizer_bytes_per_parameter(options_.optimizer, options_.dtype);
+
+  const double n = std::max(in_flight, 0);
+  const double b = micro_batch_;
+  const std::size_t first_layer = model_->blocks()[blocks.begin].layers.begin;
+  const double received = model_->crossing_stash_elements(first_layer) * d;
+  const double stash = stash_[blocks.end] - stash_[blocks.begin];
+  switch (options_.recompute) {
+  case Recompute::none: m.activations = n * b * (stash + received); break;
+  case Recompute::selective:
+    m.activations = n * b * (stash - (cheap_[blocks.end] - cheap_[blocks.begin]) + received) +
+                    b * range_max(max_cheap_, blocks);
+    break;
+  case Recompute::full:
+    m.activations = n * b * (boundary_[blocks.end] - boundary_[blocks.begin]) + b * range_max(max_full_, blocks);
+    break;
+  }
+  m.workspace = b * range_max(max_workspace_, blocks);
+  m.reserve = options_.reserve_bytes;
   return m;
 }
 

@@ -1,20 +1,33 @@
-// First-order GPU memory estimate for one pipeline stage (weights, gradients, optimizer state,
-// stashed activations). A later version adds workspace, recomputation and a framework reserve.
+// GPU memory of one pipeline stage: weights, gradients, optimizer state, stashed activations,
+// workspace and a framework reserve.
 //
 // Bytes per parameter (mixed precision keeps an fp32 master copy when training in fp16/bf16/fp8):
 //   optimizer   fp32/tf32 (w + g + state)    16/8-bit (w + g + master + state)
 //   sgd         4 + 4 + 0       =  8         d + d + 4 + 0
 //   momentum    4 + 4 + 4       = 12         d + d + 4 + 4
-//   adam        4 + 4 + 8       = 16         d + d + 4 + 8      (= 16 for bf16, Rajbhandari et al.)
+//   adam        4 + 4 + 8       = 16         d + d + 4 + 8      (= 16 for bf16, Rajbhandari et al. 2020)
 //
-//   auto m = estimate_stage_memory(model, {0, 13}, Dtype::bf16, Optimizer::adam, 4 * 8);
-//   m.total();  // bytes on the device that holds layers [0, 13) with 32 samples in flight
+// Activations: a stage keeps, for every micro-batch in flight (GPipe: all M; 1F1B: at most K - s on
+// stage s, see sim::in_flight_micro_batches), what its layers stash for backward, plus the tensors
+// it received that its layers stash. Recomputation trades that for extra forward work:
+//   selective  drop the private stash of the layers marked recompute_cheap (the attention core's
+//              softmax and dropout tensors, Korthikanti et al. 2022); one micro-batch's worth is
+//              rebuilt at a time
+//   full       keep only each block's input (checkpoint per block, Megatron's full recompute);
+//              the largest block's whole stash is rebuilt for one micro-batch at a time
+// Workspace is the largest, over the stage's layers, of library scratch (im2col for convolutions)
+// plus the gradient buffers live during that layer's backward (its input and output gradients).
+//
+//   StageMemoryModel mem(model, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam}, 4);  // micro-batch 4
+//   MemoryBreakdown m = mem.stage({0, 13}, 8);   // blocks [0, 13) with 8 micro-batches in flight
+//   m.total();                                   // bytes
 #pragma once
 
 #include "common/Dtype.hpp"
 #include "common/EnumTable.hpp"
 #include "models/Model.hpp"
-#include "models/Partition.hpp"
+
+#include <vector>
 
 namespace ddlsim::models {
 
@@ -26,17 +39,64 @@ inline constexpr EnumTable<Optimizer, 3> optimizer_table{{{
     {"adam", Optimizer::adam, "Adam/AdamW: two fp32 moments per parameter"},
 }}};
 
+enum class Recompute { none, selective, full };
+
+inline constexpr EnumTable<Recompute, 3> recompute_table{{{
+    {"none", Recompute::none, "keep every activation backward needs"},
+    {"selective", Recompute::selective, "recompute the attention core (softmax, dropout) in backward"},
+    {"full", Recompute::full, "keep only each block's input; rerun the block's forward before its backward"},
+}}};
+
+/// Optimizer bytes per parameter beyond weights and gradients (moments, and the fp32 master copy
+/// when `dtype` is narrower than 32 bits).
+double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype);
+
+struct MemoryOptions {
+  Dtype dtype = Dtype::bf16;
+  Optimizer optimizer = Optimizer::adam;
+  Recompute recompute = Recompute::none;
+  double reserve_bytes = 0;  ///< CUDA context, NCCL buffers, allocator slack
+};
+
 struct MemoryBreakdown {
   double weights = 0;          ///< bytes
   double gradients = 0;        ///< bytes
   double optimizer_state = 0;  ///< bytes (moments and the fp32 master copy in mixed precision)
   double activations = 0;      ///< bytes stashed for backward at the peak
-  double total() const { return weights + gradients + optimizer_state + activations; }
+  double workspace = 0;        ///< bytes of scratch and gradient buffers at the peak
+  double reserve = 0;          ///< bytes set aside for the framework
+  double parameters = 0;       ///< parameters held (count), tied copies included
+  double total() const { return weights + gradients + optimizer_state + activations + workspace + reserve; }
 };
 
-/// Memory of the device holding `stage`, with `in_flight_samples` samples' activations stashed at the
-/// peak (GPipe: all M micro-batches x micro-batch size).
-MemoryBreakdown estimate_stage_memory(const Model& model, StageRange stage, Dtype dtype, Optimizer optimizer,
-                                      double in_flight_samples);
+/// Memory of stages made of block ranges of one model, at one micro-batch size. Precomputes sums
+/// over blocks so that any range costs O(1) (plus the few tied layers): the partitioners ask for
+/// thousands of candidate stages.
+class StageMemoryModel {
+public:
+  /// Throws std::invalid_argument when micro_batch_size < 1.
+  StageMemoryModel(const Model& model, const MemoryOptions& options, int micro_batch_size);
+
+  /// Memory of the device holding blocks [blocks.begin, blocks.end) with `in_flight` micro-batches'
+  /// activations stashed at its peak.
+  MemoryBreakdown stage(StageRange blocks, int in_flight) const;
+  /// Parameters (count) a device holding these blocks keeps, including tied copies.
+  double parameters(StageRange blocks) const;
+
+private:
+  double range_max(const std::vector<std::vector<double>>& table, StageRange blocks) const;
+
+  const Model* model_;
+  MemoryOptions options_;
+  double micro_batch_;
+  std::vector<double> params_;     // prefix sums over blocks
+  std::vector<double> stash_;      // bytes per sample, no recomputation
+  std::vector<double> cheap_;      // bytes per sample selective recomputation drops
+  std::vector<double> boundary_;   // bytes per sample of each block's input
+  std::vector<std::vector<double>> max_cheap_;      // sparse tables over blocks
+  std::vector<std::vector<double>> max_full_;
+  std::vector<std::vector<double>> max_workspace_;
+  std::vector<std::size_t> tied_layers_;
+};
 
 }  // namespace ddlsim::models

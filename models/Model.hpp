@@ -1,36 +1,82 @@
-// A network as an ordered list of layers (the topological order pipeline partitioning uses),
-// with totals. Built by the generators (make_gpt) or read from a model YAML (load_model_file).
+// A network as a DAG of layers stored in topological order, grouped into blocks.
 //
-//   Model gpt = make_gpt({.name = "gpt2-small", .layers = 12, .hidden = 768, .heads = 12,
-//                         .seq = 1024, .vocab = 50257});
-//   gpt.parameter_count();          // 124,439,808
-//   gpt.forward_flop_per_sample();  // flop for one sequence
+// Blocks are the units a pipeline partition cuts between (the children of torchgpipe's
+// nn.Sequential: a transformer layer, a residual unit, an AmoebaNet cell); a block is a contiguous
+// run of layers in the order. Layers say which layers feed them (Layer::inputs), so a residual or
+// a cell's two inputs can cross a stage boundary, and the model knows what crosses every cut.
+//
+// Activations saved for backward are deduplicated: a tensor that two layers stash (a ReLU's output
+// and the next convolution's input) is owned by the first of them and counted once.
+//
+//   Model m = load_model("resnet50");
+//   m.parameter_count();                       // 25,557,032
+//   m.blocks().size();                         // stem, 16 bottlenecks, head
+//   m.crossing_elements(m.blocks()[5].layers.begin);   // elements per sample sent at that cut
 #pragma once
 
+#include "common/Dtype.hpp"
 #include "models/Layer.hpp"
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace ddlsim::models {
 
+/// A half-open range [begin, end) of layers or of blocks.
+struct StageRange {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::size_t size() const { return end - begin; }
+  bool operator==(const StageRange&) const = default;
+};
+
+struct Block {
+  std::string name;
+  StageRange layers;
+};
+
 class Model {
 public:
   Model() = default;
-  Model(std::string name, std::vector<Layer> layers);
+  /// `layers` must be in topological order (inputs earlier) with non-decreasing Layer::block indices
+  /// into `block_names`, every block non-empty. Throws std::invalid_argument otherwise.
+  Model(std::string name, TensorShape input, std::vector<Layer> layers, std::vector<std::string> block_names);
 
   const std::string& get_name() const { return name_; }
+  const TensorShape& input_shape() const { return input_; }
   const std::vector<Layer>& layers() const { return layers_; }
+  const std::vector<Block>& blocks() const { return blocks_; }
   std::size_t size() const { return layers_.size(); }
 
   double parameter_count() const;
   double forward_flop_per_sample() const;
   double backward_flop_per_sample() const;
-  double stashed_elements_per_sample() const;
+  /// Activation bytes per sample saved for backward by the whole model, without recomputation.
+  double stashed_bytes_per_sample(Dtype dtype) const;
+
+  /// Stashed elements per sample owned by layer `i` (its private stash plus the shared tensors it is
+  /// the first to keep). Masks are Layer::stashed_mask_bytes.
+  double owned_stash_elements(std::size_t i) const { return owned_stash_[i]; }
+  /// Elements per sample of the tensors produced before layer position `p` and consumed at or
+  /// after it: what a pipeline stage starting at `p` receives (and returns gradients for).
+  double crossing_elements(std::size_t p) const { return crossing_[p]; }
+  /// Elements per sample of tensors stashed both before `p` (by their owner) and at or after it: a
+  /// stage starting at `p` keeps its own copy of them.
+  double crossing_stash_elements(std::size_t p) const { return crossing_stash_[p]; }
+  /// Layers of a range of blocks.
+  StageRange layer_range(StageRange blocks) const;
+  /// True when some layer is of this kind.
+  bool has(LayerKind kind) const;
 
 private:
   std::string name_;
+  TensorShape input_;
   std::vector<Layer> layers_;
+  std::vector<Block> blocks_;
+  std::vector<double> owned_stash_;
+  std::vector<double> crossing_;        // size n + 1
+  std::vector<double> crossing_stash_;  // size n + 1
 };
 
 }  // namespace ddlsim::models

@@ -1,12 +1,31 @@
-// Model files: a generator with its sizes, or a plain list of layers.
+// Model files: a generator with its sizes, or a list of layers.
 //
-//   name: gpt2-xl                      # generator form
-//   gpt: {layers: 48, hidden: 1600, heads: 25, seq: 1024, vocab: 50257}
+// Generator form: one of the keys gpt, bert, resnet, vgg, alexnet, amoebanet, mlp with its sizes
+// (see Zoo.hpp for what each builds):
 //
-//   name: toy-mlp                      # layer-list form
+//   name: gpt3-175b
+//   gpt: {layers: 96, hidden: 12288, heads: 96, seq: 2048, vocab: 50257}
+//
+//   name: resnet50-gn
+//   resnet: {depth: 50, image: 224, classes: 1000, normalization: group_norm, groups: 32}
+//
+// Layer-list form: the input shape and the layers; shapes are inferred from each layer's inputs.
+// `inputs` names the layers a layer reads (default: the layer listed before it, or the model input
+// for the first), so branches and skip connections can be written in any order; layers are put in
+// topological order. `block` groups consecutive layers into one pipeline partition unit (default:
+// each layer is its own block); `repeat: N` chains N copies of a layer.
+//
+//   name: tiny-resnet
+//   input: {channels: 3, height: 32, width: 32}      # or {tokens: 128, features: 512}
 //   layers:
-//     - {name: fc1, type: linear, in: 1024, out: 4096}
-//     - {name: blk, type: custom, parameters: 1M, forward_flop: 2GFlop, output_elements: 4096, repeat: 4}
+//     - {name: conv1, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
+//     - {name: bn1, type: batch_norm}
+//     - {name: relu1, type: activation, function: relu}
+//     - {name: conv2, type: conv2d, out_channels: 16, kernel: 3, padding: 1, block: res1}
+//     - {name: add1, type: add, inputs: [relu1, conv2], block: res1}
+//     - {name: pool, type: pooling, mode: avg, global: true}
+//     - {name: fc, type: linear, out: 10}
+//     - {name: loss, type: softmax_loss}
 //
 // The same mapping can stand inline under `model:` in an experiment file.
 #pragma once

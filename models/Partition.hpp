@@ -1,25 +1,58 @@
-// Splitting a model's layers into contiguous pipeline stages.
+// Splitting a model's blocks into contiguous pipeline stages.
+//
+// Four ways, as pipeline libraries offer them:
+//   explicit   `balance: [..]`, blocks per stage, as torchgpipe's GPipe(balance=...) takes
+//   uniform    the same number of blocks per stage (torchgpipe's balance_by_count baseline)
+//   balanced   greedy cuts where the running compute time crosses k/K of the total (the quick
+//              balance_by_time heuristic), moving a cut earlier when the stage would not fit
+//   optimal    exact dynamic programme minimising the slowest stage among partitions whose every
+//              stage fits in memory (PipeDream's planner without replication), O(K n^2)
+// The optional `fits(stage, blocks)` predicate is the memory constraint; explicit and uniform are
+// checked against it by the caller (the point becomes oom), balanced and optimal avoid what does not fit.
 //
 //   std::vector<double> cost = {1, 1, 2, 1, 1};
-//   auto stages = partition_min_max(cost, 2);   // {[0,3), [3,5)}: slowest stage costs 4, the best possible
+//   auto stages = partition_optimal(cost, 2);    // {[0,2), [2,5)}: slowest stage costs 4, the best possible
 #pragma once
 
-#include <cstddef>
+#include "common/EnumTable.hpp"
+#include "models/Model.hpp"
+
+#include <functional>
+#include <optional>
 #include <vector>
 
 namespace ddlsim::models {
 
-/// Layers [begin, end) of one pipeline stage.
-struct StageRange {
-  std::size_t begin = 0;
-  std::size_t end = 0;
-  std::size_t size() const { return end - begin; }
-  bool operator==(const StageRange&) const = default;
-};
+enum class Partitioner { optimal, balanced, uniform, explicit_balance };
 
-/// Contiguous partition of `costs` into `stages` non-empty ranges minimising the cost of the most
-/// expensive range (exact dynamic programme, O(stages * n^2)). Ties go to the earliest split, so the
-/// result is deterministic. Throws std::invalid_argument when stages < 1 or stages > costs.size().
-std::vector<StageRange> partition_min_max(const std::vector<double>& costs, int stages);
+inline constexpr EnumTable<Partitioner, 4> partitioner_table{{{
+    {"optimal", Partitioner::optimal, "minimise the slowest stage's compute time, every stage fitting in memory (DP)"},
+    {"balanced", Partitioner::balanced, "greedy cuts at equal shares of the compute time, moved earlier to fit memory"},
+    {"uniform", Partitioner::uniform, "the same number of blocks per stage"},
+    {"explicit", Partitioner::explicit_balance, "blocks per stage as given by parallelism.balance"},
+}}};
+
+/// fits(stage index, block range) -> does a device holding these blocks fit in memory?
+using StageFits = std::function<bool(int, StageRange)>;
+
+/// Exact min-max contiguous partition of `costs` into `stages` non-empty ranges, every range
+/// satisfying `fits` (when given). Ties go to the earliest cut, so the result is deterministic.
+/// nullopt when no partition fits. Throws std::invalid_argument when stages < 1 or stages > costs.size().
+std::optional<std::vector<StageRange>> partition_optimal(const std::vector<double>& costs, int stages,
+                                                         const StageFits& fits = {});
+
+/// Greedy time-balanced partition (see above); nullopt when it finds no cuts that fit.
+std::optional<std::vector<StageRange>> partition_balanced(const std::vector<double>& costs, int stages,
+                                                          const StageFits& fits = {});
+
+/// `blocks` split into `stages` ranges whose sizes differ by at most one (larger ones first).
+std::vector<StageRange> partition_uniform(std::size_t blocks, int stages);
+
+/// Ranges from blocks-per-stage counts. Throws std::invalid_argument when a count is < 1 or the
+/// counts do not add up to `blocks`.
+std::vector<StageRange> partition_from_balance(const std::vector<int>& balance, std::size_t blocks);
+
+/// Cost of the most expensive range.
+double slowest_stage(const std::vector<double>& costs, const std::vector<StageRange>& ranges);
 
 }  // namespace ddlsim::models

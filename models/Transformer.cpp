@@ -1,70 +1,107 @@
-#include "models/Transformer.hpp"
+// GPT and BERT generators (declared in Zoo.hpp).
+#include "models/Zoo.hpp"
 
 #include <stdexcept>
 
 namespace ddlsim::models {
+namespace {
+
+void check_transformer(const std::string& name, int layers, int hidden, int heads, int seq, int vocab, int ffn)
+{
+  if (layers <= 0 || hidden <= 0 || heads <= 0 || seq <= 0 || vocab <= 0 || ffn < 0)
+    throw std::invalid_argument(name + ": transformer sizes must be positive");
+  if (hidden % heads != 0)
+    throw std::invalid_argument(name + ": hidden size (" + std::to_string(hidden) +
+                                ") must be divisible by the number of heads (" + std::to_string(heads) + ")");
+}
+
+// Self-attention sub-layer body: fused QKV GEMM, attention core, output projection, dropout.
+Tensor attention_body(ModelBuilder& b, Tensor x, double h, int heads, bool dropout, const std::string& p)
+{
+  Tensor t = b.linear(x, 3 * h, true, p + ".qkv");
+  t = b.attention(t, heads, dropout, p + ".attention");
+  t = b.linear(t, h, true, p + ".proj");
+  return dropout ? b.dropout(t, p + ".attn_dropout") : t;
+}
+
+// MLP sub-layer body: h -> f GEMM, GeLU, f -> h GEMM, dropout.
+Tensor mlp_body(ModelBuilder& b, Tensor x, double h, double f, bool dropout, const std::string& p)
+{
+  Tensor t = b.linear(x, f, true, p + ".fc1");
+  t = b.activation(t, Activation::gelu, p + ".gelu");
+  t = b.linear(t, h, true, p + ".fc2");
+  return dropout ? b.dropout(t, p + ".mlp_dropout") : t;
+}
+
+}  // namespace
 
 Model make_gpt(const GptConfig& c)
 {
-  if (c.layers <= 0 || c.hidden <= 0 || c.heads <= 0 || c.seq <= 0 || c.vocab <= 0 || c.ffn_hidden < 0)
-    throw std::invalid_argument("GPT sizes must be positive");
-  if (c.hidden % c.heads != 0)
-    throw std::invalid_argument("hidden size must be divisible by the number of heads");
-
-  const double s = c.seq;
+  check_transformer(c.name, c.layers, c.hidden, c.heads, c.seq, c.vocab, c.ffn_hidden);
   const double h = c.hidden;
-  const double a = c.heads;
-  const double v = c.vocab;
   const double f = c.ffn_hidden > 0 ? c.ffn_hidden : 4.0 * h;
-  std::vector<Layer> layers;
-  layers.reserve(static_cast<std::size_t>(c.layers) + 3);
+  ModelBuilder b(c.name, TensorShape::sequence(c.seq, 1));
 
-  // Token and position embeddings: a gather, negligible flop, one s x h output.
-  layers.push_back({.name = "embedding",
-                    .kind = LayerKind::embedding,
-                    .parameters = v * h + s * h,
-                    .forward_flop = s * h,
-                    .backward_flop = 2 * s * h,
-                    .output_elements = s * h,
-                    .stashed_elements = 0,
-                    .traffic_elements = 2 * s * h});
+  b.block("embedding");
+  Tensor x = b.embedding(b.input(), c.vocab, h, c.seq, "embedding");
+  const std::size_t embedding_layer = b.layer_count() - 1;
+  if (c.dropout)
+    x = b.dropout(x, "embedding_dropout");
 
-  // Attention: QKV 3h^2+3h, projection h^2+h; MLP 2hf+f+h; two layer norms 4h.
-  const double block_params = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
-  // GEMMs 2 s (4h^2 + 2hf) plus attention scores and context 4 s^2 h.
-  const double block_fwd = 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
-  // Korthikanti et al.: 18 s h + 4 s f + 5 a s^2 bytes in a 16-bit format (34 s h + 5 a s^2 when f = 4h),
-  // i.e. 9 s h + 2 s f + 2.5 a s^2 elements of 2 bytes.
-  const double block_stash = 9 * s * h + 2 * s * f + 2.5 * a * s * s;
-  for (int i = 0; i < c.layers; ++i)
-    layers.push_back({.name = "block" + std::to_string(i),
-                      .kind = LayerKind::transformer_block,
-                      .parameters = block_params,
-                      .forward_flop = block_fwd,
-                      .backward_flop = 2 * block_fwd,
-                      .output_elements = s * h,
-                      .stashed_elements = block_stash,
-                      .traffic_elements = block_stash + s * h});
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = "layer" + std::to_string(i);
+    b.block(p);
+    Tensor a = attention_body(b, b.norm(x, Normalization::layer_norm, p + ".ln1"), h, c.heads, c.dropout, p);
+    x = b.add({x, a}, p + ".residual1");
+    Tensor m = mlp_body(b, b.norm(x, Normalization::layer_norm, p + ".ln2"), h, f, c.dropout, p);
+    x = b.add({x, m}, p + ".residual2");
+  }
 
-  layers.push_back({.name = "final_norm",
-                    .kind = LayerKind::layer_norm,
-                    .parameters = 2 * h,
-                    .forward_flop = 5 * s * h,
-                    .backward_flop = 10 * s * h,
-                    .output_elements = s * h,
-                    .stashed_elements = s * h,
-                    .traffic_elements = 2 * s * h});
+  b.block("head");
+  x = b.norm(x, Normalization::layer_norm, "final_norm");
+  x = b.linear(x, c.vocab, false, "lm_head");
+  if (c.tied_embeddings)
+    b.tie_last_to(embedding_layer, static_cast<double>(c.vocab) * h);
+  b.softmax_loss(x, "loss");
+  return b.build();
+}
 
-  // Logits GEMM s x h x V, softmax and cross-entropy; the logits are kept for the loss gradient.
-  layers.push_back({.name = "lm_head",
-                    .kind = LayerKind::lm_head,
-                    .parameters = c.tied_embeddings ? 0.0 : v * h,
-                    .forward_flop = 2 * s * h * v,
-                    .backward_flop = 4 * s * h * v,
-                    .output_elements = 1,  // the loss
-                    .stashed_elements = s * h + s * v,
-                    .traffic_elements = s * h + 2 * s * v});
-  return Model(c.name, std::move(layers));
+Model make_bert(const BertConfig& c)
+{
+  check_transformer(c.name, c.layers, c.hidden, c.heads, c.seq, c.vocab, c.ffn_hidden);
+  if (c.type_vocab < 0)
+    throw std::invalid_argument(c.name + ": type_vocab must not be negative");
+  const double h = c.hidden;
+  const double f = c.ffn_hidden > 0 ? c.ffn_hidden : 4.0 * h;
+  ModelBuilder b(c.name, TensorShape::sequence(c.seq, 1));
+
+  b.block("embedding");
+  // Position and segment tables are both added row by row: one learned table of seq + type_vocab rows.
+  Tensor x = b.embedding(b.input(), c.vocab, h, static_cast<double>(c.seq) + c.type_vocab, "embedding");
+  const std::size_t embedding_layer = b.layer_count() - 1;
+  x = b.norm(x, Normalization::layer_norm, "embedding_norm");
+  x = b.dropout(x, "embedding_dropout");
+
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = "layer" + std::to_string(i);
+    b.block(p);
+    Tensor a = attention_body(b, x, h, c.heads, true, p);
+    x = b.norm(b.add({x, a}, p + ".residual1"), Normalization::layer_norm, p + ".ln1");
+    Tensor m = mlp_body(b, x, h, f, true, p);
+    x = b.norm(b.add({x, m}, p + ".residual2"), Normalization::layer_norm, p + ".ln2");
+  }
+
+  b.block("head");
+  Tensor pooled = b.linear(x, h, true, "pooler");  // next-sentence head (on every token: an upper bound)
+  pooled = b.activation(pooled, Activation::tanh, "pooler_tanh");
+  Tensor t = b.linear(x, h, true, "mlm_transform");
+  t = b.activation(t, Activation::gelu, "mlm_gelu");
+  t = b.norm(t, Normalization::layer_norm, "mlm_norm");
+  t = b.linear(t, c.vocab, true, "mlm_decoder");
+  b.tie_last_to(embedding_layer, static_cast<double>(c.vocab) * h);
+  b.softmax_loss(t, "mlm_loss");
+  b.softmax_loss(b.linear(pooled, 2, true, "nsp_classifier"), "nsp_loss");
+  return b.build();
 }
 
 }  // namespace ddlsim::models

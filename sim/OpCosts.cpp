@@ -5,31 +5,59 @@
 
 namespace ddlsim::sim {
 
-calibration::KernelWork layer_work(const models::Layer& layer, Phase phase, int samples, Dtype dtype,
-                                   models::Optimizer optimizer)
+calibration::KernelWork kernel_work(const models::Kernel& k, Phase phase, int samples, Dtype dtype)
 {
   const double d = dtype_bytes(dtype);
   const double b = samples;
-  switch (phase) {
-  case Phase::forward:
-    return {.flop = b * layer.forward_flop, .bytes = (layer.parameters + b * layer.traffic_elements) * d, .dtype = dtype};
-  case Phase::backward:
-    return {.flop = b * layer.backward_flop,
-            .bytes = 2 * (layer.parameters + b * layer.traffic_elements) * d,
+  if (phase == Phase::backward)
+    return {.flop = b * k.backward_flop,
+            .bytes = (b * k.backward_sample_elements + k.backward_fixed_elements) * d,
             .dtype = dtype};
-  case Phase::optimizer: {
-    // Read and write the optimizer's fp32 state and master copy, read gradients, write weights;
-    // memory-bound, so the kernel runs in fp32 whatever the training dtype.
-    const double state = optimizer == models::Optimizer::adam ? 8.0 : optimizer == models::Optimizer::momentum ? 4.0 : 0.0;
-    const double master = d < 4.0 ? 4.0 : 0.0;
-    return {.flop = 10 * layer.parameters, .bytes = layer.parameters * (2 * d + 2 * (state + master)), .dtype = Dtype::fp32};
+  return {.flop = b * k.forward_flop, .bytes = (b * k.forward_sample_elements + k.forward_fixed_elements) * d,
+          .dtype = dtype};
+}
+
+double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype dtype,
+                     const calibration::CostModel& cost)
+{
+  double total = 0;
+  for (const auto& k : layer.kernels)
+    total += cost.seconds(kernel_work(k, phase, samples, dtype));
+  return total;
+}
+
+double range_seconds(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, int samples,
+                     const ComputeOptions& options, const calibration::CostModel& cost)
+{
+  const auto& layers = model.layers();
+  if (phase == Phase::optimizer) {
+    // One fused (multi-tensor) update, as PyTorch's foreach optimizers do. Memory-bound: it reads
+    // and writes the fp32 state and master copy, reads gradients and writes weights.
+    double params = 0;
+    for (std::size_t l = begin; l < end; ++l) {
+      params += layers[l].parameters;
+      if (layers[l].tied_parameters > 0 && (layers[l].tied_to < begin || layers[l].tied_to >= end))
+        params += layers[l].tied_parameters;
+    }
+    if (params <= 0)
+      return 0.0;
+    const double d = dtype_bytes(options.dtype);
+    const double extra = models::optimizer_bytes_per_parameter(options.optimizer, options.dtype);
+    return cost.seconds({.flop = 10 * params, .bytes = params * (2 * d + 2 * extra), .dtype = Dtype::fp32});
   }
+  double total = 0;
+  for (std::size_t l = begin; l < end; ++l) {
+    total += layer_seconds(layers[l], phase, samples, options.dtype, cost);
+    if (phase == Phase::backward &&
+        (options.recompute == models::Recompute::full ||
+         (options.recompute == models::Recompute::selective && layers[l].recompute_cheap)))
+      total += layer_seconds(layers[l], Phase::forward, samples, options.dtype, cost);
   }
-  return {};
+  return total;
 }
 
 std::vector<double> compute_durations(const TaskGraph& graph, const models::Model& model,
-                                      const calibration::CostModel& cost, Dtype dtype, models::Optimizer optimizer)
+                                      const calibration::CostModel& cost, const ComputeOptions& options)
 {
   std::vector<double> seconds(graph.size(), 0.0);
   std::map<std::tuple<Phase, std::uint32_t, std::uint32_t, int>, double> memo;
@@ -39,23 +67,8 @@ std::vector<double> compute_durations(const TaskGraph& graph, const models::Mode
     const ComputeTask& c = graph.compute(id);
     auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end, c.samples);
     auto it = memo.find(key);
-    if (it == memo.end()) {
-      double total = 0;
-      if (c.phase == Phase::optimizer) {
-        // One fused (multi-tensor) update over the whole stage, as PyTorch's foreach optimizers do.
-        calibration::KernelWork fused{.flop = 0, .bytes = 0, .dtype = Dtype::fp32};
-        for (std::uint32_t l = c.layer_begin; l < c.layer_end; ++l) {
-          auto w = layer_work(model.layers()[l], c.phase, c.samples, dtype, optimizer);
-          fused.flop += w.flop;
-          fused.bytes += w.bytes;
-        }
-        total = fused.bytes > 0 ? cost.seconds(fused) : 0.0;
-      } else {
-        for (std::uint32_t l = c.layer_begin; l < c.layer_end; ++l)
-          total += cost.seconds(layer_work(model.layers()[l], c.phase, c.samples, dtype, optimizer));
-      }
-      it = memo.emplace(key, total).first;
-    }
+    if (it == memo.end())
+      it = memo.emplace(key, range_seconds(model, c.layer_begin, c.layer_end, c.phase, c.samples, options, cost)).first;
     seconds[id] = it->second;
   }
   return seconds;

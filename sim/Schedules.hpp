@@ -1,10 +1,17 @@
 // Schedule generators: turn a parallelism plan into a TaskGraph.
 //
-// GPipe (Huang et al. 2019) with K = stages, M = micro_batches, and dp data-parallel replicas:
-// every replica runs all M forwards through the K stages (fill), then all M backwards in reverse
-// order (drain), then each stage's gradients are all-reduced across the dp replicas of that stage,
-// then every device steps its optimizer (the flush). pp = 1 is plain data parallelism with
-// gradient accumulation over M micro-batches.
+// K = stages, M = micro_batches, dp data-parallel replicas of the pipeline.
+//   GPipe (Huang et al. 2019): every stage runs all M forwards, then all M backwards in reverse
+//     order; a stage holds all M micro-batches' activations.
+//   1F1B (PipeDream-Flush, Narayanan et al. 2021): stage s runs min(K-s-1, M) warm-up forwards, then
+//     alternates one forward and one backward, then drains the remaining backwards; it holds at
+//     most K - s micro-batches. Same ideal time as GPipe, less memory.
+// Both end with the flush: each stage's gradients are all-reduced across its dp replicas, then every
+// device steps its optimizer. pp = 1 is plain data parallelism with gradient accumulation.
+//
+// Synchronized batch norm: a stage's sync_points split every forward and backward pass at the
+// layers whose statistics are all-reduced across the replicas; the all-reduce blocks that device's
+// compute stream, as NCCL on the compute stream does in PyTorch's SyncBatchNorm.
 //
 // Device of (stage s, replica r) = s * dp + r: replicas of a stage are neighbours, so data-parallel
 // rings stay inside a node and pipeline transfers cross nodes (Megatron's ordering).
@@ -16,23 +23,36 @@
 #pragma once
 
 #include "common/EnumTable.hpp"
-#include "models/Partition.hpp"
+#include "models/Model.hpp"
 #include "sim/TaskGraph.hpp"
 
 #include <vector>
 
 namespace ddlsim::sim {
 
-enum class ScheduleKind { gpipe };
+enum class ScheduleKind { gpipe, one_f_one_b };
 
-inline constexpr EnumTable<ScheduleKind, 1> schedule_table{{{
+inline constexpr EnumTable<ScheduleKind, 2> schedule_table{{{
     {"gpipe", ScheduleKind::gpipe, "GPipe: all forwards, all backwards, then gradient all-reduce and optimizer step"},
+    {"1f1b", ScheduleKind::one_f_one_b,
+     "1F1B (PipeDream-Flush): warm-up forwards, then one forward one backward, then the flush"},
 }}};
 
+/// Micro-batches whose activations stage `stage` of `stages` holds at its peak.
+int in_flight_micro_batches(ScheduleKind schedule, int stages, int stage, int micro_batches);
+
+/// A point inside a stage where synchronized batch norm all-reduces statistics across the replicas:
+/// after layer `layer - 1` in forward, before it in backward.
+struct SyncPoint {
+  std::size_t layer = 0;  ///< passes are split before this layer index
+  double bytes = 0;       ///< bytes all-reduced (per-channel sums, fp32)
+};
+
 struct StagePlan {
-  models::StageRange layers;    ///< model layers of this stage
-  double activation_bytes = 0;  ///< bytes per sample sent to the next stage (and its gradient sent back)
-  double gradient_bytes = 0;    ///< bytes of weight gradients all-reduced across the data-parallel replicas
+  models::StageRange layers;        ///< model layers of this stage
+  double activation_bytes = 0;      ///< bytes per sample sent to the next stage (and its gradient sent back)
+  double gradient_bytes = 0;        ///< bytes of weight gradients all-reduced across the data-parallel replicas
+  std::vector<SyncPoint> sync_points;  ///< in increasing layer order, within (layers.begin, layers.end]
 };
 
 struct PipelinePlan {
@@ -49,7 +69,8 @@ struct PipelinePlan {
   int device(int stage, int replica) const { return stage * dp + replica; }
 };
 
-/// Builds the iteration's TaskGraph. Throws std::invalid_argument on an empty plan or sizes < 1.
+/// Builds the iteration's TaskGraph. Throws std::invalid_argument on an empty plan, sizes < 1 or a
+/// sync point outside its stage.
 TaskGraph build_schedule(const PipelinePlan& plan);
 
 }  // namespace ddlsim::sim

@@ -77,8 +77,13 @@ std::string TaskGraph::label(TaskId id) const
     return std::string(t.phase == Phase::forward ? "act" : "grad") + " s" + std::to_string(t.stage) + "->s" +
            std::to_string(to) + " mb" + std::to_string(t.micro_batch);
   }
-  case TaskKind::collective:
-    return "allreduce s" + std::to_string(collective(id).stage);
+  case TaskKind::collective: {
+    const auto& c = collective(id);
+    if (c.micro_batch >= 0)
+      return std::string("syncbn ") + (c.phase == Phase::forward ? "F" : "B") + " s" + std::to_string(c.stage) +
+             " mb" + std::to_string(c.micro_batch);
+    return "allreduce s" + std::to_string(c.stage);
+  }
   }
   return "?";
 }

@@ -64,6 +64,8 @@ struct CollectiveTask {
   std::vector<int> group;  ///< devices, in ring order
   double bytes = 0;        ///< buffer size on each member
   int stage = 0;
+  int micro_batch = -1;    ///< the micro-batch whose batch-norm statistics it reduces; -1 for gradients
+  Phase phase = Phase::backward;
 };
 
 class TaskGraph {

@@ -1,4 +1,4 @@
-"""ddlsim model: the layer table and totals of shipped and user models."""
+"""ddlsim model: the block and layer tables and totals of shipped and user models."""
 import os
 import re
 import sys
@@ -16,18 +16,30 @@ checks += 1
 check(m is not None and int(m.group(1)) == 124439808, "GPT-2 small has 124,439,808 parameters (Hugging Face)")
 table = [line for line in out.splitlines() if re.match(r"^\d+\s", line)]
 checks += 1
-check(len(table) == 15, f"embedding + 12 blocks + norm + head: {len(table)} rows")
-# Per-sample forward flop of a block: 24 s h^2 (1 + s/6h) with s = 1024, h = 768.
+check(len(table) == 14, f"embedding + 12 layers + head: {len(table)} rows")
+# Parameters of a transformer layer: 12 h^2 + 13 h; forward flop per sample 24 s h^2 (1 + s/6h)
+# plus the element-wise kernels (under 1%, the bound the issue sets for Megatron's closed form).
 s, h = 1024, 768
 block = table[1].split()
 checks += 1
-check(abs(float(block[5]) / (24 * s * h * h * (1 + s / (6 * h))) - 1) < 1e-3, f"block flop: {block}")
-# bf16: 2 bytes per parameter; --dtype fp32 doubles it.
+check(block[1] == "layer0" and int(block[3]) == 12 * h * h + 13 * h, f"layer parameters: {block}")
 checks += 1
-check(int(block[4]) == 2 * int(block[3]), "bf16 parameter bytes")
-rc, out32, _ = run(binary, "model", "gpt2-small", "--dtype", "fp32")
+check(abs(float(block[4]) / (24 * s * h * h * (1 + s / (6 * h))) - 1) < 1e-2, f"layer flop: {block}")
 checks += 1
-check(rc == 0 and int(out32.splitlines()[3].split()[4]) == 4 * int(out32.splitlines()[3].split()[3]), "fp32 bytes")
+check(float(block[5]) == 2 * float(block[4]), f"backward = 2 x forward: {block}")
+
+# Per-layer table: shapes and kernels.
+rc, out, err = run(binary, "model", "resnet50", "--layers", "--dtype", "fp32")
+checks += 1
+check(rc == 0 and "conv 3x224x224 k=64 7x7/2" in out and "64x112x112" in out, f"resnet50 --layers: {err}")
+checks += 1
+check("total parameters            25557032" in out, "ResNet-50 has 25,557,032 parameters (torchvision)")
+
+rc, out, err = run(binary, "model", "--list")
+checks += 1
+names = out.split()
+check(rc == 0 and {"resnet50", "gpt3-175b", "amoebanet-d18", "bert-large", "vgg16", "alexnet"} <= set(names),
+      f"--list: {names}")
 
 rc, out, err = run(binary, "model", "nope")
 checks += 1

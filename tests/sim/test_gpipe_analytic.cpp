@@ -1,6 +1,6 @@
-// GPipe against its closed form (Huang et al. 2019): with K balanced stages, M micro-batches and no
-// communication cost, one iteration takes (M + K - 1)(t_f + t_b) and every GPU idles for a share
-// (K - 1)/(M + K - 1) of it. The expected values are computed here from the formula, never by the
+// GPipe and 1F1B against their closed form (Huang et al. 2019; Narayanan et al. 2021): with K
+// balanced stages, M micro-batches and no communication cost, one iteration takes
+// (M + K - 1)(t_f + t_b) under either schedule and every GPU idles for a share (K - 1)/(M + K - 1) of it. The expected values are computed here from the formula, never by the
 // simulator. One SimGrid engine per process: each TEST_CASE is its own CTest test.
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
@@ -13,16 +13,18 @@ namespace {
 constexpr double t_f = 1.3e-3;
 constexpr double t_b = 2.9e-3;
 
-void check_gpipe(int k, int m, int dp)
+void check_pipeline(int k, int m, int dp, ScheduleKind schedule = ScheduleKind::gpipe)
 {
   PipelinePlan plan;
+  plan.schedule = schedule;
   plan.dp = dp;
   plan.micro_batches = m;
   plan.micro_batch_size = 1;
   for (int s = 0; s < k; ++s)  // zero bytes: no communication cost
     plan.stages.push_back({.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)},
                            .activation_bytes = 0,
-                           .gradient_bytes = 0});
+                           .gradient_bytes = 0,
+                           .sync_points = {}});
   const TaskGraph graph = build_schedule(plan);
   std::vector<double> seconds(graph.size(), 0.0);
   for (TaskId id = 0; id < graph.size(); ++id)
@@ -48,9 +50,14 @@ void check_gpipe(int k, int m, int dp)
 }
 }  // namespace
 
-TEST_CASE("gpipe K=1 M=1") { check_gpipe(1, 1, 1); }
-TEST_CASE("gpipe K=2 M=4") { check_gpipe(2, 4, 1); }
-TEST_CASE("gpipe K=3 M=5") { check_gpipe(3, 5, 1); }
-TEST_CASE("gpipe K=4 M=16") { check_gpipe(4, 16, 1); }
-TEST_CASE("gpipe K=8 M=32") { check_gpipe(8, 32, 1); }
-TEST_CASE("gpipe K=4 M=8 dp=2") { check_gpipe(4, 8, 2); }
+TEST_CASE("gpipe K=1 M=1") { check_pipeline(1, 1, 1); }
+TEST_CASE("gpipe K=2 M=4") { check_pipeline(2, 4, 1); }
+TEST_CASE("gpipe K=3 M=5") { check_pipeline(3, 5, 1); }
+TEST_CASE("gpipe K=4 M=16") { check_pipeline(4, 16, 1); }
+TEST_CASE("gpipe K=8 M=32") { check_pipeline(8, 32, 1); }
+TEST_CASE("gpipe K=4 M=8 dp=2") { check_pipeline(4, 8, 2); }
+TEST_CASE("1f1b K=2 M=4") { check_pipeline(2, 4, 1, ScheduleKind::one_f_one_b); }
+TEST_CASE("1f1b K=4 M=4") { check_pipeline(4, 4, 1, ScheduleKind::one_f_one_b); }
+TEST_CASE("1f1b K=4 M=16") { check_pipeline(4, 16, 1, ScheduleKind::one_f_one_b); }
+TEST_CASE("1f1b K=8 M=3") { check_pipeline(8, 3, 1, ScheduleKind::one_f_one_b); }
+TEST_CASE("1f1b K=4 M=8 dp=2") { check_pipeline(4, 8, 2, ScheduleKind::one_f_one_b); }

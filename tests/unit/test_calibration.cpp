@@ -27,7 +27,7 @@ TEST_CASE("roofline time is the larger of the compute and memory terms plus the 
   p.parameters["compute_efficiency"] = {"compute_efficiency", 0.5, "1", "", ""};
   p.parameters["memory_bandwidth"] = {"memory_bandwidth", 2e12, "B/s", "", ""};
   p.parameters["memory_efficiency"] = {"memory_efficiency", 0.5, "1", "", ""};
-  p.parameters["layer_overhead"] = {"layer_overhead", 1e-6, "s", "", ""};
+  p.parameters["kernel_overhead"] = {"kernel_overhead", 1e-6, "s", "", ""};
   RooflineCostModel m(p);
   // Compute-bound: 1e12 flop at 50 TFlop/s = 20 ms.
   CHECK(m.seconds({.flop = 1e12, .bytes = 1e6, .dtype = Dtype::bf16}) == doctest::Approx(0.02 + 1e-6));

@@ -120,5 +120,47 @@ TEST_CASE("well-formed but impossible points list their problems")
       "parallelism: {pp: 4, dp: 1}\n"));
   auto q = inline_model.point(0);
   CHECK(q.model_label == "tiny");
-  CHECK(q.is_valid());  // 2 blocks + embedding + norm + head = 5 layers for 4 stages
+  CHECK(q.is_valid());  // embedding, 2 layers, head: 4 blocks for 4 stages
+  auto too_deep = Experiment::load(write_temp(
+      "name: t\nmodel: {name: tiny, gpt: {layers: 2, hidden: 64, heads: 4, seq: 32, vocab: 100}}\n"
+      "cluster: node4.yaml\ncalibration: h100-sxm\ntraining: {global_batch: 8, micro_batch: 2}\n"
+      "parallelism: {pp: 4, dp: 1}\n"), {"parallelism.pp=2", "parallelism.dp=2"});
+  CHECK(too_deep.point(0).is_valid());
+}
+
+TEST_CASE("partition options: explicit balance is checked against pp and the model's blocks")
+{
+  // gpt2-small has 14 blocks: embedding, 12 layers, head.
+  auto ok = Experiment::load(write_temp(base + "parallelism: {pp: 2, dp: 2, balance: [6, 8]}\n"));
+  auto p = ok.point(0);
+  CHECK(p.is_valid());
+  CHECK(p.parallelism.partition == models::Partitioner::explicit_balance);
+  CHECK(p.parallelism.balance == std::vector<int>{6, 8});
+
+  auto wrong_sum = Experiment::load(write_temp(base + "parallelism: {pp: 2, dp: 2, balance: [6, 7]}\n"));
+  auto q = wrong_sum.point(0);
+  REQUIRE(q.problems.size() == 1);
+  CHECK(q.problems[0].key == "parallelism.balance");
+  CHECK(q.problems[0].line == 6);
+  CHECK(q.problems[0].message == "balance adds up to 13 blocks but model 'gpt2-small' has 14");
+
+  auto wrong_count = Experiment::load(write_temp(base + "parallelism: {pp: 4, dp: 1, balance: [6, 8]}\n"));
+  CHECK(wrong_count.point(0).problems.at(0).message == "balance lists 2 stages but pp = 4");
+
+  auto too_many = Experiment::load(write_temp(base + "parallelism: {pp: 4, dp: 1}\n"), {"model=mlp-toy", "parallelism.pp=16"});
+  bool blocks = false;
+  for (const auto& d : too_many.point(0).problems)
+    blocks = blocks || d.message.find("pp = 16 stages for a model of only 11 blocks") != std::string::npos;
+  CHECK(blocks);
+
+  auto d = load_errors(base + "parallelism: {pp: 2, dp: 2, balance: [6, x]}\n");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].key == "parallelism.balance");
+  d = load_errors(base + "parallelism: {pp: 2, dp: 2, partition: uniform, balance: [6, 8]}\n");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].message == "balance is only used with partition: explicit");
+  d = load_errors(base, {"training.recompute=sometimes"});
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].key == "training.recompute");
+  CHECK(d[0].message.find("unknown value 'sometimes' (expected one of: none, selective, full)") != std::string::npos);
 }

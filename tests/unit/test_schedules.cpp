@@ -15,7 +15,8 @@ PipelinePlan plan(int k, int dp, int m)
   for (int s = 0; s < k; ++s)
     p.stages.push_back({.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)},
                         .activation_bytes = 1000,
-                        .gradient_bytes = 5000});
+                        .gradient_bytes = 5000,
+                        .sync_points = {}});
   return p;
 }
 }  // namespace
@@ -71,4 +72,66 @@ TEST_CASE("pure data parallelism has no transfers and no all-reduce for dp = 1")
   TaskGraph t(2);
   CHECK_THROWS(t.add_transfer({.src = 0, .dst = 0, .bytes = 1}));
   CHECK_THROWS(t.add_compute({.device = 2}));
+}
+
+TEST_CASE("1F1B streams: warm-up forwards, one forward one backward, then the drain")
+{
+  const int k = 4, m = 6;
+  PipelinePlan p = plan(k, 1, m);
+  p.schedule = ScheduleKind::one_f_one_b;
+  TaskGraph g = build_schedule(p);
+  for (int s = 0; s < k; ++s) {
+    CAPTURE(s);
+    std::string order;
+    int in_flight = 0, peak = 0;
+    for (TaskId id : g.stream(s)) {
+      const auto& c = g.compute(id);
+      if (c.phase == Phase::optimizer)
+        continue;
+      order += (c.phase == Phase::forward ? "F" : "B") + std::to_string(c.micro_batch) + " ";
+      in_flight += c.phase == Phase::forward ? 1 : -1;
+      peak = std::max(peak, in_flight);
+    }
+    CHECK(peak == in_flight_micro_batches(ScheduleKind::one_f_one_b, k, s, m));
+    if (s == 0)
+      CHECK(order == "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5 ");
+    if (s == k - 1)
+      CHECK(order == "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 ");
+  }
+}
+
+TEST_CASE("synchronized batch norm splits passes around blocking all-reduces across the replicas")
+{
+  const int dp = 2, m = 3;
+  PipelinePlan p = plan(1, dp, m);
+  p.stages[0].layers = {0, 10};
+  p.stages[0].sync_points = {{.layer = 4, .bytes = 512}, {.layer = 10, .bytes = 256}};
+  TaskGraph g = build_schedule(p);
+  std::size_t syncs = 0;
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == TaskKind::collective && g.collective(id).micro_batch >= 0) {
+      ++syncs;
+      CHECK(g.collective(id).group == std::vector<int>{0, 1});
+    }
+  CHECK(syncs == static_cast<std::size_t>(2 * 2 * m));  // two points, forward and backward, each micro-batch
+  // Forward of a micro-batch: layers [0,4), all-reduce, [4,10), all-reduce (the backward starts with it).
+  const auto& stream = g.stream(0);
+  CHECK(g.compute(stream[0]).layer_begin == 0);
+  CHECK(g.compute(stream[0]).layer_end == 4);
+  CHECK(g.compute(stream[1]).layer_begin == 4);
+  CHECK(g.compute(stream[1]).layer_end == 10);
+  // The second segment waits for the first all-reduce.
+  bool waits = false;
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == TaskKind::collective && g.collective(id).micro_batch == 0 && g.collective(id).bytes == 512 &&
+        g.collective(id).phase == Phase::forward)
+      for (TaskId next : g.successors(id))
+        waits = waits || next == stream[1];
+  CHECK(waits);
+  // Without replicas there is nothing to synchronize.
+  PipelinePlan single = p;
+  single.dp = 1;
+  TaskGraph g1 = build_schedule(single);
+  for (TaskId id = 0; id < g1.size(); ++id)
+    CHECK(g1.kind(id) != TaskKind::collective);
 }

@@ -1,0 +1,365 @@
+#include "models/ModelBuilder.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ddlsim::models {
+namespace {
+
+// Cost rules for the kernels a layer launches. Forward traffic counts every operand read and the
+// result written once; backward runs the input-gradient and weight-gradient kernels (two GEMMs or
+// convolutions of the forward's size) or reads the output gradient and the saved tensor and writes
+// the input gradient (element-wise kernels).
+
+Kernel make_kernel(std::string name, KernelKind kind)
+{
+  Kernel k;
+  k.name = std::move(name);
+  k.kind = kind;
+  return k;
+}
+
+Kernel gemm_kernel(std::string name, double m, double n, double k)
+{
+  Kernel g = make_kernel(std::move(name), KernelKind::gemm);
+  g.gemm = {.m = m, .n = n, .k = k, .batch = 1};
+  g.forward_flop = 2 * m * n * k;
+  g.forward_sample_elements = m * k + m * n;
+  g.forward_fixed_elements = k * n;
+  g.backward_flop = 4 * m * n * k;
+  g.backward_sample_elements = 2 * m * n + 2 * m * k;  // dgrad reads dY writes dX; wgrad reads X and dY
+  g.backward_fixed_elements = 2 * k * n;               // dgrad reads W, wgrad writes dW
+  return g;
+}
+
+Kernel batched_gemm_kernel(std::string name, double batch, double m, double n, double k)
+{
+  Kernel g = make_kernel(std::move(name), KernelKind::batched_gemm);
+  g.gemm = {.m = m, .n = n, .k = k, .batch = batch};
+  g.forward_flop = 2 * batch * m * n * k;
+  g.forward_sample_elements = batch * (m * k + k * n + m * n);
+  g.backward_flop = 2 * g.forward_flop;
+  g.backward_sample_elements = 2 * g.forward_sample_elements;
+  return g;
+}
+
+Kernel conv_kernel(std::string name, const ConvShape& c)
+{
+  Kernel k = make_kernel(std::move(name), KernelKind::conv2d);
+  k.conv = c;
+  const double out = static_cast<double>(c.k) * c.out_h() * c.out_w();
+  const double in = static_cast<double>(c.c) * c.h * c.w;
+  const double weights = static_cast<double>(c.k) * (c.c / c.groups) * c.r * c.s;
+  const double macs = out * (c.c / c.groups) * c.r * c.s;
+  k.forward_flop = 2 * macs;
+  k.forward_sample_elements = in + out;
+  k.forward_fixed_elements = weights;
+  k.backward_flop = 4 * macs;
+  k.backward_sample_elements = 2 * (in + out);
+  k.backward_fixed_elements = 2 * weights;
+  // Implicit/explicit GEMM algorithms lower the input to columns; a 1x1 stride-1 convolution is a
+  // plain GEMM and needs none. This is the explicit-GEMM bound, what cuDNN may use when allowed.
+  if (c.r * c.s > 1 || c.stride_h > 1 || c.stride_w > 1)
+    k.workspace_elements = static_cast<double>(c.c) * c.r * c.s * c.out_h() * c.out_w();
+  return k;
+}
+
+Kernel pointwise_kernel(std::string name, double in, double out, double flop)
+{
+  Kernel k = make_kernel(std::move(name), KernelKind::pointwise);
+  k.forward_flop = flop;
+  k.forward_sample_elements = in + out;
+  k.backward_flop = 2 * flop;
+  k.backward_sample_elements = out + 2 * in;  // read dY and the saved tensor, write dX
+  return k;
+}
+
+// Normalisation: one pass for the statistics, one to normalise (3 element transfers, ~8 flop per
+// element); backward needs two reductions over dY and x, then writes dx.
+Kernel norm_kernel(std::string name, double elements, double channels)
+{
+  Kernel k = make_kernel(std::move(name), KernelKind::pointwise);
+  k.forward_flop = 8 * elements;
+  k.forward_sample_elements = 3 * elements;
+  k.forward_fixed_elements = 2 * channels;
+  k.backward_flop = 12 * elements;
+  k.backward_sample_elements = 5 * elements;
+  k.backward_fixed_elements = 4 * channels;
+  return k;
+}
+
+double activation_flop(Activation f)
+{
+  switch (f) {
+  case Activation::relu: return 1;
+  case Activation::gelu: return 8;
+  case Activation::tanh: return 5;
+  case Activation::sigmoid: return 4;
+  case Activation::silu: return 5;
+  }
+  return 1;
+}
+
+bool positive_int(double v) { return v >= 1 && std::floor(v) == v; }
+
+}  // namespace
+
+ModelBuilder::ModelBuilder(std::string model_name, TensorShape input) : model_name_(std::move(model_name)), input_(input)
+{
+  if (!(input.elements() > 0))
+    throw std::invalid_argument("model input must have at least one element");
+}
+
+void ModelBuilder::block(std::string name) { block_names_.push_back(std::move(name)); }
+
+Layer& ModelBuilder::add_layer(LayerKind kind, std::string name, const std::vector<Tensor>& inputs, TensorShape output)
+{
+  if (name.empty())
+    name = std::string(layer_kind_table.name(kind)) + std::to_string(layers_.size());
+  if (block_names_.empty())
+    block_names_.push_back(name);
+  Layer l;
+  l.name = std::move(name);
+  l.kind = kind;
+  for (const Tensor& t : inputs)
+    if (t.producer != Tensor::model_input)
+      l.inputs.push_back(t.producer);
+  if (!l.inputs.empty() && l.inputs.size() != inputs.size())
+    throw std::invalid_argument("layer '" + l.name + "' mixes the model input with layer outputs; add an identity layer");
+  l.output = output;
+  l.block = static_cast<std::uint32_t>(block_names_.size() - 1);
+  layers_.push_back(std::move(l));
+  return layers_.back();
+}
+
+Tensor ModelBuilder::linear(Tensor x, double out_features, bool bias, std::string name)
+{
+  if (!positive_int(out_features))
+    throw std::invalid_argument("linear '" + name + "': output features must be a positive integer");
+  const double rows = x.shape.tokens;
+  const double in = x.shape.features * x.shape.height * x.shape.width;  // images are flattened
+  Layer& l = add_layer(LayerKind::linear, std::move(name), {x}, TensorShape::sequence(rows, out_features));
+  l.parameters = in * out_features + (bias ? out_features : 0.0);
+  l.stash_inputs = true;
+  l.kernels.push_back(gemm_kernel(l.name, rows, out_features, in));
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::conv2d(Tensor x, const ConvOptions& o, std::string name)
+{
+  if (!x.shape.image)
+    throw std::invalid_argument("conv2d '" + name + "' needs an image input (channels x height x width), got " +
+                                x.shape.to_string());
+  ConvShape c{.c = static_cast<int>(x.shape.features), .h = static_cast<int>(x.shape.height),
+              .w = static_cast<int>(x.shape.width), .k = o.out_channels, .r = o.kernel_h, .s = o.kernel_w,
+              .stride_h = o.stride_h, .stride_w = o.stride_w, .pad_h = o.pad_h, .pad_w = o.pad_w, .groups = o.groups};
+  if (o.out_channels < 1 || o.kernel_h < 1 || o.kernel_w < 1 || o.stride_h < 1 || o.stride_w < 1 || o.pad_h < 0 ||
+      o.pad_w < 0 || o.groups < 1)
+    throw std::invalid_argument("conv2d '" + name + "': sizes must be positive (padding non-negative)");
+  if (c.c % c.groups != 0 || c.k % c.groups != 0)
+    throw std::invalid_argument("conv2d '" + name + "': channels (" + std::to_string(c.c) + " in, " +
+                                std::to_string(c.k) + " out) must be divisible by groups (" + std::to_string(c.groups) + ")");
+  if (c.h + 2 * c.pad_h < c.r || c.w + 2 * c.pad_w < c.s)
+    throw std::invalid_argument("conv2d '" + name + "': kernel larger than the padded input " + x.shape.to_string());
+  Layer& l = add_layer(LayerKind::conv2d, std::move(name), {x}, TensorShape::picture(c.k, c.out_h(), c.out_w()));
+  l.parameters = static_cast<double>(c.k) * (c.c / c.groups) * c.r * c.s + (o.bias ? c.k : 0);
+  l.stash_inputs = true;
+  l.kernels.push_back(conv_kernel(l.name, c));
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::pool(Tensor x, const PoolOptions& o, std::string name)
+{
+  if (!x.shape.image)
+    throw std::invalid_argument("pooling '" + name + "' needs an image input, got " + x.shape.to_string());
+  const double ch = x.shape.features;
+  double oh = 1, ow = 1, window = x.shape.height * x.shape.width;
+  if (!o.global) {
+    const int stride = o.stride > 0 ? o.stride : o.kernel;
+    if (o.kernel < 1 || o.padding < 0 || x.shape.height + 2 * o.padding < o.kernel ||
+        x.shape.width + 2 * o.padding < o.kernel)
+      throw std::invalid_argument("pooling '" + name + "': window " + std::to_string(o.kernel) +
+                                  " does not fit the input " + x.shape.to_string());
+    oh = std::floor((x.shape.height + 2 * o.padding - o.kernel) / stride) + 1;
+    ow = std::floor((x.shape.width + 2 * o.padding - o.kernel) / stride) + 1;
+    window = static_cast<double>(o.kernel) * o.kernel;
+  }
+  Layer& l = add_layer(LayerKind::pooling, std::move(name), {x}, TensorShape::picture(ch, oh, ow));
+  const double out = l.output.elements();
+  if (o.mode == PoolMode::max) {
+    l.stash_inputs = true;
+    l.stashed_mask_bytes = 8 * out;  // int64 argmax indices
+  }
+  l.kernels.push_back(pointwise_kernel(l.name, x.shape.elements(), out, out * window));
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::attention(Tensor qkv, int heads, bool dropout, std::string name)
+{
+  const double s = qkv.shape.tokens;
+  const double h = qkv.shape.features / 3;
+  if (qkv.shape.image || heads < 1 || std::floor(h) != h || static_cast<long long>(h) % heads != 0)
+    throw std::invalid_argument("attention '" + name + "' needs a fused QKV input of tokens x (3 x hidden) with hidden "
+                                "divisible by heads (" + std::to_string(heads) + "), got " + qkv.shape.to_string());
+  const double a = heads;
+  const double d = h / a;
+  Layer& l = add_layer(LayerKind::attention, std::move(name), {qkv}, TensorShape::sequence(s, h));
+  l.stash_inputs = true;  // Q, K and V
+  l.recompute_cheap = true;
+  l.stashed_elements = a * s * s * (dropout ? 2 : 1);  // softmax output (and the dropped-out probabilities)
+  l.stashed_mask_bytes = dropout ? a * s * s : 0;
+  l.kernels.push_back(batched_gemm_kernel(l.name + ".scores", a, s, s, d));
+  l.kernels.push_back(pointwise_kernel(l.name + ".softmax", a * s * s, a * s * s, 5 * a * s * s));
+  if (dropout)
+    l.kernels.push_back(pointwise_kernel(l.name + ".dropout", a * s * s, a * s * s, a * s * s));
+  l.kernels.push_back(batched_gemm_kernel(l.name + ".context", a, s, d, s));
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::embedding(Tensor tokens, double vocab, double hidden, double positions, std::string name)
+{
+  if (tokens.shape.image || tokens.shape.features != 1)
+    throw std::invalid_argument("embedding '" + name + "' needs token ids (tokens x 1), got " + tokens.shape.to_string());
+  if (!positive_int(vocab) || !positive_int(hidden) || positions < 0)
+    throw std::invalid_argument("embedding '" + name + "': vocab and hidden must be positive integers");
+  const double s = tokens.shape.tokens;
+  if (positions > 0 && positions < s)
+    throw std::invalid_argument("embedding '" + name + "': " + std::to_string(static_cast<long long>(positions)) +
+                                " positions cannot cover " + std::to_string(static_cast<long long>(s)) + " tokens");
+  Layer& l = add_layer(LayerKind::embedding, std::move(name), {tokens}, TensorShape::sequence(s, hidden));
+  l.parameters = (vocab + positions) * hidden;
+  Kernel k = make_kernel(l.name, KernelKind::gather);
+  const double passes = positions > 0 ? 2 : 1;  // token rows, then position rows added
+  k.forward_flop = positions > 0 ? s * hidden : 0;
+  k.forward_sample_elements = 2 * passes * s * hidden;
+  k.backward_sample_elements = 2 * passes * s * hidden;
+  k.backward_fixed_elements = (vocab + positions) * hidden;  // the dense weight gradient is written whole
+  l.kernels.push_back(k);
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::norm(Tensor x, Normalization kind, std::string name, int groups)
+{
+  const LayerKind layer_kind = kind == Normalization::batch_norm        ? LayerKind::batch_norm
+                               : kind == Normalization::sync_batch_norm ? LayerKind::sync_batch_norm
+                               : kind == Normalization::group_norm      ? LayerKind::group_norm
+                                                                         : LayerKind::layer_norm;
+  if (kind != Normalization::layer_norm && !x.shape.image)
+    throw std::invalid_argument(std::string(normalization_table.name(kind)) + " '" + name +
+                                "' needs an image input (channels x height x width); use layer_norm for sequences");
+  const double channels = x.shape.features;
+  if (kind == Normalization::group_norm && (groups < 1 || static_cast<long long>(channels) % groups != 0))
+    throw std::invalid_argument("group_norm '" + name + "': " + std::to_string(static_cast<long long>(channels)) +
+                                " channels are not divisible into " + std::to_string(groups) + " groups");
+  Layer& l = add_layer(layer_kind, std::move(name), {x}, x.shape);
+  l.parameters = 2 * channels;
+  l.stash_inputs = true;
+  if (kind == Normalization::sync_batch_norm)
+    l.norm_channels = channels;
+  l.kernels.push_back(norm_kernel(l.name, x.shape.elements(), channels));
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::activation(Tensor x, Activation f, std::string name)
+{
+  Layer& l = add_layer(LayerKind::activation, std::move(name), {x}, x.shape);
+  const bool keeps_output = f == Activation::relu || f == Activation::tanh || f == Activation::sigmoid;
+  l.stash_output = keeps_output;
+  l.stash_inputs = !keeps_output;
+  const double e = x.shape.elements();
+  l.kernels.push_back(pointwise_kernel(l.name, e, e, activation_flop(f) * e));
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::dropout(Tensor x, std::string name)
+{
+  Layer& l = add_layer(LayerKind::dropout, std::move(name), {x}, x.shape);
+  const double e = x.shape.elements();
+  l.stashed_mask_bytes = e;
+  l.kernels.push_back(pointwise_kernel(l.name, e, e, e));
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::add(const std::vector<Tensor>& xs, std::string name)
+{
+  if (xs.size() < 2)
+    throw std::invalid_argument("add '" + name + "' needs at least two inputs");
+  for (const Tensor& t : xs)
+    if (!(t.shape == xs.front().shape))
+      throw std::invalid_argument("add '" + name + "': input shapes differ (" + xs.front().shape.to_string() + " and " +
+                                  t.shape.to_string() + ")");
+  Layer& l = add_layer(LayerKind::add, std::move(name), xs, xs.front().shape);
+  const double e = l.output.elements();
+  const double n = static_cast<double>(xs.size());
+  Kernel k = pointwise_kernel(l.name, n * e, e, (n - 1) * e);
+  k.backward_flop = 0;  // the output gradient is passed to every input as it is
+  k.backward_sample_elements = 0;
+  l.kernels.push_back(k);
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::concat(const std::vector<Tensor>& xs, std::string name)
+{
+  if (xs.size() < 2)
+    throw std::invalid_argument("concat '" + name + "' needs at least two inputs");
+  TensorShape out = xs.front().shape;
+  out.features = 0;
+  for (const Tensor& t : xs) {
+    if (t.shape.image != out.image || t.shape.tokens != out.tokens || t.shape.height != out.height ||
+        t.shape.width != out.width)
+      throw std::invalid_argument("concat '" + name + "': inputs differ in more than channels/features (" +
+                                  xs.front().shape.to_string() + " and " + t.shape.to_string() + ")");
+    out.features += t.shape.features;
+  }
+  Layer& l = add_layer(LayerKind::concat, std::move(name), xs, out);
+  const double e = out.elements();
+  Kernel k = pointwise_kernel(l.name, e, e, 0);
+  k.backward_sample_elements = 2 * e;  // the gradient is split back into the inputs
+  l.kernels.push_back(k);
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::softmax_loss(Tensor logits, std::string name)
+{
+  if (logits.shape.image && (logits.shape.height != 1 || logits.shape.width != 1))
+    throw std::invalid_argument("softmax_loss '" + name + "' needs class scores (tokens x classes), got " +
+                                logits.shape.to_string());
+  const double e = logits.shape.elements();
+  Layer& l = add_layer(LayerKind::softmax_loss, std::move(name), {logits}, TensorShape::sequence(1, 1));
+  l.stashed_elements = e;  // log-probabilities, for the gradient
+  Kernel k = pointwise_kernel(l.name, e, e, 5 * e);
+  k.backward_sample_elements = 2 * e;
+  l.kernels.push_back(k);
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::custom(const std::vector<Tensor>& xs, const CustomCosts& c, std::string name)
+{
+  if (!(c.output_elements > 0))
+    throw std::invalid_argument("custom layer '" + name + "' needs output_elements > 0");
+  Layer& l = add_layer(LayerKind::custom, std::move(name), xs, TensorShape::sequence(1, c.output_elements));
+  l.parameters = c.parameters;
+  l.stashed_elements = c.stashed_elements;
+  Kernel k = make_kernel(l.name, KernelKind::custom);
+  k.forward_flop = c.forward_flop;
+  k.forward_sample_elements = c.traffic_elements;
+  k.forward_fixed_elements = c.parameters;
+  k.backward_flop = c.backward_flop;
+  k.backward_sample_elements = 2 * c.traffic_elements;
+  k.backward_fixed_elements = 2 * c.parameters;
+  l.kernels.push_back(k);
+  return {layers_.size() - 1, l.output};
+}
+
+void ModelBuilder::tie_last_to(std::size_t owner, double parameters)
+{
+  if (layers_.empty() || owner >= layers_.size() - 1)
+    throw std::invalid_argument("tie_last_to: the owner must be an earlier layer");
+  layers_.back().tied_to = owner;
+  layers_.back().tied_parameters = parameters;
+  layers_.back().parameters = std::max(0.0, layers_.back().parameters - parameters);
+}
+
+Model ModelBuilder::build() { return Model(model_name_, input_, std::move(layers_), std::move(block_names_)); }
+
+}  // namespace ddlsim::models

@@ -1,0 +1,114 @@
+// Model generators: the network families of the zoo, sized by a few parameters.
+//
+// Each generator builds through ModelBuilder, so its layers carry real kernel shapes (GEMM m, n, k;
+// convolution C, H, W, K, R, S, stride). The shipped zoo files (models/zoo/*.yaml) name a generator
+// and its sizes; a model file can do the same with any sizes (see ModelLoader.hpp).
+//
+//   Model gpt = make_gpt({.name = "gpt3-175b", .layers = 96, .hidden = 12288, .heads = 96, .seq = 2048});
+//   Model r50 = make_resnet({.name = "resnet50", .depth = 50});
+//   Model amoeba = make_amoebanet({.name = "amoebanet-d", .layers = 18, .filters = 256});
+//
+// Every generator throws std::invalid_argument when a size is out of range.
+#pragma once
+
+#include "models/Model.hpp"
+#include "models/ModelBuilder.hpp"
+
+#include <string>
+
+namespace ddlsim::models {
+
+/// GPT decoder (Radford et al. 2019; Megatron-LM). Blocks: embedding, one per transformer layer,
+/// head (final layer norm, logits, loss). Per layer: pre-LN attention (LN, fused QKV GEMM,
+/// attention core, projection, dropout, residual add) and MLP (LN, h->f GEMM, GeLU, f->h GEMM,
+/// dropout, residual add). Counts match Megatron's: 12 h^2 + 13 h parameters per layer and a
+/// stash of 34 s h + 5 a s^2 bytes in 16-bit formats (Korthikanti et al. 2022).
+struct GptConfig {
+  std::string name = "gpt";
+  int layers = 12;
+  int hidden = 768;
+  int heads = 12;
+  int seq = 1024;
+  int vocab = 50257;
+  int ffn_hidden = 0;           ///< MLP width; 0 means 4 x hidden
+  bool tied_embeddings = true;  ///< the LM head reuses the token embedding (GPT-2, Megatron default)
+  bool dropout = true;
+};
+Model make_gpt(const GptConfig& config);
+
+/// BERT encoder (Devlin et al. 2019) with post-LN layers, pooler, and the masked-LM head (decoder
+/// tied to the token embedding). Blocks: embedding, one per layer, head.
+struct BertConfig {
+  std::string name = "bert";
+  int layers = 24;
+  int hidden = 1024;
+  int heads = 16;
+  int seq = 512;
+  int vocab = 30522;
+  int type_vocab = 2;  ///< segment embeddings
+  int ffn_hidden = 0;  ///< 0 means 4 x hidden
+};
+Model make_bert(const BertConfig& config);
+
+/// ResNet (He et al. 2016), torchvision layout (stride in the 3x3 convolution of a bottleneck).
+/// depth 18 or 34 (basic blocks), 50, 101 or 152 (bottlenecks). Blocks: stem, one per residual
+/// unit, head.
+struct ResNetConfig {
+  std::string name = "resnet";
+  int depth = 50;
+  int image = 224;
+  int classes = 1000;
+  int width = 64;  ///< channels of the first stage
+  Normalization normalization = Normalization::batch_norm;
+  int groups = 32;  ///< for group_norm
+};
+Model make_resnet(const ResNetConfig& config);
+
+/// VGG (Simonyan & Zisserman 2015), torchvision layout: depth 11, 13, 16 or 19, optional batch
+/// norm after every convolution. Blocks: one per convolution stage, then each classifier layer.
+struct VggConfig {
+  std::string name = "vgg";
+  int depth = 16;
+  int image = 224;
+  int classes = 1000;
+  bool batch_norm = false;
+};
+Model make_vgg(const VggConfig& config);
+
+/// AlexNet, torchvision layout (Krizhevsky 2014 "one weird trick" variant, 61.1 M parameters).
+struct AlexNetConfig {
+  std::string name = "alexnet";
+  int image = 224;
+  int classes = 1000;
+};
+Model make_alexnet(const AlexNetConfig& config);
+
+/// AmoebaNet-D (Real et al. 2019) as GPipe and torchgpipe size it: (L, D) = (layers, filters), L a
+/// multiple of 3 normal cells in three groups separated by reduction cells, after a stem of one
+/// convolution and two reduction cells; D / 4 channels in the first cell. Each cell takes the
+/// outputs of the two cells before it. Blocks: stem, each cell, classifier.
+struct AmoebaNetConfig {
+  std::string name = "amoebanet-d";
+  int layers = 18;
+  int filters = 256;
+  int image = 224;
+  int classes = 1000;
+  Normalization normalization = Normalization::batch_norm;
+  int groups = 32;  ///< for group_norm
+};
+Model make_amoebanet(const AmoebaNetConfig& config);
+
+/// Multi-layer perceptron: `layers` fully connected layers of `hidden` units (with `activation`
+/// between them) from `input` features to `classes`, loss at the end. One block per layer. The
+/// network of the P_r x P_c grid study (Gholami et al. 2018).
+struct MlpConfig {
+  std::string name = "mlp";
+  int input = 1024;
+  int hidden = 4096;
+  int layers = 8;  ///< hidden layers
+  int classes = 1000;
+  Activation activation = Activation::relu;
+};
+Model make_mlp(const MlpConfig& config);
+
+}  // namespace ddlsim::models

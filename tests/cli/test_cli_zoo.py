@@ -1,0 +1,87 @@
+"""Every shipped model runs through `ddlsim run`; the memory verdict agrees with the closed form
+for the training state (16 bytes per parameter for bf16 + Adam), and the schedule, partitioner and
+recomputation options all run."""
+import os
+import sys
+
+from common import FIXTURES, check, finish, read_csv, run, workdir
+
+binary = sys.argv[1]
+checks = 0
+out_dir = workdir()
+
+rc, out, err = run(binary, "model", "--list")
+names = out.split()
+checks += 1
+check(rc == 0 and len(names) >= 17, f"ddlsim model --list: {names}")
+
+csv_path = os.path.join(out_dir, "zoo.csv")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "-j", "2", "--quiet", "-o", csv_path,
+                   "--set", "sweep.model=[" + ",".join(names) + "]")
+checks += 1
+check(rc == 0, f"zoo sweep exits 0: {err}")
+rows = read_csv(csv_path)
+checks += 1
+check([r["model"] for r in rows] == names, "one row per shipped model, in order")
+capacity = 80e9 * 1.073741824  # dgx-h100x2: 80 GiB per GPU
+for r in rows:
+    checks += 1
+    # Two stages hold about half the parameters each: training state alone decides the big ones.
+    state_per_stage = 16 * float(r["model_parameters"]) / 2
+    if state_per_stage > capacity:
+        check(r["status"] == "oom" and "needs" in r["message"] and "capacity" in r["message"],
+              f"{r['model']}: {state_per_stage / 1e9:.0f} GB of training state per stage must be oom: {r['status']} {r['message']}")
+    else:
+        check(r["status"] == "ok" and float(r["throughput_samples_per_s"]) > 0 and r["stage_blocks"].count("/") == 1,
+              f"{r['model']}: {r['status']} {r['message']}")
+
+# Options: every partitioner, explicit balance, recomputation, GPipe vs 1F1B on one model.
+variants = [
+    ["--set", "parallelism.partition=balanced"],
+    ["--set", "parallelism.partition=uniform"],
+    ["--set", "parallelism.balance=[4,10]"],
+    ["--set", "training.recompute=full"],
+    ["--set", "training.recompute=selective"],
+    ["--set", "parallelism.schedule=gpipe"],
+]
+results = {}
+for v in variants:
+    path = os.path.join(out_dir, "v.csv")
+    rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path, *v)
+    row = read_csv(path)[0] if rc == 0 else {}
+    checks += 1
+    check(rc == 0 and row.get("status") == "ok", f"{v}: {err} {row.get('message')}")
+    results[v[1]] = row
+checks += 1
+check(results["parallelism.balance=[4,10]"].get("stage_blocks") == "4/10", "explicit balance is used")
+base = read_csv(csv_path)[names.index("gpt2-small")]
+checks += 1
+check(float(results["training.recompute=full"]["activation_memory_bytes"]) < float(base["activation_memory_bytes"])
+      and float(results["training.recompute=full"]["iteration_time_s"]) > float(base["iteration_time_s"]),
+      "full recomputation trades memory for time")
+checks += 1
+check(float(results["parallelism.schedule=gpipe"]["activation_memory_bytes"]) >= float(base["activation_memory_bytes"]),
+      "GPipe stashes at least as much as 1F1B")
+
+# Normalization: the batch that batch-norm statistics see, and what SyncBN's all-reduces cost.
+norms = {}
+for norm in ["batch_norm", "sync_batch_norm", "group_norm"]:
+    path = os.path.join(out_dir, "n.csv")
+    rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                       "--set", "model={name: r18, resnet: {depth: 18, normalization: " + norm + "}}",
+                       "--set", "training.global_batch=64", "--set", "training.micro_batch=4")
+    norms[norm] = read_csv(path)[0] if rc == 0 else {}
+    checks += 1
+    check(rc == 0 and norms[norm].get("status") == "ok", f"{norm}: {err}")
+checks += 1
+check(norms["batch_norm"].get("bn_batch") == "4", f"BN sees the micro-batch: {norms['batch_norm'].get('bn_batch')}")
+checks += 1
+check(norms["sync_batch_norm"].get("bn_batch") == "32", "SyncBN sees micro-batch x dp = 4 x 8")
+checks += 1
+check(norms["group_norm"].get("bn_batch") == "", "GN: not applicable")
+checks += 1
+check(float(norms["sync_batch_norm"]["iteration_time_s"]) > float(norms["batch_norm"]["iteration_time_s"])
+      and int(norms["sync_batch_norm"]["sim_activities"]) > int(norms["batch_norm"]["sim_activities"]),
+      "SyncBN adds all-reduces in forward and backward")
+
+finish("cli_zoo", checks)

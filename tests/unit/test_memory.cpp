@@ -1,0 +1,103 @@
+// The memory model against closed forms: bytes per parameter, activation growth with the number
+// of micro-batches in flight under GPipe and 1F1B, and what recomputation saves.
+#include "models/Memory.hpp"
+#include "models/ModelLoader.hpp"
+#include "models/Zoo.hpp"
+#include "sim/Schedules.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace ddlsim;
+using namespace ddlsim::models;
+
+namespace {
+// Blocks 1..L of a GPT (its transformer layers, without embedding and head).
+StageRange gpt_layers(const Model& m) { return {1, m.blocks().size() - 1}; }
+}  // namespace
+
+TEST_CASE("weights, gradients and optimizer state follow the mixed-precision accounting")
+{
+  const Model toy = load_model("mlp-toy");
+  const StageRange all{0, toy.blocks().size()};
+  const double p = toy.parameter_count();
+  auto state = [&](Dtype dtype, Optimizer opt) {
+    const MemoryBreakdown m = StageMemoryModel(toy, {.dtype = dtype, .optimizer = opt}, 1).stage(all, 0);
+    CHECK(m.activations == 0);
+    return m.weights + m.gradients + m.optimizer_state;
+  };
+  // Rajbhandari et al. 2020: bf16 + Adam = 2 + 2 + 4 (fp32 master) + 8 (moments) = 16 bytes.
+  CHECK(state(Dtype::bf16, Optimizer::adam) == doctest::Approx(16 * p));
+  CHECK(state(Dtype::fp16, Optimizer::momentum) == doctest::Approx(12 * p));
+  CHECK(state(Dtype::fp32, Optimizer::adam) == doctest::Approx(16 * p));
+  CHECK(state(Dtype::fp32, Optimizer::sgd) == doctest::Approx(8 * p));
+  const MemoryBreakdown reserved =
+      StageMemoryModel(toy, {.dtype = Dtype::bf16, .optimizer = Optimizer::sgd, .reserve_bytes = 1e9}, 1).stage(all, 0);
+  CHECK(reserved.reserve == 1e9);
+  CHECK(reserved.total() == doctest::Approx(reserved.weights + reserved.gradients + reserved.optimizer_state +
+                                            reserved.workspace + 1e9));
+}
+
+TEST_CASE("GPipe activations grow linearly with M; 1F1B stays flat at K - s micro-batches")
+{
+  const Model m = load_model("gpt2-small");
+  const StageMemoryModel mem(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam}, 4);
+  const int k = 4;
+  const StageRange blocks{3, 6};
+  const double one = mem.stage(blocks, 1).activations;
+  CHECK(one > 0);
+  for (int micro_batches : {1, 2, 4, 8, 16, 32}) {
+    CAPTURE(micro_batches);
+    const int gpipe = sim::in_flight_micro_batches(sim::ScheduleKind::gpipe, k, 1, micro_batches);
+    const int ofob = sim::in_flight_micro_batches(sim::ScheduleKind::one_f_one_b, k, 1, micro_batches);
+    CHECK(mem.stage(blocks, gpipe).activations == doctest::Approx(micro_batches * one));
+    CHECK(mem.stage(blocks, ofob).activations == doctest::Approx(std::min(micro_batches, k - 1) * one));
+  }
+  // The first stage of 1F1B holds the most: K - s.
+  CHECK(sim::in_flight_micro_batches(sim::ScheduleKind::one_f_one_b, 8, 0, 100) == 8);
+  CHECK(sim::in_flight_micro_batches(sim::ScheduleKind::one_f_one_b, 8, 7, 100) == 1);
+  // Activations also scale with the micro-batch size.
+  const StageMemoryModel mem8(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam}, 8);
+  CHECK(mem8.stage(blocks, 1).activations == doctest::Approx(2 * one));
+}
+
+TEST_CASE("recomputation saves what Korthikanti et al. predict")
+{
+  const double s = 1024, h = 1024, a = 16, layers = 8, b = 2, n = 6;
+  const Model m = make_gpt({.name = "g", .layers = 8, .hidden = 1024, .heads = 16, .seq = 1024, .vocab = 32000});
+  auto activations = [&](Recompute r) {
+    return StageMemoryModel(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam, .recompute = r}, 2)
+        .stage(gpt_layers(m), 6)
+        .activations;
+  };
+  // No recomputation: 34 s h + 5 a s^2 bytes per layer, micro-batch sample and micro-batch in flight.
+  CHECK(activations(Recompute::none) == doctest::Approx(n * b * layers * (34 * s * h + 5 * a * s * s)));
+  // Selective: the 5 a s^2 attention terms go, one micro-batch's layer of them is rebuilt at a time.
+  CHECK(activations(Recompute::selective) == doctest::Approx(n * b * layers * 34 * s * h + b * 5 * a * s * s));
+  // Full: only each layer's input (s h, 2 bytes) is kept; one layer is rebuilt at a time.
+  CHECK(activations(Recompute::full) ==
+        doctest::Approx(n * b * layers * 2 * s * h + b * (34 * s * h + 5 * a * s * s)));
+}
+
+TEST_CASE("a stage holding only the tied LM head keeps its own copy of the embedding")
+{
+  const Model m = load_model("gpt2-small");
+  const StageMemoryModel mem(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam}, 1);
+  const std::size_t n = m.blocks().size();
+  const double vocab_rows = 50257.0 * 768;
+  const MemoryBreakdown head = mem.stage({n - 1, n}, 1);
+  CHECK(head.parameters == doctest::Approx(vocab_rows + 2 * 768));  // tied copy + final norm
+  CHECK(mem.parameters({0, n}) == doctest::Approx(m.parameter_count()));  // one device: one copy
+}
+
+TEST_CASE("workspace is the largest layer's scratch plus gradient buffers, per micro-batch")
+{
+  const Model r = load_model("resnet50");
+  const StageMemoryModel one(r, {.dtype = Dtype::fp32, .optimizer = Optimizer::sgd}, 1);
+  const StageMemoryModel four(r, {.dtype = Dtype::fp32, .optimizer = Optimizer::sgd}, 4);
+  const StageRange all{0, r.blocks().size()};
+  CHECK(one.stage(all, 1).workspace > 0);
+  CHECK(four.stage(all, 1).workspace == doctest::Approx(4 * one.stage(all, 1).workspace));
+  // The stem's 7x7 convolution lowers 3 x 49 x 112 x 112 input columns; its gradients are 3x224x224 + 64x112x112.
+  const double stem = (3.0 * 49 * 112 * 112 + 3.0 * 224 * 224 + 64.0 * 112 * 112) * 4;
+  CHECK(one.stage({0, 1}, 1).workspace >= stem);
+}

@@ -1,0 +1,117 @@
+// The partitioners against brute force on random instances, with and without a memory limit.
+#include "models/Partition.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <random>
+#include <stdexcept>
+
+using namespace ddlsim::models;
+
+namespace {
+
+// Every contiguous partition of n blocks into k stages (cuts as a bitmask over the n-1 gaps).
+template <typename Visit> void each_partition(std::size_t n, int k, Visit visit)
+{
+  for (unsigned mask = 0; mask < (1u << (n - 1)); ++mask) {
+    if (__builtin_popcount(mask) != k - 1)
+      continue;
+    std::vector<StageRange> ranges;
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (i == n - 1 || (mask >> i) & 1u) {
+        ranges.push_back({begin, i + 1});
+        begin = i + 1;
+      }
+    visit(ranges);
+  }
+}
+
+bool is_partition(const std::vector<StageRange>& ranges, std::size_t n, int k)
+{
+  if (ranges.size() != static_cast<std::size_t>(k) || ranges.front().begin != 0 || ranges.back().end != n)
+    return false;
+  for (std::size_t s = 0; s < ranges.size(); ++s)
+    if (ranges[s].size() < 1 || (s > 0 && ranges[s].begin != ranges[s - 1].end))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the optimal partition equals brute force on random instances, with and without memory limits")
+{
+  std::mt19937 rng(20261121);
+  std::uniform_int_distribution<int> cost_of(1, 20);
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::size_t n = 1 + rng() % 11;
+    const int k = 1 + static_cast<int>(rng() % std::min<std::size_t>(n, 5));
+    std::vector<double> costs(n), memory(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      costs[i] = cost_of(rng);
+      memory[i] = cost_of(rng);
+    }
+    // Memory limit: the sum of the blocks' memory, plus a per-stage term growing towards stage 0
+    // (as 1F1B's K - s micro-batches do).
+    const double cap = trial % 3 == 0 ? std::numeric_limits<double>::infinity() : 15.0 + static_cast<double>(rng() % 40);
+    const StageFits fits = [&](int stage, StageRange r) {
+      double m = 2.0 * (k - stage);
+      for (std::size_t i = r.begin; i < r.end; ++i)
+        m += memory[i];
+      return m <= cap;
+    };
+    double best = std::numeric_limits<double>::infinity();
+    each_partition(n, k, [&](const std::vector<StageRange>& ranges) {
+      for (std::size_t s = 0; s < ranges.size(); ++s)
+        if (!fits(static_cast<int>(s), ranges[s]))
+          return;
+      best = std::min(best, slowest_stage(costs, ranges));
+    });
+    CAPTURE(trial);
+    const auto found = partition_optimal(costs, k, fits);
+    if (best == std::numeric_limits<double>::infinity()) {
+      CHECK_FALSE(found.has_value());
+      continue;
+    }
+    REQUIRE(found.has_value());
+    CHECK(is_partition(*found, n, k));
+    for (std::size_t s = 0; s < found->size(); ++s)
+      CHECK(fits(static_cast<int>(s), (*found)[s]));
+    CHECK(slowest_stage(costs, *found) == best);
+
+    // Never worse than the same number of blocks per stage, whenever that fits.
+    const auto uniform = partition_uniform(n, k);
+    CHECK(is_partition(uniform, n, k));
+    bool uniform_fits = true;
+    for (std::size_t s = 0; s < uniform.size(); ++s)
+      uniform_fits = uniform_fits && fits(static_cast<int>(s), uniform[s]);
+    if (uniform_fits)
+      CHECK(slowest_stage(costs, *found) <= slowest_stage(costs, uniform));
+
+    // The greedy heuristic gives a valid partition that fits, never better than the optimum.
+    if (const auto greedy = partition_balanced(costs, k, fits)) {
+      CHECK(is_partition(*greedy, n, k));
+      for (std::size_t s = 0; s < greedy->size(); ++s)
+        CHECK(fits(static_cast<int>(s), (*greedy)[s]));
+      CHECK(slowest_stage(costs, *greedy) >= best);
+    }
+  }
+}
+
+TEST_CASE("ties go to the earliest cut; sizes are checked")
+{
+  const std::vector<double> costs{1, 1, 2, 1, 1};
+  CHECK(*partition_optimal(costs, 2) == std::vector<StageRange>{{0, 2}, {2, 5}});  // {1,1 | 2,1,1} and {1,1,2 | 1,1} both cost 4
+  CHECK(partition_uniform(5, 2) == std::vector<StageRange>{{0, 3}, {3, 5}});
+  CHECK(partition_from_balance({2, 3}, 5) == std::vector<StageRange>{{0, 2}, {2, 5}});
+  CHECK_THROWS_AS(partition_from_balance({2, 2}, 5), std::invalid_argument);
+  CHECK_THROWS_AS(partition_from_balance({0, 5}, 5), std::invalid_argument);
+  CHECK_THROWS_AS(partition_optimal(costs, 6), std::invalid_argument);
+  CHECK_THROWS_AS(partition_optimal(costs, 0), std::invalid_argument);
+  // The greedy cut lands nearest to each k/K share of the total time.
+  CHECK(*partition_balanced({1, 1, 1, 1, 1, 1, 1, 1}, 4) ==
+        std::vector<StageRange>{{0, 2}, {2, 4}, {4, 6}, {6, 8}});
+}
