@@ -58,6 +58,30 @@ void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const
     throw Error("cannot write timeline " + path);
 }
 
+// DDP-style buckets: walking the stage's layers from the last, close a bucket once it holds at
+// least `cap` bytes of gradients; the rest (down to the first layer) is the last bucket.
+std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
+                                                  double dtype_bytes)
+{
+  std::vector<sim::GradientBucket> buckets;
+  double bytes = 0;
+  for (std::size_t i = layers.end; i-- > layers.begin;) {
+    const models::Layer& l = model.layers()[i];
+    bytes += l.parameters * dtype_bytes;
+    if (l.tied_parameters > 0 && (l.tied_to < layers.begin || l.tied_to >= layers.end))
+      bytes += l.tied_parameters * dtype_bytes;
+    if (bytes >= cap && i > layers.begin) {
+      buckets.push_back({.layer = i, .bytes = bytes});
+      bytes = 0;
+    }
+  }
+  if (bytes > 0 || buckets.empty())
+    buckets.push_back({.layer = layers.begin, .bytes = bytes});
+  else
+    buckets.back().layer = layers.begin;  // no gradients below the last cut: extend that bucket down
+  return buckets;
+}
+
 bool par_partition_searches(const PointConfig& point)
 {
   return point.parallelism.partition == models::Partitioner::optimal ||
@@ -90,6 +114,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   pipe.micro_batches = point.micro_batches();
   pipe.micro_batch_size = mb;
   pipe.dp_algorithm = par.dp_collective;
+  pipe.dp_fidelity = par.dp_fidelity;
 
   const models::StageMemoryModel memory(
       model, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
@@ -124,10 +149,13 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     sim::StagePlan stage{.layers = layers,
                          .activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d : 0.0,
                          .gradient_bytes = memory.parameters(ranges[s]) * d,
-                         .sync_points = {}};
+                         .sync_points = {},
+                         .buckets = {}};
     for (std::size_t i = layers.begin; i < layers.end; ++i)
       if (model.layers()[i].norm_channels > 0)  // sum and sum of squares per channel, fp32
         stage.sync_points.push_back({.layer = i + 1, .bytes = 2 * model.layers()[i].norm_channels * 4});
+    if (par.dp_bucket > 0)
+      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d);
     pipe.stages.push_back(std::move(stage));
     plan.stage_blocks.push_back(ranges[s]);
     plan.stage_memory.push_back(stage_memory(static_cast<int>(s), ranges[s]));
@@ -166,7 +194,8 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
   row.set("optimizer", std::string(models::optimizer_table.name(p.training.optimizer)));
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
-  row.set("collective_fidelity", std::string("flow"));
+  row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)));
+  row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("model_parameters", p.model.parameter_count());
   row.set("memory_capacity_bytes", p.cluster.gpu_memory);
   row.set("recompute", std::string(models::recompute_table.name(p.training.recompute)));

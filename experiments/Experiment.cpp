@@ -272,6 +272,9 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
     p.parallelism.dp_collective =
         par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+    p.parallelism.dp_fidelity =
+        par->choice("dp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
+    p.parallelism.dp_bucket = par->quantity("dp_bucket", Dimension::bytes, 0.0, Bound::non_negative);
     const bool has_balance = par->has("balance");
     p.parallelism.partition = par->choice("partition", models::partitioner_table,
                                           has_balance ? models::Partitioner::explicit_balance : models::Partitioner::optimal);

@@ -6,7 +6,9 @@
 //   calibration: h100-sxm            # shipped profile name or path
 //   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam,
 //              recompute: none, memory_reserve: 1GiB}          # recompute: none | selective | full
-//   parallelism: {schedule: gpipe, pp: 4, dp: 4, tp: 1, dp_collective: ring,   # dp: auto = GPUs / (pp x tp)
+//   parallelism: {schedule: 1f1b, pp: 4, dp: 4, tp: 1,     # dp: auto = GPUs / (pp x tp)
+//                 dp_collective: ring, dp_fidelity: flow,  # ring | tree | hierarchical; flow | analytic
+//                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
 //                 partition: optimal}   # optimal | balanced | uniform | explicit (with balance: [..])
 //   sweep:                           # cartesian product, first axis varies slowest
 //     parallelism.pp: [1, 2, 4, 8]
@@ -54,6 +56,8 @@ struct ParallelismSpec {
   int dp = 1;
   int tp = 1;
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
+  sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
+  double dp_bucket = 0;  ///< bytes per gradient bucket overlapped with backward; 0 = one all-reduce after it
   models::Partitioner partition = models::Partitioner::optimal;
   std::vector<int> balance;  ///< blocks per stage when partition is explicit
   int gpus() const { return pp * dp * tp; }

@@ -1,5 +1,7 @@
 #include "sim/Metrics.hpp"
 
+#include "sim/Collectives.hpp"
+
 #include <algorithm>
 
 namespace ddlsim::sim {
@@ -46,23 +48,23 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b)
   return total - overlap;
 }
 
-std::vector<double> bytes_sent_per_device(const TaskGraph& graph)
+std::vector<double> bytes_sent_per_device(const TaskGraph& graph, int gpus_per_node)
 {
   std::vector<double> bytes(static_cast<std::size_t>(graph.device_count()), 0.0);
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) == TaskKind::transfer) {
       bytes[static_cast<std::size_t>(graph.transfer(id).src)] += graph.transfer(id).bytes;
     } else if (graph.kind(id) == TaskKind::collective) {
-      const auto& c = graph.collective(id);
-      const double n = static_cast<double>(c.group.size());
-      for (int d : c.group)
-        bytes[static_cast<std::size_t>(d)] += 2 * (n - 1) / n * c.bytes;
+      for (const Message& m : decompose(graph.collective(id), gpus_per_node))
+        if (m.src >= 0)
+          bytes[static_cast<std::size_t>(m.src)] += m.bytes;
     }
   }
   return bytes;
 }
 
-std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s)
+std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
+                                      int gpus_per_node)
 {
   const auto n = static_cast<std::size_t>(graph.device_count());
   std::vector<std::vector<Interval>> compute(n);
@@ -81,7 +83,7 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
       break;
     }
   }
-  const auto bytes = bytes_sent_per_device(graph);
+  const auto bytes = bytes_sent_per_device(graph, gpus_per_node);
   std::vector<DeviceStats> stats(n);
   for (std::size_t d = 0; d < n; ++d) {
     stats[d].compute_s = union_length(compute[d]);

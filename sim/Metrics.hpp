@@ -36,11 +36,13 @@ double union_length(std::vector<Interval> intervals);
 /// Length of the union of `a` minus its overlap with the union of `b`.
 double uncovered_length(std::vector<Interval> a, std::vector<Interval> b);
 
-/// Bytes each device injects into the network for this graph (transfers it sends, its share of
-/// every collective step: 2(n-1)/n x S for a ring all-reduce).
-std::vector<double> bytes_sent_per_device(const TaskGraph& graph);
+/// Bytes each device injects into the network for this graph: the transfers it sends and the
+/// messages it sends in every collective's decomposition (2(n-1)/n x S for a ring all-reduce),
+/// whatever the collective's fidelity. GPU g is on node g / gpus_per_node.
+std::vector<double> bytes_sent_per_device(const TaskGraph& graph, int gpus_per_node);
 
 /// Per-device statistics from the timings of every task and the iteration time.
-std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s);
+std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
+                                      int gpus_per_node);
 
 }  // namespace ddlsim::sim

@@ -1,6 +1,7 @@
 #include "sim/Replay.hpp"
 
 #include "common/Error.hpp"
+#include "sim/Collectives.hpp"
 #include "sim/Platform.hpp"
 
 #include <simgrid/kernel/Timer.hpp>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <unordered_map>
 
 namespace sg4 = simgrid::s4u;
 
@@ -23,7 +25,7 @@ public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
            const detail::Platform& platform)
       : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(platform.gpus),
-        remaining_(graph.size()), timings_(graph.size()), rings_(graph.size())
+        remaining_(graph.size()), timings_(graph.size())
   {
     for (TaskId id = 0; id < graph.size(); ++id)
       remaining_[id] = graph.dependency_count(id);
@@ -48,10 +50,7 @@ public:
     graveyard_.push_back(std::move(records_[tag - 1].activity));
     if (graveyard_.size() > 4096)
       graveyard_.pop_front();
-    if (rec.kind == Record::Kind::ring_step)
-      ring_step_done(rec.task, rec.member);
-    else
-      finish(rec.task);
+    complete_message(rec.kind, rec.task, rec.member);
     drain_ready();
   }
 
@@ -71,18 +70,17 @@ public:
 
 private:
   struct Record {
-    enum class Kind { task, ring_step } kind;
+    enum class Kind { task, message } kind;
     TaskId task;
-    std::uint32_t member;
+    std::uint32_t member;  // the message's index for Kind::message
     sg4::ActivityPtr activity;
   };
-  struct Ring {
-    std::vector<int> sent;      // steps each member has finished sending
-    std::vector<int> received;  // steps each member has received from its predecessor
-    std::vector<bool> busy;     // a send of this member is in flight
-    std::vector<bool> done;     // sent and received every step
-    int steps = 0;
-    int done_members = 0;
+  // A collective in flight at flow fidelity: its messages and how many waits each still has.
+  struct Run {
+    std::vector<Message> messages;
+    std::vector<std::uint32_t> waiting;
+    std::vector<std::vector<std::uint32_t>> successors;
+    std::size_t remaining = 0;
   };
 
   static double now() { return sg4::Engine::get_clock(); }
@@ -120,22 +118,66 @@ private:
     }
     case TaskKind::collective: {
       const auto& c = graph_.collective(id);
-      const auto n = c.group.size();
-      if (n < 2) {
+      if (c.fidelity == CollectiveFidelity::analytic) {
+        const double duration = analytic_seconds(c, cluster_);
+        simgrid::kernel::timer::Timer::set(now() + duration, [this, id] {
+          finish(id);
+          drain_ready();
+        });
+        return;
+      }
+      Run run;
+      run.messages = decompose(c, cluster_.gpus_per_node);
+      if (run.messages.empty()) {
         finish(id);
         return;
       }
-      Ring& ring = rings_[id];
-      ring.steps = 2 * static_cast<int>(n - 1);
-      ring.sent.assign(n, 0);
-      ring.received.assign(n, 0);
-      ring.busy.assign(n, false);
-      ring.done.assign(n, false);
-      for (std::uint32_t i = 0; i < n; ++i)
-        advance_ring(id, i);
+      const std::size_t n = run.messages.size();
+      run.waiting.resize(n);
+      run.successors.resize(n);
+      run.remaining = n;
+      for (std::uint32_t m = 0; m < n; ++m) {
+        run.waiting[m] = static_cast<std::uint32_t>(run.messages[m].after.size());
+        for (std::uint32_t before : run.messages[m].after)
+          run.successors[before].push_back(m);
+      }
+      Run& stored = runs_.emplace(id, std::move(run)).first->second;
+      std::vector<std::uint32_t> first;
+      for (std::uint32_t m = 0; m < n; ++m)
+        if (stored.waiting[m] == 0)
+          first.push_back(m);
+      for (std::uint32_t m : first)
+        send_message(id, m);
       return;
     }
     }
+  }
+
+  void send_message(TaskId id, std::uint32_t m)
+  {
+    const Message& msg = runs_.at(id).messages[m];
+    if (msg.src < 0) {  // a join: nothing to send
+      message_done(id, m);
+      return;
+    }
+    send(msg.src, msg.dst, msg.bytes, Record::Kind::message, id, m);
+  }
+
+  void message_done(TaskId id, std::uint32_t m)
+  {
+    Run& run = runs_.at(id);
+    --run.remaining;
+    std::vector<std::uint32_t> next;
+    for (std::uint32_t succ : run.successors[m])
+      if (--run.waiting[succ] == 0)
+        next.push_back(succ);
+    if (run.remaining == 0) {
+      runs_.erase(id);
+      finish(id);
+      return;
+    }
+    for (std::uint32_t succ : next)
+      send_message(id, succ);
   }
 
   // A message: the route's latency as a timer, then the bytes as a Comm (skipped when empty).
@@ -163,8 +205,8 @@ private:
 
   void complete_message(Record::Kind kind, TaskId task, std::uint32_t member)
   {
-    if (kind == Record::Kind::ring_step)
-      ring_step_done(task, member);
+    if (kind == Record::Kind::message)
+      message_done(task, member);
     else
       finish(task);
   }
@@ -184,40 +226,6 @@ private:
     ++activities_;
   }
 
-  // Ring member i sends step k to member i+1 once it finished sending step k-1 and has received step k-1.
-  void advance_ring(TaskId id, std::uint32_t i)
-  {
-    Ring& ring = rings_[id];
-    const int k = ring.sent[i];
-    if (ring.busy[i] || k >= ring.steps || ring.received[i] < k)
-      return;
-    const auto& c = graph_.collective(id);
-    const auto n = static_cast<std::uint32_t>(c.group.size());
-    ring.busy[i] = true;
-    send(c.group[i], c.group[(i + 1) % n], c.bytes / n, Record::Kind::ring_step, id, i);
-  }
-
-  void ring_step_done(TaskId id, std::uint32_t i)
-  {
-    Ring& ring = rings_[id];
-    const auto n = static_cast<std::uint32_t>(ring.sent.size());
-    const std::uint32_t next = (i + 1) % n;
-    ring.busy[i] = false;
-    ++ring.sent[i];
-    ++ring.received[next];
-    for (std::uint32_t m : {i, next})
-      if (!ring.done[m] && ring.sent[m] == ring.steps && ring.received[m] == ring.steps) {
-        ring.done[m] = true;
-        ++ring.done_members;
-      }
-    if (ring.done_members == static_cast<int>(n)) {
-      finish(id);
-      return;
-    }
-    advance_ring(id, i);
-    advance_ring(id, next);
-  }
-
   void finish(TaskId id)
   {
     timings_[id].end_s = now();
@@ -232,7 +240,7 @@ private:
   const std::vector<sg4::Host*>& gpus_;
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
-  std::vector<Ring> rings_;  // by task id; only collectives use theirs
+  std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::deque<TaskId> ready_;
   std::vector<Record> records_;
   std::vector<std::size_t> free_records_;
@@ -278,7 +286,7 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
   engine.run();
 
   ReplayResult result = replayer.result();
-  result.devices = device_stats(graph, result.timings, result.makespan_s);
+  result.devices = device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);
   result.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;
 }

@@ -4,9 +4,9 @@
 // (creating them all up front with add_successor is quadratic in SimGrid 3.32):
 //   compute     one Exec on the device's host (one stream per GPU: the graph serialises them)
 //   transfer    a timer for the route latency, then one Comm between the two GPU hosts
-//   collective  decomposed into point-to-point steps (ring: 2(n-1) steps of S/n bytes per member,
-//               each a latency timer then a Comm), so that collectives contend on links like
-//               any other traffic
+//   collective  flow fidelity: decomposed into point-to-point messages (Collectives.hpp), each a
+//               latency timer then a Comm, so that collectives contend on links like any other
+//               traffic; analytic fidelity: one timer of the algorithm's closed-form time
 // Network model: CM02 (no TCP-over-Ethernet factors), no cross-traffic, no TCP window cap, and
 // zero-latency links so that flows share a bottleneck equally (see Platform.hpp).
 //

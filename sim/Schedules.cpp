@@ -41,40 +41,59 @@ std::vector<Pass> stream_order(ScheduleKind schedule, int k, int s, int m_count)
   return order;
 }
 
-// One pass of a stage as compute segments and synchronized-batch-norm all-reduces.
+// One pass of a stage as compute segments, synchronized-batch-norm all-reduces (blocking: the
+// device's stream waits for them) and gradient-bucket all-reduces (not blocking).
 struct Step {
-  bool collective = false;
+  enum class Kind { compute, sync, bucket } kind = Kind::compute;
   std::size_t begin = 0, end = 0;  // compute: layers [begin, end)
-  double bytes = 0;                // collective
+  double bytes = 0;                // collectives
 };
 
-std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, bool sync)
+std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, bool replicated, bool last_backward)
 {
   std::vector<Step> steps;
-  const auto& points = stage.sync_points;
-  if (!sync || points.empty())
-    return {{false, stage.layers.begin, stage.layers.end, 0}};
+  const std::size_t first = stage.layers.begin, last = stage.layers.end;
   if (phase == Phase::forward) {
-    std::size_t start = stage.layers.begin;
-    for (const SyncPoint& p : points) {
-      if (p.layer > start)
-        steps.push_back({false, start, p.layer, 0});
-      steps.push_back({true, 0, 0, p.bytes});
-      start = p.layer;
-    }
-    if (start < stage.layers.end)
-      steps.push_back({false, start, stage.layers.end, 0});
-  } else {
-    std::size_t end = stage.layers.end;
-    for (auto it = points.rbegin(); it != points.rend(); ++it) {
-      if (it->layer < end)
-        steps.push_back({false, it->layer, end, 0});
-      steps.push_back({true, 0, 0, it->bytes});
-      end = it->layer;
-    }
-    if (end > stage.layers.begin)
-      steps.push_back({false, stage.layers.begin, end, 0});
+    std::size_t start = first;
+    if (replicated)
+      for (const SyncPoint& p : stage.sync_points) {
+        if (p.layer > start)
+          steps.push_back({Step::Kind::compute, start, p.layer, 0});
+        steps.push_back({Step::Kind::sync, 0, 0, p.bytes});
+        start = p.layer;
+      }
+    if (start < last)
+      steps.push_back({Step::Kind::compute, start, last, 0});
+    return steps;
   }
+  // Backward runs from the last layer down. Events at a layer position p happen once the layers
+  // at and after p are done: a bucket's all-reduce starts, and a sync point's all-reduce blocks.
+  struct Event {
+    std::size_t layer;
+    Step::Kind kind;
+    double bytes;
+  };
+  std::vector<Event> events;
+  if (replicated) {
+    for (const SyncPoint& p : stage.sync_points)
+      events.push_back({p.layer, Step::Kind::sync, p.bytes});
+    if (last_backward)
+      for (const GradientBucket& b : stage.buckets)
+        events.push_back({b.layer, Step::Kind::bucket, b.bytes});
+  }
+  // Descending layer; at one position the bucket (ready first) before the sync point.
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.layer != b.layer ? a.layer > b.layer : (a.kind == Step::Kind::bucket && b.kind != Step::Kind::bucket);
+  });
+  std::size_t end = last;
+  for (const Event& e : events) {
+    if (e.layer < end)
+      steps.push_back({Step::Kind::compute, e.layer, end, 0});
+    steps.push_back({e.kind, 0, 0, e.bytes});
+    end = std::min(end, e.layer);
+  }
+  if (end > first)
+    steps.push_back({Step::Kind::compute, first, end, 0});
   return steps;
 }
 
@@ -93,18 +112,31 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   // The last task of each device in program order: compute on its stream, or a blocking all-reduce.
   std::vector<TaskId> last(static_cast<std::size_t>(plan.devices()), no_task);
 
+  // Gradient-bucket all-reduces of each stage (they do not block the stream; the optimizer waits).
+  std::vector<std::vector<TaskId>> bucket_tasks(static_cast<std::size_t>(k));
+
   for (int s = 0; s < k; ++s) {
     const StagePlan& stage = plan.stages[static_cast<std::size_t>(s)];
     for (const SyncPoint& p : stage.sync_points)
       if (p.layer <= stage.layers.begin || p.layer > stage.layers.end)
         throw std::invalid_argument("sync point outside its stage");
-    const std::vector<Step> forward = pass_steps(stage, Phase::forward, dp > 1);
-    const std::vector<Step> backward = pass_steps(stage, Phase::backward, dp > 1);
-    for (const Pass& p : stream_order(plan.schedule, k, s, m_count)) {
-      for (const Step& step : p.phase == Phase::forward ? forward : backward) {
-        if (step.collective) {
-          CollectiveTask c{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm, .group = {},
-                           .bytes = step.bytes, .stage = s, .micro_batch = p.micro_batch, .phase = p.phase};
+    for (const GradientBucket& b : stage.buckets)
+      if (b.layer < stage.layers.begin || b.layer >= stage.layers.end)
+        throw std::invalid_argument("gradient bucket outside its stage");
+    const bool replicated = dp > 1;
+    const std::vector<Pass> order = stream_order(plan.schedule, k, s, m_count);
+    std::size_t last_backward = 0;
+    for (std::size_t i = 0; i < order.size(); ++i)
+      if (order[i].phase == Phase::backward)
+        last_backward = i;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const Pass& p = order[i];
+      for (const Step& step : pass_steps(stage, p.phase, replicated, i == last_backward)) {
+        if (step.kind != Step::Kind::compute) {
+          const bool blocking = step.kind == Step::Kind::sync;
+          CollectiveTask c{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm,
+                           .fidelity = plan.dp_fidelity, .group = {}, .bytes = step.bytes, .stage = s,
+                           .micro_batch = blocking ? p.micro_batch : -1, .phase = p.phase};
           for (int r = 0; r < dp; ++r)
             c.group.push_back(plan.device(s, r));
           const TaskId id = g.add_collective(std::move(c));
@@ -112,8 +144,17 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             TaskId& before = last[static_cast<std::size_t>(plan.device(s, r))];
             if (before != no_task)
               g.add_dependency(before, id);
-            before = id;
-            pass(s, r, p.micro_batch, p.phase).push_back(id);
+            if (blocking) {
+              before = id;
+              pass(s, r, p.micro_batch, p.phase).push_back(id);
+            }
+          }
+          if (!blocking) {
+            // One communication stream: NCCL runs the buckets' all-reduces one after another.
+            auto& buckets = bucket_tasks[static_cast<std::size_t>(s)];
+            if (!buckets.empty())
+              g.add_dependency(buckets.back(), id);
+            buckets.push_back(id);
           }
           continue;
         }
@@ -154,9 +195,11 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     std::vector<TaskId> ready(static_cast<std::size_t>(dp));
     for (int r = 0; r < dp; ++r)
       ready[static_cast<std::size_t>(r)] = last[static_cast<std::size_t>(plan.device(s, r))];
-    if (dp > 1) {
-      CollectiveTask ar{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm, .group = {},
-                        .bytes = stage.gradient_bytes, .stage = s};
+    const std::vector<TaskId>& buckets = bucket_tasks[static_cast<std::size_t>(s)];
+    const bool bucketed = dp > 1 && !buckets.empty();
+    if (dp > 1 && !bucketed) {
+      CollectiveTask ar{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm,
+                        .fidelity = plan.dp_fidelity, .group = {}, .bytes = stage.gradient_bytes, .stage = s};
       for (int r = 0; r < dp; ++r)
         ar.group.push_back(plan.device(s, r));
       TaskId id = g.add_collective(std::move(ar));
@@ -170,7 +213,10 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                                     .micro_batch = -1, .samples = 0,
                                     .layer_begin = static_cast<std::uint32_t>(stage.layers.begin),
                                     .layer_end = static_cast<std::uint32_t>(stage.layers.end)});
-        if (dp > 1)
+        if (bucketed)
+          for (TaskId bucket : buckets)
+            g.add_dependency(bucket, opt);  // the stream order covers the backward
+        else if (dp > 1)
           g.add_dependency(ready[static_cast<std::size_t>(r)], opt);  // the stream order covers dp == 1
       }
   }

@@ -7,7 +7,11 @@
 //     alternates one forward and one backward, then drains the remaining backwards; it holds at
 //     most K - s micro-batches. Same ideal time as GPipe, less memory.
 // Both end with the flush: each stage's gradients are all-reduced across its dp replicas, then every
-// device steps its optimizer. pp = 1 is plain data parallelism with gradient accumulation.
+// device steps its optimizer. pp = 1 is plain data parallelism with gradient accumulation. With
+// gradient buckets (PyTorch DDP's bucket_cap), the last backward pass is split at the bucket
+// boundaries and each bucket's all-reduce starts as soon as its gradients are ready (and the
+// previous bucket's is done: one communication stream), overlapping the rest of the backward;
+// the optimizer waits for all of them.
 //
 // Synchronized batch norm: a stage's sync_points split every forward and backward pass at the
 // layers whose statistics are all-reduced across the replicas; the all-reduce blocks that device's
@@ -48,11 +52,22 @@ struct SyncPoint {
   double bytes = 0;       ///< bytes all-reduced (per-channel sums, fp32)
 };
 
+/// A gradient bucket: the weight gradients of layers [layer, end of the previous bucket), all-reduced
+/// as soon as the last backward pass has produced them.
+struct GradientBucket {
+  std::size_t layer = 0;  ///< first layer of the bucket
+  double bytes = 0;
+};
+
 struct StagePlan {
   models::StageRange layers;        ///< model layers of this stage
   double activation_bytes = 0;      ///< bytes per sample sent to the next stage (and its gradient sent back)
   double gradient_bytes = 0;        ///< bytes of weight gradients all-reduced across the data-parallel replicas
   std::vector<SyncPoint> sync_points;  ///< in increasing layer order, within (layers.begin, layers.end]
+  /// When not empty (and dp > 1), the gradients are all-reduced in these buckets, overlapped with
+  /// the last backward pass, instead of in one all-reduce after it. In backward order (the stage's
+  /// last layers first); the last bucket starts at layers.begin.
+  std::vector<GradientBucket> buckets;
 };
 
 struct PipelinePlan {
@@ -62,6 +77,7 @@ struct PipelinePlan {
   int micro_batch_size = 1;   ///< samples per micro-batch
   std::vector<StagePlan> stages;
   CollectiveAlgorithm dp_algorithm = CollectiveAlgorithm::ring;
+  CollectiveFidelity dp_fidelity = CollectiveFidelity::flow;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
 
   int pp() const { return static_cast<int>(stages.size()); }

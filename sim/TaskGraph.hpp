@@ -26,8 +26,9 @@ using TaskId = std::uint32_t;
 
 enum class TaskKind : std::uint8_t { compute, transfer, collective };
 enum class Phase : std::uint8_t { forward, backward, optimizer };
-enum class CollectiveKind : std::uint8_t { all_reduce };
-enum class CollectiveAlgorithm : std::uint8_t { ring };
+enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter };
+enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical };
+enum class CollectiveFidelity : std::uint8_t { flow, analytic };
 
 inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"forward", Phase::forward, "forward pass of a micro-batch"},
@@ -35,8 +36,23 @@ inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"optimizer", Phase::optimizer, "weight update"},
 }}};
 
-inline constexpr EnumTable<CollectiveAlgorithm, 1> collective_algorithm_table{{{
+inline constexpr EnumTable<CollectiveKind, 3> collective_kind_table{{{
+    {"all_reduce", CollectiveKind::all_reduce, "every member ends with the sum of all buffers"},
+    {"all_gather", CollectiveKind::all_gather, "every member ends with every member's shard"},
+    {"reduce_scatter", CollectiveKind::reduce_scatter, "every member ends with its shard of the sum"},
+}}};
+
+inline constexpr EnumTable<CollectiveAlgorithm, 3> collective_algorithm_table{{{
     {"ring", CollectiveAlgorithm::ring, "ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes"},
+    {"tree", CollectiveAlgorithm::tree,
+     "binary tree: pipelined reduce to the root, then pipelined broadcast (all-reduce only; others use ring)"},
+    {"hierarchical", CollectiveAlgorithm::hierarchical,
+     "intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather"},
+}}};
+
+inline constexpr EnumTable<CollectiveFidelity, 2> collective_fidelity_table{{{
+    {"flow", CollectiveFidelity::flow, "point-to-point messages that contend on links with all other traffic"},
+    {"analytic", CollectiveFidelity::analytic, "the algorithm's alpha-beta closed form as one timer; no contention"},
 }}};
 
 struct ComputeTask {
@@ -61,8 +77,9 @@ struct TransferTask {
 struct CollectiveTask {
   CollectiveKind kind = CollectiveKind::all_reduce;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  CollectiveFidelity fidelity = CollectiveFidelity::flow;
   std::vector<int> group;  ///< devices, in ring order
-  double bytes = 0;        ///< buffer size on each member
+  double bytes = 0;        ///< full buffer size on each member (all-gather: the gathered result)
   int stage = 0;
   int micro_batch = -1;    ///< the micro-batch whose batch-norm statistics it reduces; -1 for gradients
   Phase phase = Phase::backward;

@@ -24,7 +24,8 @@ void check_pipeline(int k, int m, int dp, ScheduleKind schedule = ScheduleKind::
     plan.stages.push_back({.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)},
                            .activation_bytes = 0,
                            .gradient_bytes = 0,
-                           .sync_points = {}});
+                           .sync_points = {},
+                           .buckets = {}});
   const TaskGraph graph = build_schedule(plan);
   std::vector<double> seconds(graph.size(), 0.0);
   for (TaskId id = 0; id < graph.size(); ++id)

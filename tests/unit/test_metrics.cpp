@@ -26,7 +26,7 @@ TEST_CASE("device statistics split the iteration into compute, exposed communica
   timings[c0] = {0, 2};
   timings[t] = {1.5, 3};  // half a second hidden under device 0's compute
   timings[c1] = {3, 4};
-  auto stats = device_stats(g, timings, 4);
+  auto stats = device_stats(g, timings, 4, 8);
   CHECK(stats[0].compute_s == 2);
   CHECK(stats[0].exposed_comm_s == 1);
   CHECK(stats[0].idle_s == 1);
@@ -41,7 +41,7 @@ TEST_CASE("a ring all-reduce member sends 2(n-1)/n of the buffer")
 {
   TaskGraph g(4);
   g.add_collective({.group = {0, 1, 2, 3}, .bytes = 800});
-  auto bytes = bytes_sent_per_device(g);
+  auto bytes = bytes_sent_per_device(g, 8);
   for (double b : bytes)
     CHECK(b == doctest::Approx(1200));
 }

@@ -16,7 +16,8 @@ PipelinePlan plan(int k, int dp, int m)
     p.stages.push_back({.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)},
                         .activation_bytes = 1000,
                         .gradient_bytes = 5000,
-                        .sync_points = {}});
+                        .sync_points = {},
+                        .buckets = {}});
   return p;
 }
 }  // namespace

@@ -1,0 +1,55 @@
+// Collectives as point-to-point messages (flow fidelity) or as closed forms (analytic fidelity).
+//
+// decompose() turns a collective into a small DAG of messages: each message goes from one member
+// to another and may start only after the messages it waits for have arrived. The replay sends
+// them as SimGrid Comms, so a collective's steps contend on links with all other traffic.
+//   ring all-reduce      2(n-1) steps of S/n; member i sends step k to i+1 after sending step k-1
+//                        and receiving step k-1 (reduce-scatter then all-gather)
+//   ring all-gather /
+//   reduce-scatter       n-1 such steps
+//   tree all-reduce      binary tree over the members in order (member i's parent is (i-1)/2):
+//                        the buffer goes up in C chunks (pipelined: a member forwards chunk c once
+//                        it has chunk c from both children), then, once the root has it all, down
+//                        again in C chunks; C = ceil(S / 4 MiB), at most 16
+//   hierarchical         members grouped by node (the same count m on each of N nodes): ring
+//                        reduce-scatter inside each node, then m ring all-reduces of S/m across the
+//                        nodes (one per local rank, on different NICs), then ring all-gather inside
+//                        each node; each phase starts when the previous one has finished
+// Algorithms that do not apply (tree for an all-gather, hierarchical over one node or uneven
+// nodes) fall back to ring.
+//
+// analytic_seconds() is the same algorithm's alpha-beta time with every hop at its link's full
+// bandwidth (a = one-way latency, B = bandwidth of the slowest hop of the phase):
+//   ring all-reduce   2(n-1) (a + S/(nB))          all-gather, reduce-scatter  (n-1) (a + S/(nB))
+//   tree all-reduce   2 (D + C - 1) (a + 2 S/(C B)) for a full binary tree of depth D
+//   hierarchical      2 (m-1)(a_i + S/(m B_i)) + 2 (N-1)(a_n + S/(m N B_n))
+#pragma once
+
+#include "sim/ClusterSpec.hpp"
+#include "sim/TaskGraph.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace ddlsim::sim {
+
+struct Message {
+  int src = -1;  ///< device; -1 with dst -1 is a join (no data: completes when its waits are done)
+  int dst = -1;
+  double bytes = 0;
+  std::vector<std::uint32_t> after;  ///< messages (indices) that must have arrived first
+};
+
+/// The algorithm actually used for `c` (after the fallbacks above).
+CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, int gpus_per_node);
+
+/// Messages of collective `c`; GPU g is on node g / gpus_per_node. Empty for groups of one.
+std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node);
+
+/// Closed-form duration of `c` on `cluster` (see above).
+double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster);
+
+/// Number of chunks the tree algorithm pipelines a buffer of `bytes` into.
+int tree_chunks(double bytes);
+
+}  // namespace ddlsim::sim

@@ -1,0 +1,131 @@
+// Collective algorithms on the flow-level network against their closed forms (latency a, bandwidth
+// B, buffer S), and analytic fidelity against the same forms:
+//   tree all-reduce, full binary tree of depth D, C chunks   2 (D + C - 1)(a + 2 S/(C B))
+//   hierarchical all-reduce, N nodes of m GPUs               2 (m-1)(a + S/(m B)) + 2 (N-1)(a_n + S/(m N B_n))
+//   ring all-gather over n GPUs                              (n-1)(a + S/(n B))
+// and DDP-style gradient buckets overlapped with backward: with n_b buckets whose backward takes
+// t_b each and whose all-reduce takes t_ar each, the iteration is
+//   t_f + n_b t_b + t_ar             when t_b >= t_ar (every bucket but the last hidden)
+//   t_f + t_b + n_b t_ar             when t_b <  t_ar (communication-bound)
+// The expected values come from these formulas, not from the simulator. One engine per process.
+#include "sim/Collectives.hpp"
+#include "sim/Replay.hpp"
+#include "sim/Schedules.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace ddlsim::sim;
+
+namespace {
+constexpr double a = 2.3e-6;  // s
+constexpr double B = 97e9;    // B/s
+
+ClusterSpec nodes(int count, int gpus_per_node)
+{
+  ClusterSpec c;
+  c.name = "test";
+  c.nodes = count;
+  c.gpus_per_node = gpus_per_node;
+  c.gpu_memory = 1e12;
+  c.intra_node = {.bandwidth = B, .latency = a};
+  c.nics_per_node = gpus_per_node;
+  c.nic = {.bandwidth = B / 4, .latency = 3 * a};
+  c.fabric_latency = a;
+  return c;
+}
+
+ReplayResult run(const TaskGraph& g, const ClusterSpec& c) { return replay(g, c, std::vector<double>(g.size(), 0.0)); }
+
+// One stage, dp replicas, one micro-batch: forward t_f, then the backward in `buckets` equal
+// segments of t_b, each followed by its bucket's all-reduce of `bytes`.
+ReplayResult run_buckets(int buckets, double t_f, double t_b, double bytes)
+{
+  PipelinePlan plan;
+  plan.dp = 2;
+  plan.micro_batches = 1;
+  plan.optimizer_step = false;
+  StagePlan stage;
+  stage.layers = {0, static_cast<std::size_t>(buckets)};
+  for (int i = buckets - 1; i >= 0; --i)
+    stage.buckets.push_back({.layer = static_cast<std::size_t>(i), .bytes = bytes});
+  plan.stages.push_back(stage);
+  const TaskGraph g = build_schedule(plan);
+  std::vector<double> seconds(g.size(), 0.0);
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == TaskKind::compute) {
+      const auto& c = g.compute(id);
+      seconds[id] = c.phase == Phase::forward ? t_f : t_b * (c.layer_end - c.layer_begin);
+    }
+  return replay(g, nodes(1, 2), seconds);
+}
+}  // namespace
+
+TEST_CASE("tree all-reduce over a full binary tree of 7 GPUs matches 2(D+C-1)(a + 2S/(CB))")
+{
+  const double S = 8.0 * 1024 * 1024;  // two 4 MiB chunks
+  TaskGraph g(7);
+  g.add_collective({.algorithm = CollectiveAlgorithm::tree, .group = {0, 1, 2, 3, 4, 5, 6}, .bytes = S});
+  const double depth = 2, chunks = 2;
+  REQUIRE(tree_chunks(S) == 2);
+  const double expected = 2 * (depth + chunks - 1) * (a + 2 * S / (chunks * B));
+  CHECK(run(g, nodes(1, 7)).makespan_s == doctest::Approx(expected).epsilon(1e-9));
+}
+
+TEST_CASE("hierarchical all-reduce over 2 nodes of 4 GPUs matches its three-phase closed form")
+{
+  const double S = 64e6, m = 4, n = 2;
+  TaskGraph g(8);
+  g.add_collective({.algorithm = CollectiveAlgorithm::hierarchical, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S});
+  const ClusterSpec c = nodes(2, 4);
+  const double inter_latency = 3 * a + a;
+  const double expected = 2 * (m - 1) * (a + S / (m * B)) + 2 * (n - 1) * (inter_latency + S / (m * n * (B / 4)));
+  const ReplayResult r = run(g, c);
+  CHECK(r.makespan_s == doctest::Approx(expected).epsilon(1e-9));
+  // A flat ring over the same GPUs crosses the slow fabric with the whole buffer: slower.
+  const double ring = 2 * (2 * n * m - 1) * inter_latency + 2 * (2 * n * m - 1) / (2 * n * m) * S / (B / 4);
+  CHECK(r.makespan_s < ring);
+}
+
+TEST_CASE("ring all-gather over 6 GPUs matches (n-1)(a + S/(nB))")
+{
+  const double S = 30e6, n = 6;
+  TaskGraph g(6);
+  g.add_collective({.kind = CollectiveKind::all_gather, .group = {0, 1, 2, 3, 4, 5}, .bytes = S});
+  const ReplayResult r = run(g, nodes(1, 6));
+  CHECK(r.makespan_s == doctest::Approx((n - 1) * (a + S / (n * B))).epsilon(1e-9));
+  CHECK(r.activities == 5 * 6);
+}
+
+TEST_CASE("analytic fidelity is one timer of the closed form")
+{
+  const double S = 64e6;
+  TaskGraph g(8);
+  g.add_collective({.algorithm = CollectiveAlgorithm::hierarchical, .fidelity = CollectiveFidelity::analytic,
+                    .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S});
+  const ReplayResult r = run(g, nodes(2, 4));
+  const double expected = 2 * 3 * (a + S / (4 * B)) + 2 * 1 * (4 * a + S / (8 * (B / 4)));
+  CHECK(r.makespan_s == doctest::Approx(expected).epsilon(1e-12));
+  CHECK(r.activities == 0);
+}
+
+TEST_CASE("gradient buckets are hidden behind a long backward")
+{
+  const int buckets = 4;
+  const double bytes = 40e6;
+  const double t_ar = 2 * (a + bytes / 2 / B);  // ring of 2: 2(n-1)(a + S/(nB))
+  const double t_f = 1e-3, t_b = 3 * t_ar;
+  const ReplayResult r = run_buckets(buckets, t_f, t_b, bytes);
+  CHECK(r.makespan_s == doctest::Approx(t_f + buckets * t_b + t_ar).epsilon(1e-9));
+}
+
+TEST_CASE("gradient buckets are exposed when the backward is short")
+{
+  const int buckets = 4;
+  const double bytes = 40e6;
+  const double t_ar = 2 * (a + bytes / 2 / B);
+  const double t_f = 1e-3, t_b = t_ar / 5;
+  const ReplayResult r = run_buckets(buckets, t_f, t_b, bytes);
+  CHECK(r.makespan_s == doctest::Approx(t_f + t_b + buckets * t_ar).epsilon(1e-9));
+}

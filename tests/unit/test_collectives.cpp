@@ -1,0 +1,103 @@
+// Collective decompositions: message counts, the bytes each member sends, dependencies that point
+// backwards, and the fallbacks to ring.
+#include "sim/Collectives.hpp"
+
+#include <doctest/doctest.h>
+
+#include <map>
+
+using namespace ddlsim::sim;
+
+namespace {
+std::map<int, double> sent(const std::vector<Message>& messages)
+{
+  std::map<int, double> bytes;
+  for (const auto& m : messages)
+    if (m.src >= 0)
+      bytes[m.src] += m.bytes;
+  return bytes;
+}
+
+bool waits_point_backwards(const std::vector<Message>& messages)
+{
+  for (std::size_t i = 0; i < messages.size(); ++i)
+    for (auto before : messages[i].after)
+      if (before >= i)
+        return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("ring collectives: every member sends (n-1)/n of the buffer per pass")
+{
+  const double S = 1200;
+  const CollectiveTask ar{.group = {3, 5, 7, 9}, .bytes = S};
+  const auto messages = decompose(ar, 8);
+  CHECK(messages.size() == 2 * 3 * 4);
+  CHECK(waits_point_backwards(messages));
+  for (const auto& [member, bytes] : sent(messages))
+    CHECK(bytes == doctest::Approx(2.0 * 3 / 4 * S));
+  CollectiveTask ag = ar;
+  ag.kind = CollectiveKind::all_gather;
+  CHECK(decompose(ag, 8).size() == 3 * 4);
+  for (const auto& [member, bytes] : sent(decompose(ag, 8)))
+    CHECK(bytes == doctest::Approx(3.0 / 4 * S));
+  CHECK(decompose({.group = {1}, .bytes = S}, 8).empty());
+}
+
+TEST_CASE("tree all-reduce: each member sends its buffer up once and down once per child")
+{
+  const double S = 10.0 * 1024 * 1024;  // 3 chunks
+  const CollectiveTask t{.algorithm = CollectiveAlgorithm::tree, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S};
+  REQUIRE(tree_chunks(S) == 3);
+  const auto messages = decompose(t, 8);
+  CHECK(messages.size() == 2 * 7 * 3 + 1);  // up and down per non-root member and chunk, one join
+  CHECK(waits_point_backwards(messages));
+  auto bytes = sent(messages);
+  // Heap order: 0 has children 1, 2; 1 has 3, 4; 2 has 5, 6; 3 has 7.
+  CHECK(bytes[0] == doctest::Approx(2 * S));      // root: down to two children
+  CHECK(bytes[3] == doctest::Approx(S + S));      // up once, down to one child
+  CHECK(bytes[7] == doctest::Approx(S));          // leaf: up only
+  CHECK(tree_chunks(1) == 1);
+  CHECK(tree_chunks(1e12) == 16);
+}
+
+TEST_CASE("hierarchical all-reduce: intra-node shards, then across nodes, then back")
+{
+  const double S = 8000;
+  const CollectiveTask h{.algorithm = CollectiveAlgorithm::hierarchical, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S};
+  REQUIRE(effective_algorithm(h, 4) == CollectiveAlgorithm::hierarchical);
+  const auto messages = decompose(h, 4);
+  CHECK(waits_point_backwards(messages));
+  // 2 nodes x 4 GPUs: reduce-scatter 2 x 3 x 4, all-reduce 4 rings x 2 steps x 2, all-gather 2 x 3 x 4, 2 joins.
+  CHECK(messages.size() == 24 + 16 + 24 + 2);
+  for (const auto& [member, bytes] : sent(messages))
+    CHECK(bytes == doctest::Approx(2 * 3.0 / 4 * S + 2 * 1.0 / 2 * (S / 4)));
+  // Fallbacks: one node, uneven nodes, or not an all-reduce.
+  CHECK(effective_algorithm(h, 8) == CollectiveAlgorithm::ring);
+  CollectiveTask uneven = h;
+  uneven.group = {0, 1, 2, 4};
+  CHECK(effective_algorithm(uneven, 4) == CollectiveAlgorithm::ring);
+  CollectiveTask gather = h;
+  gather.kind = CollectiveKind::all_gather;
+  CHECK(effective_algorithm(gather, 4) == CollectiveAlgorithm::ring);
+  CHECK(effective_algorithm({.algorithm = CollectiveAlgorithm::tree, .group = {0, 1}}, 4) == CollectiveAlgorithm::ring);
+}
+
+TEST_CASE("analytic times are the closed forms")
+{
+  ClusterSpec c;
+  c.nodes = 2;
+  c.gpus_per_node = 4;
+  c.intra_node = {.bandwidth = 100e9, .latency = 1e-6};
+  c.nic = {.bandwidth = 25e9, .latency = 2e-6};
+  c.fabric_latency = 1e-6;
+  const double S = 1e8;
+  CHECK(analytic_seconds({.group = {0, 1, 2, 3}, .bytes = S}, c) == doctest::Approx(6 * (1e-6 + S / 4 / 100e9)));
+  // A ring across nodes is paced by its slowest hop (NIC bandwidth, inter-node latency).
+  CHECK(analytic_seconds({.group = {0, 1, 4, 5}, .bytes = S}, c) == doctest::Approx(6 * (3e-6 + S / 4 / 25e9)));
+  CHECK(analytic_seconds({.kind = CollectiveKind::reduce_scatter, .group = {0, 1, 2, 3}, .bytes = S}, c) ==
+        doctest::Approx(3 * (1e-6 + S / 4 / 100e9)));
+  CHECK(analytic_seconds({.algorithm = CollectiveAlgorithm::hierarchical, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S},
+                         c) == doctest::Approx(6 * (1e-6 + S / 4 / 100e9) + 2 * (3e-6 + S / 8 / 25e9)));
+}
