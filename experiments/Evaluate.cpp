@@ -115,6 +115,9 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   pipe.micro_batch_size = mb;
   pipe.dp_algorithm = par.dp_collective;
   pipe.dp_fidelity = par.dp_fidelity;
+  pipe.virtual_stages = par.virtual_stages;
+  const int chunks = par.pp * par.virtual_stages;
+  const bool interleaved = par.virtual_stages > 1;
 
   const models::StageMemoryModel memory(
       model, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
@@ -123,22 +126,24 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   auto stage_memory = [&](int s, models::StageRange blocks) {
     return memory.stage(blocks, sim::in_flight_micro_batches(par.schedule, par.pp, s, pipe.micro_batches));
   };
-  const models::StageFits fits = [&](int s, models::StageRange blocks) {
+  // With interleaving a device holds several non-contiguous chunks: its memory is not a property
+  // of one range, so the partitioners balance time alone and the devices are checked afterwards.
+  const models::StageFits fits = interleaved ? models::StageFits{} : [&](int s, models::StageRange blocks) {
     return stage_memory(s, blocks).total() <= point.cluster.gpu_memory;
   };
   std::vector<models::StageRange> ranges;
   switch (par.partition) {
   case models::Partitioner::optimal: {
-    auto found = models::partition_optimal(block_seconds, par.pp, fits);
-    ranges = found ? *found : *models::partition_optimal(block_seconds, par.pp);
+    auto found = models::partition_optimal(block_seconds, chunks, fits);
+    ranges = found ? *found : *models::partition_optimal(block_seconds, chunks);
     break;
   }
   case models::Partitioner::balanced: {
-    auto found = models::partition_balanced(block_seconds, par.pp, fits);
-    ranges = found ? *found : *models::partition_balanced(block_seconds, par.pp);
+    auto found = models::partition_balanced(block_seconds, chunks, fits);
+    ranges = found ? *found : *models::partition_balanced(block_seconds, chunks);
     break;
   }
-  case models::Partitioner::uniform: ranges = models::partition_uniform(block_seconds.size(), par.pp); break;
+  case models::Partitioner::uniform: ranges = models::partition_uniform(block_seconds.size(), chunks); break;
   case models::Partitioner::explicit_balance:
     ranges = models::partition_from_balance(par.balance, block_seconds.size());
     break;
@@ -158,9 +163,29 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
       stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d);
     pipe.stages.push_back(std::move(stage));
     plan.stage_blocks.push_back(ranges[s]);
-    plan.stage_memory.push_back(stage_memory(static_cast<int>(s), ranges[s]));
-    if (plan.oom_stage < 0 && plan.stage_memory.back().total() > point.cluster.gpu_memory)
-      plan.oom_stage = static_cast<int>(s);
+  }
+
+  // Memory per pipeline rank: the sum of its chunks (one chunk without interleaving), with the
+  // micro-batches each chunk holds at its peak; workspace is the largest, the reserve counted once.
+  for (int rank = 0; rank < par.pp; ++rank) {
+    const std::vector<int> in_flight =
+        interleaved ? sim::in_flight_per_chunk(par.schedule, par.pp, par.virtual_stages, rank, pipe.micro_batches)
+                    : std::vector<int>{sim::in_flight_micro_batches(par.schedule, par.pp, rank, pipe.micro_batches)};
+    models::MemoryBreakdown device;
+    for (int v = 0; v < par.virtual_stages; ++v) {
+      const models::MemoryBreakdown m =
+          memory.stage(ranges[static_cast<std::size_t>(v * par.pp + rank)], in_flight[static_cast<std::size_t>(v)]);
+      device.weights += m.weights;
+      device.gradients += m.gradients;
+      device.optimizer_state += m.optimizer_state;
+      device.activations += m.activations;
+      device.parameters += m.parameters;
+      device.workspace = std::max(device.workspace, m.workspace);
+      device.reserve = m.reserve;
+    }
+    plan.stage_memory.push_back(device);
+    if (plan.oom_stage < 0 && device.total() > point.cluster.gpu_memory)
+      plan.oom_stage = rank;
   }
   return plan;
 }
@@ -196,6 +221,7 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
   row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)));
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
+  row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));
   row.set("model_parameters", p.model.parameter_count());
   row.set("memory_capacity_bytes", p.cluster.gpu_memory);
   row.set("recompute", std::string(models::recompute_table.name(p.training.recompute)));

@@ -28,10 +28,10 @@ struct EvaluateOptions {
 
 struct PointPlan {
   sim::PipelinePlan pipeline;
-  std::vector<models::StageRange> stage_blocks;       ///< blocks of each stage
-  std::vector<models::MemoryBreakdown> stage_memory;  ///< per stage, at its peak
-  /// First stage that does not fit in GPU memory, or -1. When no partition fits, the plan is the
-  /// fastest partition without the memory constraint, and this names its first stage over capacity.
+  std::vector<models::StageRange> stage_blocks;       ///< blocks of each stage (each model chunk when interleaved)
+  std::vector<models::MemoryBreakdown> stage_memory;  ///< per pipeline rank (its chunks together), at its peak
+  /// First pipeline rank that does not fit in GPU memory, or -1. When no partition fits, the plan is
+  /// the fastest partition without the memory constraint, and this names its first rank over capacity.
   int oom_stage = -1;
 };
 

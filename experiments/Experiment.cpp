@@ -270,6 +270,7 @@ PointConfig Experiment::point(std::size_t index) const
       p.parallelism.dp = static_cast<int>(par->integer("dp", 1, 1, 1 << 20));
     }
     p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
+    p.parallelism.virtual_stages = static_cast<int>(par->integer("virtual_stages", 1, 1, 1024));
     p.parallelism.dp_collective =
         par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
     p.parallelism.dp_fidelity =
@@ -344,18 +345,28 @@ PointConfig Experiment::point(std::size_t index) const
                                          std::to_string(p.training.micro_batch) + " x " + std::to_string(par.dp) +
                                          " = " + std::to_string(per_step));
   const std::size_t blocks = p.model.blocks().size();
-  if (static_cast<std::size_t>(par.pp) > blocks)
-    problem("parallelism.pp", "pp = " + std::to_string(par.pp) + " stages for a model of only " +
-                                  std::to_string(blocks) + " blocks (see `ddlsim model " + p.model_label + "`)");
+  const int chunks = par.pp * par.virtual_stages;
+  if (par.virtual_stages > 1 && par.schedule != sim::ScheduleKind::interleaved)
+    problem("parallelism.virtual_stages", "virtual_stages > 1 needs schedule: interleaved");
+  if (par.schedule == sim::ScheduleKind::interleaved && diags.empty() && p.micro_batches() % par.pp != 0)
+    problem(blame({"parallelism.schedule", "training.micro_batch", "training.global_batch", "parallelism.pp"}),
+            "the interleaved schedule needs the number of micro-batches (" + std::to_string(p.micro_batches()) +
+                ") divisible by pp (" + std::to_string(par.pp) + ")");
+  if (static_cast<std::size_t>(chunks) > blocks)
+    problem(blame({"parallelism.pp", "parallelism.virtual_stages"}),
+            (par.virtual_stages > 1 ? "pp x virtual_stages = " + std::to_string(chunks) + " chunks"
+                                    : "pp = " + std::to_string(par.pp) + " stages") +
+                " for a model of only " + std::to_string(blocks) + " blocks (see `ddlsim model " + p.model_label + "`)");
   if (par.partition == models::Partitioner::explicit_balance) {
     long long sum = 0;
     for (int b : par.balance)
       sum += b;
     if (par.balance.empty())
       problem("parallelism.partition", "partition: explicit needs parallelism.balance: [blocks per stage]");
-    else if (par.balance.size() != static_cast<std::size_t>(par.pp))
+    else if (par.balance.size() != static_cast<std::size_t>(chunks))
       problem(blame({"parallelism.balance", "parallelism.pp"}),
-              "balance lists " + std::to_string(par.balance.size()) + " stages but pp = " + std::to_string(par.pp));
+              "balance lists " + std::to_string(par.balance.size()) + " stages but pp = " + std::to_string(par.pp) +
+                  (par.virtual_stages > 1 ? " x virtual_stages = " + std::to_string(chunks) : ""));
     else if (sum != static_cast<long long>(blocks))
       problem("parallelism.balance", "balance adds up to " + std::to_string(sum) + " blocks but model '" +
                                          p.model_label + "' has " + std::to_string(blocks));

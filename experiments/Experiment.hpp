@@ -55,6 +55,7 @@ struct ParallelismSpec {
   int pp = 1;
   int dp = 1;
   int tp = 1;
+  int virtual_stages = 1;  ///< model chunks per device (interleaved schedule)
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
   double dp_bucket = 0;  ///< bytes per gradient bucket overlapped with backward; 0 = one all-reduce after it

@@ -39,7 +39,7 @@ const std::vector<std::string>& csv_columns()
       "dp_collective",    "collective_fidelity", "model_parameters",
       "achieved_flop_per_s_per_gpu", "recompute",  "partition",
       "stage_blocks",     "bn_batch",            "activation_memory_bytes",
-      "memory_reserve_bytes", "dp_bucket_bytes"};
+      "memory_reserve_bytes", "dp_bucket_bytes",     "virtual_stages"};
   return columns;
 }
 

@@ -9,38 +9,6 @@ namespace {
 
 constexpr TaskId no_task = std::numeric_limits<TaskId>::max();
 
-struct Pass {
-  Phase phase;
-  int micro_batch;
-};
-
-// The order in which stage `s` runs its micro-batches' passes.
-std::vector<Pass> stream_order(ScheduleKind schedule, int k, int s, int m_count)
-{
-  std::vector<Pass> order;
-  switch (schedule) {
-  case ScheduleKind::gpipe:
-    for (int m = 0; m < m_count; ++m)
-      order.push_back({Phase::forward, m});
-    for (int m = m_count - 1; m >= 0; --m)
-      order.push_back({Phase::backward, m});
-    break;
-  case ScheduleKind::one_f_one_b: {
-    const int warmup = std::min(k - s - 1, m_count);
-    for (int m = 0; m < warmup; ++m)
-      order.push_back({Phase::forward, m});
-    for (int i = 0; i + warmup < m_count; ++i) {
-      order.push_back({Phase::forward, warmup + i});
-      order.push_back({Phase::backward, i});
-    }
-    for (int m = m_count - warmup; m < m_count; ++m)
-      order.push_back({Phase::backward, m});
-    break;
-  }
-  }
-  return order;
-}
-
 // One pass of a stage as compute segments, synchronized-batch-norm all-reduces (blocking: the
 // device's stream waits for them) and gradient-bucket all-reduces (not blocking).
 struct Step {
@@ -105,7 +73,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   TaskGraph g(plan.devices());
 
   // Tasks of each pass, in order: ids[((s * dp + r) * M + m) * 2 + phase].
-  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(k * dp * m_count * 2));
+  const int chunks = static_cast<int>(plan.stages.size());
+  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(chunks * dp * m_count * 2));
   auto pass = [&](int s, int r, int m, Phase phase) -> std::vector<TaskId>& {
     return ids[static_cast<std::size_t>(((s * dp + r) * m_count + m) * 2 + (phase == Phase::backward ? 1 : 0))];
   };
@@ -113,25 +82,29 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   std::vector<TaskId> last(static_cast<std::size_t>(plan.devices()), no_task);
 
   // Gradient-bucket all-reduces of each stage (they do not block the stream; the optimizer waits).
-  std::vector<std::vector<TaskId>> bucket_tasks(static_cast<std::size_t>(k));
+  std::vector<std::vector<TaskId>> bucket_tasks(static_cast<std::size_t>(chunks));
 
-  for (int s = 0; s < k; ++s) {
-    const StagePlan& stage = plan.stages[static_cast<std::size_t>(s)];
+  for (const StagePlan& stage : plan.stages) {
     for (const SyncPoint& p : stage.sync_points)
       if (p.layer <= stage.layers.begin || p.layer > stage.layers.end)
         throw std::invalid_argument("sync point outside its stage");
     for (const GradientBucket& b : stage.buckets)
       if (b.layer < stage.layers.begin || b.layer >= stage.layers.end)
         throw std::invalid_argument("gradient bucket outside its stage");
-    const bool replicated = dp > 1;
-    const std::vector<Pass> order = stream_order(plan.schedule, k, s, m_count);
-    std::size_t last_backward = 0;
+  }
+  const bool replicated = dp > 1;
+  for (int rank = 0; rank < k; ++rank) {
+    const std::vector<PipelinePass> order = stream_order(plan.schedule, k, plan.virtual_stages, rank, m_count);
+    std::vector<std::size_t> last_backward(static_cast<std::size_t>(chunks), 0);  // per chunk, index in order
     for (std::size_t i = 0; i < order.size(); ++i)
       if (order[i].phase == Phase::backward)
-        last_backward = i;
+        last_backward[static_cast<std::size_t>(order[i].chunk)] = i;
     for (std::size_t i = 0; i < order.size(); ++i) {
-      const Pass& p = order[i];
-      for (const Step& step : pass_steps(stage, p.phase, replicated, i == last_backward)) {
+      const PipelinePass& p = order[i];
+      const int s = p.chunk;
+      const StagePlan& stage = plan.stages[static_cast<std::size_t>(s)];
+      for (const Step& step :
+           pass_steps(stage, p.phase, replicated, i == last_backward[static_cast<std::size_t>(s)])) {
         if (step.kind != Step::Kind::compute) {
           const bool blocking = step.kind == Step::Kind::sync;
           CollectiveTask c{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm,
@@ -174,10 +147,15 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   }
 
   // Activations flow down the pipeline, their gradients flow back up.
-  for (int s = 0; s + 1 < k; ++s) {
+  for (int s = 0; s + 1 < chunks; ++s) {
     const double bytes = plan.stages[static_cast<std::size_t>(s)].activation_bytes * plan.micro_batch_size;
     for (int r = 0; r < dp; ++r)
       for (int m = 0; m < m_count; ++m) {
+        if (plan.device(s, r) == plan.device(s + 1, r)) {  // consecutive chunks on one device
+          g.add_dependency(pass(s, r, m, Phase::forward).back(), pass(s + 1, r, m, Phase::forward).front());
+          g.add_dependency(pass(s + 1, r, m, Phase::backward).back(), pass(s, r, m, Phase::backward).front());
+          continue;
+        }
         TaskId act = g.add_transfer({.src = plan.device(s, r), .dst = plan.device(s + 1, r), .bytes = bytes,
                                      .phase = Phase::forward, .stage = s, .micro_batch = m});
         g.add_dependency(pass(s, r, m, Phase::forward).back(), act);
@@ -189,8 +167,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       }
   }
 
-  // Flush: per stage, all-reduce the gradients across replicas, then step the optimizer.
-  for (int s = 0; s < k; ++s) {
+  // Flush: per chunk, all-reduce the gradients across replicas, then step the optimizer.
+  for (int s = 0; s < chunks; ++s) {
     const auto& stage = plan.stages[static_cast<std::size_t>(s)];
     std::vector<TaskId> ready(static_cast<std::size_t>(dp));
     for (int r = 0; r < dp; ++r)
@@ -225,19 +203,87 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
 
 }  // namespace
 
+std::vector<PipelinePass> stream_order(ScheduleKind schedule, int k, int v, int rank, int m_count)
+{
+  std::vector<PipelinePass> order;
+  switch (schedule) {
+  case ScheduleKind::gpipe:
+    for (int m = 0; m < m_count; ++m)
+      order.push_back({Phase::forward, m, rank});
+    for (int m = m_count - 1; m >= 0; --m)
+      order.push_back({Phase::backward, m, rank});
+    break;
+  case ScheduleKind::one_f_one_b: {
+    const int warmup = std::min(k - rank - 1, m_count);
+    for (int m = 0; m < warmup; ++m)
+      order.push_back({Phase::forward, m, rank});
+    for (int i = 0; i + warmup < m_count; ++i) {
+      order.push_back({Phase::forward, warmup + i, rank});
+      order.push_back({Phase::backward, i, rank});
+    }
+    for (int m = m_count - warmup; m < m_count; ++m)
+      order.push_back({Phase::backward, m, rank});
+    break;
+  }
+  case ScheduleKind::interleaved: {
+    if (m_count % k != 0)
+      throw std::invalid_argument("the interleaved schedule needs the number of micro-batches (" +
+                                  std::to_string(m_count) + ") divisible by the pipeline stages (" +
+                                  std::to_string(k) + ")");
+    // Megatron-LM: virtual micro-batch j runs chunk (j mod Kv) / K of this rank (counted from the
+    // last chunk in backward) on micro-batch (j / Kv) K + j mod K.
+    const int total = m_count * v;
+    const int warmup = m_count == k ? total : std::min((k - rank - 1) * 2 + (v - 1) * k, total);
+    auto pass = [&](Phase phase, int j) {
+      int local = (j % (k * v)) / k;
+      if (phase == Phase::backward)
+        local = v - 1 - local;
+      return PipelinePass{phase, (j / (k * v)) * k + j % k, local * k + rank};
+    };
+    for (int j = 0; j < warmup; ++j)
+      order.push_back(pass(Phase::forward, j));
+    for (int i = 0; i + warmup < total; ++i) {
+      order.push_back(pass(Phase::forward, warmup + i));
+      order.push_back(pass(Phase::backward, i));
+    }
+    for (int j = total - warmup; j < total; ++j)
+      order.push_back(pass(Phase::backward, j));
+    break;
+  }
+  }
+  return order;
+}
+
+std::vector<int> in_flight_per_chunk(ScheduleKind schedule, int k, int v, int rank, int m_count)
+{
+  std::vector<int> current(static_cast<std::size_t>(v), 0), peak(static_cast<std::size_t>(v), 0);
+  for (const PipelinePass& p : stream_order(schedule, k, v, rank, m_count)) {
+    const auto local = static_cast<std::size_t>(p.chunk / k);
+    current[local] += p.phase == Phase::forward ? 1 : -1;
+    peak[local] = std::max(peak[local], current[local]);
+  }
+  return peak;
+}
+
 int in_flight_micro_batches(ScheduleKind schedule, int stages, int stage, int micro_batches)
 {
   switch (schedule) {
   case ScheduleKind::gpipe: return micro_batches;
   case ScheduleKind::one_f_one_b: return std::min(stages - stage, micro_batches);
+  case ScheduleKind::interleaved: return in_flight_per_chunk(schedule, stages, 1, stage, micro_batches).front();
   }
   return micro_batches;
 }
 
 TaskGraph build_schedule(const PipelinePlan& plan)
 {
-  if (plan.stages.empty() || plan.dp < 1 || plan.micro_batches < 1 || plan.micro_batch_size < 1)
-    throw std::invalid_argument("a pipeline plan needs >= 1 stage, replica, micro-batch and sample");
+  if (plan.stages.empty() || plan.dp < 1 || plan.micro_batches < 1 || plan.micro_batch_size < 1 ||
+      plan.virtual_stages < 1)
+    throw std::invalid_argument("a pipeline plan needs >= 1 stage, replica, micro-batch, sample and chunk");
+  if (plan.stages.size() % static_cast<std::size_t>(plan.virtual_stages) != 0)
+    throw std::invalid_argument("the number of model chunks must be a multiple of virtual_stages");
+  if (plan.schedule != ScheduleKind::interleaved && plan.virtual_stages != 1)
+    throw std::invalid_argument("virtual_stages > 1 needs the interleaved schedule");
   return build_pipeline(plan);
 }
 

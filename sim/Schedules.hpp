@@ -34,16 +34,36 @@
 
 namespace ddlsim::sim {
 
-enum class ScheduleKind { gpipe, one_f_one_b };
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
 
-inline constexpr EnumTable<ScheduleKind, 2> schedule_table{{{
+inline constexpr EnumTable<ScheduleKind, 3> schedule_table{{{
     {"gpipe", ScheduleKind::gpipe, "GPipe: all forwards, all backwards, then gradient all-reduce and optimizer step"},
     {"1f1b", ScheduleKind::one_f_one_b,
      "1F1B (PipeDream-Flush): warm-up forwards, then one forward one backward, then the flush"},
+    {"interleaved", ScheduleKind::interleaved,
+     "interleaved 1F1B (Megatron-LM): v model chunks per device, bubble (K-1)/(vM) of the ideal time"},
 }}};
 
-/// Micro-batches whose activations stage `stage` of `stages` holds at its peak.
+/// Micro-batches whose activations stage `stage` of `stages` holds at its peak (GPipe, 1F1B).
 int in_flight_micro_batches(ScheduleKind schedule, int stages, int stage, int micro_batches);
+
+/// One forward or backward pass in a device's stream: micro-batch and model chunk (the global
+/// chunk index; without interleaving the chunk is the device's pipeline rank).
+struct PipelinePass {
+  Phase phase;
+  int micro_batch;
+  int chunk;
+};
+
+/// The order in which pipeline rank `rank` of `ranks` runs its passes. Interleaved: v chunks per
+/// rank (rank r holds chunks r, r + K, ...), Megatron-LM's order, which needs M divisible by K.
+/// Throws std::invalid_argument when it does not.
+std::vector<PipelinePass> stream_order(ScheduleKind schedule, int ranks, int virtual_stages, int rank,
+                                       int micro_batches);
+
+/// For each of rank `rank`'s chunks (in the order r, r + K, ...), the most micro-batches whose
+/// activations it holds at once under the schedule.
+std::vector<int> in_flight_per_chunk(ScheduleKind schedule, int ranks, int virtual_stages, int rank, int micro_batches);
 
 /// A point inside a stage where synchronized batch norm all-reduces statistics across the replicas:
 /// after layer `layer - 1` in forward, before it in backward.
@@ -72,21 +92,24 @@ struct StagePlan {
 
 struct PipelinePlan {
   ScheduleKind schedule = ScheduleKind::gpipe;
+  int virtual_stages = 1;     ///< v: model chunks per device (interleaved); stages holds pp x v chunks
   int dp = 1;
   int micro_batches = 1;      ///< M, per replica and iteration
   int micro_batch_size = 1;   ///< samples per micro-batch
-  std::vector<StagePlan> stages;
+  std::vector<StagePlan> stages;  ///< the model chunks in model order (pp x virtual_stages of them)
   CollectiveAlgorithm dp_algorithm = CollectiveAlgorithm::ring;
   CollectiveFidelity dp_fidelity = CollectiveFidelity::flow;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
 
-  int pp() const { return static_cast<int>(stages.size()); }
+  int pp() const { return static_cast<int>(stages.size()) / virtual_stages; }
   int devices() const { return pp() * dp; }
-  int device(int stage, int replica) const { return stage * dp + replica; }
+  /// Device of chunk `stage` (pipeline rank stage mod pp) in replica `replica`.
+  int device(int stage, int replica) const { return (stage % pp()) * dp + replica; }
 };
 
-/// Builds the iteration's TaskGraph. Throws std::invalid_argument on an empty plan, sizes < 1 or a
-/// sync point outside its stage.
+/// Builds the iteration's TaskGraph. Throws std::invalid_argument on an empty plan, sizes < 1, a
+/// chunk count not divisible by virtual_stages, M not divisible by pp for interleaving, or a sync
+/// point or bucket outside its stage.
 TaskGraph build_schedule(const PipelinePlan& plan);
 
 }  // namespace ddlsim::sim

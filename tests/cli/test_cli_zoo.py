@@ -106,4 +106,21 @@ checks += 1
 check(t["bucketed"] < t["ring"] and float(coll["bucketed"]["exposed_comm_time_s"]) < float(coll["ring"]["exposed_comm_time_s"]),
       f"gradient buckets overlap the backward: {t}")
 
+# Interleaved 1F1B: less bubble than 1F1B, more activation memory; invalid when M % pp != 0.
+inter = {}
+for name, extra in [("1f1b", []), ("v2", ["--set", "parallelism.schedule=interleaved", "--set", "parallelism.virtual_stages=2"]),
+                    ("bad", ["--set", "parallelism.schedule=interleaved", "--set", "training.global_batch=24"])]:
+    path = os.path.join(out_dir, "i.csv")
+    rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                       "--set", "model=gpt2-xl", "--set", "parallelism.pp=4", "--set", "training.global_batch=64", *extra)
+    inter[name] = read_csv(path)[0] if os.path.exists(path) else {}
+    os.remove(path) if os.path.exists(path) else None
+checks += 1
+check(inter["v2"].get("status") == "ok" and inter["v2"]["stage_blocks"].count("/") == 7
+      and float(inter["v2"]["bubble_fraction"]) < float(inter["1f1b"]["bubble_fraction"])
+      and float(inter["v2"]["activation_memory_bytes"]) > float(inter["1f1b"]["activation_memory_bytes"]),
+      f"interleaved v=2: 8 chunks, less bubble, more activations: {inter['v2']}")
+checks += 1
+check(inter["bad"] == {} or inter["bad"].get("status") == "invalid", "M % pp != 0 is invalid for interleaving")
+
 finish("cli_zoo", checks)

@@ -62,3 +62,40 @@ TEST_CASE("1f1b K=4 M=4") { check_pipeline(4, 4, 1, ScheduleKind::one_f_one_b); 
 TEST_CASE("1f1b K=4 M=16") { check_pipeline(4, 16, 1, ScheduleKind::one_f_one_b); }
 TEST_CASE("1f1b K=8 M=3") { check_pipeline(8, 3, 1, ScheduleKind::one_f_one_b); }
 TEST_CASE("1f1b K=4 M=8 dp=2") { check_pipeline(4, 8, 2, ScheduleKind::one_f_one_b); }
+
+// Interleaved 1F1B (Narayanan et al. 2021): K devices, v chunks each (a chunk's passes take t_f/v
+// and t_b/v), M micro-batches: the bubble is (K-1)/(vM) of the ideal time M(t_f + t_b).
+namespace {
+void check_interleaved(int k, int v, int m)
+{
+  PipelinePlan plan;
+  plan.schedule = ScheduleKind::interleaved;
+  plan.virtual_stages = v;
+  plan.micro_batches = m;
+  for (int c = 0; c < k * v; ++c) {
+    StagePlan chunk;
+    chunk.layers = {static_cast<std::size_t>(c), static_cast<std::size_t>(c + 1)};
+    plan.stages.push_back(chunk);
+  }
+  const TaskGraph graph = build_schedule(plan);
+  std::vector<double> seconds(graph.size(), 0.0);
+  for (TaskId id = 0; id < graph.size(); ++id)
+    if (graph.kind(id) == TaskKind::compute)
+      seconds[id] = graph.compute(id).phase == Phase::forward ? t_f / v : graph.compute(id).phase == Phase::backward ? t_b / v : 0.0;
+  ClusterSpec cluster;
+  cluster.name = "ideal";
+  cluster.gpus_per_node = k;
+  cluster.gpu_memory = 1e12;
+  cluster.intra_node = {.bandwidth = 1e12, .latency = 0.0};
+  const ReplayResult r = replay(graph, cluster, seconds);
+  const double ideal = m * (t_f + t_b);
+  CHECK(r.makespan_s == doctest::Approx(ideal * (1 + (k - 1.0) / (v * m))).epsilon(1e-9));
+  for (const auto& d : r.devices)
+    CHECK(d.compute_s == doctest::Approx(ideal).epsilon(1e-9));
+}
+}  // namespace
+
+TEST_CASE("interleaved K=4 v=2 M=8") { check_interleaved(4, 2, 8); }
+TEST_CASE("interleaved K=4 v=4 M=4") { check_interleaved(4, 4, 4); }
+TEST_CASE("interleaved K=2 v=3 M=6") { check_interleaved(2, 3, 6); }
+TEST_CASE("interleaved K=8 v=2 M=16") { check_interleaved(8, 2, 16); }

@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
 using namespace ddlsim;
 using namespace ddlsim::sim;
 
@@ -135,4 +139,57 @@ TEST_CASE("synchronized batch norm splits passes around blocking all-reduces acr
   TaskGraph g1 = build_schedule(single);
   for (TaskId id = 0; id < g1.size(); ++id)
     CHECK(g1.kind(id) != TaskKind::collective);
+}
+
+TEST_CASE("interleaved order: every chunk and micro-batch once per phase, chunks in model order")
+{
+  const int k = 4, v = 2, m = 8;
+  for (int rank = 0; rank < k; ++rank) {
+    CAPTURE(rank);
+    const auto order = stream_order(ScheduleKind::interleaved, k, v, rank, m);
+    REQUIRE(order.size() == static_cast<std::size_t>(2 * v * m));
+    std::map<std::tuple<int, int, int>, int> position;  // (phase, chunk, micro-batch) -> index
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      CHECK(order[i].chunk % k == rank);
+      CHECK(position.emplace(std::make_tuple(static_cast<int>(order[i].phase), order[i].chunk, order[i].micro_batch),
+                             static_cast<int>(i))
+                .second);
+    }
+    for (int c = rank; c < k * v; c += k)
+      for (int mb = 0; mb < m; ++mb) {
+        const int f = position.at({0, c, mb});
+        const int b = position.at({1, c, mb});
+        CHECK(f < b);
+        if (c + k < k * v)  // this rank's later chunk runs the same micro-batch's forward later
+          CHECK(f < position.at({0, c + k, mb}));
+      }
+    // Megatron's warm-up: (K - rank - 1) x 2 + (v - 1) x K forwards before the first backward.
+    std::size_t warmup = 0;
+    while (order[warmup].phase == Phase::forward)
+      ++warmup;
+    CHECK(warmup == static_cast<std::size_t>((k - rank - 1) * 2 + (v - 1) * k + 1));
+  }
+  CHECK(in_flight_per_chunk(ScheduleKind::one_f_one_b, 4, 1, 0, 8) == std::vector<int>{4});
+  CHECK(in_flight_per_chunk(ScheduleKind::gpipe, 4, 1, 3, 8) == std::vector<int>{8});
+  CHECK_THROWS_AS(stream_order(ScheduleKind::interleaved, 4, 2, 0, 6), std::invalid_argument);
+
+  PipelinePlan p = plan(3, 1, 8);
+  p.schedule = ScheduleKind::interleaved;
+  p.virtual_stages = 2;
+  CHECK_THROWS_AS(build_schedule(p), std::invalid_argument);  // 3 chunks cannot be split 2 per device
+  p.schedule = ScheduleKind::one_f_one_b;
+  p.virtual_stages = 1;
+  p.stages.push_back(p.stages.back());
+  p.virtual_stages = 2;
+  CHECK_THROWS_AS(build_schedule(p), std::invalid_argument);  // chunks need the interleaved schedule
+  p = plan(8, 1, 8);
+  p.schedule = ScheduleKind::interleaved;
+  p.virtual_stages = 2;
+  const TaskGraph g = build_schedule(p);
+  CHECK(g.device_count() == 4);
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == TaskKind::transfer) {  // chunk c on rank c mod 4 sends to chunk c + 1
+      const auto& t = g.transfer(id);
+      CHECK(t.dst == (t.src + (t.phase == Phase::forward ? 1 : 3)) % 4);
+    }
 }
