@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 
 namespace ddlsim::experiments {
@@ -82,6 +83,15 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
   return buckets;
 }
 
+// Memory of the smallest GPU among the data-parallel replicas of pipeline rank `rank`.
+double rank_capacity(const PointConfig& point, int rank)
+{
+  double capacity = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < point.parallelism.dp; ++r)
+    capacity = std::min(capacity, point.cluster.memory_of(rank * point.parallelism.dp + r));
+  return capacity;
+}
+
 bool par_partition_searches(const PointConfig& point)
 {
   return point.parallelism.partition == models::Partitioner::optimal ||
@@ -129,7 +139,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   // With interleaving a device holds several non-contiguous chunks: its memory is not a property
   // of one range, so the partitioners balance time alone and the devices are checked afterwards.
   const models::StageFits fits = interleaved ? models::StageFits{} : [&](int s, models::StageRange blocks) {
-    return stage_memory(s, blocks).total() <= point.cluster.gpu_memory;
+    return stage_memory(s, blocks).total() <= rank_capacity(point, s);
   };
   std::vector<models::StageRange> ranges;
   switch (par.partition) {
@@ -184,7 +194,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
       device.reserve = m.reserve;
     }
     plan.stage_memory.push_back(device);
-    if (plan.oom_stage < 0 && device.total() > point.cluster.gpu_memory)
+    if (plan.oom_stage < 0 && device.total() > rank_capacity(point, rank))
       plan.oom_stage = rank;
   }
   return plan;
@@ -223,7 +233,10 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));
   row.set("model_parameters", p.model.parameter_count());
-  row.set("memory_capacity_bytes", p.cluster.gpu_memory);
+  double capacity = p.cluster.gpu_memory;
+  for (int g = 0; g < p.cluster.gpu_count(); ++g)
+    capacity = std::min(capacity, p.cluster.memory_of(g));
+  row.set("memory_capacity_bytes", capacity);
   row.set("recompute", std::string(models::recompute_table.name(p.training.recompute)));
   row.set("partition", std::string(models::partitioner_table.name(p.parallelism.partition)));
   row.set("memory_reserve_bytes", p.training.memory_reserve);
@@ -277,7 +290,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       auto q = [](double bytes) { return format_quantity(bytes, Dimension::bytes); };
       return fail(Status::oom,
                   "stage " + std::to_string(peak_stage) + " (GPU " + std::to_string(plan.pipeline.device(int(peak_stage), 0)) +
-                      ") needs " + q(peak.total()) + " > capacity " + q(point.cluster.gpu_memory) + ": weights " +
+                      ") needs " + q(peak.total()) + " > capacity " + q(rank_capacity(point, static_cast<int>(peak_stage))) + ": weights " +
                       q(peak.weights) + ", gradients " + q(peak.gradients) + ", optimizer " + q(peak.optimizer_state) +
                       ", activations " + q(peak.activations) + ", workspace " + q(peak.workspace) + ", reserve " +
                       q(peak.reserve) +

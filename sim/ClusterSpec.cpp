@@ -41,7 +41,69 @@ ClusterSpec parse_cluster(YamlMap& map)
   auto fabric = map.map("fabric");
   if (fabric) {
     c.fabric_latency = fabric->quantity("latency", Dimension::time, 0.0, Bound::non_negative);
+    c.topology = fabric->choice("topology", fabric_topology_table, FabricTopology::single_switch);
+    if (c.topology == FabricTopology::fat_tree) {
+      c.nodes_per_leaf = static_cast<int>(fabric->required_integer("nodes_per_leaf", 1, 1 << 17));
+      c.oversubscription = fabric->quantity("oversubscription", Dimension::count, 1.0);
+    }
     fabric->check_unknown_keys();
+  }
+  const std::size_t gpus = static_cast<std::size_t>(c.nodes) * static_cast<std::size_t>(c.gpus_per_node);
+  const YAML::Node node_gpus = map.node("node_gpus");
+  if (node_gpus.IsDefined()) {
+    if (!node_gpus.IsSequence()) {
+      map.report("node_gpus", "expected a list of {nodes: [..], name, memory, speed}");
+    } else {
+      c.memory.assign(gpus, c.gpu_memory);
+      c.speed.assign(gpus, 1.0);
+      c.gpu_names.assign(gpus, c.gpu_name);
+      for (std::size_t i = 0; i < node_gpus.size(); ++i) {
+        YamlMap entry(node_gpus[i], map.key_path("node_gpus") + "[" + std::to_string(i) + "]", map.diagnostics());
+        const YAML::Node list = entry.node("nodes");
+        const std::string name = entry.string("name", c.gpu_name);
+        const double memory = entry.quantity("memory", Dimension::bytes, c.gpu_memory);
+        const double speed = entry.quantity("speed", Dimension::count, 1.0);
+        entry.check_unknown_keys();
+        if (!list.IsSequence() || list.size() == 0) {
+          entry.report("nodes", "expected a non-empty list of node indices");
+          continue;
+        }
+        for (const auto& item : list) {
+          long long n = -1;
+          try {
+            n = item.as<long long>();
+          } catch (const YAML::Exception&) {
+          }
+          if (n < 0 || n >= c.nodes) {
+            entry.report("nodes", "node indices go from 0 to " + std::to_string(c.nodes - 1));
+            break;
+          }
+          for (int g = 0; g < c.gpus_per_node; ++g) {
+            const auto gpu = static_cast<std::size_t>(n * c.gpus_per_node + g);
+            c.memory[gpu] = memory;
+            c.speed[gpu] = speed;
+            c.gpu_names[gpu] = name;
+          }
+        }
+      }
+    }
+  }
+  const YAML::Node stragglers = map.node("stragglers");
+  if (stragglers.IsDefined()) {
+    if (!stragglers.IsSequence()) {
+      map.report("stragglers", "expected a list of {gpu: index, speed: factor}");
+    } else {
+      if (c.speed.empty())
+        c.speed.assign(gpus, 1.0);
+      for (std::size_t i = 0; i < stragglers.size(); ++i) {
+        YamlMap entry(stragglers[i], map.key_path("stragglers") + "[" + std::to_string(i) + "]", map.diagnostics());
+        const long long gpu = entry.required_integer("gpu", 0, static_cast<long long>(gpus) - 1);
+        const double speed = entry.required_quantity("speed", Dimension::count);
+        entry.check_unknown_keys();
+        if (gpu >= 0 && static_cast<std::size_t>(gpu) < gpus)
+          c.speed[static_cast<std::size_t>(gpu)] = speed;
+      }
+    }
   }
   if (c.nodes > 1 && !nic)
     map.report("nic", "a cluster of more than one node needs a 'nic' section");

@@ -7,15 +7,25 @@
 //   intra_node: {bandwidth: 450GBps, latency: 2us}   # per GPU and direction, to the node switch
 //   nic: {count: 8, bandwidth: 400Gbps, latency: 2us} # per node: count NICs of this bandwidth each way
 //   fabric: {latency: 1us}                            # non-blocking switch between the nodes
+//   fabric: {latency: 2us, topology: fat_tree, nodes_per_leaf: 16, oversubscription: 2}
+//   node_gpus:                                        # heterogeneous nodes: other GPUs on some nodes
+//     - {nodes: [2, 3], name: A100-SXM4-40GB, memory: 40GiB, speed: 0.45}
+//   stragglers:                                       # single slow GPUs (speed relative to the profile)
+//     - {gpu: 5, speed: 0.8}
 //
 // One-way latency of a message: intra_node.latency inside a node, nic.latency + fabric.latency
-// between nodes. GPU g lives on node g / gpus_per_node.
+// between nodes. GPU g lives on node g / gpus_per_node. A fat-tree fabric groups the nodes into
+// leaves of nodes_per_leaf; traffic between leaves also crosses the two leaves' uplinks, each of
+// nodes_per_leaf x nic.count x nic.bandwidth / oversubscription (1: full bisection). A GPU's speed
+// scales its compute times (2: twice as fast as the calibration profile's GPU).
 #pragma once
 
+#include "common/EnumTable.hpp"
 #include "common/YamlReader.hpp"
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace ddlsim::sim {
 
@@ -23,6 +33,15 @@ struct LinkSpec {
   double bandwidth = 0;  ///< B/s per direction
   double latency = 0;    ///< s
 };
+
+enum class FabricTopology { single_switch, fat_tree };
+
+inline constexpr EnumTable<FabricTopology, 2> fabric_topology_table{{{
+    {"single_switch", FabricTopology::single_switch,
+     "one non-blocking switch: only the NICs limit inter-node traffic (also a rail-optimised fabric "
+     "within one scalable unit, with NCCL's PXN keeping traffic on its rail)"},
+    {"fat_tree", FabricTopology::fat_tree, "leaves of nodes_per_leaf nodes under a spine, uplinks oversubscribed"},
+}}};
 
 struct ClusterSpec {
   std::string name;
@@ -35,8 +54,21 @@ struct ClusterSpec {
   int nics_per_node = 1;
   LinkSpec nic;           ///< one NIC
   double fabric_latency = 0;
+  FabricTopology topology = FabricTopology::single_switch;
+  int nodes_per_leaf = 1;        ///< fat tree
+  double oversubscription = 1;   ///< fat tree: leaf downlink over uplink bandwidth
+  std::vector<double> speed;     ///< per GPU, relative to the calibration profile (empty: all 1)
+  std::vector<double> memory;    ///< per GPU, bytes (empty: all gpu_memory)
+  std::vector<std::string> gpu_names;  ///< per GPU (empty: all gpu_name)
 
   int gpu_count() const { return nodes * gpus_per_node; }
+  double speed_of(int gpu) const { return speed.empty() ? 1.0 : speed[static_cast<std::size_t>(gpu)]; }
+  double memory_of(int gpu) const { return memory.empty() ? gpu_memory : memory[static_cast<std::size_t>(gpu)]; }
+  /// Bandwidth of one leaf's uplink to the spine (fat tree), B/s per direction.
+  double leaf_uplink_bandwidth() const
+  {
+    return nodes_per_leaf * nics_per_node * nic.bandwidth / oversubscription;
+  }
   int node_of(int gpu) const { return gpu / gpus_per_node; }
   /// One-way latency between two GPUs (s).
   double latency(int src_gpu, int dst_gpu) const;

@@ -11,7 +11,22 @@ Platform build_platform(const ClusterSpec& cluster)
   using Dir = sg4::LinkInRoute::Direction;
   Platform platform;
   platform.gpus.reserve(static_cast<std::size_t>(cluster.gpu_count()));
-  sg4::NetZone* root = sg4::create_star_zone("cluster");
+  // A single switch is a star: O(nodes) routes. A fat tree needs routes that depend on both ends'
+  // leaves, so its root is a full zone of node-to-node routes (O(nodes^2), fine for thousands).
+  const bool fat_tree = cluster.topology == FabricTopology::fat_tree && cluster.nodes > cluster.nodes_per_leaf;
+  sg4::NetZone* root = fat_tree ? sg4::create_full_zone("cluster") : sg4::create_star_zone("cluster");
+  std::vector<sg4::Link*> uplinks;
+  std::vector<sg4::Link*> switches;  // a full zone forbids empty routes: inside a leaf, its (non-binding) switch
+  if (fat_tree)
+    for (int leaf = 0; leaf * cluster.nodes_per_leaf < cluster.nodes; ++leaf) {
+      const std::string name = "leaf" + std::to_string(leaf);
+      uplinks.push_back(root->create_split_duplex_link(name + "_uplink", cluster.leaf_uplink_bandwidth())->set_latency(0));
+      switches.push_back(root->create_link(name + "_switch", cluster.nics_per_node * cluster.nic.bandwidth)
+                             ->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)
+                             ->set_latency(0));
+    }
+  std::vector<sg4::NetZone*> zones;
+  std::vector<simgrid::kernel::routing::NetPoint*> gateways;
   for (int n = 0; n < cluster.nodes; ++n) {
     const std::string node = "node" + std::to_string(n);
     sg4::NetZone* zone = sg4::create_full_zone(node);
@@ -19,8 +34,9 @@ Platform build_platform(const ClusterSpec& cluster)
     std::vector<sg4::Host*> hosts;
     std::vector<sg4::Link*> links;
     for (int local = 0; local < cluster.gpus_per_node; ++local) {
-      const std::string gpu = "gpu" + std::to_string(n * cluster.gpus_per_node + local);
-      hosts.push_back(zone->create_host(gpu, work_per_second));
+      const int index = n * cluster.gpus_per_node + local;
+      const std::string gpu = "gpu" + std::to_string(index);
+      hosts.push_back(zone->create_host(gpu, work_per_second * cluster.speed_of(index)));
       links.push_back(zone->create_split_duplex_link(gpu + "_link", cluster.intra_node.bandwidth)->set_latency(0));
     }
     for (std::size_t i = 0; i < hosts.size(); ++i)
@@ -37,9 +53,23 @@ Platform build_platform(const ClusterSpec& cluster)
                         {{nics[i % nics.size()], Dir::UP}}, true);
     }
     zone->seal();
-    root->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {}, true);
+    if (!fat_tree)
+      root->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {}, true);
+    zones.push_back(zone);
+    gateways.push_back(gateway);
     platform.gpus.insert(platform.gpus.end(), hosts.begin(), hosts.end());
   }
+  if (fat_tree)
+    for (int a = 0; a < cluster.nodes; ++a)
+      for (int b = a + 1; b < cluster.nodes; ++b) {
+        const auto leaf_a = static_cast<std::size_t>(a / cluster.nodes_per_leaf);
+        const auto leaf_b = static_cast<std::size_t>(b / cluster.nodes_per_leaf);
+        std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(switches[leaf_a])};
+        if (leaf_a != leaf_b)
+          route = {{uplinks[leaf_a], Dir::UP}, {uplinks[leaf_b], Dir::DOWN}};
+        root->add_route(zones[static_cast<std::size_t>(a)]->get_netpoint(), zones[static_cast<std::size_t>(b)]->get_netpoint(),
+                        gateways[static_cast<std::size_t>(a)], gateways[static_cast<std::size_t>(b)], route, true);
+      }
   root->seal();
   return platform;
 }

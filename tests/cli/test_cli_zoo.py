@@ -4,7 +4,7 @@ recomputation options all run."""
 import os
 import sys
 
-from common import FIXTURES, check, finish, read_csv, run, workdir
+from common import FIXTURES, ROOT, check, finish, read_csv, run, workdir
 
 binary = sys.argv[1]
 checks = 0
@@ -122,5 +122,21 @@ check(inter["v2"].get("status") == "ok" and inter["v2"]["stage_blocks"].count("/
       f"interleaved v=2: 8 chunks, less bubble, more activations: {inter['v2']}")
 checks += 1
 check(inter["bad"] == {} or inter["bad"].get("status") == "invalid", "M % pp != 0 is invalid for interleaving")
+
+# Every shipped cluster runs; the mixed cluster is slower than two H100 nodes and reports its
+# smallest GPU's memory.
+clusters = sorted(f[:-5] for f in os.listdir(os.path.join(ROOT, "sim", "clusters")) if f.endswith(".yaml"))
+path = os.path.join(out_dir, "clusters.csv")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path, "-j", "2",
+                   "--set", "training.global_batch=1024", "--set", "sweep.cluster=[" + ",".join(clusters) + "]")
+by_cluster = {r["cluster"]: r for r in read_csv(path)} if rc == 0 else {}
+checks += 1
+check(rc == 0 and sorted(by_cluster) == clusters and all(r["status"] == "ok" for r in by_cluster.values()),
+      f"every shipped cluster runs: {err} {[(r['cluster'], r['status'], r['message']) for r in by_cluster.values()]}")
+if by_cluster:
+    checks += 1
+    check(float(by_cluster["h100-a100-mixed"]["iteration_time_s"]) > float(by_cluster["dgx-h100x2"]["iteration_time_s"])
+          and float(by_cluster["h100-a100-mixed"]["memory_capacity_bytes"]) == 40 * 2**30,
+          "the mixed cluster is paced by its A100s and reports 40 GiB")
 
 finish("cli_zoo", checks)

@@ -108,3 +108,53 @@ TEST_CASE("a dependency cycle is reported, not hung")
   g.add_dependency(y, x);
   CHECK_THROWS_AS(run(g, node(2, a)), SimulationError);
 }
+
+namespace {
+// Four single-GPU nodes in two leaves of two; each leaf's uplink carries 2 x B / oversubscription.
+ClusterSpec fat_tree(double oversubscription)
+{
+  ClusterSpec c = node(1, a);
+  c.nodes = 4;
+  c.nics_per_node = 1;
+  c.nic = {.bandwidth = B, .latency = 0.6 * a};
+  c.fabric_latency = 0.4 * a;
+  c.topology = FabricTopology::fat_tree;
+  c.nodes_per_leaf = 2;
+  c.oversubscription = oversubscription;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("fat tree: two flows between leaves share an oversubscribed uplink")
+{
+  // Uplink = 2 x B / 2 = B, shared by two flows: each gets B/2. Inside a leaf only the NICs count.
+  TaskGraph g(4);
+  g.add_transfer({.src = 0, .dst = 2, .bytes = S});
+  g.add_transfer({.src = 1, .dst = 3, .bytes = S});
+  const ReplayResult r = run(g, fat_tree(2));
+  CHECK(r.timings[0].end_s == doctest::Approx(a + 2 * S / B).epsilon(1e-9));
+  CHECK(r.timings[1].end_s == doctest::Approx(a + 2 * S / B).epsilon(1e-9));
+}
+
+TEST_CASE("fat tree with full bisection: flows between leaves run at NIC speed")
+{
+  TaskGraph g(4);
+  g.add_transfer({.src = 0, .dst = 2, .bytes = S});
+  g.add_transfer({.src = 1, .dst = 3, .bytes = S});
+  g.add_transfer({.src = 3, .dst = 1, .bytes = S});  // the reverse direction does not interfere
+  const ReplayResult r = run(g, fat_tree(1));
+  for (TaskId id = 0; id < 3; ++id)
+    CHECK(r.timings[id].end_s == doctest::Approx(a + S / B).epsilon(1e-9));
+}
+
+TEST_CASE("a straggler at half speed takes twice as long")
+{
+  ClusterSpec c = node(2, a);
+  c.speed = {1.0, 0.5};
+  TaskGraph g(2);
+  g.add_compute({.device = 0, .phase = Phase::forward, .stage = 0, .micro_batch = 0, .samples = 1});
+  g.add_compute({.device = 1, .phase = Phase::forward, .stage = 0, .micro_batch = 0, .samples = 1});
+  const ReplayResult r = replay(g, c, {3e-3, 3e-3});
+  CHECK(r.timings[0].end_s == doctest::Approx(3e-3).epsilon(1e-9));
+  CHECK(r.timings[1].end_s == doctest::Approx(6e-3).epsilon(1e-9));
+}

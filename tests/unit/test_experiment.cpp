@@ -1,4 +1,6 @@
+#include "common/DataPath.hpp"
 #include "experiments/Experiment.hpp"
+#include "sim/ClusterSpec.hpp"
 
 #include <doctest/doctest.h>
 
@@ -163,4 +165,44 @@ TEST_CASE("partition options: explicit balance is checked against pp and the mod
   REQUIRE(d.size() == 1);
   CHECK(d[0].key == "training.recompute");
   CHECK(d[0].message.find("unknown value 'sometimes' (expected one of: none, selective, full)") != std::string::npos);
+}
+
+TEST_CASE("cluster files: fat trees, heterogeneous nodes and stragglers; errors with file, line and key")
+{
+  const sim::ClusterSpec mixed = sim::load_cluster("h100-a100-mixed");
+  CHECK(mixed.gpu_count() == 16);
+  CHECK(mixed.speed_of(0) == 1.0);
+  CHECK(mixed.speed_of(3) == 0.8);
+  CHECK(mixed.speed_of(12) == 0.315);
+  CHECK(mixed.memory_of(2) == 80.0 * (1 << 30));
+  CHECK(mixed.memory_of(9) == 40.0 * (1 << 30));
+  const sim::ClusterSpec tree = sim::load_cluster("dgx-a100x16-fattree");
+  CHECK(tree.topology == sim::FabricTopology::fat_tree);
+  CHECK(tree.nodes_per_leaf == 4);
+  CHECK(tree.leaf_uplink_bandwidth() == doctest::Approx(4 * 8 * 25e9 / 2));
+  for (const auto& name : shipped_names("sim/clusters"))
+    CHECK_NOTHROW(sim::load_cluster(name));
+
+  auto errors = [](const std::string& text) {
+    try {
+      Diagnostics diags("c.yaml");
+      YAML::Node root = load_yaml_string(text, "c.yaml");
+      YamlMap map(root, "", diags);
+      sim::parse_cluster(map);
+      diags.throw_if_any();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string head = "name: c\nnodes: 2\ngpus_per_node: 4\ngpu: {memory: 80GiB}\nintra_node: {bandwidth: 1GBps}\n"
+                           "nic: {bandwidth: 1GBps}\n";
+  CHECK(errors(head + "fabric: {topology: fat_tree}\n").find("c.yaml:7: fabric.nodes_per_leaf: missing") != std::string::npos);
+  CHECK(errors(head + "fabric: {topology: torus}\n").find("c.yaml:7: fabric.topology: unknown value 'torus'") !=
+        std::string::npos);
+  CHECK(errors(head + "fabric: {}\nstragglers:\n  - {gpu: 8, speed: 0.5}\n").find("c.yaml:9: stragglers[0].gpu") !=
+        std::string::npos);
+  CHECK(errors(head + "fabric: {}\nnode_gpus:\n  - {nodes: [2], speed: 0.5}\n").find("c.yaml:9: node_gpus[0].nodes: node indices go from 0 to 1") !=
+        std::string::npos);
+  CHECK(errors(head + "fabric: {}\nstragglers:\n  - {gpu: 1, speed: 0}\n").find("stragglers[0].speed") != std::string::npos);
 }
