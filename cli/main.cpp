@@ -296,15 +296,16 @@ int cmd_model(Args& args)
               model.get_name().c_str(), model.blocks().size(), model.size(), model.input_shape().to_string().c_str(),
               std::string(dtype_table.name(dtype)).c_str(), d);
   if (per_layer) {
-    std::printf("%-5s %-34s %-15s %-14s %14s %12s %12s  %s\n", "#", "layer", "type", "output", "parameters",
-                "fwd_flop", "stash", "kernels (forward)");
+    std::printf("%-5s %-34s %-15s %-10s %-14s %14s %12s %12s  %s\n", "#", "layer", "type", "tp", "output",
+                "parameters", "fwd_flop", "stash", "kernels (forward)");
     for (std::size_t i = 0; i < model.size(); ++i) {
       const auto& l = model.layers()[i];
       std::string kernels;
       for (const auto& k : l.kernels)
         kernels += (kernels.empty() ? "" : "; ") + k.shape_string();
-      std::printf("%-5zu %-34s %-15s %-14s %14.0f %12.4g %12s  %s\n", i, l.name.c_str(),
-                  std::string(models::layer_kind_table.name(l.kind)).c_str(), l.output.to_string().c_str(),
+      std::printf("%-5zu %-34s %-15s %-10s %-14s %14.0f %12.4g %12s  %s\n", i, l.name.c_str(),
+                  std::string(models::layer_kind_table.name(l.kind)).c_str(),
+                  std::string(models::tp_role_table.name(l.tp)).c_str(), l.output.to_string().c_str(),
                   l.parameters, l.forward_flop(),
                   bytes(model.owned_stash_elements(i) * d + l.stashed_mask_bytes).c_str(), kernels.c_str());
     }

@@ -62,15 +62,16 @@ void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const
 // DDP-style buckets: walking the stage's layers from the last, close a bucket once it holds at
 // least `cap` bytes of gradients; the rest (down to the first layer) is the last bucket.
 std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
-                                                  double dtype_bytes)
+                                                  double dtype_bytes, int tp)
 {
   std::vector<sim::GradientBucket> buckets;
   double bytes = 0;
   for (std::size_t i = layers.end; i-- > layers.begin;) {
     const models::Layer& l = model.layers()[i];
-    bytes += l.parameters * dtype_bytes;
+    const double share = models::tp_divides(l.tp) ? 1.0 / tp : 1.0;
+    bytes += l.parameters * dtype_bytes * share;
     if (l.tied_parameters > 0 && (l.tied_to < layers.begin || l.tied_to >= layers.end))
-      bytes += l.tied_parameters * dtype_bytes;
+      bytes += l.tied_parameters * dtype_bytes * share;
     if (bytes >= cap && i > layers.begin) {
       buckets.push_back({.layer = i, .bytes = bytes});
       bytes = 0;
@@ -92,6 +93,45 @@ double rank_capacity(const PointConfig& point, int rank)
   return capacity;
 }
 
+// The tensor-parallel collectives of a stage, from each layer's role (models::TpRole): row layers
+// all-reduce their output in forward; column layers all-reduce their input gradient in backward;
+// gathered layers (the grid's) all-gather their output in forward and all-reduce the input
+// gradient in backward. Sizes are the full tensors per sample.
+std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d)
+{
+  std::vector<sim::TpCollective> out;
+  for (std::size_t i = layers.begin; i < layers.end; ++i) {
+    const models::Layer& l = model.layers()[i];
+    double input = 0;
+    for (std::size_t in : l.inputs)
+      input += model.layers()[in].output_elements();
+    if (l.inputs.empty())
+      input = model.input_shape().elements();
+    const bool first = i == 0;  // the model input needs no gradient
+    switch (l.tp) {
+    case models::TpRole::row:
+      out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_reduce,
+                     .bytes_per_sample = l.output_elements() * d});
+      break;
+    case models::TpRole::column:
+      if (!first)
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = input * d});
+      break;
+    case models::TpRole::gathered:
+      out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                     .bytes_per_sample = l.output_elements() * d});
+      if (!first)
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = input * d});
+      break;
+    case models::TpRole::split:
+    case models::TpRole::replicated: break;
+    }
+  }
+  return out;
+}
+
 bool par_partition_searches(const PointConfig& point)
 {
   return point.parallelism.partition == models::Partitioner::optimal ||
@@ -108,7 +148,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   const double d = dtype_bytes(dtype);
   const auto& par = point.parallelism;
   const sim::ComputeOptions compute{.dtype = dtype, .optimizer = point.training.optimizer,
-                                    .recompute = point.training.recompute};
+                                    .recompute = point.training.recompute, .tp = par.tp};
 
   // Forward + backward seconds of each block at this micro-batch size: what the partitioners balance.
   std::vector<double> block_seconds;
@@ -126,12 +166,15 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   pipe.dp_algorithm = par.dp_collective;
   pipe.dp_fidelity = par.dp_fidelity;
   pipe.virtual_stages = par.virtual_stages;
+  pipe.tp = par.tp;
+  pipe.tp_algorithm = par.tp_collective;
+  pipe.tp_fidelity = par.tp_fidelity;
   const int chunks = par.pp * par.virtual_stages;
   const bool interleaved = par.virtual_stages > 1;
 
   const models::StageMemoryModel memory(
       model, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-              .reserve_bytes = point.training.memory_reserve},
+              .reserve_bytes = point.training.memory_reserve, .tp = par.tp},
       mb);
   auto stage_memory = [&](int s, models::StageRange blocks) {
     return memory.stage(blocks, sim::in_flight_micro_batches(par.schedule, par.pp, s, pipe.micro_batches));
@@ -161,16 +204,17 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
 
   for (std::size_t s = 0; s < ranges.size(); ++s) {
     const models::StageRange layers = model.layer_range(ranges[s]);
-    sim::StagePlan stage{.layers = layers,
-                         .activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d : 0.0,
-                         .gradient_bytes = memory.parameters(ranges[s]) * d,
-                         .sync_points = {},
-                         .buckets = {}};
+    sim::StagePlan stage;
+    stage.layers = layers;
+    stage.activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d : 0.0;
+    stage.gradient_bytes = memory.parameters(ranges[s]) * d;
     for (std::size_t i = layers.begin; i < layers.end; ++i)
       if (model.layers()[i].norm_channels > 0)  // sum and sum of squares per channel, fp32
         stage.sync_points.push_back({.layer = i + 1, .bytes = 2 * model.layers()[i].norm_channels * 4});
     if (par.dp_bucket > 0)
-      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d);
+      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp);
+    if (par.tp > 1)
+      stage.tp_collectives = tensor_collectives(model, layers, d);
     pipe.stages.push_back(std::move(stage));
     plan.stage_blocks.push_back(ranges[s]);
   }
@@ -229,7 +273,8 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
   row.set("optimizer", std::string(models::optimizer_table.name(p.training.optimizer)));
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
-  row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)));
+  row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)) +
+                                     ";tp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.tp_fidelity)));
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));
   row.set("model_parameters", p.model.parameter_count());
@@ -302,7 +347,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     const sim::TaskGraph graph = sim::build_schedule(plan.pipeline);
     const auto seconds = sim::compute_durations(
         graph, point.model, cost,
-        {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
+        {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
+         .tp = point.parallelism.tp});
     const sim::ReplayResult result = sim::replay(graph, point.cluster, seconds, options.replay);
 
     const auto& dev = result.devices;

@@ -276,6 +276,10 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.dp_fidelity =
         par->choice("dp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.dp_bucket = par->quantity("dp_bucket", Dimension::bytes, 0.0, Bound::non_negative);
+    p.parallelism.tp_collective =
+        par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+    p.parallelism.tp_fidelity =
+        par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     const bool has_balance = par->has("balance");
     p.parallelism.partition = par->choice("partition", models::partitioner_table,
                                           has_balance ? models::Partitioner::explicit_balance : models::Partitioner::optimal);
@@ -331,8 +335,16 @@ PointConfig Experiment::point(std::size_t index) const
                                     " GPUs of cluster '" + p.cluster.name + "' with replicas of pp x tp = " +
                                     std::to_string(per_replica) + " GPUs");
   }
-  if (par.tp != 1)
-    problem("parallelism.tp", "tensor parallelism is not simulated yet: tp must be 1");
+  if (par.tp > 1)
+    for (const auto& l : p.model.layers())
+      if (l.kind == models::LayerKind::attention) {
+        const auto heads = static_cast<long long>(l.kernels.front().gemm.batch);  // the QK^T batched GEMM
+        if (heads % par.tp != 0) {
+          problem("parallelism.tp", "tp = " + std::to_string(par.tp) + " does not divide the " + std::to_string(heads) +
+                                        " attention heads of layer '" + l.name + "'");
+          break;
+        }
+      }
   if (diags.empty() && par.gpus() != p.cluster.gpu_count())
     problem(blame({"parallelism.pp", "parallelism.dp", "parallelism.tp"}), "pp x dp x tp = " + std::to_string(par.pp) + " x " + std::to_string(par.dp) + " x " +
                                   std::to_string(par.tp) + " = " + std::to_string(par.gpus()) +

@@ -9,6 +9,7 @@
 //   parallelism: {schedule: 1f1b, pp: 4, dp: 4, tp: 1,     # dp: auto = GPUs / (pp x tp)
 //                 dp_collective: ring, dp_fidelity: flow,  # ring | tree | hierarchical; flow | analytic
 //                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
+//                 tp_collective: ring, tp_fidelity: flow,  # tensor-parallel collectives
 //                 partition: optimal}   # optimal | balanced | uniform | explicit (with balance: [..])
 //   sweep:                           # cartesian product, first axis varies slowest
 //     parallelism.pp: [1, 2, 4, 8]
@@ -58,6 +59,8 @@ struct ParallelismSpec {
   int virtual_stages = 1;  ///< model chunks per device (interleaved schedule)
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
+  sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::ring;
+  sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;
   double dp_bucket = 0;  ///< bytes per gradient bucket overlapped with backward; 0 = one all-reduce after it
   models::Partitioner partition = models::Partitioner::optimal;
   std::vector<int> balance;  ///< blocks per stage when partition is explicit

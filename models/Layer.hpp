@@ -56,6 +56,28 @@ inline constexpr EnumTable<LayerKind, 15> layer_kind_table{{{
     {"custom", LayerKind::custom, "costs given explicitly in the model file"},
 }}};
 
+/// How a layer is split across the tp GPUs of a tensor-parallel group (Megatron-LM; Gholami et al.).
+///   column      weights split by output: compute / tp, output split; backward all-reduces the input gradient
+///   row         weights split by input (input split): compute / tp; forward all-reduces the output
+///   split       element-wise or per-head work on a split tensor: compute / tp, output split, no traffic
+///   replicated  every GPU computes the whole layer on the whole tensor
+///   gathered    the P_r x P_c grid's fully connected/convolution layer: weights split by output,
+///               forward all-gathers the output, backward all-reduces the input gradient
+enum class TpRole { replicated, column, row, split, gathered };
+
+inline constexpr EnumTable<TpRole, 5> tp_role_table{{{
+    {"replicated", TpRole::replicated, "whole layer on every GPU of the group"},
+    {"column", TpRole::column, "weights split by output; backward all-reduce of the input gradient"},
+    {"row", TpRole::row, "weights split by input; forward all-reduce of the output"},
+    {"split", TpRole::split, "work on a split tensor, no communication"},
+    {"gathered", TpRole::gathered, "weights split by output; forward all-gather, backward all-reduce (grid)"},
+}}};
+
+/// True when the layer's work and weights divide by tp.
+constexpr bool tp_divides(TpRole r) { return r != TpRole::replicated; }
+/// True when the layer's output tensor is split across the group.
+constexpr bool tp_output_split(TpRole r) { return r == TpRole::column || r == TpRole::split; }
+
 /// Shape of one sample's tensor: `tokens` rows of `features` for sequences, or channels x height x
 /// width for images (tokens = 1, features = channels).
 struct TensorShape {
@@ -134,6 +156,7 @@ struct Layer {
   double norm_channels = 0;         ///< channels whose batch statistics sync_batch_norm all-reduces
   bool recompute_cheap = false;     ///< selective recomputation drops this layer's stash and recomputes it
   std::uint32_t block = 0;          ///< index of the block (pipeline partition unit) holding this layer
+  TpRole tp = TpRole::replicated;   ///< how tensor parallelism splits it
   std::vector<Kernel> kernels;      ///< forward kernels, in launch order
 
   double forward_flop() const;

@@ -35,7 +35,10 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
 {
   if (micro_batch_size < 1)
     throw std::invalid_argument("micro-batch size must be >= 1");
+  if (options.tp < 1)
+    throw std::invalid_argument("tp must be >= 1");
   const double d = dtype_bytes(options.dtype);
+  const double tp = options.tp;
   const auto& layers = model.layers();
   const std::size_t nb = model.blocks().size();
   params_.assign(nb + 1, 0.0);
@@ -48,10 +51,12 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
     double params = 0, stash = 0, cheap = 0, workspace = 0;
     for (std::size_t i = r.begin; i < r.end; ++i) {
       const Layer& l = layers[i];
-      params += l.parameters;
-      stash += model.owned_stash_elements(i) * d + l.stashed_mask_bytes;
+      const double share = tp_divides(l.tp) ? 1.0 / tp : 1.0;
+      params += l.parameters * share;
+      const double split = model.owned_split_stash_elements(i);
+      stash += (model.owned_stash_elements(i) - split + split / tp) * d + l.stashed_mask_bytes * share;
       if (l.recompute_cheap) {
-        const double dropped = l.stashed_elements * d + l.stashed_mask_bytes;
+        const double dropped = (l.stashed_elements * d + l.stashed_mask_bytes) * share;
         cheap += dropped;
         block_cheap[b] = std::max(block_cheap[b], dropped);
       }
@@ -60,7 +65,7 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
         gradients += layers[in].output_elements();
       if (l.inputs.empty())
         gradients += model.input_shape().elements();
-      workspace = std::max(workspace, (l.workspace_elements() + gradients) * d);
+      workspace = std::max(workspace, (l.workspace_elements() + gradients) * d * share);
       if (l.tied_parameters > 0)
         tied_layers_.push_back(i);
     }
@@ -93,8 +98,8 @@ double StageMemoryModel::parameters(StageRange blocks) const
     const Layer& l = model_->layers()[i];
     const bool user_here = i >= layers.begin && i < layers.end;
     const bool owner_here = l.tied_to >= layers.begin && l.tied_to < layers.end;
-    if (user_here && !owner_here)
-      p += l.tied_parameters;  // this stage keeps its own copy of the shared weights
+    if (user_here && !owner_here)  // this stage keeps its own copy of the shared weights
+      p += l.tied_parameters / (tp_divides(l.tp) ? options_.tp : 1);
   }
   return p;
 }

@@ -17,6 +17,9 @@
 //              the largest block's whole stash is rebuilt for one micro-batch at a time
 // Workspace is the largest, over the stage's layers, of library scratch (im2col for convolutions)
 // plus the gradient buffers live during that layer's backward (its input and output gradients).
+// Tensor parallelism (tp GPUs per group) divides the weights, work and private stash of the layers
+// it splits and the stashed tensors that are split; replicated layers and tensors stay whole
+// (Korthikanti et al.: s h (10 + 24/t) + 5 a s^2 / t bytes per GPT layer and sample).
 //
 //   StageMemoryModel mem(model, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam}, 4);  // micro-batch 4
 //   MemoryBreakdown m = mem.stage({0, 13}, 8);   // blocks [0, 13) with 8 micro-batches in flight
@@ -56,6 +59,7 @@ struct MemoryOptions {
   Optimizer optimizer = Optimizer::adam;
   Recompute recompute = Recompute::none;
   double reserve_bytes = 0;  ///< CUDA context, NCCL buffers, allocator slack
+  int tp = 1;                ///< tensor-parallel GPUs sharing each layer (see Layer::tp)
 };
 
 struct MemoryBreakdown {

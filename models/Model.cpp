@@ -134,11 +134,18 @@ Model::Model(std::string name, TensorShape input, std::vector<Layer> layers, std
   auto elements = [&](std::size_t tensor) { return tensor == n ? input_.elements() : layers_[tensor].output_elements(); };
 
   owned_stash_.assign(n, 0.0);
-  for (std::size_t i = 0; i < n; ++i)
+  owned_split_stash_.assign(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
     owned_stash_[i] = layers_[i].stashed_elements;
+    if (tp_divides(layers_[i].tp))
+      owned_split_stash_[i] = layers_[i].stashed_elements;
+  }
   for (std::size_t t = 0; t <= n; ++t)
-    if (first_stasher[t] != no_layer)
+    if (first_stasher[t] != no_layer) {
       owned_stash_[first_stasher[t]] += elements(t);
+      if (t < n && tp_output_split(layers_[t].tp))
+        owned_split_stash_[first_stasher[t]] += elements(t);
+    }
 
   // crossing_[p]: tensors produced before p (the model input is not: it is fed, not sent) and read at
   // or after p. Difference arrays over the producer..last-consumer interval of each tensor.

@@ -58,6 +58,9 @@ public:
   /// Stashed elements per sample owned by layer `i` (its private stash plus the shared tensors it is
   /// the first to keep). Masks are Layer::stashed_mask_bytes.
   double owned_stash_elements(std::size_t i) const { return owned_stash_[i]; }
+  /// The part of owned_stash_elements(i) that tensor parallelism splits (the layer's own work when
+  /// it divides, stashed tensors that are split); the rest is kept whole on every GPU of the group.
+  double owned_split_stash_elements(std::size_t i) const { return owned_split_stash_[i]; }
   /// Elements per sample of the tensors produced before layer position `p` and consumed at or
   /// after it: what a pipeline stage starting at `p` receives (and returns gradients for).
   double crossing_elements(std::size_t p) const { return crossing_[p]; }
@@ -75,6 +78,7 @@ private:
   std::vector<Layer> layers_;
   std::vector<Block> blocks_;
   std::vector<double> owned_stash_;
+  std::vector<double> owned_split_stash_;
   std::vector<double> crossing_;        // size n + 1
   std::vector<double> crossing_stash_;  // size n + 1
 };

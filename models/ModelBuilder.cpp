@@ -128,6 +128,13 @@ Layer& ModelBuilder::add_layer(LayerKind kind, std::string name, const std::vect
     throw std::invalid_argument("layer '" + l.name + "' mixes the model input with layer outputs; add an identity layer");
   l.output = output;
   l.block = static_cast<std::uint32_t>(block_names_.size() - 1);
+  switch (kind) {
+  case LayerKind::linear:
+  case LayerKind::conv2d: l.tp = TpRole::gathered; break;
+  case LayerKind::attention: l.tp = TpRole::split; break;
+  case LayerKind::embedding: l.tp = TpRole::row; break;  // vocabulary-parallel: all-reduce of the lookup
+  default: l.tp = TpRole::replicated; break;
+  }
   layers_.push_back(std::move(l));
   return layers_.back();
 }
@@ -349,6 +356,13 @@ Tensor ModelBuilder::custom(const std::vector<Tensor>& xs, const CustomCosts& c,
   k.backward_fixed_elements = 2 * c.parameters;
   l.kernels.push_back(k);
   return {layers_.size() - 1, l.output};
+}
+
+void ModelBuilder::set_tp(TpRole role)
+{
+  if (layers_.empty())
+    throw std::invalid_argument("set_tp: no layer yet");
+  layers_.back().tp = role;
 }
 
 void ModelBuilder::tie_last_to(std::size_t owner, double parameters)

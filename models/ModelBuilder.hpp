@@ -112,6 +112,10 @@ public:
   Tensor softmax_loss(Tensor logits, std::string name);
   Tensor custom(const std::vector<Tensor>& xs, const CustomCosts& costs, std::string name);
 
+  /// Sets how tensor parallelism splits the last layer added (defaults: linear and conv2d
+  /// `gathered`, attention `split`, embedding `row`, everything else `replicated`).
+  void set_tp(TpRole role);
+
   /// Marks the last layer as using the weights of layer `owner` (tied embeddings): the weights count
   /// once in the model, but a pipeline stage holding only the user keeps its own copy.
   void tie_last_to(std::size_t owner, double parameters);

@@ -314,6 +314,7 @@ Model parse_layer_list(YamlMap& root, const std::string& name)
     if (type_node && type_node.IsScalar() && layer_kind_table.parse(type_node.Scalar())) {
       for (const std::string& key : type_keys(kind))
         m.node(key);  // read when the layer is built
+      m.node("tp");
       m.check_unknown_keys();  // (with an unknown type, its keys cannot be judged)
     }
     for (long long r = 0; r < repeat; ++r) {
@@ -387,6 +388,8 @@ Model parse_layer_list(YamlMap& root, const std::string& name)
       xs.push_back(builder.input());
     try {
       outputs[order[pos]] = build_layer(builder, e, xs);
+      if (e.map.has("tp"))
+        builder.set_tp(e.map.choice("tp", tp_role_table, TpRole::replicated));
     } catch (const std::invalid_argument& err) {
       e.map.report("type", "layer '" + e.name + "': " + err.what());
       return {};

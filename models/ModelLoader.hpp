@@ -13,7 +13,8 @@
 // `inputs` names the layers a layer reads (default: the layer listed before it, or the model input
 // for the first), so branches and skip connections can be written in any order; layers are put in
 // topological order. `block` groups consecutive layers into one pipeline partition unit (default:
-// each layer is its own block); `repeat: N` chains N copies of a layer.
+// each layer is its own block); `repeat: N` chains N copies of a layer; `tp` sets how tensor
+// parallelism splits a layer (see TpRole; default by type).
 //
 //   name: tiny-resnet
 //   input: {channels: 3, height: 32, width: 32}      # or {tokens: 128, features: 512}

@@ -16,11 +16,16 @@ void check_transformer(const std::string& name, int layers, int hidden, int head
 }
 
 // Self-attention sub-layer body: fused QKV GEMM, attention core, output projection, dropout.
+// Tensor parallelism as Megatron-LM splits a layer: QKV and the first MLP GEMM by column, the
+// projections by row, attention heads and GeLU on the split tensors; norms, dropout and residuals
+// replicated. Per layer that is two all-reduces of s x h in forward and two in backward.
 Tensor attention_body(ModelBuilder& b, Tensor x, double h, int heads, bool dropout, const std::string& p)
 {
   Tensor t = b.linear(x, 3 * h, true, p + ".qkv");
+  b.set_tp(TpRole::column);
   t = b.attention(t, heads, dropout, p + ".attention");
   t = b.linear(t, h, true, p + ".proj");
+  b.set_tp(TpRole::row);
   return dropout ? b.dropout(t, p + ".attn_dropout") : t;
 }
 
@@ -28,8 +33,11 @@ Tensor attention_body(ModelBuilder& b, Tensor x, double h, int heads, bool dropo
 Tensor mlp_body(ModelBuilder& b, Tensor x, double h, double f, bool dropout, const std::string& p)
 {
   Tensor t = b.linear(x, f, true, p + ".fc1");
+  b.set_tp(TpRole::column);
   t = b.activation(t, Activation::gelu, p + ".gelu");
+  b.set_tp(TpRole::split);
   t = b.linear(t, h, true, p + ".fc2");
+  b.set_tp(TpRole::row);
   return dropout ? b.dropout(t, p + ".mlp_dropout") : t;
 }
 
@@ -60,9 +68,11 @@ Model make_gpt(const GptConfig& c)
   b.block("head");
   x = b.norm(x, Normalization::layer_norm, "final_norm");
   x = b.linear(x, c.vocab, false, "lm_head");
+  b.set_tp(TpRole::column);  // vocabulary-parallel logits
   if (c.tied_embeddings)
     b.tie_last_to(embedding_layer, static_cast<double>(c.vocab) * h);
   b.softmax_loss(x, "loss");
+  b.set_tp(TpRole::split);  // cross-entropy on the vocabulary shards
   return b.build();
 }
 
@@ -93,14 +103,20 @@ Model make_bert(const BertConfig& c)
 
   b.block("head");
   Tensor pooled = b.linear(x, h, true, "pooler");  // next-sentence head (on every token: an upper bound)
+  b.set_tp(TpRole::replicated);
   pooled = b.activation(pooled, Activation::tanh, "pooler_tanh");
   Tensor t = b.linear(x, h, true, "mlm_transform");
+  b.set_tp(TpRole::replicated);
   t = b.activation(t, Activation::gelu, "mlm_gelu");
   t = b.norm(t, Normalization::layer_norm, "mlm_norm");
   t = b.linear(t, c.vocab, true, "mlm_decoder");
+  b.set_tp(TpRole::column);
   b.tie_last_to(embedding_layer, static_cast<double>(c.vocab) * h);
   b.softmax_loss(t, "mlm_loss");
-  b.softmax_loss(b.linear(pooled, 2, true, "nsp_classifier"), "nsp_loss");
+  b.set_tp(TpRole::split);
+  Tensor nsp = b.linear(pooled, 2, true, "nsp_classifier");
+  b.set_tp(TpRole::replicated);
+  b.softmax_loss(nsp, "nsp_loss");
   return b.build();
 }
 

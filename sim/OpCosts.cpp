@@ -18,11 +18,16 @@ calibration::KernelWork kernel_work(const models::Kernel& k, Phase phase, int sa
 }
 
 double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype dtype,
-                     const calibration::CostModel& cost)
+                     const calibration::CostModel& cost, int tp)
 {
+  const double share = models::tp_divides(layer.tp) ? 1.0 / tp : 1.0;
   double total = 0;
-  for (const auto& k : layer.kernels)
-    total += cost.seconds(kernel_work(k, phase, samples, dtype));
+  for (const auto& k : layer.kernels) {
+    calibration::KernelWork w = kernel_work(k, phase, samples, dtype);
+    w.flop *= share;
+    w.bytes *= share;
+    total += cost.seconds(w);
+  }
   return total;
 }
 
@@ -35,9 +40,10 @@ double range_seconds(const models::Model& model, std::size_t begin, std::size_t 
     // and writes the fp32 state and master copy, reads gradients and writes weights.
     double params = 0;
     for (std::size_t l = begin; l < end; ++l) {
-      params += layers[l].parameters;
+      const double share = models::tp_divides(layers[l].tp) ? 1.0 / options.tp : 1.0;
+      params += layers[l].parameters * share;
       if (layers[l].tied_parameters > 0 && (layers[l].tied_to < begin || layers[l].tied_to >= end))
-        params += layers[l].tied_parameters;
+        params += layers[l].tied_parameters * share;
     }
     if (params <= 0)
       return 0.0;
@@ -47,11 +53,11 @@ double range_seconds(const models::Model& model, std::size_t begin, std::size_t 
   }
   double total = 0;
   for (std::size_t l = begin; l < end; ++l) {
-    total += layer_seconds(layers[l], phase, samples, options.dtype, cost);
+    total += layer_seconds(layers[l], phase, samples, options.dtype, cost, options.tp);
     if (phase == Phase::backward &&
         (options.recompute == models::Recompute::full ||
          (options.recompute == models::Recompute::selective && layers[l].recompute_cheap)))
-      total += layer_seconds(layers[l], Phase::forward, samples, options.dtype, cost);
+      total += layer_seconds(layers[l], Phase::forward, samples, options.dtype, cost, options.tp);
   }
   return total;
 }

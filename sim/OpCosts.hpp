@@ -24,14 +24,16 @@ struct ComputeOptions {
   Dtype dtype = Dtype::bf16;
   models::Optimizer optimizer = models::Optimizer::adam;
   models::Recompute recompute = models::Recompute::none;
+  int tp = 1;  ///< layers that tensor parallelism splits do 1/tp of their work on each GPU
 };
 
 /// Work of one kernel's forward or backward pass over `samples` samples.
 calibration::KernelWork kernel_work(const models::Kernel& kernel, Phase phase, int samples, Dtype dtype);
 
-/// Seconds of one layer's forward or backward pass (no recomputation), summed over its kernels.
+/// Seconds of one layer's forward or backward pass (no recomputation), summed over its kernels,
+/// on one of `tp` GPUs sharing it (each kernel's flop and bytes / tp when the layer divides).
 double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype dtype,
-                     const calibration::CostModel& cost);
+                     const calibration::CostModel& cost, int tp = 1);
 
 /// Seconds of layers [begin, end) in `phase` for `samples` samples, recomputation included in backward.
 /// Phase::optimizer gives the fused update of the parameters those layers hold (tied copies included).

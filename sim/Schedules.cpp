@@ -9,59 +9,66 @@ namespace {
 
 constexpr TaskId no_task = std::numeric_limits<TaskId>::max();
 
-// One pass of a stage as compute segments, synchronized-batch-norm all-reduces (blocking: the
-// device's stream waits for them) and gradient-bucket all-reduces (not blocking).
+// One pass of a stage as compute segments and collectives: blocking ones (synchronized batch norm
+// across the replicas, tensor-parallel ones inside the group) and gradient buckets (not blocking).
 struct Step {
-  enum class Kind { compute, sync, bucket } kind = Kind::compute;
+  enum class Kind { compute, dp_sync, tp_sync, bucket } kind = Kind::compute;
   std::size_t begin = 0, end = 0;  // compute: layers [begin, end)
-  double bytes = 0;                // collectives
+  CollectiveKind collective = CollectiveKind::all_reduce;
+  double bytes = 0;                // collectives: total bytes (per-sample sizes already scaled)
 };
 
-std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, bool replicated, bool last_backward)
+std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const PipelinePlan& plan, bool last_backward)
 {
-  std::vector<Step> steps;
-  const std::size_t first = stage.layers.begin, last = stage.layers.end;
-  if (phase == Phase::forward) {
-    std::size_t start = first;
-    if (replicated)
-      for (const SyncPoint& p : stage.sync_points) {
-        if (p.layer > start)
-          steps.push_back({Step::Kind::compute, start, p.layer, 0});
-        steps.push_back({Step::Kind::sync, 0, 0, p.bytes});
-        start = p.layer;
-      }
-    if (start < last)
-      steps.push_back({Step::Kind::compute, start, last, 0});
-    return steps;
-  }
-  // Backward runs from the last layer down. Events at a layer position p happen once the layers
-  // at and after p are done: a bucket's all-reduce starts, and a sync point's all-reduce blocks.
+  // An event at position p happens, in forward, once the layers before p are done; in backward,
+  // once the layers at and after p are done.
   struct Event {
-    std::size_t layer;
-    Step::Kind kind;
-    double bytes;
+    std::size_t position;
+    Step step;
   };
   std::vector<Event> events;
-  if (replicated) {
+  const double b = plan.micro_batch_size;
+  if (plan.dp > 1) {
     for (const SyncPoint& p : stage.sync_points)
-      events.push_back({p.layer, Step::Kind::sync, p.bytes});
-    if (last_backward)
-      for (const GradientBucket& b : stage.buckets)
-        events.push_back({b.layer, Step::Kind::bucket, b.bytes});
+      events.push_back({p.layer, {Step::Kind::dp_sync, 0, 0, CollectiveKind::all_reduce, p.bytes}});
+    if (phase == Phase::backward && last_backward)
+      for (const GradientBucket& g : stage.buckets)
+        events.push_back({g.layer, {Step::Kind::bucket, 0, 0, CollectiveKind::all_reduce, g.bytes}});
   }
-  // Descending layer; at one position the bucket (ready first) before the sync point.
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-    return a.layer != b.layer ? a.layer > b.layer : (a.kind == Step::Kind::bucket && b.kind != Step::Kind::bucket);
+  if (plan.tp > 1)
+    for (const TpCollective& c : stage.tp_collectives)
+      if (c.phase == phase)
+        events.push_back({phase == Phase::forward ? c.layer + 1 : c.layer,
+                          {Step::Kind::tp_sync, 0, 0, c.kind, c.bytes_per_sample * b}});
+  const bool forward = phase == Phase::forward;
+  // Forward: increasing position; backward: decreasing, a bucket before a blocking event at one position.
+  std::stable_sort(events.begin(), events.end(), [&](const Event& x, const Event& y) {
+    if (x.position != y.position)
+      return forward ? x.position < y.position : x.position > y.position;
+    return x.step.kind == Step::Kind::bucket && y.step.kind != Step::Kind::bucket;
   });
-  std::size_t end = last;
-  for (const Event& e : events) {
-    if (e.layer < end)
-      steps.push_back({Step::Kind::compute, e.layer, end, 0});
-    steps.push_back({e.kind, 0, 0, e.bytes});
-    end = std::min(end, e.layer);
+  std::vector<Step> steps;
+  if (forward) {
+    std::size_t start = stage.layers.begin;
+    for (const Event& e : events) {
+      if (e.position > start)
+        steps.push_back({Step::Kind::compute, start, e.position, CollectiveKind::all_reduce, 0});
+      steps.push_back(e.step);
+      start = std::max(start, e.position);
+    }
+    if (start < stage.layers.end)
+      steps.push_back({Step::Kind::compute, start, stage.layers.end, CollectiveKind::all_reduce, 0});
+  } else {
+    std::size_t end = stage.layers.end;
+    for (const Event& e : events) {
+      if (e.position < end)
+        steps.push_back({Step::Kind::compute, e.position, end, CollectiveKind::all_reduce, 0});
+      steps.push_back(e.step);
+      end = std::min(end, e.position);
+    }
+    if (end > stage.layers.begin)
+      steps.push_back({Step::Kind::compute, stage.layers.begin, end, CollectiveKind::all_reduce, 0});
   }
-  if (end > first)
-    steps.push_back({Step::Kind::compute, first, end, 0});
   return steps;
 }
 
@@ -70,19 +77,21 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   const int k = plan.pp();
   const int m_count = plan.micro_batches;
   const int dp = plan.dp;
-  TaskGraph g(plan.devices());
-
-  // Tasks of each pass, in order: ids[((s * dp + r) * M + m) * 2 + phase].
+  const int tp = plan.tp;
+  const int members = dp * tp;  // GPUs per stage: member q = r * tp + t
   const int chunks = static_cast<int>(plan.stages.size());
-  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(chunks * dp * m_count * 2));
-  auto pass = [&](int s, int r, int m, Phase phase) -> std::vector<TaskId>& {
-    return ids[static_cast<std::size_t>(((s * dp + r) * m_count + m) * 2 + (phase == Phase::backward ? 1 : 0))];
-  };
-  // The last task of each device in program order: compute on its stream, or a blocking all-reduce.
-  std::vector<TaskId> last(static_cast<std::size_t>(plan.devices()), no_task);
+  TaskGraph g(plan.devices());
+  auto device = [&](int s, int q) { return plan.device(s, q / tp, q % tp); };
 
-  // Gradient-bucket all-reduces of each stage (they do not block the stream; the optimizer waits).
-  std::vector<std::vector<TaskId>> bucket_tasks(static_cast<std::size_t>(chunks));
+  // Tasks of each pass, in order: ids[((s * members + q) * M + m) * 2 + phase].
+  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(chunks * members * m_count * 2));
+  auto pass = [&](int s, int q, int m, Phase phase) -> std::vector<TaskId>& {
+    return ids[static_cast<std::size_t>(((s * members + q) * m_count + m) * 2 + (phase == Phase::backward ? 1 : 0))];
+  };
+  // The last task of each device in program order: compute on its stream, or a blocking collective.
+  std::vector<TaskId> last(static_cast<std::size_t>(plan.devices()), no_task);
+  // Gradient-bucket all-reduces of each chunk and tensor rank (not blocking; the optimizer waits).
+  std::vector<std::vector<TaskId>> bucket_tasks(static_cast<std::size_t>(chunks * tp));
 
   for (const StagePlan& stage : plan.stages) {
     for (const SyncPoint& p : stage.sync_points)
@@ -91,8 +100,49 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     for (const GradientBucket& b : stage.buckets)
       if (b.layer < stage.layers.begin || b.layer >= stage.layers.end)
         throw std::invalid_argument("gradient bucket outside its stage");
+    for (const TpCollective& c : stage.tp_collectives)
+      if (c.layer < stage.layers.begin || c.layer >= stage.layers.end)
+        throw std::invalid_argument("tensor-parallel collective outside its stage");
   }
-  const bool replicated = dp > 1;
+
+  // A collective over `group` (member indices) of chunk s that waits for each member's program.
+  auto add_group_collective = [&](int s, const PipelinePass& p, const Step& step, const std::vector<int>& group) {
+    const bool tensor = step.kind == Step::Kind::tp_sync;
+    CollectiveTask c{.kind = step.collective,
+                     .algorithm = tensor ? plan.tp_algorithm : plan.dp_algorithm,
+                     .fidelity = tensor ? plan.tp_fidelity : plan.dp_fidelity,
+                     .group = {},
+                     .bytes = step.bytes,
+                     .stage = s,
+                     .micro_batch = step.kind == Step::Kind::bucket ? -1 : p.micro_batch,
+                     .phase = p.phase};
+    for (int q : group)
+      c.group.push_back(device(s, q));
+    const TaskId id = g.add_collective(std::move(c));
+    for (int q : group) {
+      TaskId& before = last[static_cast<std::size_t>(device(s, q))];
+      if (before != no_task)
+        g.add_dependency(before, id);
+      if (step.kind != Step::Kind::bucket) {
+        before = id;
+        pass(s, q, p.micro_batch, p.phase).push_back(id);
+      }
+    }
+    return id;
+  };
+  auto dp_group = [&](int t) {
+    std::vector<int> group;
+    for (int r = 0; r < dp; ++r)
+      group.push_back(r * tp + t);
+    return group;
+  };
+  auto tp_group = [&](int r) {
+    std::vector<int> group;
+    for (int t = 0; t < tp; ++t)
+      group.push_back(r * tp + t);
+    return group;
+  };
+
   for (int rank = 0; rank < k; ++rank) {
     const std::vector<PipelinePass> order = stream_order(plan.schedule, k, plan.virtual_stages, rank, m_count);
     std::vector<std::size_t> last_backward(static_cast<std::size_t>(chunks), 0);  // per chunk, index in order
@@ -103,100 +153,98 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       const PipelinePass& p = order[i];
       const int s = p.chunk;
       const StagePlan& stage = plan.stages[static_cast<std::size_t>(s)];
-      for (const Step& step :
-           pass_steps(stage, p.phase, replicated, i == last_backward[static_cast<std::size_t>(s)])) {
-        if (step.kind != Step::Kind::compute) {
-          const bool blocking = step.kind == Step::Kind::sync;
-          CollectiveTask c{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm,
-                           .fidelity = plan.dp_fidelity, .group = {}, .bytes = step.bytes, .stage = s,
-                           .micro_batch = blocking ? p.micro_batch : -1, .phase = p.phase};
+      for (const Step& step : pass_steps(stage, p.phase, plan, i == last_backward[static_cast<std::size_t>(s)])) {
+        switch (step.kind) {
+        case Step::Kind::dp_sync:
+          for (int t = 0; t < tp; ++t)
+            add_group_collective(s, p, step, dp_group(t));
+          break;
+        case Step::Kind::tp_sync:
           for (int r = 0; r < dp; ++r)
-            c.group.push_back(plan.device(s, r));
-          const TaskId id = g.add_collective(std::move(c));
-          for (int r = 0; r < dp; ++r) {
-            TaskId& before = last[static_cast<std::size_t>(plan.device(s, r))];
-            if (before != no_task)
-              g.add_dependency(before, id);
-            if (blocking) {
-              before = id;
-              pass(s, r, p.micro_batch, p.phase).push_back(id);
-            }
-          }
-          if (!blocking) {
+            add_group_collective(s, p, step, tp_group(r));
+          break;
+        case Step::Kind::bucket:
+          for (int t = 0; t < tp; ++t) {
             // One communication stream: NCCL runs the buckets' all-reduces one after another.
-            auto& buckets = bucket_tasks[static_cast<std::size_t>(s)];
+            auto& buckets = bucket_tasks[static_cast<std::size_t>(s * tp + t)];
+            const TaskId id = add_group_collective(s, p, step, dp_group(t));
             if (!buckets.empty())
               g.add_dependency(buckets.back(), id);
             buckets.push_back(id);
           }
-          continue;
-        }
-        for (int r = 0; r < dp; ++r) {
-          const TaskId id = g.add_compute({.device = plan.device(s, r), .phase = p.phase, .stage = s,
-                                           .micro_batch = p.micro_batch, .samples = plan.micro_batch_size,
-                                           .layer_begin = static_cast<std::uint32_t>(step.begin),
-                                           .layer_end = static_cast<std::uint32_t>(step.end)});
-          TaskId& before = last[static_cast<std::size_t>(plan.device(s, r))];
-          if (before != no_task && g.kind(before) == TaskKind::collective)
-            g.add_dependency(before, id);  // the stream order covers a compute predecessor
-          before = id;
-          pass(s, r, p.micro_batch, p.phase).push_back(id);
+          break;
+        case Step::Kind::compute:
+          for (int q = 0; q < members; ++q) {
+            const TaskId id = g.add_compute({.device = device(s, q), .phase = p.phase, .stage = s,
+                                             .micro_batch = p.micro_batch, .samples = plan.micro_batch_size,
+                                             .layer_begin = static_cast<std::uint32_t>(step.begin),
+                                             .layer_end = static_cast<std::uint32_t>(step.end)});
+            TaskId& before = last[static_cast<std::size_t>(device(s, q))];
+            if (before != no_task && g.kind(before) == TaskKind::collective)
+              g.add_dependency(before, id);  // the stream order covers a compute predecessor
+            before = id;
+            pass(s, q, p.micro_batch, p.phase).push_back(id);
+          }
+          break;
         }
       }
     }
   }
 
-  // Activations flow down the pipeline, their gradients flow back up.
+  // Activations flow down the pipeline, their gradients flow back up; each tensor rank sends its
+  // 1/tp share to the same rank of the next stage.
   for (int s = 0; s + 1 < chunks; ++s) {
-    const double bytes = plan.stages[static_cast<std::size_t>(s)].activation_bytes * plan.micro_batch_size;
-    for (int r = 0; r < dp; ++r)
+    const double bytes = plan.stages[static_cast<std::size_t>(s)].activation_bytes * plan.micro_batch_size / tp;
+    for (int q = 0; q < members; ++q)
       for (int m = 0; m < m_count; ++m) {
-        if (plan.device(s, r) == plan.device(s + 1, r)) {  // consecutive chunks on one device
-          g.add_dependency(pass(s, r, m, Phase::forward).back(), pass(s + 1, r, m, Phase::forward).front());
-          g.add_dependency(pass(s + 1, r, m, Phase::backward).back(), pass(s, r, m, Phase::backward).front());
+        if (device(s, q) == device(s + 1, q)) {  // consecutive chunks on one device
+          g.add_dependency(pass(s, q, m, Phase::forward).back(), pass(s + 1, q, m, Phase::forward).front());
+          g.add_dependency(pass(s + 1, q, m, Phase::backward).back(), pass(s, q, m, Phase::backward).front());
           continue;
         }
-        TaskId act = g.add_transfer({.src = plan.device(s, r), .dst = plan.device(s + 1, r), .bytes = bytes,
+        TaskId act = g.add_transfer({.src = device(s, q), .dst = device(s + 1, q), .bytes = bytes,
                                      .phase = Phase::forward, .stage = s, .micro_batch = m});
-        g.add_dependency(pass(s, r, m, Phase::forward).back(), act);
-        g.add_dependency(act, pass(s + 1, r, m, Phase::forward).front());
-        TaskId grad = g.add_transfer({.src = plan.device(s + 1, r), .dst = plan.device(s, r), .bytes = bytes,
+        g.add_dependency(pass(s, q, m, Phase::forward).back(), act);
+        g.add_dependency(act, pass(s + 1, q, m, Phase::forward).front());
+        TaskId grad = g.add_transfer({.src = device(s + 1, q), .dst = device(s, q), .bytes = bytes,
                                       .phase = Phase::backward, .stage = s + 1, .micro_batch = m});
-        g.add_dependency(pass(s + 1, r, m, Phase::backward).back(), grad);
-        g.add_dependency(grad, pass(s, r, m, Phase::backward).front());
+        g.add_dependency(pass(s + 1, q, m, Phase::backward).back(), grad);
+        g.add_dependency(grad, pass(s, q, m, Phase::backward).front());
       }
   }
 
-  // Flush: per chunk, all-reduce the gradients across replicas, then step the optimizer.
+  // Flush: per chunk and tensor rank, all-reduce the gradients across replicas, then step the optimizer.
   for (int s = 0; s < chunks; ++s) {
     const auto& stage = plan.stages[static_cast<std::size_t>(s)];
-    std::vector<TaskId> ready(static_cast<std::size_t>(dp));
-    for (int r = 0; r < dp; ++r)
-      ready[static_cast<std::size_t>(r)] = last[static_cast<std::size_t>(plan.device(s, r))];
-    const std::vector<TaskId>& buckets = bucket_tasks[static_cast<std::size_t>(s)];
-    const bool bucketed = dp > 1 && !buckets.empty();
-    if (dp > 1 && !bucketed) {
-      CollectiveTask ar{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm,
-                        .fidelity = plan.dp_fidelity, .group = {}, .bytes = stage.gradient_bytes, .stage = s};
-      for (int r = 0; r < dp; ++r)
-        ar.group.push_back(plan.device(s, r));
-      TaskId id = g.add_collective(std::move(ar));
-      for (TaskId before : ready)
-        g.add_dependency(before, id);
-      std::fill(ready.begin(), ready.end(), id);
-    }
-    if (plan.optimizer_step)
-      for (int r = 0; r < dp; ++r) {
-        TaskId opt = g.add_compute({.device = plan.device(s, r), .phase = Phase::optimizer, .stage = s,
+    for (int t = 0; t < tp; ++t) {
+      const std::vector<TaskId>& buckets = bucket_tasks[static_cast<std::size_t>(s * tp + t)];
+      const bool bucketed = dp > 1 && !buckets.empty();
+      TaskId reduced = no_task;
+      if (dp > 1 && !bucketed) {
+        CollectiveTask ar{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm,
+                          .fidelity = plan.dp_fidelity, .group = {}, .bytes = stage.gradient_bytes, .stage = s};
+        for (int q : dp_group(t))
+          ar.group.push_back(device(s, q));
+        reduced = g.add_collective(std::move(ar));
+        for (int q : dp_group(t))
+          g.add_dependency(last[static_cast<std::size_t>(device(s, q))], reduced);
+      }
+      if (!plan.optimizer_step)
+        continue;
+      for (int q : dp_group(t)) {
+        TaskId opt = g.add_compute({.device = device(s, q), .phase = Phase::optimizer, .stage = s,
                                     .micro_batch = -1, .samples = 0,
                                     .layer_begin = static_cast<std::uint32_t>(stage.layers.begin),
                                     .layer_end = static_cast<std::uint32_t>(stage.layers.end)});
         if (bucketed)
           for (TaskId bucket : buckets)
             g.add_dependency(bucket, opt);  // the stream order covers the backward
-        else if (dp > 1)
-          g.add_dependency(ready[static_cast<std::size_t>(r)], opt);  // the stream order covers dp == 1
+        else if (reduced != no_task)
+          g.add_dependency(reduced, opt);
+        else if (g.kind(last[static_cast<std::size_t>(device(s, q))]) == TaskKind::collective)
+          g.add_dependency(last[static_cast<std::size_t>(device(s, q))], opt);
       }
+    }
   }
   return g;
 }
@@ -277,7 +325,7 @@ int in_flight_micro_batches(ScheduleKind schedule, int stages, int stage, int mi
 
 TaskGraph build_schedule(const PipelinePlan& plan)
 {
-  if (plan.stages.empty() || plan.dp < 1 || plan.micro_batches < 1 || plan.micro_batch_size < 1 ||
+  if (plan.stages.empty() || plan.dp < 1 || plan.tp < 1 || plan.micro_batches < 1 || plan.micro_batch_size < 1 ||
       plan.virtual_stages < 1)
     throw std::invalid_argument("a pipeline plan needs >= 1 stage, replica, micro-batch, sample and chunk");
   if (plan.stages.size() % static_cast<std::size_t>(plan.virtual_stages) != 0)

@@ -17,8 +17,13 @@
 // layers whose statistics are all-reduced across the replicas; the all-reduce blocks that device's
 // compute stream, as NCCL on the compute stream does in PyTorch's SyncBatchNorm.
 //
-// Device of (stage s, replica r) = s * dp + r: replicas of a stage are neighbours, so data-parallel
-// rings stay inside a node and pipeline transfers cross nodes (Megatron's ordering).
+// Device of (stage s, replica r, tensor rank t) = (s * dp + r) * tp + t: a tensor-parallel group is
+// contiguous (inside a node), then the replicas of a stage, then the stages (Megatron's ordering).
+// With tp > 1 every GPU of a group runs its share of each layer (OpCosts), the stage's
+// tp_collectives run inside the group, a stage sends each tensor rank's 1/tp of the activations
+// to the same rank of the next stage, and the gradient all-reduce runs per tensor rank across the
+// replicas. This is the integrated P_r x P_c grid (Gholami et al. 2018) with P_r = tp, P_c = dp,
+// combined with pipeline stages.
 //
 //   PipelinePlan plan{.dp = 2, .micro_batches = 8, .micro_batch_size = 4,
 //                     .stages = {{.layers = {0, 7}, .activation_bytes = 6e6, .gradient_bytes = 2e8},
@@ -79,6 +84,16 @@ struct GradientBucket {
   double bytes = 0;
 };
 
+/// A tensor-parallel collective inside a stage's passes, over the tp GPUs of one replica: in
+/// forward it follows layer `layer`; in backward it follows that layer's backward. It blocks the
+/// stream (the next layer needs its result), as Megatron-LM's synchronous all-reduces do.
+struct TpCollective {
+  std::size_t layer = 0;
+  Phase phase = Phase::forward;
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes_per_sample = 0;  ///< full buffer per sample
+};
+
 struct StagePlan {
   models::StageRange layers;        ///< model layers of this stage
   double activation_bytes = 0;      ///< bytes per sample sent to the next stage (and its gradient sent back)
@@ -88,23 +103,29 @@ struct StagePlan {
   /// the last backward pass, instead of in one all-reduce after it. In backward order (the stage's
   /// last layers first); the last bucket starts at layers.begin.
   std::vector<GradientBucket> buckets;
+  /// Tensor-parallel collectives (tp > 1), in increasing layer order.
+  std::vector<TpCollective> tp_collectives;
 };
 
 struct PipelinePlan {
   ScheduleKind schedule = ScheduleKind::gpipe;
   int virtual_stages = 1;     ///< v: model chunks per device (interleaved); stages holds pp x v chunks
   int dp = 1;
+  int tp = 1;                 ///< tensor-parallel GPUs per stage and replica (P_r of the grid)
   int micro_batches = 1;      ///< M, per replica and iteration
   int micro_batch_size = 1;   ///< samples per micro-batch
   std::vector<StagePlan> stages;  ///< the model chunks in model order (pp x virtual_stages of them)
   CollectiveAlgorithm dp_algorithm = CollectiveAlgorithm::ring;
   CollectiveFidelity dp_fidelity = CollectiveFidelity::flow;
+  CollectiveAlgorithm tp_algorithm = CollectiveAlgorithm::ring;
+  CollectiveFidelity tp_fidelity = CollectiveFidelity::flow;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
 
   int pp() const { return static_cast<int>(stages.size()) / virtual_stages; }
-  int devices() const { return pp() * dp; }
-  /// Device of chunk `stage` (pipeline rank stage mod pp) in replica `replica`.
-  int device(int stage, int replica) const { return (stage % pp()) * dp + replica; }
+  int devices() const { return pp() * dp * tp; }
+  /// Device of chunk `stage` (pipeline rank stage mod pp), data-parallel replica `replica` and
+  /// tensor-parallel rank `t`: tp is innermost (inside a node), then dp, then pp.
+  int device(int stage, int replica, int t = 0) const { return ((stage % pp()) * dp + replica) * tp + t; }
 };
 
 /// Builds the iteration's TaskGraph. Throws std::invalid_argument on an empty plan, sizes < 1, a

@@ -99,7 +99,7 @@ t = {k: float(v["iteration_time_s"]) for k, v in coll.items()}
 checks += 1
 check(t["hierarchical"] < t["ring"], f"hierarchical beats a flat ring across nodes: {t}")
 checks += 1
-check(abs(t["analytic"] - t["ring"]) / t["ring"] < 1e-6 and coll["analytic"]["collective_fidelity"] == "dp=analytic"
+check(abs(t["analytic"] - t["ring"]) / t["ring"] < 1e-6 and coll["analytic"]["collective_fidelity"] == "dp=analytic;tp=flow"
       and int(coll["analytic"]["sim_activities"]) < int(coll["ring"]["sim_activities"]),
       f"an uncontended ring: analytic = flow, with fewer activities: {t}")
 checks += 1
@@ -138,5 +138,34 @@ if by_cluster:
     check(float(by_cluster["h100-a100-mixed"]["iteration_time_s"]) > float(by_cluster["dgx-h100x2"]["iteration_time_s"])
           and float(by_cluster["h100-a100-mixed"]["memory_capacity_bytes"]) == 40 * 2**30,
           "the mixed cluster is paced by its A100s and reports 40 GiB")
+
+# Tensor parallelism on GPT-3 1.3B (16 heads): less memory per GPU as tp grows, more traffic;
+# analytic tensor-parallel collectives replace thousands of messages by timers; tp must divide the heads.
+tps = {}
+for name, extra in [("1", []), ("2", ["--set", "parallelism.tp=2"]), ("4", ["--set", "parallelism.tp=4"]),
+                    ("4a", ["--set", "parallelism.tp=4", "--set", "parallelism.tp_fidelity=analytic"])]:
+    path = os.path.join(out_dir, "t.csv")
+    rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                       "--set", "model=gpt3-1.3b", "--set", "training.global_batch=64", *extra)
+    tps[name] = read_csv(path)[0] if rc == 0 else {}
+    checks += 1
+    check(rc == 0 and tps[name].get("status") == "ok", f"tp {name}: {err}")
+if all(tps.values()):
+    mem = [float(tps[k]["peak_memory_bytes"]) for k in ("1", "2", "4")]
+    sent = [float(tps[k]["comm_bytes_per_gpu"]) for k in ("1", "2", "4")]
+    checks += 1
+    check(mem[0] > mem[1] > mem[2] and sent[0] < sent[1] < sent[2], f"tp: memory {mem}, bytes {sent}")
+    checks += 1
+    check(int(tps["4a"]["sim_activities"]) < int(tps["4"]["sim_activities"]) / 2
+          and tps["4a"]["collective_fidelity"] == "dp=flow;tp=analytic"
+          and abs(float(tps["4a"]["iteration_time_s"]) / float(tps["4"]["iteration_time_s"]) - 1) < 0.2,
+          f"analytic tp: {tps['4a']['sim_activities']} vs {tps['4']['sim_activities']} activities")
+path = os.path.join(out_dir, "bad_tp.csv")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                   "--set", "model=gpt3-1.3b", "--set", "sweep.parallelism.tp=[3,2]")
+rows = read_csv(path) if rc == 0 else []
+checks += 1
+check(len(rows) == 2 and rows[0]["status"] == "invalid" and "does not divide the 16 attention heads" in rows[0]["message"]
+      and rows[1]["status"] == "ok", f"tp = 3: {err} {[(r['status'], r['message']) for r in rows]}")
 
 finish("cli_zoo", checks)

@@ -21,11 +21,7 @@ void check_pipeline(int k, int m, int dp, ScheduleKind schedule = ScheduleKind::
   plan.micro_batches = m;
   plan.micro_batch_size = 1;
   for (int s = 0; s < k; ++s)  // zero bytes: no communication cost
-    plan.stages.push_back({.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)},
-                           .activation_bytes = 0,
-                           .gradient_bytes = 0,
-                           .sync_points = {},
-                           .buckets = {}});
+    plan.stages.emplace_back().layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)};
   const TaskGraph graph = build_schedule(plan);
   std::vector<double> seconds(graph.size(), 0.0);
   for (TaskId id = 0; id < graph.size(); ++id)

@@ -17,11 +17,12 @@ PipelinePlan plan(int k, int dp, int m)
   p.micro_batches = m;
   p.micro_batch_size = 2;
   for (int s = 0; s < k; ++s)
-    p.stages.push_back({.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)},
-                        .activation_bytes = 1000,
-                        .gradient_bytes = 5000,
-                        .sync_points = {},
-                        .buckets = {}});
+  {
+    StagePlan& stage = p.stages.emplace_back();
+    stage.layers = {static_cast<std::size_t>(s), static_cast<std::size_t>(s + 1)};
+    stage.activation_bytes = 1000;
+    stage.gradient_bytes = 5000;
+  }
   return p;
 }
 }  // namespace
