@@ -4,6 +4,7 @@
 #include "common/Error.hpp"
 #include "common/Units.hpp"
 #include "sim/OpCosts.hpp"
+#include "sim/ParameterServer.hpp"
 #include "traces/ChromeTrace.hpp"
 
 #include <algorithm>
@@ -130,6 +131,91 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
     }
   }
   return out;
+}
+
+// Result columns of a replay covering `iterations` iterations.
+void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::ReplayResult& result, int iterations)
+{
+  const auto& dev = result.devices;
+  const double n = static_cast<double>(dev.size());
+  auto mean = [&](auto field) {
+    return std::accumulate(dev.begin(), dev.end(), 0.0, [&](double acc, const sim::DeviceStats& d) { return acc + field(d); }) /
+           n;
+  };
+  const double t = result.makespan_s / iterations;
+  const double flop_per_iteration = static_cast<double>(point.training.global_batch) *
+                                    (point.model.forward_flop_per_sample() + point.model.backward_flop_per_sample());
+  row.set("status", std::string("ok"));
+  row.set("iteration_time_s", t);
+  row.set("throughput_samples_per_s", static_cast<double>(point.training.global_batch) / t);
+  row.set("bubble_fraction", mean([](const sim::DeviceStats& d) { return d.idle_s; }) / result.makespan_s);
+  row.set("compute_time_s", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / iterations);
+  row.set("exposed_comm_time_s", mean([](const sim::DeviceStats& d) { return d.exposed_comm_s; }) / iterations);
+  row.set("comm_bytes_per_gpu", mean([](const sim::DeviceStats& d) { return d.bytes_sent; }) / iterations);
+  row.set("sim_activities", static_cast<long long>(result.activities));
+  row.set("sim_wall_time_s", result.wall_time_s);
+  row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / n);
+}
+
+// Data parallelism through parameter servers: workers hold the model, weights and gradients and
+// their activations; servers hold 1/S of the weights and the optimizer state each.
+ResultRow evaluate_parameter_server(const PointConfig& point, const calibration::CostModel& cost,
+                                    const EvaluateOptions& options, ResultRow& row)
+{
+  const auto& ps = *point.parallelism.ps;
+  const models::Model& model = point.model;
+  const Dtype dtype = point.training.dtype;
+  const double d = dtype_bytes(dtype);
+  const int workers = point.parallelism.dp;
+  sim::PsPlan plan;
+  plan.workers = workers;
+  plan.servers = ps.servers;
+  for (int j = 0; j < ps.servers; ++j)
+    plan.server_devices.push_back(ps.dedicated ? workers + j : j);
+  plan.devices = workers + (ps.dedicated ? ps.servers : 0);
+  plan.iterations = ps.iterations;
+  plan.micro_batches = point.micro_batches();
+  plan.micro_batch_size = point.training.micro_batch;
+  plan.layers = {0, model.size()};
+  plan.gradient_bytes = model.parameter_count() * d;
+  plan.consistency = ps.consistency;
+  plan.staleness = ps.staleness;
+  row.set("stage_blocks", std::to_string(model.blocks().size()));
+
+  const models::StageMemoryModel memory(
+      model, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
+              .reserve_bytes = point.training.memory_reserve},
+      point.training.micro_batch);
+  models::MemoryBreakdown worker = memory.stage({0, model.blocks().size()}, plan.micro_batches);
+  worker.optimizer_state = 0;  // on the servers
+  const double server_params = model.parameter_count() / ps.servers;
+  const double server = server_params * (d + models::optimizer_bytes_per_parameter(point.training.optimizer, dtype)) +
+                        point.training.memory_reserve + (ps.dedicated ? 0.0 : worker.total());
+  const double peak = std::max(worker.total(), server);
+  row.set("peak_memory_bytes", peak);
+  row.set("activation_memory_bytes", worker.activations);
+  double capacity = std::numeric_limits<double>::infinity();
+  for (int g = 0; g < plan.devices; ++g)
+    capacity = std::min(capacity, point.cluster.memory_of(g));
+  if (peak > capacity) {
+    row.set("status", std::string(status_table.name(Status::oom)));
+    row.set("message", std::string(worker.total() >= server ? "a worker" : "a server") + " needs " +
+                           format_quantity(peak, Dimension::bytes) + " > capacity " +
+                           format_quantity(capacity, Dimension::bytes));
+    return row;
+  }
+
+  const sim::PsGraph g = sim::build_parameter_server(plan);
+  const auto seconds = sim::compute_durations(
+      g.graph, model, cost, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
+  const sim::ReplayResult result = sim::replay(g.graph, point.cluster, seconds, options.replay);
+  fill_timing_columns(row, point, result, ps.iterations);
+  const sim::StalenessStats staleness = sim::observed_staleness(plan, g, result.timings);
+  row.set("staleness_max", staleness.max);
+  row.set("staleness_mean", staleness.mean);
+  if (!options.trace_dir.empty())
+    write_timeline(point, g.graph, result, options.trace_dir);
+  return row;
 }
 
 bool par_partition_searches(const PointConfig& point)
@@ -277,6 +363,14 @@ ResultRow describe_point(const PointConfig& p)
                                      ";tp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.tp_fidelity)));
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));
+  if (p.parallelism.ps) {
+    const auto& ps = *p.parallelism.ps;
+    row.set("schedule", std::string("parameter_server"));
+    row.set("ps_servers", static_cast<long long>(ps.servers));
+    row.set("ps_consistency", std::string(sim::consistency_table.name(ps.consistency)) +
+                                  (ps.consistency == sim::Consistency::ssp ? ":" + std::to_string(ps.staleness) : ""));
+    row.set("ps_iterations", static_cast<long long>(ps.iterations));
+  }
   row.set("model_parameters", p.model.parameter_count());
   double capacity = p.cluster.gpu_memory;
   for (int g = 0; g < p.cluster.gpu_count(); ++g)
@@ -316,6 +410,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
   }
   try {
     const calibration::RooflineCostModel cost(point.profile);
+    if (point.parallelism.ps)
+      return evaluate_parameter_server(point, cost, options, row);
     const PointPlan plan = plan_point(point, cost);
 
     std::string blocks;
@@ -351,24 +447,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
          .tp = point.parallelism.tp});
     const sim::ReplayResult result = sim::replay(graph, point.cluster, seconds, options.replay);
 
-    const auto& dev = result.devices;
-    const double n = static_cast<double>(dev.size());
-    auto mean = [&](auto field) {
-      return std::accumulate(dev.begin(), dev.end(), 0.0, [&](double acc, const sim::DeviceStats& d) { return acc + field(d); }) / n;
-    };
-    const double t = result.makespan_s;
-    const double flop_per_iteration = static_cast<double>(point.training.global_batch) *
-                                      (point.model.forward_flop_per_sample() + point.model.backward_flop_per_sample());
-    row.set("status", std::string("ok"));
-    row.set("iteration_time_s", t);
-    row.set("throughput_samples_per_s", static_cast<double>(point.training.global_batch) / t);
-    row.set("bubble_fraction", mean([](const sim::DeviceStats& d) { return d.idle_s; }) / t);
-    row.set("compute_time_s", mean([](const sim::DeviceStats& d) { return d.compute_s; }));
-    row.set("exposed_comm_time_s", mean([](const sim::DeviceStats& d) { return d.exposed_comm_s; }));
-    row.set("comm_bytes_per_gpu", mean([](const sim::DeviceStats& d) { return d.bytes_sent; }));
-    row.set("sim_activities", static_cast<long long>(result.activities));
-    row.set("sim_wall_time_s", result.wall_time_s);
-    row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / n);
+    fill_timing_columns(row, point, result, 1);
     if (!options.trace_dir.empty())
       write_timeline(point, graph, result, options.trace_dir);
     return row;

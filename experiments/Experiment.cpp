@@ -280,6 +280,19 @@ PointConfig Experiment::point(std::size_t index) const
         par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
     p.parallelism.tp_fidelity =
         par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
+    if (auto ps = par->map("ps")) {
+      ParameterServerSpec spec;
+      spec.servers = static_cast<int>(ps->integer("servers", 1, 1, 1 << 16));
+      const std::string placement = ps->string("placement", "dedicated");
+      if (placement != "dedicated" && placement != "colocated")
+        ps->report("placement", "unknown value '" + placement + "' (expected one of: dedicated, colocated)");
+      spec.dedicated = placement != "colocated";
+      spec.consistency = ps->choice("consistency", sim::consistency_table, sim::Consistency::bsp);
+      spec.staleness = static_cast<int>(ps->integer("staleness", 0, 0, 1 << 16));
+      spec.iterations = static_cast<int>(ps->integer("iterations", 4, 1, 10000));
+      ps->check_unknown_keys();
+      p.parallelism.ps = spec;
+    }
     const bool has_balance = par->has("balance");
     p.parallelism.partition = par->choice("partition", models::partitioner_table,
                                           has_balance ? models::Partitioner::explicit_balance : models::Partitioner::optimal);
@@ -326,7 +339,14 @@ PointConfig Experiment::point(std::size_t index) const
     return *keys.begin();
   };
   const auto& par = p.parallelism;
-  if (dp_auto) {
+  if (dp_auto && par.ps) {
+    const int workers = p.cluster.gpu_count() - (par.ps->dedicated ? par.ps->servers : 0);
+    if (workers >= 1)
+      p.parallelism.dp = workers;
+    else
+      problem("parallelism.ps.servers", "dp: auto leaves no GPU for workers beside " + std::to_string(par.ps->servers) +
+                                            " dedicated servers");
+  } else if (dp_auto) {
     const int per_replica = p.parallelism.pp * p.parallelism.tp;
     if (p.cluster.gpu_count() % per_replica == 0)
       p.parallelism.dp = p.cluster.gpu_count() / per_replica;
@@ -345,7 +365,17 @@ PointConfig Experiment::point(std::size_t index) const
           break;
         }
       }
-  if (diags.empty() && par.gpus() != p.cluster.gpu_count())
+  if (par.ps && (par.pp != 1 || par.tp != 1))
+    problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp and tp must be 1");
+  if (par.ps && !par.ps->dedicated && par.ps->servers > par.dp)
+    problem("parallelism.ps.servers", "colocated servers need as many workers (" + std::to_string(par.dp) + ")");
+  if (par.ps && par.ps->consistency != sim::Consistency::ssp && par.ps->staleness != 0)
+    problem("parallelism.ps.staleness", "staleness applies to consistency: ssp");
+  if (diags.empty() && par.ps && par.gpus() != p.cluster.gpu_count())
+    problem(blame({"parallelism.dp", "parallelism.ps.servers"}),
+            "dp workers + dedicated servers = " + std::to_string(par.gpus()) + " does not match the " +
+                std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" + p.cluster.name + "'");
+  else if (diags.empty() && par.gpus() != p.cluster.gpu_count())
     problem(blame({"parallelism.pp", "parallelism.dp", "parallelism.tp"}), "pp x dp x tp = " + std::to_string(par.pp) + " x " + std::to_string(par.dp) + " x " +
                                   std::to_string(par.tp) + " = " + std::to_string(par.gpus()) +
                                   " does not match the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +

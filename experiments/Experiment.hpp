@@ -10,7 +10,8 @@
 //                 dp_collective: ring, dp_fidelity: flow,  # ring | tree | hierarchical; flow | analytic
 //                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
 //                 tp_collective: ring, tp_fidelity: flow,  # tensor-parallel collectives
-//                 partition: optimal}   # optimal | balanced | uniform | explicit (with balance: [..])
+//                 partition: optimal,   # optimal | balanced | uniform | explicit (with balance: [..])
+//                 ps: {servers: 2, placement: dedicated, consistency: ssp, staleness: 2, iterations: 8}}
 //   sweep:                           # cartesian product, first axis varies slowest
 //     parallelism.pp: [1, 2, 4, 8]
 //     training.micro_batch: [1, 2, 4, 8, 16, 32]
@@ -32,6 +33,7 @@
 #include "models/Model.hpp"
 #include "models/Partition.hpp"
 #include "sim/ClusterSpec.hpp"
+#include "sim/ParameterServer.hpp"
 #include "sim/Schedules.hpp"
 
 #include <filesystem>
@@ -51,6 +53,15 @@ struct TrainingSpec {
   double memory_reserve = 1024.0 * 1024 * 1024;  ///< bytes per GPU kept for CUDA context, NCCL and the allocator
 };
 
+/// Parameter-server data parallelism instead of all-reduce (see sim/ParameterServer.hpp).
+struct ParameterServerSpec {
+  int servers = 1;
+  bool dedicated = true;  ///< servers on their own GPUs (after the workers) or on the first workers' GPUs
+  sim::Consistency consistency = sim::Consistency::bsp;
+  int staleness = 0;      ///< ssp
+  int iterations = 4;     ///< iterations simulated (the CSV reports their mean)
+};
+
 struct ParallelismSpec {
   sim::ScheduleKind schedule = sim::ScheduleKind::gpipe;
   int pp = 1;
@@ -64,7 +75,8 @@ struct ParallelismSpec {
   double dp_bucket = 0;  ///< bytes per gradient bucket overlapped with backward; 0 = one all-reduce after it
   models::Partitioner partition = models::Partitioner::optimal;
   std::vector<int> balance;  ///< blocks per stage when partition is explicit
-  int gpus() const { return pp * dp * tp; }
+  std::optional<ParameterServerSpec> ps;  ///< set: workers = dp, synchronised through parameter servers
+  int gpus() const { return ps && ps->dedicated ? dp + ps->servers : pp * dp * tp; }
 };
 
 /// One fully resolved configuration, ready to simulate.

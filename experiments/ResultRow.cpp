@@ -39,7 +39,9 @@ const std::vector<std::string>& csv_columns()
       "dp_collective",    "collective_fidelity", "model_parameters",
       "achieved_flop_per_s_per_gpu", "recompute",  "partition",
       "stage_blocks",     "bn_batch",            "activation_memory_bytes",
-      "memory_reserve_bytes", "dp_bucket_bytes",     "virtual_stages"};
+      "memory_reserve_bytes", "dp_bucket_bytes",     "virtual_stages",
+      "ps_servers",       "ps_consistency",      "ps_iterations",
+      "staleness_max",    "staleness_mean"};
   return columns;
 }
 

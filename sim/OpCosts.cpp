@@ -66,15 +66,16 @@ std::vector<double> compute_durations(const TaskGraph& graph, const models::Mode
                                       const calibration::CostModel& cost, const ComputeOptions& options)
 {
   std::vector<double> seconds(graph.size(), 0.0);
-  std::map<std::tuple<Phase, std::uint32_t, std::uint32_t, int>, double> memo;
+  std::map<std::tuple<Phase, std::uint32_t, std::uint32_t, int, double>, double> memo;
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != TaskKind::compute)
       continue;
     const ComputeTask& c = graph.compute(id);
-    auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end, c.samples);
+    auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end, c.samples, c.share);
     auto it = memo.find(key);
     if (it == memo.end())
-      it = memo.emplace(key, range_seconds(model, c.layer_begin, c.layer_end, c.phase, c.samples, options, cost)).first;
+      it = memo.emplace(key, c.share * range_seconds(model, c.layer_begin, c.layer_end, c.phase, c.samples, options, cost))
+               .first;
     seconds[id] = it->second;
   }
   return seconds;

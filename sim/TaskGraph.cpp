@@ -24,6 +24,8 @@ TaskId TaskGraph::add_compute(const ComputeTask& task)
                                 std::to_string(devices_));
   computes_.push_back(task);
   TaskId id = add_node(TaskKind::compute, computes_.size() - 1);
+  if (!task.on_stream)
+    return id;
   auto& stream = streams_[static_cast<std::size_t>(task.device)];
   if (!stream.empty())
     add_dependency(stream.back(), id);
@@ -66,6 +68,8 @@ std::string TaskGraph::label(TaskId id) const
   switch (kind(id)) {
   case TaskKind::compute: {
     const auto& c = compute(id);
+    if (c.phase == Phase::optimizer && c.share < 1)
+      return "update shard" + std::to_string(c.stage) + " it" + std::to_string(c.micro_batch);
     if (c.phase == Phase::optimizer)
       return "optimizer s" + std::to_string(c.stage);
     return std::string(c.phase == Phase::forward ? "F" : "B") + " s" + std::to_string(c.stage) + " mb" +
@@ -73,6 +77,10 @@ std::string TaskGraph::label(TaskId id) const
   }
   case TaskKind::transfer: {
     const auto& t = transfer(id);
+    if (t.kind == TransferKind::push)
+      return "push w" + std::to_string(t.stage) + "->ps" + std::to_string(t.server) + " it" + std::to_string(t.micro_batch);
+    if (t.kind == TransferKind::pull)
+      return "pull ps" + std::to_string(t.server) + "->w" + std::to_string(t.stage) + " it" + std::to_string(t.micro_batch);
     int to = t.phase == Phase::forward ? t.stage + 1 : t.stage - 1;
     return std::string(t.phase == Phase::forward ? "act" : "grad") + " s" + std::to_string(t.stage) + "->s" +
            std::to_string(to) + " mb" + std::to_string(t.micro_batch);

@@ -63,15 +63,23 @@ struct ComputeTask {
   int samples = 0;               ///< samples in the micro-batch
   std::uint32_t layer_begin = 0; ///< layers [layer_begin, layer_end) of the model
   std::uint32_t layer_end = 0;
+  double share = 1;              ///< fraction of that work (a parameter server's shard of the update)
+  /// false: not ordered on the device's stream; it runs as soon as its dependencies allow and shares
+  /// the GPU with whatever else runs (a parameter server applying pushes in arrival order)
+  bool on_stream = true;
 };
+
+enum class TransferKind : std::uint8_t { activation, push, pull };
 
 struct TransferTask {
   int src = 0;
   int dst = 0;
   double bytes = 0;
   Phase phase = Phase::forward;  ///< activations (forward) or their gradients (backward)
-  int stage = 0;                 ///< sending stage
-  int micro_batch = 0;
+  int stage = 0;                 ///< sending stage (push/pull: the worker)
+  int micro_batch = 0;           ///< (push/pull: the iteration)
+  TransferKind kind = TransferKind::activation;  ///< pipeline activations, or a parameter-server push/pull
+  int server = 0;                ///< push/pull: the server shard
 };
 
 struct CollectiveTask {
@@ -89,7 +97,8 @@ class TaskGraph {
 public:
   explicit TaskGraph(int devices);
 
-  /// Appends a compute task to its device's stream (it depends on the previous task of that stream).
+  /// Appends a compute task to its device's stream (it depends on the previous task of that stream),
+  /// unless task.on_stream is false.
   TaskId add_compute(const ComputeTask& task);
   TaskId add_transfer(const TransferTask& task);
   TaskId add_collective(CollectiveTask task);

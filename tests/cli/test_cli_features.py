@@ -1,6 +1,7 @@
-"""Every shipped model runs through `ddlsim run`; the memory verdict agrees with the closed form
-for the training state (16 bytes per parameter for bf16 + Adam), and the schedule, partitioner and
-recomputation options all run."""
+"""The simulator's options end to end through `ddlsim run`: every shipped model (the memory verdict
+agreeing with 16 bytes per parameter for bf16 + Adam) and cluster, partitioners, recomputation,
+schedules (GPipe, 1F1B, interleaved), normalization, data-parallel collectives, tensor
+parallelism and parameter servers."""
 import os
 import sys
 
@@ -168,4 +169,27 @@ checks += 1
 check(len(rows) == 2 and rows[0]["status"] == "invalid" and "does not divide the 16 attention heads" in rows[0]["message"]
       and rows[1]["status"] == "ok", f"tp = 3: {err} {[(r['status'], r['message']) for r in rows]}")
 
-finish("cli_zoo", checks)
+# Parameter servers: SSP with staleness 0 equals BSP; async is at least as fast and sees staleness.
+ps_rows = {}
+path = os.path.join(out_dir, "ps.csv")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path, "-j", "2",
+                   "--set", "model=resnet50", "--set", "cluster=h100-a100-mixed", "--set", "parallelism.pp=1",
+                   "--set", "training.global_batch=448", "--set", "training.micro_batch=32",
+                   "--set", "parallelism.ps={servers: 2, iterations: 6}",
+                   "--set", "sweep.parallelism.ps.consistency=[bsp, ssp, async]")
+ps_rows = {r["ps_consistency"]: r for r in read_csv(path)} if rc == 0 else {}
+checks += 1
+check(rc == 0 and sorted(ps_rows) == ["async", "bsp", "ssp:0"] and all(r["status"] == "ok" for r in ps_rows.values())
+      and all(r["schedule"] == "parameter_server" and r["dp"] == "14" for r in ps_rows.values()),
+      f"parameter servers: {err} {[(r['ps_consistency'], r['status'], r['message']) for r in ps_rows.values()]}")
+if len(ps_rows) == 3:
+    t = {k: float(v["throughput_samples_per_s"]) for k, v in ps_rows.items()}
+    checks += 1
+    check(t["ssp:0"] == t["bsp"] and t["async"] >= t["bsp"] and float(ps_rows["bsp"]["staleness_max"]) == 0
+          and float(ps_rows["async"]["staleness_max"]) >= 1, f"ps throughput {t}, async staleness {ps_rows['async']['staleness_max']}")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                   "--set", "parallelism.ps={servers: 2, consistency: bsp, staleness: 3}")
+checks += 1
+check(rc == 1 and "parallelism.ps.staleness: staleness applies to consistency: ssp" in err, f"bad ps: {err}")
+
+finish("cli_features", checks)
