@@ -16,40 +16,69 @@
 namespace ddlsim::experiments {
 namespace {
 
+// Chrome-trace timeline: per GPU a compute track, an intra-node and an inter-node communication
+// track (by the link class the traffic uses), and a track for work off the compute stream
+// (parameter-server updates). A transfer appears on its sender and its receiver; a collective on
+// every member.
 void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
                     const std::string& dir)
 {
+  enum Track { compute = 0, intra = 1, inter = 2, off_stream = 3 };
+  const auto& cluster = point.cluster;
   traces::ChromeTrace trace;
   for (int d = 0; d < graph.device_count(); ++d) {
-    trace.set_track_name(d, 0, "gpu" + std::to_string(d), "compute");
-    trace.set_track_name(d, 1, "gpu" + std::to_string(d), "communication");
+    const std::string gpu = "gpu" + std::to_string(d) + " (node " + std::to_string(cluster.node_of(d)) + ")";
+    trace.set_track_name(d, compute, gpu, "compute stream");
+    trace.set_track_name(d, intra, gpu, "intra-node links");
+    trace.set_track_name(d, inter, gpu, "inter-node links");
   }
   for (sim::TaskId id = 0; id < graph.size(); ++id) {
     const auto& t = result.timings[id];
     traces::TraceEvent e{.name = graph.label(id), .category = "", .pid = 0, .tid = 0, .start_s = t.start_s,
                          .duration_s = t.end_s - t.start_s, .args = {}};
     switch (graph.kind(id)) {
-    case sim::TaskKind::compute:
-      e.pid = graph.compute(id).device;
-      e.category = std::string(sim::phase_table.name(graph.compute(id).phase));
+    case sim::TaskKind::compute: {
+      const auto& c = graph.compute(id);
+      e.pid = c.device;
+      e.tid = c.on_stream ? compute : off_stream;
+      if (!c.on_stream)
+        trace.set_track_name(c.device, off_stream, "gpu" + std::to_string(c.device) + " (node " +
+                                                       std::to_string(cluster.node_of(c.device)) + ")",
+                             "off-stream work");
+      e.category = std::string(sim::phase_table.name(c.phase));
+      e.args = {{"layers", std::to_string(c.layer_begin) + "-" + std::to_string(c.layer_end)},
+                {"samples", std::to_string(c.samples)}};
       trace.add(e);
       break;
-    case sim::TaskKind::transfer:
+    }
+    case sim::TaskKind::transfer: {
+      const auto& x = graph.transfer(id);
       e.category = "transfer";
-      e.args = {{"bytes", format_number(graph.transfer(id).bytes)}};
-      e.pid = graph.transfer(id).src;
-      e.tid = 1;
+      e.tid = cluster.node_of(x.src) == cluster.node_of(x.dst) ? intra : inter;
+      e.args = {{"bytes", format_number(x.bytes)}, {"from", std::to_string(x.src)}, {"to", std::to_string(x.dst)}};
+      e.pid = x.src;
+      trace.add(e);
+      e.pid = x.dst;
       trace.add(e);
       break;
-    case sim::TaskKind::collective:
+    }
+    case sim::TaskKind::collective: {
+      const auto& c = graph.collective(id);
+      bool spans = false;
+      for (int d : c.group)
+        spans = spans || cluster.node_of(d) != cluster.node_of(c.group.front());
       e.category = "collective";
-      e.args = {{"bytes", format_number(graph.collective(id).bytes)}};
-      e.tid = 1;
-      for (int d : graph.collective(id).group) {
+      e.tid = spans ? inter : intra;
+      e.args = {{"bytes", format_number(c.bytes)},
+                {"algorithm", std::string(sim::collective_algorithm_table.name(c.algorithm))},
+                {"fidelity", std::string(sim::collective_fidelity_table.name(c.fidelity))},
+                {"members", std::to_string(c.group.size())}};
+      for (int d : c.group) {
         e.pid = d;
         trace.add(e);
       }
       break;
+    }
     }
   }
   std::filesystem::create_directories(dir);
@@ -152,6 +181,8 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
   row.set("compute_time_s", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / iterations);
   row.set("exposed_comm_time_s", mean([](const sim::DeviceStats& d) { return d.exposed_comm_s; }) / iterations);
   row.set("comm_bytes_per_gpu", mean([](const sim::DeviceStats& d) { return d.bytes_sent; }) / iterations);
+  row.set("inter_node_bytes_per_gpu", mean([](const sim::DeviceStats& d) { return d.bytes_sent_inter; }) / iterations);
+  row.set("gpu_utilization", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / result.makespan_s);
   row.set("sim_activities", static_cast<long long>(result.activities));
   row.set("sim_wall_time_s", result.wall_time_s);
   row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / n);

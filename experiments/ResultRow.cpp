@@ -41,7 +41,8 @@ const std::vector<std::string>& csv_columns()
       "stage_blocks",     "bn_batch",            "activation_memory_bytes",
       "memory_reserve_bytes", "dp_bucket_bytes",     "virtual_stages",
       "ps_servers",       "ps_consistency",      "ps_iterations",
-      "staleness_max",    "staleness_mean"};
+      "staleness_max",    "staleness_mean",      "inter_node_bytes_per_gpu",
+      "gpu_utilization"};
   return columns;
 }
 

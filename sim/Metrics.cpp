@@ -48,19 +48,32 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b)
   return total - overlap;
 }
 
-std::vector<double> bytes_sent_per_device(const TaskGraph& graph, int gpus_per_node)
+namespace {
+template <typename Keep> std::vector<double> bytes_sent(const TaskGraph& graph, int gpus_per_node, Keep keep)
 {
   std::vector<double> bytes(static_cast<std::size_t>(graph.device_count()), 0.0);
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) == TaskKind::transfer) {
-      bytes[static_cast<std::size_t>(graph.transfer(id).src)] += graph.transfer(id).bytes;
+      if (keep(graph.transfer(id).src, graph.transfer(id).dst))
+        bytes[static_cast<std::size_t>(graph.transfer(id).src)] += graph.transfer(id).bytes;
     } else if (graph.kind(id) == TaskKind::collective) {
       for (const Message& m : decompose(graph.collective(id), gpus_per_node))
-        if (m.src >= 0)
+        if (m.src >= 0 && keep(m.src, m.dst))
           bytes[static_cast<std::size_t>(m.src)] += m.bytes;
     }
   }
   return bytes;
+}
+}  // namespace
+
+std::vector<double> bytes_sent_per_device(const TaskGraph& graph, int gpus_per_node)
+{
+  return bytes_sent(graph, gpus_per_node, [](int, int) { return true; });
+}
+
+std::vector<double> inter_node_bytes_per_device(const TaskGraph& graph, int gpus_per_node)
+{
+  return bytes_sent(graph, gpus_per_node, [&](int src, int dst) { return src / gpus_per_node != dst / gpus_per_node; });
 }
 
 std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
@@ -84,12 +97,14 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
     }
   }
   const auto bytes = bytes_sent_per_device(graph, gpus_per_node);
+  const auto inter = inter_node_bytes_per_device(graph, gpus_per_node);
   std::vector<DeviceStats> stats(n);
   for (std::size_t d = 0; d < n; ++d) {
     stats[d].compute_s = union_length(compute[d]);
     stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
     stats[d].idle_s = std::max(0.0, makespan_s - stats[d].compute_s - stats[d].exposed_comm_s);
     stats[d].bytes_sent = bytes[d];
+    stats[d].bytes_sent_inter = inter[d];
   }
   return stats;
 }

@@ -26,7 +26,8 @@ struct DeviceStats {
   double compute_s = 0;
   double exposed_comm_s = 0;
   double idle_s = 0;
-  double bytes_sent = 0;
+  double bytes_sent = 0;        ///< all bytes this GPU sends
+  double bytes_sent_inter = 0;  ///< of which to other nodes (through its NIC)
 };
 
 using Interval = std::pair<double, double>;
@@ -40,6 +41,8 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b);
 /// messages it sends in every collective's decomposition (2(n-1)/n x S for a ring all-reduce),
 /// whatever the collective's fidelity. GPU g is on node g / gpus_per_node.
 std::vector<double> bytes_sent_per_device(const TaskGraph& graph, int gpus_per_node);
+/// The same, counting only bytes sent to another node.
+std::vector<double> inter_node_bytes_per_device(const TaskGraph& graph, int gpus_per_node);
 
 /// Per-device statistics from the timings of every task and the iteration time.
 std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,

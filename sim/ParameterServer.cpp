@@ -65,7 +65,8 @@ PsGraph build_parameter_server(const PsPlan& plan)
       TaskId barrier = 0;
       if (plan.consistency == Consistency::bsp) {
         // One join per server and iteration: every worker's update of k is in.
-        barrier = g.add_collective({.group = {plan.server_devices[static_cast<std::size_t>(j)]}, .bytes = 0, .stage = j});
+        barrier = g.add_collective({.group = {plan.server_devices[static_cast<std::size_t>(j)]}, .bytes = 0, .stage = j,
+                                    .micro_batch = k, .role = CollectiveRole::barrier});
         for (int w = 0; w < W; ++w)
           g.add_dependency(out.updates[index(k, w, j)], barrier);
       }

@@ -115,7 +115,10 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                      .bytes = step.bytes,
                      .stage = s,
                      .micro_batch = step.kind == Step::Kind::bucket ? -1 : p.micro_batch,
-                     .phase = p.phase};
+                     .phase = p.phase,
+                     .role = tensor                                ? CollectiveRole::tensor_parallel
+                             : step.kind == Step::Kind::dp_sync ? CollectiveRole::sync_batch_norm
+                                                                 : CollectiveRole::gradients};
     for (int q : group)
       c.group.push_back(device(s, q));
     const TaskId id = g.add_collective(std::move(c));

@@ -87,10 +87,16 @@ std::string TaskGraph::label(TaskId id) const
   }
   case TaskKind::collective: {
     const auto& c = collective(id);
-    if (c.micro_batch >= 0)
-      return std::string("syncbn ") + (c.phase == Phase::forward ? "F" : "B") + " s" + std::to_string(c.stage) +
-             " mb" + std::to_string(c.micro_batch);
-    return "allreduce s" + std::to_string(c.stage);
+    const std::string where = std::string(c.phase == Phase::forward ? " F" : " B") + " s" + std::to_string(c.stage) +
+                              " mb" + std::to_string(c.micro_batch);
+    switch (c.role) {
+    case CollectiveRole::sync_batch_norm: return "syncbn" + where;
+    case CollectiveRole::tensor_parallel:
+      return "tp " + std::string(collective_kind_table.name(c.kind)) + where;
+    case CollectiveRole::barrier: return "barrier ps" + std::to_string(c.stage);
+    case CollectiveRole::gradients: break;
+    }
+    return "grad allreduce s" + std::to_string(c.stage);
   }
   }
   return "?";

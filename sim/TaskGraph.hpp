@@ -29,6 +29,8 @@ enum class Phase : std::uint8_t { forward, backward, optimizer };
 enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter };
 enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical };
 enum class CollectiveFidelity : std::uint8_t { flow, analytic };
+/// What a collective is for (timeline names and link-class accounting).
+enum class CollectiveRole : std::uint8_t { gradients, sync_batch_norm, tensor_parallel, barrier };
 
 inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"forward", Phase::forward, "forward pass of a micro-batch"},
@@ -89,8 +91,9 @@ struct CollectiveTask {
   std::vector<int> group;  ///< devices, in ring order
   double bytes = 0;        ///< full buffer size on each member (all-gather: the gathered result)
   int stage = 0;
-  int micro_batch = -1;    ///< the micro-batch whose batch-norm statistics it reduces; -1 for gradients
+  int micro_batch = -1;    ///< the micro-batch it serves (batch norm, tensor parallelism); -1 for gradients
   Phase phase = Phase::backward;
+  CollectiveRole role = CollectiveRole::gradients;
 };
 
 class TaskGraph {

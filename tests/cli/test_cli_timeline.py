@@ -1,0 +1,73 @@
+"""Timelines (--trace-dir) checked against the schedule: per GPU a compute stream whose ops never
+overlap and follow the schedule's order (1F1B warm-up, one forward one backward, drain; computed
+here from the rule, not by ddlsim), link-class tracks, and every pipeline transfer starting after
+the pass that produces it and ending before the pass that consumes it."""
+import json
+import os
+import sys
+
+from common import FIXTURES, check, finish, run, workdir
+
+binary = sys.argv[1]
+checks = 0
+out_dir = workdir()
+traces = os.path.join(out_dir, "traces")
+K, M = 4, 8
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", os.path.join(out_dir, "t.csv"),
+                   "--set", f"parallelism.pp={K}", "--set", "parallelism.schedule=1f1b",
+                   "--set", "training.global_batch=32", "--trace-dir", traces)
+checks += 1
+check(rc == 0, f"run with --trace-dir: {err}")
+with open(os.path.join(traces, "zoo-smoke_0.json")) as f:
+    trace = json.load(f)
+events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+checks += 1
+check({"compute stream", "intra-node links", "inter-node links"} <= set(threads.values()), f"tracks: {set(threads.values())}")
+# dgx-h100x2: 16 GPUs, dp = 4, GPU of (stage s, replica r) = 4 s + r; stages 0-1 on node 0, 2-3 on node 1.
+eps = 1e-3  # microseconds
+order_ok = overlap_ok = True
+for gpu in range(16):
+    stage = gpu // 4
+    ops = sorted((e for e in events if e["pid"] == gpu and e["tid"] == 0), key=lambda e: e["ts"])
+    for a, b in zip(ops, ops[1:]):
+        overlap_ok = overlap_ok and b["ts"] >= a["ts"] + a["dur"] - eps
+    # Passes in stream order (a pass may be split into several segments with the same name).
+    passes = []
+    for e in ops:
+        if e["cat"] in ("forward", "backward") and (not passes or passes[-1] != e["name"]):
+            passes.append(e["name"])
+    warmup = min(K - stage - 1, M)
+    expected = [f"F s{stage} mb{m}" for m in range(warmup)]
+    for i in range(M - warmup):
+        expected += [f"F s{stage} mb{warmup + i}", f"B s{stage} mb{i}"]
+    expected += [f"B s{stage} mb{m}" for m in range(M - warmup, M)]
+    order_ok = order_ok and passes == expected
+    if passes != expected:
+        print(f"gpu {gpu}: {passes[:6]} vs {expected[:6]}", file=sys.stderr)
+checks += 1
+check(overlap_ok, "no two ops overlap on a compute stream")
+checks += 1
+check(order_ok, "every compute stream follows 1F1B's order")
+
+# Dependencies: activations after the producing forward, before the consuming forward; gradients likewise.
+def span(gpu, name):
+    found = [e for e in events if e["pid"] == gpu and e["tid"] == 0 and e["name"] == name]
+    return min(e["ts"] for e in found), max(e["ts"] + e["dur"] for e in found)
+
+deps_ok = True
+transfers = [e for e in events if e["cat"] == "transfer" and e["pid"] == int(e["args"]["from"])]
+for t in transfers:
+    kind, hop, mb = t["name"].split()
+    src_stage, dst_stage = (int(x[1:]) for x in hop.split("->"))
+    src, dst = int(t["args"]["from"]), int(t["args"]["to"])
+    phase = "F" if kind == "act" else "B"
+    _, produced = span(src, f"{phase} s{src_stage} {mb}")
+    consumed, _ = span(dst, f"{phase} s{dst_stage} {mb}")
+    deps_ok = deps_ok and t["ts"] >= produced - eps and consumed >= t["ts"] + t["dur"] - eps
+    link = "intra-node links" if src // 8 == dst // 8 else "inter-node links"
+    deps_ok = deps_ok and threads[(src, t["tid"])] == link
+checks += 1
+check(len(transfers) == 2 * (K - 1) * 4 * M and deps_ok, f"{len(transfers)} transfers respect their dependencies")
+
+finish("cli_timeline", checks)
