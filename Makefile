@@ -1,7 +1,8 @@
 # The README's two set-up commands, on a fresh Debian 12 machine as root:
 #   make demo   install missing packages, build, run experiments/demo.yaml -> results/demo.csv + results/demo.png
 #   make test   install missing packages, build, run the whole CTest suite (unit, sim, cli)
-# Other targets: deps (packages only), build, clean. BUILD=dir and JOBS=n override the defaults.
+# Other targets: deps (packages only), build, bench (every bench/ scenario, medians of 3 ->
+# results/bench.csv), clean. BUILD=dir and JOBS=n override the defaults.
 
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -10,7 +11,9 @@ PYTHON := /usr/bin/python3
 DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev \
         python3 python3-matplotlib
 
-.PHONY: deps build demo test clean
+BENCH := resnet50-dp64 gpt3-13b-64-flow gpt3-175b-1024 gpt3-175b-8192
+
+.PHONY: deps build demo test bench clean
 
 deps:
 	@missing=""; for p in $(DEBS); do \
@@ -33,6 +36,10 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	rm -f results/bench.csv
+	for s in $(BENCH); do $(BUILD)/bin/ddlsim bench $$s --repeat 3 -o results/bench.csv || exit 1; done
 
 clean:
 	rm -rf $(BUILD)

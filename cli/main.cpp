@@ -6,6 +6,7 @@
 #include "common/Error.hpp"
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
+#include "experiments/Bench.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "common/DataPath.hpp"
@@ -50,6 +51,13 @@ commands:
       --layers               one row per layer, with output shape and kernel shapes
       --dtype DTYPE          element type for the byte columns (default bf16)
       --list                 list the shipped model names
+  bench SCENARIO             time one simulated iteration of a scenario (bench/*.yaml or a path):
+                             wall time, peak memory, activity rate, and a bare SimGrid DAG of the
+                             same size for comparison
+      --list                 list the scenarios
+      --repeat N             median of N runs (default 1)
+      -o, --output FILE      append the figures to a CSV
+      --no-compare           skip the bare SimGrid DAG
   help                       this text
 
 options:
@@ -339,6 +347,101 @@ int cmd_model(Args& args)
   return exit_ok;
 }
 
+int cmd_bench(Args& args)
+{
+  std::optional<std::string> name;
+  int repeat = 1;
+  std::optional<std::string> csv;
+  bool compare = true;
+  while (!args.done()) {
+    if (args.peek() == "--list") {
+      args.next();
+      for (const auto& scenario : shipped_names("bench")) {
+        const auto exp = experiments::Experiment::load(resolve_input_or_throw(scenario, "bench", "benchmark").string());
+        std::printf("%-24s %s\n", scenario.c_str(), exp.get_description().c_str());
+      }
+      return exit_ok;
+    }
+    if (auto r = args.option("--repeat")) {
+      try {
+        repeat = std::stoi(*r);
+      } catch (const std::exception&) {
+        repeat = 0;
+      }
+      if (repeat < 1 || repeat > 100)
+        throw UsageError{"--repeat expects an integer from 1 to 100"};
+    } else if (auto o = args.option("--output", "-o")) {
+      csv = *o;
+    } else if (args.peek() == "--no-compare") {
+      args.next();
+      compare = false;
+    } else if (args.peek().rfind("-", 0) == 0) {
+      throw UsageError{"unknown option for bench: " + args.peek()};
+    } else if (!name) {
+      name = args.next();
+    } else {
+      throw UsageError{"bench takes one scenario (ddlsim bench --list shows them)"};
+    }
+  }
+  if (!name)
+    throw UsageError{"bench needs a scenario name or experiment file (ddlsim bench --list shows them)"};
+  const auto path = resolve_input_or_throw(*name, "bench", "benchmark");
+  const auto exp = experiments::Experiment::load(path.string());
+  const experiments::PointConfig point = exp.point(0);
+  if (!point.is_valid())
+    throw ConfigError(point.problems);
+
+  // Median of `repeat` runs (wall time and memory of each child), then the bare DAG of that size.
+  std::vector<experiments::BenchMeasurement> runs;
+  for (int i = 0; i < repeat; ++i)
+    runs.push_back(experiments::measure_point(point, {}));
+  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.wall_time_s < b.wall_time_s; });
+  const experiments::BenchMeasurement m = runs[runs.size() / 2];
+  if (m.status != "ok")
+    throw Error("benchmark point ended with status " + m.status + ": " + m.message);
+  std::optional<experiments::BenchMeasurement> bare;
+  if (compare && m.devices >= 2) {
+    std::vector<experiments::BenchMeasurement> bares;
+    for (int i = 0; i < repeat; ++i)
+      bares.push_back(experiments::measure_bare_dag(m.activities, m.devices));
+    std::sort(bares.begin(), bares.end(), [](const auto& a, const auto& b) { return a.wall_time_s < b.wall_time_s; });
+    bare = bares[bares.size() / 2];
+  }
+
+  auto rate = [](const experiments::BenchMeasurement& x) { return static_cast<double>(x.activities) / x.wall_time_s; };
+  std::printf("scenario %s: %s\n", exp.get_name().c_str(), exp.get_description().c_str());
+  std::printf("  GPUs                      %d (%d simulated devices)\n", point.parallelism.gpus(), m.devices);
+  std::printf("  simulated iteration       %.6g s\n", m.simulated_s);
+  std::printf("  wall time                 %.3f s (median of %d)\n", m.wall_time_s, repeat);
+  std::printf("  peak memory (RSS)         %s\n", format_quantity(m.max_rss_bytes, Dimension::bytes).c_str());
+  std::printf("  SimGrid activities        %llu (%.0f per second)\n", static_cast<unsigned long long>(m.activities), rate(m));
+  if (bare) {
+    std::printf("  bare SimGrid DAG          %llu activities on %d hosts in %.3f s (%.0f per second), %s\n",
+                static_cast<unsigned long long>(bare->activities), bare->devices, bare->wall_time_s, rate(*bare),
+                format_quantity(bare->max_rss_bytes, Dimension::bytes).c_str());
+    std::printf("  ddlsim / bare SimGrid     %.2fx wall time per activity\n", rate(*bare) / rate(m));
+  }
+  if (csv) {
+    const std::filesystem::path parent = std::filesystem::path(*csv).parent_path();
+    if (!parent.empty())
+      std::filesystem::create_directories(parent);
+    const bool fresh = !std::filesystem::exists(*csv);
+    std::FILE* f = std::fopen(csv->c_str(), "a");
+    if (f == nullptr)
+      throw Error("cannot write " + *csv);
+    if (fresh)
+      std::fprintf(f, "scenario,gpus,devices,simulated_iteration_s,wall_time_s,max_rss_bytes,activities,"
+                      "activities_per_s,bare_wall_time_s,bare_activities_per_s,overhead_ratio,repeat\n");
+    std::fprintf(f, "%s,%d,%d,%.10g,%.6f,%.0f,%llu,%.0f,%s,%s,%s,%d\n", exp.get_name().c_str(), point.parallelism.gpus(),
+                 m.devices, m.simulated_s, m.wall_time_s, m.max_rss_bytes, static_cast<unsigned long long>(m.activities),
+                 rate(m), bare ? experiments::format_number(bare->wall_time_s).c_str() : "",
+                 bare ? experiments::format_number(rate(*bare)).c_str() : "",
+                 bare ? experiments::format_number(rate(*bare) / rate(m)).c_str() : "", repeat);
+    std::fclose(f);
+  }
+  return exit_ok;
+}
+
 int dispatch(Args& args)
 {
   if (args.done())
@@ -359,6 +462,8 @@ int dispatch(Args& args)
     return cmd_validate(args);
   if (command == "model")
     return cmd_model(args);
+  if (command == "bench")
+    return cmd_bench(args);
   throw UsageError{"unknown command '" + command + "'"};
 }
 

@@ -3,6 +3,7 @@
 #include "calibration/RooflineCostModel.hpp"
 #include "common/Error.hpp"
 #include "common/Units.hpp"
+#include "sim/Collectives.hpp"
 #include "sim/OpCosts.hpp"
 #include "sim/ParameterServer.hpp"
 #include "traces/ChromeTrace.hpp"
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <tuple>
 #include <numeric>
 
 namespace ddlsim::experiments {
@@ -163,7 +165,11 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
 }
 
 // Result columns of a replay covering `iterations` iterations.
-void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::ReplayResult& result, int iterations)
+// Result columns of a replay covering `iterations` iterations. With tensor-parallel groups folded
+// into one simulated device each, `gpus_per_device` GPUs share a device's numbers and
+// `extra_bytes_per_gpu` is their tensor-parallel traffic, which the replay did not carry.
+void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::ReplayResult& result, int iterations,
+                         int gpus_per_device = 1, double extra_bytes_per_gpu = 0, double folded_comm_s = 0)
 {
   const auto& dev = result.devices;
   const double n = static_cast<double>(dev.size());
@@ -178,14 +184,80 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
   row.set("iteration_time_s", t);
   row.set("throughput_samples_per_s", static_cast<double>(point.training.global_batch) / t);
   row.set("bubble_fraction", mean([](const sim::DeviceStats& d) { return d.idle_s; }) / result.makespan_s);
-  row.set("compute_time_s", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / iterations);
-  row.set("exposed_comm_time_s", mean([](const sim::DeviceStats& d) { return d.exposed_comm_s; }) / iterations);
-  row.set("comm_bytes_per_gpu", mean([](const sim::DeviceStats& d) { return d.bytes_sent; }) / iterations);
-  row.set("inter_node_bytes_per_gpu", mean([](const sim::DeviceStats& d) { return d.bytes_sent_inter; }) / iterations);
+  row.set("compute_time_s", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / iterations - folded_comm_s);
+  row.set("exposed_comm_time_s",
+          mean([](const sim::DeviceStats& d) { return d.exposed_comm_s; }) / iterations + folded_comm_s);
+  row.set("comm_bytes_per_gpu",
+          mean([](const sim::DeviceStats& d) { return d.bytes_sent; }) / iterations / gpus_per_device + extra_bytes_per_gpu);
+  row.set("inter_node_bytes_per_gpu",
+          mean([](const sim::DeviceStats& d) { return d.bytes_sent_inter; }) / iterations / gpus_per_device);
   row.set("gpu_utilization", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / result.makespan_s);
   row.set("sim_activities", static_cast<long long>(result.activities));
   row.set("sim_wall_time_s", result.wall_time_s);
-  row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / n);
+  row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / (n * gpus_per_device));
+}
+
+// Tensor-parallel groups folded into one device: the ranks of a group run identical work and
+// send identical flows over their own links, so one device per group with the group's summed
+// link bandwidth and summed bytes gives the same timings (tests/sim check it), with tp times fewer
+// activities. Analytic tensor-parallel collectives become part of the compute they block.
+struct TensorFold {
+  using Entry = std::tuple<std::size_t, sim::Phase, double, double>;  // layer, phase, seconds, bytes per rank
+  std::vector<std::vector<Entry>> per_stage;
+  double bytes_per_gpu = 0;  // tensor-parallel bytes each GPU sends per iteration, averaged over the stages
+  double seconds_per_gpu = 0;  // tensor-parallel time folded into each GPU's compute, averaged likewise
+};
+
+TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pipe)
+{
+  const int tp = pipe.tp;
+  TensorFold fold;
+  double bytes = 0, seconds = 0;
+  for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
+    sim::StagePlan& stage = pipe.stages[s];
+    std::vector<TensorFold::Entry> entries;
+    double stage_bytes = 0;
+    for (const sim::TpCollective& c : stage.tp_collectives) {
+      sim::CollectiveTask task{.kind = c.kind, .algorithm = pipe.tp_algorithm, .fidelity = sim::CollectiveFidelity::analytic,
+                               .group = {}, .bytes = c.bytes_per_sample * pipe.micro_batch_size};
+      for (int t = 0; t < tp; ++t)
+        task.group.push_back(pipe.device(static_cast<int>(s), 0, t));
+      double sent = 0;
+      for (const sim::Message& m : sim::decompose(task, point.cluster.gpus_per_node))
+        if (m.src == task.group.front())
+          sent += m.bytes;
+      entries.emplace_back(c.layer, c.phase, sim::analytic_seconds(task, point.cluster), sent);
+      stage_bytes += sent * pipe.micro_batches;
+      seconds += std::get<2>(entries.back()) * pipe.micro_batches;
+    }
+    bytes += stage_bytes;
+    fold.per_stage.push_back(std::move(entries));
+    stage.tp_collectives.clear();
+    stage.gradient_bytes *= tp;
+    for (auto& b : stage.buckets)
+      b.bytes *= tp;
+    for (auto& p : stage.sync_points)
+      p.bytes *= tp;
+  }
+  fold.bytes_per_gpu = bytes / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
+  fold.seconds_per_gpu = seconds / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
+  pipe.tp = 1;
+  return fold;
+}
+
+// The cluster of tensor-parallel groups: tp GPUs become one host with tp times their links.
+sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
+{
+  sim::ClusterSpec a = c;
+  a.gpus_per_node = c.gpus_per_node / tp;
+  a.intra_node.bandwidth = c.intra_node.bandwidth * tp;
+  // GPU i uses NIC i mod count: a group of tp GPUs uses min(count, tp) distinct NICs, and groups
+  // sharing NICs keep sharing them (exact when count and tp divide one another).
+  a.nics_per_node = std::max(1, c.nics_per_node / tp);
+  a.nic.bandwidth = c.nic.bandwidth * std::min(c.nics_per_node, tp);
+  a.memory.clear();
+  a.gpu_names.clear();
+  return a;
 }
 
 // Data parallelism through parameter servers: workers hold the model, weights and gradients and
@@ -390,8 +462,11 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
   row.set("optimizer", std::string(models::optimizer_table.name(p.training.optimizer)));
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
+  const bool folded = p.parallelism.tp > 1 && p.parallelism.tp_fidelity == sim::CollectiveFidelity::analytic &&
+                      p.parallelism.tp_aggregate;
   row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)) +
-                                     ";tp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.tp_fidelity)));
+                                     ";tp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.tp_fidelity)) +
+                                     (folded ? "+aggregated" : ""));
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));
   if (p.parallelism.ps) {
@@ -471,14 +546,33 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
                                                      : ""));
     }
 
-    const sim::TaskGraph graph = sim::build_schedule(plan.pipeline);
-    const auto seconds = sim::compute_durations(
+    const auto& par = point.parallelism;
+    const bool aggregate = par.tp > 1 && par.tp_fidelity == sim::CollectiveFidelity::analytic && par.tp_aggregate &&
+                           point.cluster.speed.empty() && point.cluster.gpus_per_node % par.tp == 0;
+    sim::PipelinePlan pipe = plan.pipeline;
+    sim::ClusterSpec cluster = point.cluster;
+    TensorFold fold;
+    if (aggregate) {
+      fold = fold_tensor_parallel(point, pipe);
+      cluster = aggregate_cluster(point.cluster, par.tp);
+    }
+    const sim::TaskGraph graph = sim::build_schedule(pipe);
+    auto seconds = sim::compute_durations(
         graph, point.model, cost,
         {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-         .tp = point.parallelism.tp});
-    const sim::ReplayResult result = sim::replay(graph, point.cluster, seconds, options.replay);
+         .tp = par.tp});
+    if (aggregate)
+      for (sim::TaskId id = 0; id < graph.size(); ++id)
+        if (graph.kind(id) == sim::TaskKind::compute) {
+          const auto& c = graph.compute(id);
+          for (const auto& [layer, phase, collective_s, bytes] : fold.per_stage[static_cast<std::size_t>(c.stage)])
+            if (phase == c.phase && layer >= c.layer_begin && layer < c.layer_end)
+              seconds[id] += collective_s;
+        }
+    const sim::ReplayResult result = sim::replay(graph, cluster, seconds, options.replay);
 
-    fill_timing_columns(row, point, result, 1);
+    fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,
+                        aggregate ? fold.seconds_per_gpu : 0.0);
     if (!options.trace_dir.empty())
       write_timeline(point, graph, result, options.trace_dir);
     return row;

@@ -158,6 +158,7 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
   }
   YamlMap top(base, "", diags);
   exp.name_ = top.required_string("name");
+  exp.description_ = top.string("description", "");
   if (auto output = top.map("output")) {
     exp.output_csv_ = output->string("csv");
     output->check_unknown_keys();
@@ -280,6 +281,7 @@ PointConfig Experiment::point(std::size_t index) const
         par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
     p.parallelism.tp_fidelity =
         par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
+    p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);
     if (auto ps = par->map("ps")) {
       ParameterServerSpec spec;
       spec.servers = static_cast<int>(ps->integer("servers", 1, 1, 1 << 16));

@@ -72,6 +72,7 @@ struct ParallelismSpec {
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
   sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::ring;
   sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;
+  bool tp_aggregate = true;  ///< with analytic tp collectives, simulate each tp group as one device
   double dp_bucket = 0;  ///< bytes per gradient bucket overlapped with backward; 0 = one all-reduce after it
   models::Partitioner partition = models::Partitioner::optimal;
   std::vector<int> balance;  ///< blocks per stage when partition is explicit
@@ -108,6 +109,7 @@ public:
 
   const std::string& get_name() const { return name_; }
   const std::string& get_file() const { return file_; }
+  const std::string& get_description() const { return description_; }
   std::size_t point_count() const;
   /// Values of the sweep axes at point `index`, in axis order (empty without a sweep).
   std::vector<std::pair<std::string, std::string>> axis_values(std::size_t index) const;
@@ -133,6 +135,7 @@ private:
   std::string text_;
   std::filesystem::path dir_;
   std::string name_;
+  std::string description_;
   std::vector<Axis> axes_;
   std::vector<Override> overrides_;
   std::optional<std::string> output_csv_;

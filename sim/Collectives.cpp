@@ -167,6 +167,22 @@ std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node)
   return out;
 }
 
+void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send)
+{
+  const std::size_t n = c.group.size();
+  if (n < 2)
+    return;
+  if (effective_algorithm(c, gpus_per_node) == CollectiveAlgorithm::ring) {
+    const double steps = static_cast<double>(n - 1) * (c.kind == CollectiveKind::all_reduce ? 2 : 1);
+    for (std::size_t i = 0; i < n; ++i)
+      send(c.group[i], c.group[(i + 1) % n], steps * c.bytes / static_cast<double>(n));
+    return;
+  }
+  for (const Message& m : decompose(c, gpus_per_node))
+    if (m.src >= 0)
+      send(m.src, m.dst, m.bytes);
+}
+
 double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster)
 {
   const std::size_t n = c.group.size();

@@ -29,6 +29,7 @@
 #include "sim/TaskGraph.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace ddlsim::sim {
@@ -45,6 +46,10 @@ CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, int gpus_per_no
 
 /// Messages of collective `c`; GPU g is on node g / gpus_per_node. Empty for groups of one.
 std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node);
+
+/// Calls send(src, dst, bytes) with the total bytes each member sends to each peer in `c`'s
+/// decomposition, without building the messages for a ring (O(n) instead of O(n^2)).
+void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send);
 
 /// Closed-form duration of `c` on `cluster` (see above).
 double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster);

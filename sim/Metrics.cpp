@@ -57,9 +57,10 @@ template <typename Keep> std::vector<double> bytes_sent(const TaskGraph& graph, 
       if (keep(graph.transfer(id).src, graph.transfer(id).dst))
         bytes[static_cast<std::size_t>(graph.transfer(id).src)] += graph.transfer(id).bytes;
     } else if (graph.kind(id) == TaskKind::collective) {
-      for (const Message& m : decompose(graph.collective(id), gpus_per_node))
-        if (m.src >= 0 && keep(m.src, m.dst))
-          bytes[static_cast<std::size_t>(m.src)] += m.bytes;
+      for_each_send(graph.collective(id), gpus_per_node, [&](int src, int dst, double sent) {
+        if (keep(src, dst))
+          bytes[static_cast<std::size_t>(src)] += sent;
+      });
     }
   }
   return bytes;

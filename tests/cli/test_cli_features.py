@@ -124,12 +124,14 @@ check(inter["v2"].get("status") == "ok" and inter["v2"]["stage_blocks"].count("/
 checks += 1
 check(inter["bad"] == {} or inter["bad"].get("status") == "invalid", "M % pp != 0 is invalid for interleaving")
 
-# Every shipped cluster runs; the mixed cluster is slower than two H100 nodes and reports its
+# Every shipped cluster runs (data-parallel collectives analytic: the 8,192-GPU cluster's flat
+# ring would be 33 M messages); the mixed cluster is slower than two H100 nodes and reports its
 # smallest GPU's memory.
 clusters = sorted(f[:-5] for f in os.listdir(os.path.join(ROOT, "sim", "clusters")) if f.endswith(".yaml"))
 path = os.path.join(out_dir, "clusters.csv")
 rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path, "-j", "2",
-                   "--set", "training.global_batch=1024", "--set", "sweep.cluster=[" + ",".join(clusters) + "]")
+                   "--set", "training.global_batch=8192",
+                   "--set", "parallelism.dp_fidelity=analytic", "--set", "sweep.cluster=[" + ",".join(clusters) + "]")
 by_cluster = {r["cluster"]: r for r in read_csv(path)} if rc == 0 else {}
 checks += 1
 check(rc == 0 and sorted(by_cluster) == clusters and all(r["status"] == "ok" for r in by_cluster.values()),
@@ -158,9 +160,27 @@ if all(tps.values()):
     check(mem[0] > mem[1] > mem[2] and sent[0] < sent[1] < sent[2], f"tp: memory {mem}, bytes {sent}")
     checks += 1
     check(int(tps["4a"]["sim_activities"]) < int(tps["4"]["sim_activities"]) / 2
-          and tps["4a"]["collective_fidelity"] == "dp=flow;tp=analytic"
+          and tps["4a"]["collective_fidelity"] == "dp=flow;tp=analytic+aggregated"
           and abs(float(tps["4a"]["iteration_time_s"]) / float(tps["4"]["iteration_time_s"]) - 1) < 0.2,
           f"analytic tp: {tps['4a']['sim_activities']} vs {tps['4']['sim_activities']} activities")
+# Folding each tensor-parallel group into one simulated device changes no number, only the work.
+path = os.path.join(out_dir, "fold.csv")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                   "--set", "model=gpt3-1.3b", "--set", "training.global_batch=64", "--set", "parallelism.tp=4",
+                   "--set", "parallelism.tp_fidelity=analytic", "--set", "parallelism.dp_bucket=64MiB",
+                   "--set", "sweep.parallelism.tp_aggregate=[false, true]")
+fold = read_csv(path) if rc == 0 else []
+same = len(fold) == 2
+for col in ["iteration_time_s", "throughput_samples_per_s", "bubble_fraction", "compute_time_s", "exposed_comm_time_s",
+            "comm_bytes_per_gpu", "inter_node_bytes_per_gpu", "peak_memory_bytes", "achieved_flop_per_s_per_gpu"]:
+    if same:
+        x, y = float(fold[0][col]), float(fold[1][col])
+        same = same and abs(x - y) <= 1e-9 * max(abs(x), 1e-30)
+        if not same:
+            print(f"{col}: {x} vs {y}", file=sys.stderr)
+checks += 1
+check(same and int(fold[1]["sim_activities"]) * 4 < int(fold[0]["sim_activities"]),
+      f"tp_aggregate gives the same numbers with fewer activities: {err}")
 path = os.path.join(out_dir, "bad_tp.csv")
 rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
                    "--set", "model=gpt3-1.3b", "--set", "sweep.parallelism.tp=[3,2]")
