@@ -11,12 +11,35 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <tuple>
 #include <numeric>
 
 namespace ddlsim::experiments {
 namespace {
+
+// Per simulated device of a point, next to its timeline (<dir>/<experiment>_<id>_devices.csv):
+// the numbers the CSV row averages. `memory` gives a device's peak memory (empty: not known).
+void write_device_table(const PointConfig& point, const sim::ReplayResult& result, const std::string& dir,
+                        int gpus_per_device, const std::function<double(int)>& memory)
+{
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/" + point.experiment + "_" + std::to_string(point.index) + "_devices.csv";
+  std::ofstream out(path);
+  out << "device,gpus,compute_time_s,exposed_comm_time_s,idle_time_s,utilization,comm_bytes,inter_node_bytes,"
+         "peak_memory_bytes\n";
+  const double t = result.makespan_s;
+  for (std::size_t d = 0; d < result.devices.size(); ++d) {
+    const auto& s = result.devices[d];
+    out << d << ',' << gpus_per_device << ',' << format_number(s.compute_s) << ',' << format_number(s.exposed_comm_s)
+        << ',' << format_number(s.idle_s) << ',' << format_number(t > 0 ? s.compute_s / t : 0) << ','
+        << format_number(s.bytes_sent / gpus_per_device) << ',' << format_number(s.bytes_sent_inter / gpus_per_device)
+        << ',' << (memory ? format_number(memory(static_cast<int>(d))) : std::string()) << '\n';
+  }
+  if (!out)
+    throw Error("cannot write " + path);
+}
 
 // Chrome-trace timeline: per GPU a compute track, an intra-node and an inter-node communication
 // track (by the link class the traffic uses), and a track for work off the compute stream
@@ -274,8 +297,8 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   plan.workers = workers;
   plan.servers = ps.servers;
   for (int j = 0; j < ps.servers; ++j)
-    plan.server_devices.push_back(ps.dedicated ? workers + j : j);
-  plan.devices = workers + (ps.dedicated ? ps.servers : 0);
+    plan.server_devices.push_back(ps.server_gpu(j, workers));
+  plan.devices = ps.gpus(workers);
   plan.iterations = ps.iterations;
   plan.micro_batches = point.micro_batches();
   plan.micro_batch_size = point.training.micro_batch;
@@ -293,7 +316,8 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   worker.optimizer_state = 0;  // on the servers
   const double server_params = model.parameter_count() / ps.servers;
   const double server = server_params * (d + models::optimizer_bytes_per_parameter(point.training.optimizer, dtype)) +
-                        point.training.memory_reserve + (ps.dedicated ? 0.0 : worker.total());
+                        point.training.memory_reserve +
+                        (ps.server_gpu(0, workers) < workers ? worker.total() : 0.0);  // colocated with a worker
   const double peak = std::max(worker.total(), server);
   row.set("peak_memory_bytes", peak);
   row.set("activation_memory_bytes", worker.activations);
@@ -316,8 +340,10 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   const sim::StalenessStats staleness = sim::observed_staleness(plan, g, result.timings);
   row.set("staleness_max", staleness.max);
   row.set("staleness_mean", staleness.mean);
-  if (!options.trace_dir.empty())
+  if (!options.trace_dir.empty()) {
     write_timeline(point, g.graph, result, options.trace_dir);
+    write_device_table(point, result, options.trace_dir, 1, {});
+  }
   return row;
 }
 
@@ -573,8 +599,14 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
 
     fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,
                         aggregate ? fold.seconds_per_gpu : 0.0);
-    if (!options.trace_dir.empty())
+    if (!options.trace_dir.empty()) {
       write_timeline(point, graph, result, options.trace_dir);
+      // Device (s, r, t) holds pipeline rank s mod pp; folded groups stand for tp GPUs.
+      const int members = aggregate ? par.dp : par.dp * par.tp;
+      write_device_table(point, result, options.trace_dir, aggregate ? par.tp : 1, [&](int d) {
+        return plan.stage_memory[static_cast<std::size_t>(d / members)].total();
+      });
+    }
     return row;
   } catch (const std::exception& e) {
     return fail(Status::error, e.what());

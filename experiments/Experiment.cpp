@@ -3,6 +3,7 @@
 #include "common/DataPath.hpp"
 #include "models/ModelLoader.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -292,6 +293,32 @@ PointConfig Experiment::point(std::size_t index) const
       spec.consistency = ps->choice("consistency", sim::consistency_table, sim::Consistency::bsp);
       spec.staleness = static_cast<int>(ps->integer("staleness", 0, 0, 1 << 16));
       spec.iterations = static_cast<int>(ps->integer("iterations", 4, 1, 10000));
+      if (ps->has("hosts")) {
+        const YAML::Node list = ps->node("hosts");
+        bool ok = list.IsSequence() && list.size() > 0;
+        for (std::size_t i = 0; ok && i < list.size(); ++i) {
+          try {
+            const long long h = list[i].as<long long>();
+            ok = h >= 0 && h < (1 << 20);
+            spec.hosts.push_back(static_cast<int>(h));
+          } catch (const YAML::Exception&) {
+            ok = false;
+          }
+        }
+        std::vector<int> sorted = spec.hosts;
+        std::sort(sorted.begin(), sorted.end());
+        if (!ok)
+          ps->report("hosts", "expected a list of GPU indices (>= 0)");
+        else if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+          ps->report("hosts", "a GPU can host one server");
+        else if (ps->has("servers") && static_cast<std::size_t>(spec.servers) != spec.hosts.size())
+          ps->report("hosts", "lists " + std::to_string(spec.hosts.size()) + " GPUs for " +
+                                  std::to_string(spec.servers) + " servers");
+        if (ok)
+          spec.servers = static_cast<int>(spec.hosts.size());
+        if (ps->has("placement"))
+          ps->report("placement", "give either placement or hosts");
+      }
       ps->check_unknown_keys();
       p.parallelism.ps = spec;
     }
@@ -341,7 +368,12 @@ PointConfig Experiment::point(std::size_t index) const
     return *keys.begin();
   };
   const auto& par = p.parallelism;
-  if (dp_auto && par.ps) {
+  if (dp_auto && par.ps && !par.ps->hosts.empty()) {
+    p.parallelism.dp = p.cluster.gpu_count();  // every GPU a worker; listed servers share theirs
+    for (int h : par.ps->hosts)
+      if (h >= p.cluster.gpu_count())
+        problem("parallelism.ps.hosts", "GPU " + std::to_string(h) + " is not in cluster '" + p.cluster.name + "'");
+  } else if (dp_auto && par.ps) {
     const int workers = p.cluster.gpu_count() - (par.ps->dedicated ? par.ps->servers : 0);
     if (workers >= 1)
       p.parallelism.dp = workers;
@@ -369,13 +401,13 @@ PointConfig Experiment::point(std::size_t index) const
       }
   if (par.ps && (par.pp != 1 || par.tp != 1))
     problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp and tp must be 1");
-  if (par.ps && !par.ps->dedicated && par.ps->servers > par.dp)
+  if (par.ps && par.ps->hosts.empty() && !par.ps->dedicated && par.ps->servers > par.dp)
     problem("parallelism.ps.servers", "colocated servers need as many workers (" + std::to_string(par.dp) + ")");
   if (par.ps && par.ps->consistency != sim::Consistency::ssp && par.ps->staleness != 0)
     problem("parallelism.ps.staleness", "staleness applies to consistency: ssp");
   if (diags.empty() && par.ps && par.gpus() != p.cluster.gpu_count())
     problem(blame({"parallelism.dp", "parallelism.ps.servers"}),
-            "dp workers + dedicated servers = " + std::to_string(par.gpus()) + " does not match the " +
+            "dp workers + servers on other GPUs = " + std::to_string(par.gpus()) + " does not match the " +
                 std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" + p.cluster.name + "'");
   else if (diags.empty() && par.gpus() != p.cluster.gpu_count())
     problem(blame({"parallelism.pp", "parallelism.dp", "parallelism.tp"}), "pp x dp x tp = " + std::to_string(par.pp) + " x " + std::to_string(par.dp) + " x " +

@@ -12,6 +12,7 @@
 //                 tp_collective: ring, tp_fidelity: flow,  # tensor-parallel collectives
 //                 partition: optimal,   # optimal | balanced | uniform | explicit (with balance: [..])
 //                 ps: {servers: 2, placement: dedicated, consistency: ssp, staleness: 2, iterations: 8}}
+//                     # or hosts: [0, 9]: the servers' GPUs (workers are GPUs 0..dp-1)
 //   sweep:                           # cartesian product, first axis varies slowest
 //     parallelism.pp: [1, 2, 4, 8]
 //     training.micro_batch: [1, 2, 4, 8, 16, 32]
@@ -60,6 +61,22 @@ struct ParameterServerSpec {
   sim::Consistency consistency = sim::Consistency::bsp;
   int staleness = 0;      ///< ssp
   int iterations = 4;     ///< iterations simulated (the CSV reports their mean)
+  std::vector<int> hosts; ///< chosen GPUs for the servers (overrides placement); workers are GPUs 0..dp-1
+  /// GPU of server j.
+  int server_gpu(int j, int workers) const
+  {
+    return !hosts.empty() ? hosts[static_cast<std::size_t>(j)] : dedicated ? workers + j : j;
+  }
+  /// GPUs the workers and servers occupy together.
+  int gpus(int workers) const
+  {
+    if (hosts.empty())
+      return dedicated ? workers + servers : workers;
+    int extra = 0;
+    for (int h : hosts)
+      extra += h >= workers ? 1 : 0;
+    return workers + extra;
+  }
 };
 
 struct ParallelismSpec {
@@ -77,7 +94,7 @@ struct ParallelismSpec {
   models::Partitioner partition = models::Partitioner::optimal;
   std::vector<int> balance;  ///< blocks per stage when partition is explicit
   std::optional<ParameterServerSpec> ps;  ///< set: workers = dp, synchronised through parameter servers
-  int gpus() const { return ps && ps->dedicated ? dp + ps->servers : pp * dp * tp; }
+  int gpus() const { return ps ? ps->gpus(dp) : pp * dp * tp; }
 };
 
 /// One fully resolved configuration, ready to simulate.

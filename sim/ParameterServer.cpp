@@ -5,6 +5,16 @@
 #include <stdexcept>
 
 namespace ddlsim::sim {
+namespace {
+// A push or pull: a transfer, or, when the server shares the worker's GPU, a zero-time join.
+TaskId add_exchange(TaskGraph& g, const TransferTask& t)
+{
+  if (t.src == t.dst)
+    return g.add_collective({.group = {t.src}, .bytes = 0, .stage = t.stage, .micro_batch = t.micro_batch,
+                             .role = CollectiveRole::barrier});
+  return g.add_transfer(t);
+}
+}  // namespace
 
 PsGraph build_parameter_server(const PsPlan& plan)
 {
@@ -42,7 +52,7 @@ PsGraph build_parameter_server(const PsPlan& plan)
         for (int j = 0; j < S; ++j)
           g.add_dependency(out.pulls[index(k - 1, w, j)], first);
       for (int j = 0; j < S; ++j) {
-        const TaskId push = g.add_transfer({.src = w, .dst = plan.server_devices[static_cast<std::size_t>(j)],
+        const TaskId push = add_exchange(g, {.src = w, .dst = plan.server_devices[static_cast<std::size_t>(j)],
                                             .bytes = plan.gradient_bytes * shard, .phase = Phase::backward,
                                             .stage = w, .micro_batch = k, .kind = TransferKind::push, .server = j});
         g.add_dependency(last, push);
@@ -71,7 +81,7 @@ PsGraph build_parameter_server(const PsPlan& plan)
           g.add_dependency(out.updates[index(k, w, j)], barrier);
       }
       for (int w = 0; w < W; ++w) {
-        const TaskId pull = g.add_transfer({.src = plan.server_devices[static_cast<std::size_t>(j)], .dst = w,
+        const TaskId pull = add_exchange(g, {.src = plan.server_devices[static_cast<std::size_t>(j)], .dst = w,
                                             .bytes = plan.gradient_bytes * shard, .phase = Phase::forward,
                                             .stage = w, .micro_batch = k, .kind = TransferKind::pull, .server = j});
         g.add_dependency(out.updates[index(k, w, j)], pull);  // its own update, in every model

@@ -207,6 +207,17 @@ if len(ps_rows) == 3:
     checks += 1
     check(t["ssp:0"] == t["bsp"] and t["async"] >= t["bsp"] and float(ps_rows["bsp"]["staleness_max"]) == 0
           and float(ps_rows["async"]["staleness_max"]) >= 1, f"ps throughput {t}, async staleness {ps_rows['async']['staleness_max']}")
+for ps in ["{servers: 2, placement: colocated}", "{hosts: [0, 8], consistency: async}"]:
+    rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                       "--set", "model=resnet50", "--set", "parallelism.pp=1", "--set", "training.global_batch=512",
+                       "--set", "training.micro_batch=32", "--set", "parallelism.ps=" + ps)
+    r = read_csv(path)[0] if rc == 0 else {}
+    checks += 1
+    check(r.get("status") == "ok" and r.get("dp") == "16" and r.get("ps_servers") == "2", f"ps {ps}: {err} {r.get('message')}")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                   "--set", "parallelism.ps={hosts: [3, 3]}")
+checks += 1
+check(rc == 1 and "parallelism.ps.hosts: a GPU can host one server" in err, f"duplicate server hosts: {err}")
 rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
                    "--set", "parallelism.ps={servers: 2, consistency: bsp, staleness: 3}")
 checks += 1

@@ -81,15 +81,15 @@ rows = read_csv(os.path.join(tmp, "results", "demo.csv")) if rc == 0 else []
 checks += 1
 check(rc == 0 and len(rows) == 2 and all(r["global_batch"] == "32" for r in rows), f"--set applied ({err})")
 
-# 4. Timelines: one Chrome trace per point, valid JSON with one track per GPU.
+# 4. Timelines: one Chrome trace (and its device table) per point, valid JSON with one track per GPU.
 traces = os.path.join(tmp, "traces")
 rc, _, err = run(binary, "run", demo, "-o", os.path.join(tmp, "c.csv"), "--set", "sweep.parallelism.pp=[4]",
                  "--set", "sweep.training.micro_batch=[4]", "--trace-dir", traces, "--quiet")
 files = sorted(os.listdir(traces)) if os.path.isdir(traces) else []
 checks += 1
-check(rc == 0 and files == ["demo_0.json"], f"one timeline written: {files} {err}")
+check(rc == 0 and files == ["demo_0.json", "demo_0_devices.csv"], f"one timeline written: {files} {err}")
 if files:
-    with open(os.path.join(traces, files[0])) as f:
+    with open(os.path.join(traces, "demo_0.json")) as f:
         trace = json.load(f)
     events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     checks += 2

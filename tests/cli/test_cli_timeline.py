@@ -70,4 +70,15 @@ for t in transfers:
 checks += 1
 check(len(transfers) == 2 * (K - 1) * 4 * M and deps_ok, f"{len(transfers)} transfers respect their dependencies")
 
+# The per-device table next to the timeline averages to the CSV row.
+import csv as csv_module
+row = next(csv_module.DictReader(open(os.path.join(out_dir, "t.csv"))))
+table = list(csv_module.DictReader(open(os.path.join(traces, "zoo-smoke_0_devices.csv"))))
+mean = lambda col: sum(float(r[col]) for r in table) / len(table)
+checks += 1
+check(len(table) == 16 and abs(mean("utilization") - float(row["gpu_utilization"])) <= 1e-6
+      and abs(mean("comm_bytes") - float(row["comm_bytes_per_gpu"])) <= 1e-6 * float(row["comm_bytes_per_gpu"])
+      and max(float(r["peak_memory_bytes"]) for r in table) == float(row["peak_memory_bytes"]),
+      "the device table matches the CSV row")
+
 finish("cli_timeline", checks)
