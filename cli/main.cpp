@@ -40,7 +40,8 @@ commands:
       -j, --jobs N           simulate N points at once, one process each (default 1)
       --set KEY=VALUE        override a key, e.g. --set training.micro_batch=4 (repeatable);
                              --set sweep.KEY=[v1,v2] replaces a sweep axis
-      --trace-dir DIR        write a Chrome-trace timeline per point (open in Perfetto)
+      --trace-dir DIR        write a Chrome-trace timeline per point (open in Perfetto) and
+                             a per-device CSV next to it
       --quiet                no progress or summary on stderr
       --cfg=NAME:VALUE       pass a setting to SimGrid (repeatable)
       --log=SETTING          pass a log setting to SimGrid (repeatable)
