@@ -7,6 +7,7 @@
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
 #include "experiments/Bench.hpp"
+#include "traces/KinetoImporter.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "common/DataPath.hpp"
@@ -14,6 +15,9 @@
 #include "models/ModelLoader.hpp"
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -59,6 +63,9 @@ commands:
       --repeat N             median of N runs (default 1)
       -o, --output FILE      append the figures to a CSV
       --no-compare           skip the bare SimGrid DAG
+  calibrate import FILE...   import PyTorch profiler (Kineto) traces, .json or .json.gz, into
+                             calibration records (kernels, NCCL collectives with their sizes)
+      -o, --output FILE      the JSON-lines file to write (required)
   help                       this text
 
 options:
@@ -443,6 +450,61 @@ int cmd_bench(Args& args)
   return exit_ok;
 }
 
+int cmd_calibrate(Args& args)
+{
+  if (args.done())
+    throw UsageError{"calibrate needs a subcommand: import"};
+  const std::string sub = args.next();
+  if (sub != "import")
+    throw UsageError{"unknown calibrate subcommand '" + sub + "' (this release has: import)"};
+  std::vector<std::string> files;
+  std::optional<std::string> output;
+  while (!args.done()) {
+    if (auto o = args.option("--output", "-o"))
+      output = *o;
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for calibrate import: " + args.peek()};
+    else
+      files.push_back(args.next());
+  }
+  if (files.empty())
+    throw UsageError{"calibrate import needs at least one trace file"};
+  if (!output)
+    throw UsageError{"calibrate import needs -o traces.jsonl"};
+  // Read everything first: a bad file means nothing is written.
+  std::vector<traces::TraceSet> sets;
+  for (const auto& f : files)
+    sets.push_back(traces::import_kineto(f));
+  const std::string tmp = *output + ".tmp." + std::to_string(::getpid());
+  {
+    const std::filesystem::path parent = std::filesystem::path(*output).parent_path();
+    if (!parent.empty())
+      std::filesystem::create_directories(parent);
+    std::ofstream out(tmp);
+    for (const auto& set : sets)
+      traces::write_jsonl(set, out);
+    if (!out)
+      throw Error("cannot write " + *output);
+  }
+  std::filesystem::rename(tmp, *output);
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    const auto& set = sets[i];
+    std::map<std::string, int> kinds;
+    for (const auto& c : set.collectives)
+      ++kinds[c.collective + (c.source == "annotation" ? " (annotation)" : "")];
+    std::string summary;
+    for (const auto& [kind, n] : kinds)
+      summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+    std::fprintf(stderr, "%s: %zu kernels, %zu collectives%s%s; %d events skipped\n", files[i].c_str(),
+                 set.kernels.size(), set.collectives.size(), summary.empty() ? "" : " (", summary.empty() ? "" : (summary + ")").c_str(),
+                 set.skipped_total());
+    for (const auto& [reason, n] : set.skipped)
+      std::fprintf(stderr, "  skipped %d: %s\n", n, reason.c_str());
+  }
+  std::fprintf(stderr, "ddlsim: wrote %s\n", output->c_str());
+  return exit_ok;
+}
+
 int dispatch(Args& args)
 {
   if (args.done())
@@ -465,6 +527,8 @@ int dispatch(Args& args)
     return cmd_model(args);
   if (command == "bench")
     return cmd_bench(args);
+  if (command == "calibrate")
+    return cmd_calibrate(args);
   throw UsageError{"unknown command '" + command + "'"};
 }
 

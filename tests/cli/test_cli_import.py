@@ -1,0 +1,78 @@
+"""ddlsim calibrate import on the real A100 PyTorch profiler traces in ../shared/data/traces/kineto
+(skipped when that folder is absent, as in a user's clone; DDLSIM_KINETO_DIR points elsewhere),
+and on bad input (exit 1, the file named, nothing written)."""
+import json
+import os
+import sys
+
+from common import FIXTURES, ROOT, SKIP, check, finish, run, workdir
+
+binary = sys.argv[1]
+checks = 0
+out_dir = workdir()
+
+# Bad input first: it runs everywhere.
+bad = os.path.join(out_dir, "cut.json")
+with open(os.path.join(FIXTURES, "kineto_small.json")) as f:
+    text = f.read()
+with open(bad, "w") as f:
+    f.write(text[: len(text) // 2])
+out = os.path.join(out_dir, "bad.jsonl")
+rc, _, err = run(binary, "calibrate", "import", os.path.join(FIXTURES, "kineto_small.json"), bad, "-o", out)
+checks += 1
+check(rc == 1 and "cut.json: byte" in err and "truncated" in err and not os.path.exists(out),
+      f"a truncated trace: exit 1, named, nothing written: {rc} {err}")
+
+kineto = os.environ.get("DDLSIM_KINETO_DIR", os.path.join(ROOT, "..", "shared", "data", "traces", "kineto"))
+if not os.path.isdir(kineto):
+    print(f"cli_import: skipped, no traces at {kineto}")
+    sys.exit(SKIP)
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+out = os.path.join(out_dir, "ddp2.jsonl")
+rc, _, err = run(binary, "calibrate", "import", os.path.join(kineto, "a100_ddp_2rank_rank0.json.gz"), "-o", out)
+rows = records(out) if rc == 0 else []
+kernels = [r for r in rows if r["type"] == "kernel"]
+colls = [r for r in rows if r["type"] == "collective"]
+checks += 1
+check(rc == 0 and len(kernels) == 2700 and len(colls) == 21, f"2-rank DDP: {len(kernels)} kernels, {len(colls)} NCCL: {err}")
+checks += 1
+check(sorted(c["collective"] for c in colls).count("all_reduce") == 15
+      and sorted(c["collective"] for c in colls).count("broadcast") == 6, "15 all-reduce, 6 broadcast")
+checks += 1
+check(all(c["bytes"] > 0 and c["group_size"] == 2 and c["source"] == "kernel" for c in colls)
+      and any(c["bytes"] == 6637568 * 4 for c in colls), "sizes are In msg nelems x dtype")
+prov = rows[0] if rows else {}
+checks += 1
+check(prov.get("type") == "provenance" and prov.get("device", "").startswith("NVIDIA A100")
+      and prov.get("sm_count") == "108" and prov.get("nccl_version") == "2.17.1", f"provenance: {prov}")
+
+out = os.path.join(out_dir, "ddp128.jsonl")
+rc, _, err = run(binary, "calibrate", "import", os.path.join(kineto, "ddp_128rank_rank0_sampled.json.gz"), "-o", out)
+rows = records(out) if rc == 0 else []
+colls = [r for r in rows if r["type"] == "collective"]
+send_recv = [c for c in colls if c["collective"] == "send_recv" and c["source"] == "kernel"]
+all_reduce = [c for c in colls if c["collective"] == "all_reduce" and c["source"] == "annotation"]
+checks += 1
+check(rc == 0 and len(send_recv) == 10, f"128-rank: 10 send/recv kernels: {len(send_recv)} {err}")
+# Expected sizes read from the raw trace here, with Python's own JSON and gzip.
+import gzip
+with gzip.open(os.path.join(kineto, "ddp_128rank_rank0_sampled.json.gz"), "rt") as f:
+    raw = json.load(f)
+expected = []
+for e in raw["traceEvents"]:
+    if e.get("name") == "nccl:all_reduce" and e.get("cat") == "user_annotation":
+        n = 1
+        for d in e["args"]["Input Dims"][0]:
+            n *= d
+        expected.append(n * {"float": 4, "c10::BFloat16": 2, "c10::Half": 2}[e["args"]["Input type"][0]])
+checks += 1
+check(len(expected) == 4 and sorted(c["bytes"] for c in all_reduce) == sorted(expected),
+      f"all-reduce sizes from nccl:all_reduce Input Dims: {[c['bytes'] for c in all_reduce]} vs {expected}")
+
+finish("cli_import", checks)

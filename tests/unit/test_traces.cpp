@@ -1,0 +1,138 @@
+// The JSON reader and the Kineto importer on small fixtures, including corrupt and truncated input.
+#include "common/Error.hpp"
+#include "traces/Json.hpp"
+#include "traces/KinetoImporter.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+#include <zlib.h>
+
+using namespace ddlsim;
+using namespace ddlsim::traces;
+
+namespace {
+const std::string fixtures = DDLSIM_TEST_FIXTURES;
+
+std::string temp_path(const std::string& name)
+{
+  const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_traces_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+std::string gzip_file(const std::string& text, const std::string& name, std::size_t keep_bytes = std::string::npos)
+{
+  const std::string path = temp_path(name);
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  if (keep_bytes != std::string::npos)
+    std::filesystem::resize_file(path, keep_bytes);
+  return path;
+}
+
+std::string read(const std::string& path)
+{
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string error_of(const std::string& text)
+{
+  try {
+    parse_json(text, "t.json");
+  } catch (const TraceError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("JSON values, escapes and lookups")
+{
+  const JsonValue v = parse_json(R"( {"a": [1, -2.5e3, true, null], "s": "x\"\\\/\n\u00e9\ud83d\ude00", "o": {"k": "v"}} )", "t");
+  REQUIRE(v.is_object());
+  CHECK(v.find("a")->as_array().size() == 4);
+  CHECK(v.find("a")->as_array()[1].as_number() == -2500);
+  CHECK(v.find("a")->as_array()[2].as_bool());
+  CHECK(v.find("a")->as_array()[3].is_null());
+  CHECK(*v.string("s") == "x\"\\/\n\xc3\xa9\xf0\x9f\x98\x80");
+  CHECK(*v.find("o")->string("k") == "v");
+  CHECK(v.find("missing") == nullptr);
+  CHECK(v.number("s") == nullptr);
+}
+
+TEST_CASE("bad JSON is refused with the byte offset, never a crash")
+{
+  CHECK(error_of(R"({"a": [1, 2)") == "t.json: byte 11: expected ']', the text ends (truncated?)");
+  CHECK(error_of(R"({"a": tru})") == "t.json: byte 6: unexpected character 't'");
+  CHECK(error_of(R"({"a": 1e999})") == "t.json: byte 11: number 1e999 is out of range");
+  CHECK(error_of(R"({"a": "\q"})") == "t.json: byte 9: invalid escape '\\q'");
+  CHECK(error_of(R"({"a": 1} x)") == "t.json: byte 9: unexpected text after the JSON value");
+  CHECK(error_of(std::string(600, '[') + std::string(600, ']')).find("nesting deeper than 512") != std::string::npos);
+  CHECK(error_of("").find("the text ends") != std::string::npos);
+  CHECK(error_of("{\"a\": \"x\ny\"}").find("control character") != std::string::npos);
+}
+
+TEST_CASE("Kineto import: kernels, NCCL sizes from kernel arguments and annotations, skipped events counted")
+{
+  const TraceSet set = import_kineto(fixtures + "/kineto_small.json");
+  CHECK(set.provenance.at("device") == "Test GPU");
+  CHECK(set.provenance.at("sm_count") == "132");
+  CHECK(set.provenance.at("nccl_version") == "2.21.5");
+  CHECK(set.provenance.at("world_size") == "4");
+  REQUIRE(set.kernels.size() == 3);
+  CHECK(set.kernels[0].name == "sm90_xmma_gemm_bf16");
+  CHECK(set.kernels[0].duration_s == doctest::Approx(12.25e-6));
+  CHECK(set.kernels[0].start_s == doctest::Approx(1000.5e-6));
+  CHECK(set.kernels[0].grid == std::array<int, 3>{132, 1, 1});
+  CHECK(set.kernels[0].stream == 7);
+  REQUIRE(set.collectives.size() == 4);
+  CHECK(set.collectives[0].collective == "all_reduce");
+  CHECK(set.collectives[0].bytes == 1048576.0 * 2);  // BFloat16
+  CHECK(set.collectives[0].group_size == 4);
+  CHECK(set.collectives[0].source == "kernel");
+  CHECK(set.collectives[1].collective == "send_recv");
+  CHECK(set.collectives[1].bytes == 0);  // the kernel does not say
+  CHECK(set.collectives[2].collective == "all_gather");
+  CHECK(set.collectives[2].source == "annotation");
+  CHECK(set.collectives[2].bytes == 1024.0 * 8 * 2);  // c10::Half: 2 bytes
+  CHECK(set.skipped_total() == 2);
+  CHECK(set.skipped.begin()->second == 2);
+
+  // Gzip-compressed: the same; truncated: an error naming the file.
+  const std::string text = read(fixtures + "/kineto_small.json");
+  const std::string gz = gzip_file(text, "small.json.gz");
+  CHECK(import_kineto(gz).kernels.size() == 3);
+  const std::string cut = gzip_file(text, "cut.json.gz", 200);
+  CHECK_THROWS_AS(import_kineto(cut), TraceError);
+  // Not a trace, cut JSON, missing file.
+  std::ofstream(temp_path("list.json")) << "[1, 2, 3]";
+  CHECK_THROWS_WITH_AS(import_kineto(temp_path("list.json")),
+                       doctest::Contains("not a Kineto/Chrome trace (no 'traceEvents' list)"), TraceError);
+  std::ofstream(temp_path("cut.json")) << text.substr(0, text.size() / 2);
+  CHECK_THROWS_WITH_AS(import_kineto(temp_path("cut.json")), doctest::Contains("truncated"), TraceError);
+  CHECK_THROWS_WITH_AS(import_kineto(temp_path("absent.json")), doctest::Contains("cannot open"), TraceError);
+}
+
+TEST_CASE("collective names and element sizes")
+{
+  CHECK(collective_from_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)") ==
+        "all_reduce");
+  CHECK(collective_from_name("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL") == "reduce_scatter");
+  CHECK(collective_from_name("ncclKernel_Broadcast_RING_LL_Sum_int8_t") == "broadcast");
+  CHECK(collective_from_name("nccl:_all_gather_base") == "all_gather");
+  CHECK(collective_from_name("volta_sgemm_128x64_nn").empty());
+  CHECK(element_bytes("Float") == 4);
+  CHECK(element_bytes("BFloat16") == 2);
+  CHECK(element_bytes("Long") == 8);
+  CHECK(element_bytes("int8") == 1);
+  CHECK(element_bytes("c10::BFloat16") == 2);
+  CHECK(element_bytes("mystery") == 0);
+}

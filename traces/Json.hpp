@@ -1,0 +1,61 @@
+// A small JSON reader for trace files (Kineto Chrome traces, nccl-tests -J output, our JSONL).
+//
+// parse_json() builds a value tree; it never crashes on bad input: syntax errors, nesting deeper
+// than 512, numbers out of double range and invalid escapes throw TraceError with the byte offset.
+// Objects keep their keys in order; find() looks a key up.
+//
+//   JsonValue root = parse_json(text, "trace.json");
+//   if (const JsonValue* events = root.find("traceEvents"); events && events->is_array()) ...
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ddlsim::traces {
+
+class JsonValue {
+public:
+  using Array = std::vector<JsonValue>;
+  using Object = std::vector<std::pair<std::string, JsonValue>>;
+
+  JsonValue() = default;
+  explicit JsonValue(bool b) : value_(b) {}
+  explicit JsonValue(double d) : value_(d) {}
+  explicit JsonValue(std::string s) : value_(std::move(s)) {}
+  explicit JsonValue(Array a) : value_(std::move(a)) {}
+  explicit JsonValue(Object o) : value_(std::move(o)) {}
+
+  bool is_null() const { return std::holds_alternative<std::monostate>(value_); }
+  bool is_bool() const { return std::holds_alternative<bool>(value_); }
+  bool is_number() const { return std::holds_alternative<double>(value_); }
+  bool is_string() const { return std::holds_alternative<std::string>(value_); }
+  bool is_array() const { return std::holds_alternative<Array>(value_); }
+  bool is_object() const { return std::holds_alternative<Object>(value_); }
+
+  /// The value; undefined behaviour is avoided by checking is_*() first (these throw
+  /// std::bad_variant_access otherwise).
+  bool as_bool() const { return std::get<bool>(value_); }
+  double as_number() const { return std::get<double>(value_); }
+  const std::string& as_string() const { return std::get<std::string>(value_); }
+  const Array& as_array() const { return std::get<Array>(value_); }
+  const Object& as_object() const { return std::get<Object>(value_); }
+
+  /// Member `key` of an object (the first one), or nullptr when absent or not an object.
+  const JsonValue* find(std::string_view key) const;
+  /// Member `key` as a number / string, or nullptr when absent or of another type.
+  const double* number(std::string_view key) const;
+  const std::string* string(std::string_view key) const;
+
+private:
+  std::variant<std::monostate, bool, double, std::string, Array, Object> value_;
+};
+
+/// Parses one JSON document (trailing whitespace allowed). `origin` names the input in errors.
+/// Throws TraceError ("origin: byte N: message").
+JsonValue parse_json(std::string_view text, const std::string& origin);
+
+}  // namespace ddlsim::traces

@@ -1,0 +1,197 @@
+#include "traces/KinetoImporter.hpp"
+
+#include "common/Error.hpp"
+#include "traces/Json.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace ddlsim::traces {
+namespace {
+
+std::string lower(std::string s)
+{
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+
+// A finite, non-negative number that fits an int: grid and block sizes, devices, streams.
+int small_int(const JsonValue* v)
+{
+  if (!v || !v->is_number())
+    return -1;
+  const double d = v->as_number();
+  return std::isfinite(d) && d >= 0 && d < 2147483647.0 ? static_cast<int>(d) : -1;
+}
+
+std::array<int, 3> dims(const JsonValue* v)
+{
+  std::array<int, 3> out{0, 0, 0};
+  if (!v || !v->is_array())
+    return out;
+  for (std::size_t i = 0; i < 3 && i < v->as_array().size(); ++i)
+    out[i] = std::max(0, small_int(&v->as_array()[i]));
+  return out;
+}
+
+// "allreduce", "all_reduce", "AllReduce" -> all_reduce, and so on.
+std::string normalize_collective(const std::string& name)
+{
+  std::string n;
+  for (char c : lower(name))
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      n += c;
+  if (n == "allreduce")
+    return "all_reduce";
+  if (n == "allgather" || n == "allgatherbase" || n == "allgatherintotensor")
+    return "all_gather";
+  if (n == "reducescatter" || n == "reducescatterbase" || n == "reducescattertensor")
+    return "reduce_scatter";
+  if (n == "alltoall" || n == "alltoallbase")
+    return "all_to_all";
+  if (n == "broadcast")
+    return "broadcast";
+  if (n == "reduce")
+    return "reduce";
+  if (n == "sendrecv" || n == "send" || n == "recv")
+    return n == "sendrecv" ? "send_recv" : n;
+  return n;
+}
+
+bool finite_non_negative(const double* v) { return v && std::isfinite(*v) && *v >= 0; }
+
+}  // namespace
+
+std::string collective_from_name(const std::string& name)
+{
+  const std::string l = lower(name);
+  if (l.rfind("nccl:", 0) == 0)
+    return normalize_collective(name.substr(5));
+  if (!contains(l, "nccl"))
+    return "";
+  static const std::pair<const char*, const char*> kinds[] = {
+      {"allreduce", "all_reduce"},         {"allgather", "all_gather"}, {"reducescatter", "reduce_scatter"},
+      {"alltoall", "all_to_all"},          {"broadcast", "broadcast"},  {"sendrecv", "send_recv"},
+      {"_send", "send"},                   {"_recv", "recv"},           {"_reduce", "reduce"}};
+  for (const auto& [pattern, kind] : kinds)
+    if (contains(l, pattern))
+      return kind;
+  return "nccl";
+}
+
+TraceSet import_kineto(const std::string& path)
+{
+  const std::string text = read_maybe_gzip(path);
+  const JsonValue root = parse_json(text, path);
+  const JsonValue* events = root.find("traceEvents");
+  if (!root.is_object() || !events || !events->is_array())
+    throw TraceError(path + ": not a Kineto/Chrome trace (no 'traceEvents' list)");
+
+  TraceSet set;
+  set.provenance["source"] = "kineto";
+  set.provenance["file"] = path;
+  if (const JsonValue* props = root.find("deviceProperties"); props && props->is_array() && !props->as_array().empty()) {
+    const JsonValue& gpu = props->as_array().front();
+    if (const std::string* name = gpu.string("name"))
+      set.provenance["device"] = *name;
+    if (const double* sms = gpu.number("numSms"))
+      set.provenance["sm_count"] = std::to_string(static_cast<long long>(*sms));
+    if (const double* mem = gpu.number("totalGlobalMem"))
+      set.provenance["device_memory_bytes"] = std::to_string(static_cast<long long>(*mem));
+    const double* major = gpu.number("computeMajor");
+    const double* minor = gpu.number("computeMinor");
+    if (major && minor)
+      set.provenance["compute_capability"] =
+          std::to_string(static_cast<int>(*major)) + "." + std::to_string(static_cast<int>(*minor));
+  }
+  if (const JsonValue* dist = root.find("distributedInfo")) {
+    if (const std::string* nccl = dist->string("nccl_version"))
+      set.provenance["nccl_version"] = *nccl;
+    if (const double* world = dist->number("world_size"))
+      set.provenance["world_size"] = std::to_string(static_cast<long long>(*world));
+    if (const double* rank = dist->number("rank"))
+      set.provenance["rank"] = std::to_string(static_cast<long long>(*rank));
+  }
+
+  auto skip = [&](const std::string& reason) { ++set.skipped[reason]; };
+  for (const JsonValue& e : events->as_array()) {
+    const std::string* cat = e.string("cat");
+    if (!cat)
+      continue;  // metadata and counters
+    const bool kernel = *cat == "kernel";
+    const bool annotation = *cat == "user_annotation" || *cat == "cpu_op";
+    if (!kernel && !annotation)
+      continue;
+    const std::string* name = e.string("name");
+    const double* ts = e.number("ts");
+    const double* dur = e.number("dur");
+    if (!name || !finite_non_negative(ts) || !finite_non_negative(dur)) {
+      if (kernel)
+        skip("kernel without a name, ts or dur (or with negative or non-finite ones)");
+      continue;
+    }
+    const JsonValue* args = e.find("args");
+    if (annotation) {
+      if (name->rfind("nccl:", 0) != 0)
+        continue;
+      CollectiveRecord c{.collective = collective_from_name(*name), .bytes = 0, .dtype = "", .group_size = 0,
+                         .duration_s = *dur * 1e-6, .source = "annotation", .name = *name};
+      const JsonValue* input_dims = args ? args->find("Input Dims") : nullptr;
+      const JsonValue* input_type = args ? args->find("Input type") : nullptr;
+      if (!input_dims || !input_dims->is_array() || input_dims->as_array().empty() ||
+          !input_dims->as_array().front().is_array() || !input_type || !input_type->is_array() ||
+          input_type->as_array().empty() || !input_type->as_array().front().is_string()) {
+        skip("nccl annotation without Input Dims and Input type");
+        continue;
+      }
+      double elements = 1;
+      bool ok = true;
+      for (const JsonValue& d : input_dims->as_array().front().as_array())
+        ok = ok && d.is_number() && std::isfinite(d.as_number()) && d.as_number() >= 0 &&
+             (elements *= d.as_number(), std::isfinite(elements));
+      c.dtype = lower(input_type->as_array().front().as_string());
+      if (!ok || element_bytes(c.dtype) == 0) {
+        skip("nccl annotation with unusable Input Dims or Input type");
+        continue;
+      }
+      c.bytes = elements * element_bytes(c.dtype);
+      set.collectives.push_back(std::move(c));
+      continue;
+    }
+
+    KernelRecord k{.name = *name, .start_s = *ts * 1e-6, .duration_s = *dur * 1e-6, .device = -1, .stream = -1,
+                   .grid = {0, 0, 0}, .block = {0, 0, 0}};
+    if (args) {
+      k.device = small_int(args->find("device"));
+      k.stream = small_int(args->find("stream"));
+      k.grid = dims(args->find("grid"));
+      k.block = dims(args->find("block"));
+    }
+    set.kernels.push_back(k);
+    const std::string kind = collective_from_name(*name);
+    if (kind.empty())
+      continue;
+    CollectiveRecord c{.collective = kind, .bytes = 0, .dtype = "", .group_size = 0, .duration_s = k.duration_s,
+                       .source = "kernel", .name = *name};
+    if (args) {
+      if (const std::string* collective = args->string("Collective name"))
+        c.collective = normalize_collective(*collective);
+      if (const std::string* dtype = args->string("dtype"))
+        c.dtype = lower(*dtype);
+      if (const double* group = args->number("Group size"))
+        c.group_size = std::isfinite(*group) && *group > 0 && *group < 1e9 ? static_cast<int>(*group) : 0;
+      const double* nelems = args->number("In msg nelems");
+      if (nelems && finite_non_negative(nelems) && element_bytes(c.dtype) > 0)
+        c.bytes = *nelems * element_bytes(c.dtype);
+      else if (nelems)
+        skip("nccl kernel size unusable (In msg nelems or dtype)");
+    }
+    set.collectives.push_back(std::move(c));
+  }
+  return set;
+}
+
+}  // namespace ddlsim::traces

@@ -1,0 +1,28 @@
+// Importing PyTorch profiler (Kineto) Chrome traces, gzip-compressed or not.
+//
+// Kept: every GPU kernel event (cat "kernel": name, ts and dur in microseconds, args device,
+// stream, grid, block); for NCCL kernels also a collective record whose size is `In msg nelems`
+// x `dtype` and group `Group size` when the kernel carries them (PyTorch >= 2.1), else its kind from
+// the kernel name; and CPU-side `nccl:<op>` annotations carrying `Input Dims` and `Input type`
+// (older traces), whose size is the first input's elements x its type. Device properties and
+// distributedInfo become provenance. Malformed events are skipped and counted by reason; a file
+// that is not a trace (not JSON, no traceEvents list) throws TraceError.
+//
+//   TraceSet set = import_kineto("a100_ddp_2rank_rank0.json.gz");
+//   set.kernels.size();                 // 2,700
+#pragma once
+
+#include "traces/TraceRecords.hpp"
+
+#include <string>
+
+namespace ddlsim::traces {
+
+/// Reads `path`. Throws TraceError naming the file when it cannot be read or is not a Kineto trace.
+TraceSet import_kineto(const std::string& path);
+
+/// The collective an NCCL kernel name or annotation stands for ("ncclKernel_AllReduce_RING_LL_Sum_float",
+/// "ncclDevKernel_SendRecv", "nccl:_all_gather_base" -> all_reduce, send_recv, all_gather); empty when none.
+std::string collective_from_name(const std::string& name);
+
+}  // namespace ddlsim::traces

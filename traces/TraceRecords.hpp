@@ -1,0 +1,64 @@
+// Measured kernels and collectives, as the calibration fitter reads them, and their JSON-lines file.
+//
+// A trace file (`ddlsim calibrate import ... -o traces.jsonl`) is one JSON object per line:
+//   {"type":"provenance","source":"kineto","file":"...","device":"NVIDIA A100-...","sm_count":108,...}
+//   {"type":"kernel","name":"ampere_sgemm_128x64_tn","duration_s":1.2e-05,"start_s":...,"device":0,"stream":7,
+//    "grid":[8,1,1],"block":[256,1,1]}
+//   {"type":"collective","collective":"all_reduce","bytes":26550272,"dtype":"float","group_size":2,
+//    "duration_s":0.0026,"source":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float"}
+// Times in seconds, sizes in bytes. A collective's source says where its size came from: the NCCL
+// kernel's arguments ("kernel"), or a CPU-side annotation ("annotation", whose duration is the
+// host-side call, not the kernel).
+//
+//   TraceSet set = import_kineto("rank0.json.gz");   // KinetoImporter.hpp
+//   write_jsonl(set, std::cout);
+#pragma once
+
+#include <array>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ddlsim::traces {
+
+struct KernelRecord {
+  std::string name;
+  double start_s = 0;
+  double duration_s = 0;
+  int device = -1;
+  int stream = -1;
+  std::array<int, 3> grid{0, 0, 0};
+  std::array<int, 3> block{0, 0, 0};
+};
+
+struct CollectiveRecord {
+  std::string collective;  ///< all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv, ...
+  double bytes = 0;        ///< message size per rank; 0 when the trace does not say
+  std::string dtype;       ///< element type as the trace names it, lower case
+  int group_size = 0;      ///< 0 when unknown
+  double duration_s = 0;
+  std::string source;      ///< "kernel" or "annotation"
+  std::string name;
+};
+
+struct TraceSet {
+  std::map<std::string, std::string> provenance;  ///< device, sm_count, nccl_version, file, source, ...
+  std::vector<KernelRecord> kernels;
+  std::vector<CollectiveRecord> collectives;
+  std::map<std::string, int> skipped;  ///< reason -> count of events left out
+  int skipped_total() const;
+};
+
+/// Writes the provenance line, then one line per kernel and per collective.
+void write_jsonl(const TraceSet& set, std::ostream& out);
+
+/// Bytes of one element of a dtype as traces name it ("Float", "float32", "Half", "BFloat16",
+/// "Long", "int8", ...), case-insensitive; 0 when unknown.
+double element_bytes(const std::string& dtype);
+
+/// Reads a whole file, gunzipping it when it is gzip-compressed. Throws TraceError when the file
+/// cannot be read or the compressed stream is corrupt or truncated.
+std::string read_maybe_gzip(const std::string& path);
+
+}  // namespace ddlsim::traces
