@@ -19,6 +19,25 @@ TEST_CASE("the shipped h100-sxm profile is labelled analytic and carries provena
   CHECK_THROWS_AS(p.value("no_such_parameter"), CalibrationError);
 }
 
+TEST_CASE("spec-sheet A100 and H200 profiles: datasheet peaks, no FP8 on A100")
+{
+  const CalibrationProfile a100 = load_profile("a100-sxm");
+  CHECK(a100.kind == ProfileKind::analytic);
+  CHECK(a100.value("peak_flops_bf16") == doctest::Approx(312e12));
+  CHECK(a100.value("memory_bandwidth") == doctest::Approx(2.039e12));
+  CHECK(a100.find("peak_flops_fp8") == nullptr);
+  const RooflineCostModel a100_cost(a100);
+  CHECK_THROWS_AS(a100_cost.seconds({.flop = 1e9, .bytes = 0, .dtype = Dtype::fp8}), CalibrationError);
+  const CalibrationProfile h200 = load_profile("h200");
+  CHECK(h200.kind == ProfileKind::analytic);
+  CHECK(h200.value("peak_flops_bf16") == doctest::Approx(989.4e12));
+  CHECK(h200.value("memory_bandwidth") == doctest::Approx(4.8e12));
+  // The same memory-bound kernel is faster on H200's HBM3e than on H100's HBM3.
+  const RooflineCostModel h100_cost(load_profile("h100-sxm")), h200_cost(h200);
+  const KernelWork stream{.flop = 0, .bytes = 1e9, .dtype = Dtype::bf16};
+  CHECK(h200_cost.seconds(stream) < h100_cost.seconds(stream));
+}
+
 TEST_CASE("roofline time is the larger of the compute and memory terms plus the overhead")
 {
   CalibrationProfile p;
