@@ -7,7 +7,7 @@
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
 #include "experiments/Bench.hpp"
-#include "traces/KinetoImporter.hpp"
+#include "traces/NcclTestsImporter.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "common/DataPath.hpp"
@@ -63,8 +63,9 @@ commands:
       --repeat N             median of N runs (default 1)
       -o, --output FILE      append the figures to a CSV
       --no-compare           skip the bare SimGrid DAG
-  calibrate import FILE...   import PyTorch profiler (Kineto) traces, .json or .json.gz, into
-                             calibration records (kernels, NCCL collectives with their sizes)
+  calibrate import FILE...   import PyTorch profiler (Kineto) traces and nccl-tests output (text
+                             or -J JSON), gzipped or not, into calibration records (kernels,
+                             collectives with their sizes)
       -o, --output FILE      the JSON-lines file to write (required)
   help                       this text
 
@@ -474,7 +475,7 @@ int cmd_calibrate(Args& args)
   // Read everything first: a bad file means nothing is written.
   std::vector<traces::TraceSet> sets;
   for (const auto& f : files)
-    sets.push_back(traces::import_kineto(f));
+    sets.push_back(traces::import_trace(f));
   const std::string tmp = *output + ".tmp." + std::to_string(::getpid());
   {
     const std::filesystem::path parent = std::filesystem::path(*output).parent_path();

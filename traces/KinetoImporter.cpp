@@ -82,10 +82,10 @@ std::string collective_from_name(const std::string& name)
   return "nccl";
 }
 
-TraceSet import_kineto(const std::string& path)
+TraceSet import_kineto(const std::string& path) { return import_kineto(parse_json(read_maybe_gzip(path), path), path); }
+
+TraceSet import_kineto(const JsonValue& root, const std::string& path)
 {
-  const std::string text = read_maybe_gzip(path);
-  const JsonValue root = parse_json(text, path);
   const JsonValue* events = root.find("traceEvents");
   if (!root.is_object() || !events || !events->is_array())
     throw TraceError(path + ": not a Kineto/Chrome trace (no 'traceEvents' list)");

@@ -12,6 +12,7 @@
 //   set.kernels.size();                 // 2,700
 #pragma once
 
+#include "traces/Json.hpp"
 #include "traces/TraceRecords.hpp"
 
 #include <string>
@@ -20,6 +21,8 @@ namespace ddlsim::traces {
 
 /// Reads `path`. Throws TraceError naming the file when it cannot be read or is not a Kineto trace.
 TraceSet import_kineto(const std::string& path);
+/// The same from a parsed document (`path` names it in errors and provenance).
+TraceSet import_kineto(const JsonValue& root, const std::string& path);
 
 /// The collective an NCCL kernel name or annotation stands for ("ncclKernel_AllReduce_RING_LL_Sum_float",
 /// "ncclDevKernel_SendRecv", "nccl:_all_gather_base" -> all_reduce, send_recv, all_gather); empty when none.

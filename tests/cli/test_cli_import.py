@@ -23,6 +23,20 @@ checks += 1
 check(rc == 1 and "cut.json: byte" in err and "truncated" in err and not os.path.exists(out),
       f"a truncated trace: exit 1, named, nothing written: {rc} {err}")
 
+# nccl-tests output (fixtures in its text and -J JSON formats) in one import with a Kineto trace.
+out = os.path.join(out_dir, "mixed.jsonl")
+rc, _, err = run(binary, "calibrate", "import", os.path.join(FIXTURES, "nccl_tests_all_reduce.txt"),
+                 os.path.join(FIXTURES, "nccl_tests_all_gather.json"), os.path.join(FIXTURES, "kineto_small.json"), "-o", out)
+with open(out) as f:
+    mixed = [json.loads(line) for line in f] if rc == 0 else []
+by_kind = {}
+for r in mixed:
+    if r["type"] == "collective":
+        by_kind[r["collective"]] = by_kind.get(r["collective"], 0) + 1
+checks += 1
+check(rc == 0 and sum(r["type"] == "provenance" for r in mixed) == 3 and by_kind.get("all_reduce") == 5 + 1
+      and by_kind.get("all_gather") == 3 + 1, f"nccl-tests text + JSON + Kineto: {by_kind} {err}")
+
 kineto = os.environ.get("DDLSIM_KINETO_DIR", os.path.join(ROOT, "..", "shared", "data", "traces", "kineto"))
 if not os.path.isdir(kineto):
     print(f"cli_import: skipped, no traces at {kineto}")

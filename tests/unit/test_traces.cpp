@@ -2,6 +2,7 @@
 #include "common/Error.hpp"
 #include "traces/Json.hpp"
 #include "traces/KinetoImporter.hpp"
+#include "traces/NcclTestsImporter.hpp"
 
 #include <doctest/doctest.h>
 
@@ -135,4 +136,38 @@ TEST_CASE("collective names and element sizes")
   CHECK(element_bytes("int8") == 1);
   CHECK(element_bytes("c10::BFloat16") == 2);
   CHECK(element_bytes("mystery") == 0);
+}
+
+TEST_CASE("nccl-tests text tables and -J JSON become collective records")
+{
+  const TraceSet text = import_nccl_tests(fixtures + "/nccl_tests_all_reduce.txt");
+  REQUIRE(text.collectives.size() == 5);
+  CHECK(text.collectives[0].collective == "all_reduce");
+  CHECK(text.collectives[0].bytes == 1024);
+  CHECK(text.collectives[0].dtype == "float");
+  CHECK(text.collectives[0].group_size == 4);
+  CHECK(text.collectives[3].duration_s == doctest::Approx(55.2e-6));
+  CHECK(text.collectives[4].bytes == 16777216);
+  CHECK(text.skipped_total() == 1);  // the garbage line
+  CHECK(text.provenance.at("device") == "NVIDIA H100 80GB HBM3");
+
+  const TraceSet json = import_nccl_tests(fixtures + "/nccl_tests_all_gather.json");
+  REQUIRE(json.collectives.size() == 3);
+  CHECK(json.collectives[0].collective == "all_gather");
+  CHECK(json.collectives[2].bytes == 67108864);
+  CHECK(json.collectives[2].duration_s == doctest::Approx(210e-6));
+  CHECK(json.collectives[2].group_size == 2);
+  CHECK(json.skipped_total() == 1);
+  CHECK(json.provenance.at("device") == "NVIDIA H200");
+  CHECK(json.provenance.at("nccl_version") == "22105");
+
+  // import_trace tells the three formats apart.
+  CHECK(import_trace(fixtures + "/nccl_tests_all_reduce.txt").collectives.size() == 5);
+  CHECK(import_trace(fixtures + "/nccl_tests_all_gather.json").collectives.size() == 3);
+  CHECK(import_trace(fixtures + "/kineto_small.json").kernels.size() == 3);
+  std::ofstream(temp_path("empty.txt")) << "# nothing here\n";
+  CHECK_THROWS_WITH_AS(import_nccl_tests(temp_path("empty.txt")), doctest::Contains("no nccl-tests result rows"),
+                       TraceError);
+  std::ofstream(temp_path("other.json")) << "{\"a\": 1}";
+  CHECK_THROWS_WITH_AS(import_trace(temp_path("other.json")), doctest::Contains("neither a Kineto trace"), TraceError);
 }
