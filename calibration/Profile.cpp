@@ -6,6 +6,7 @@
 #include "common/YamlReader.hpp"
 
 #include <array>
+#include <cstdio>
 
 namespace ddlsim::calibration {
 namespace {
@@ -95,8 +96,96 @@ CalibrationProfile parse_profile(YamlMap& top)
   } else {
     top.report("parameters", "missing required key");
   }
+  const YAML::Node curves = top.node("collectives");
+  if (curves.IsDefined()) {
+    if (!curves.IsSequence()) {
+      top.report("collectives", "expected a list of fitted collectives");
+    } else {
+      for (std::size_t i = 0; i < curves.size(); ++i) {
+        YamlMap c(curves[i], top.key_path("collectives") + "[" + std::to_string(i) + "]", top.diagnostics());
+        CollectiveCurve curve;
+        curve.collective = c.required_string("collective");
+        curve.group_size = static_cast<int>(c.integer("group_size", 0, 0, 1 << 20));
+        curve.source = c.string("source", "");
+        curve.held_out_error = c.quantity("held_out_error", Dimension::count, -1.0, Bound::non_negative);
+        const YAML::Node regimes = c.node("regimes");
+        if (!regimes.IsSequence() || regimes.size() == 0) {
+          c.report("regimes", "expected a non-empty list of {min_bytes, max_bytes, alpha, bandwidth}");
+        } else {
+          for (std::size_t r = 0; r < regimes.size(); ++r) {
+            YamlMap m(regimes[r], c.key_path("regimes") + "[" + std::to_string(r) + "]", top.diagnostics());
+            AlphaBetaFit f;
+            f.min_bytes = m.quantity("min_bytes", Dimension::bytes, 0.0, Bound::non_negative);
+            f.max_bytes = m.required_quantity("max_bytes", Dimension::bytes, Bound::non_negative);
+            f.alpha_s = m.quantity("alpha", Dimension::time, 0.0, Bound::non_negative);
+            f.bandwidth = m.required_quantity("bandwidth", Dimension::bandwidth);
+            f.r2 = m.quantity("r2", Dimension::count, 0.0, Bound::any);
+            f.points = static_cast<int>(m.integer("points", 0, 0, 1 << 30));
+            f.max_relative_error = m.quantity("max_relative_error", Dimension::count, 0.0, Bound::non_negative);
+            m.check_unknown_keys();
+            curve.regimes.push_back(f);
+          }
+        }
+        c.check_unknown_keys();
+        profile.collectives.push_back(std::move(curve));
+      }
+    }
+  }
   top.check_unknown_keys();
   return profile;
+}
+
+double CollectiveCurve::seconds(double bytes) const
+{
+  if (regimes.empty())
+    return 0.0;
+  const AlphaBetaFit* f = &regimes.front();
+  for (const auto& r : regimes)
+    if (bytes >= r.min_bytes)
+      f = &r;
+  return f->seconds(bytes);
+}
+
+void write_profile(const CalibrationProfile& p, std::ostream& out)
+{
+  auto q = [](const std::string& s) {
+    std::string r = "\"";
+    for (char c : s)
+      r += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return r + "\"";
+  };
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.10g", v);
+    return std::string(buf);
+  };
+  out << "name: " << q(p.name) << "\n";
+  out << "kind: " << (p.kind == ProfileKind::measured ? "measured" : "analytic") << "\n";
+  if (!p.device.empty())
+    out << "device: " << q(p.device) << "\n";
+  if (!p.provenance.empty()) {
+    out << "provenance:\n";
+    for (const auto& [k, v] : p.provenance)
+      out << "  " << k << ": " << q(v) << "\n";
+  }
+  out << "parameters:\n";
+  for (const auto& [name, param] : p.parameters)
+    out << "  " << name << ": {value: " << num(param.value) << ", source: " << q(param.source)
+        << ", description: " << q(param.description) << "}\n";
+  if (!p.collectives.empty()) {
+    out << "collectives:\n";
+    for (const auto& c : p.collectives) {
+      out << "  - collective: " << c.collective << "\n    group_size: " << c.group_size << "\n    source: " << q(c.source)
+          << "\n";
+      if (c.held_out_error >= 0)
+        out << "    held_out_error: " << num(c.held_out_error) << "\n";
+      out << "    regimes:\n";
+      for (const auto& r : c.regimes)
+        out << "      - {min_bytes: " << num(r.min_bytes) << ", max_bytes: " << num(r.max_bytes)
+            << ", alpha: " << num(r.alpha_s) << ", bandwidth: " << num(r.bandwidth) << ", r2: " << num(r.r2)
+            << ", points: " << r.points << ", max_relative_error: " << num(r.max_relative_error) << "}\n";
+    }
+  }
 }
 
 CalibrationProfile load_profile_file(const std::filesystem::path& path)

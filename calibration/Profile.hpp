@@ -8,16 +8,28 @@
 //     peak_flops_bf16: {value: 989.4TFlops, description: "dense BF16 tensor-core peak", source: datasheet}
 //     memory_bandwidth: {value: 3.35TBps, description: "HBM3 bandwidth", source: datasheet}
 //
+//   collectives:                      # fitted by `ddlsim calibrate fit` (Fitter.hpp)
+//     - collective: all_reduce
+//       group_size: 8
+//       source: "all_reduce_8gpu.txt"
+//       held_out_error: 0.012           # median relative error on held-out points
+//       regimes:                        # t = alpha + bytes / bandwidth within [min_bytes, max_bytes]
+//         - {min_bytes: 8, max_bytes: 65536, alpha: 1.2e-05, bandwidth: 2.1e+09, r2: 0.998, points: 14,
+//            max_relative_error: 0.03}
+//
 // Parameter names are fixed by a table (parameter_specs()) that also gives each one's dimension,
 // so "memory_bandwidth: 3.35TFlops" is an error naming the file, line and key.
 #pragma once
 
+#include "calibration/Fitter.hpp"
 #include "common/Units.hpp"
 #include "common/YamlReader.hpp"
 
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <ostream>
+#include <vector>
 #include <span>
 #include <string>
 
@@ -44,12 +56,24 @@ struct ParameterSpec {
 /// Every parameter a profile may hold.
 std::span<const ParameterSpec> parameter_specs();
 
+/// Measured times of one collective and group size, fitted per size regime.
+struct CollectiveCurve {
+  std::string collective;  ///< all_reduce, all_gather, ...
+  int group_size = 0;
+  std::string source;      ///< the traces it was fitted from
+  double held_out_error = -1;  ///< median relative error on held-out sizes; -1 when too few sizes
+  std::vector<AlphaBetaFit> regimes;
+  /// Time for `bytes`, from the regime that covers it (the nearest one outside the measured range).
+  double seconds(double bytes) const;
+};
+
 struct CalibrationProfile {
   std::string name;
   ProfileKind kind = ProfileKind::analytic;
   std::string device;
   std::map<std::string, std::string> provenance;  ///< source, date, driver, command, ... as written
   std::map<std::string, Parameter> parameters;    ///< by name, sorted
+  std::vector<CollectiveCurve> collectives;       ///< measured collectives (measured profiles)
 
   const Parameter* find(const std::string& parameter) const;
   /// Value of a parameter; throws CalibrationError naming the profile when it is missing.
@@ -62,5 +86,7 @@ CalibrationProfile parse_profile(YamlMap& map);
 CalibrationProfile load_profile_file(const std::filesystem::path& path);
 /// Loads a shipped profile by name (calibration/profiles/NAME.yaml) or a profile file by path.
 CalibrationProfile load_profile(const std::string& name_or_path);
+/// Writes a profile as YAML that load_profile_file reads back (values in SI units).
+void write_profile(const CalibrationProfile& profile, std::ostream& out);
 
 }  // namespace ddlsim::calibration

@@ -7,6 +7,7 @@
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
 #include "experiments/Bench.hpp"
+#include "traces/Json.hpp"
 #include "traces/NcclTestsImporter.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
@@ -15,6 +16,7 @@
 #include "models/ModelLoader.hpp"
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -67,6 +69,10 @@ commands:
                              or -J JSON), gzipped or not, into calibration records (kernels,
                              collectives with their sizes)
       -o, --output FILE      the JSON-lines file to write (required)
+  calibrate fit TRACES.jsonl... --base PROFILE -o profile.yaml [--name NAME]
+                             fit the collectives' times into alpha-beta regimes; a measured
+                             profile whose compute parameters come from PROFILE
+  calibrate report PROFILE   a profile's parameters, provenance and fit quality (R^2, errors)
   help                       this text
 
 options:
@@ -87,6 +93,14 @@ public:
   bool done() const { return pos_ >= args_.size(); }
   const std::string& peek() const { return args_[pos_]; }
   std::string next() { return args_[pos_++]; }
+  /// The whole command line, for provenance.
+  std::string command_line() const
+  {
+    std::string out = "ddlsim";
+    for (const auto& a : args_)
+      out += " " + a;
+    return out;
+  }
   // If the current argument is `name` (or `name=...`), consumes it and returns its value.
   std::optional<std::string> option(const std::string& name, const std::string& short_name = "")
   {
@@ -451,13 +465,156 @@ int cmd_bench(Args& args)
   return exit_ok;
 }
 
-int cmd_calibrate(Args& args)
+// calibrate fit: collective records -> alpha-beta regimes in a measured profile.
+int cmd_calibrate_fit(Args& args, const std::string& command_line)
+{
+  std::vector<std::string> files;
+  std::optional<std::string> output, base, name;
+  while (!args.done()) {
+    if (auto o = args.option("--output", "-o"))
+      output = *o;
+    else if (auto b = args.option("--base"))
+      base = *b;
+    else if (auto n = args.option("--name"))
+      name = *n;
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for calibrate fit: " + args.peek()};
+    else
+      files.push_back(args.next());
+  }
+  if (files.empty() || !output || !base)
+    throw UsageError{"calibrate fit needs TRACES.jsonl..., -o profile.yaml and --base PROFILE (the compute parameters)"};
+  calibration::CalibrationProfile profile = calibration::load_profile(*base);
+  profile.name = name ? *name : std::filesystem::path(*output).stem().string();
+  profile.kind = calibration::ProfileKind::measured;
+  for (auto& [key, param] : profile.parameters)
+    param.source = "base profile " + *base + " (" + (param.source.empty() ? "unfitted" : param.source) + ")";
+  // (collective, group size) -> size -> measured times
+  std::map<std::pair<std::string, int>, std::map<double, std::vector<double>>> samples;
+  std::set<std::string> devices, nccl;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    if (!in)
+      throw TraceError(f + ": cannot open");
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      if (line.empty())
+        continue;
+      const traces::JsonValue r = traces::parse_json(line, f + ":" + std::to_string(number));
+      const std::string* type = r.string("type");
+      if (!type)
+        throw TraceError(f + ":" + std::to_string(number) + ": a record without 'type'");
+      if (*type == "provenance") {
+        if (const std::string* d = r.string("device"))
+          devices.insert(*d);
+        if (const std::string* v = r.string("nccl_version"))
+          nccl.insert(*v);
+      } else if (*type == "collective") {
+        const std::string* kind = r.string("collective");
+        const double* bytes = r.number("bytes");
+        const double* seconds = r.number("duration_s");
+        const double* group = r.number("group_size");
+        if (kind && bytes && seconds && *bytes > 0 && *seconds > 0)
+          samples[{*kind, group ? static_cast<int>(*group) : 0}][*bytes].push_back(*seconds);
+      }
+    }
+  }
+  for (auto& [key, by_size] : samples) {
+    std::vector<calibration::SizeTime> points;
+    for (auto& [bytes, times] : by_size) {
+      std::sort(times.begin(), times.end());
+      points.push_back({bytes, times[times.size() / 2]});  // the median of repeated sizes
+    }
+    if (points.size() < 3) {
+      std::fprintf(stderr, "ddlsim: %s over %d ranks: only %zu distinct sizes, not fitted\n", key.first.c_str(), key.second,
+                   points.size());
+      continue;
+    }
+    calibration::CollectiveCurve curve;
+    curve.collective = key.first;
+    curve.group_size = key.second;
+    for (const auto& f : files)
+      curve.source += (curve.source.empty() ? "" : ", ") + f;
+    curve.regimes = calibration::fit_regimes(points);
+    curve.held_out_error = points.size() >= 6 ? calibration::held_out_error(points) : -1.0;  // -1: too few points
+    profile.collectives.push_back(std::move(curve));
+  }
+  auto joined = [](const std::set<std::string>& items) {
+    std::string out;
+    for (const auto& i : items)
+      out += (out.empty() ? "" : ", ") + i;
+    return out;
+  };
+  if (!devices.empty())
+    profile.device = joined(devices);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  profile.provenance = {{"source", "ddlsim calibrate fit"}, {"measured", "yes"}, {"date", date},
+                        {"command", command_line}, {"compute_parameters", "from base profile " + *base}};
+  std::string traces_list;
+  for (const auto& f : files)
+    traces_list += (traces_list.empty() ? "" : ", ") + f;
+  profile.provenance["traces"] = traces_list;
+  if (!nccl.empty())
+    profile.provenance["nccl_version"] = joined(nccl);
+  const std::string tmp = *output + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    calibration::write_profile(profile, out);
+    if (!out)
+      throw Error("cannot write " + *output);
+  }
+  std::filesystem::rename(tmp, *output);
+  std::fprintf(stderr, "ddlsim: wrote %s (%zu fitted collectives)\n", output->c_str(), profile.collectives.size());
+  return exit_ok;
+}
+
+int cmd_calibrate_report(Args& args)
 {
   if (args.done())
-    throw UsageError{"calibrate needs a subcommand: import"};
+    throw UsageError{"calibrate report needs a profile"};
+  const auto profile = calibration::load_profile(args.next());
+  if (!args.done())
+    throw UsageError{"calibrate report takes one profile"};
+  std::printf("profile %s (%s)%s%s\n", profile.name.c_str(),
+              profile.kind == calibration::ProfileKind::measured ? "measured" : "analytic",
+              profile.device.empty() ? "" : ", device ", profile.device.c_str());
+  for (const auto& [k, v] : profile.provenance)
+    std::printf("  %-20s %s\n", k.c_str(), v.c_str());
+  std::printf("\nparameters:\n");
+  for (const auto& [name, p] : profile.parameters)
+    std::printf("  %-20s %14.6g %-7s %s\n", name.c_str(), p.value, p.unit.c_str(), p.source.c_str());
+  if (profile.collectives.empty()) {
+    std::printf("\nno fitted collectives\n");
+    return exit_ok;
+  }
+  std::printf("\ncollectives (t = alpha + bytes / bandwidth per size regime):\n");
+  std::printf("  %-15s %5s %12s %12s %12s %14s %8s %7s %9s\n", "collective", "ranks", "min_bytes", "max_bytes", "alpha_s",
+              "bandwidth_B/s", "R^2", "points", "max_err");
+  for (const auto& c : profile.collectives) {
+    for (const auto& r : c.regimes)
+      std::printf("  %-15s %5d %12.0f %12.0f %12.4g %14.4g %8.5f %7d %8.2f%%\n", c.collective.c_str(), c.group_size,
+                  r.min_bytes, r.max_bytes, r.alpha_s, r.bandwidth, r.r2, r.points, 100 * r.max_relative_error);
+    if (c.held_out_error >= 0)
+      std::printf("  %-15s held-out median error %.2f%%\n", "", 100 * c.held_out_error);
+    else
+      std::printf("  %-15s held-out error not measured (fewer than 6 sizes)\n", "");
+  }
+  return exit_ok;
+}
+
+int cmd_calibrate(Args& args, const std::string& command_line)
+{
+  if (args.done())
+    throw UsageError{"calibrate needs a subcommand: import, fit or report"};
   const std::string sub = args.next();
+  if (sub == "fit")
+    return cmd_calibrate_fit(args, command_line);
+  if (sub == "report")
+    return cmd_calibrate_report(args);
   if (sub != "import")
-    throw UsageError{"unknown calibrate subcommand '" + sub + "' (this release has: import)"};
+    throw UsageError{"unknown calibrate subcommand '" + sub + "' (this release has: import, fit, report)"};
   std::vector<std::string> files;
   std::optional<std::string> output;
   while (!args.done()) {
@@ -529,7 +686,7 @@ int dispatch(Args& args)
   if (command == "bench")
     return cmd_bench(args);
   if (command == "calibrate")
-    return cmd_calibrate(args);
+    return cmd_calibrate(args, args.command_line());
   throw UsageError{"unknown command '" + command + "'"};
 }
 

@@ -37,6 +37,24 @@ checks += 1
 check(rc == 0 and sum(r["type"] == "provenance" for r in mixed) == 3 and by_kind.get("all_reduce") == 5 + 1
       and by_kind.get("all_gather") == 3 + 1, f"nccl-tests text + JSON + Kineto: {by_kind} {err}")
 
+# Fit the imported collectives into a measured profile, report it, and simulate with it.
+profile = os.path.join(out_dir, "fitted.yaml")
+rc, _, err = run(binary, "calibrate", "fit", out, "--base", "h100-sxm", "-o", profile)
+checks += 1
+check(rc == 0 and os.path.exists(profile), f"calibrate fit: {err}")
+rc, report, err = run(binary, "calibrate", "report", profile)
+checks += 1
+check(rc == 0 and "(measured)" in report and "all_reduce" in report and "all_gather" in report and "R^2" in report
+      and "base profile h100-sxm" in report, f"calibrate report: {err}\n{report}")
+sim_csv = os.path.join(out_dir, "sim.csv")
+rc, _, err = run(binary, "run", os.path.join(FIXTURES, "sweep.yaml"), "--quiet", "-o", sim_csv,
+                 "--set", "calibration=" + profile, "--set", "sweep.parallelism.pp=[2]", "--set", "sweep.training.micro_batch=[2]")
+checks += 1
+check(rc == 0, f"a simulation with the fitted profile: {err}")
+rc, _, err = run(binary, "calibrate", "fit", out, "-o", profile)
+checks += 1
+check(rc == 2 and "--base" in err, "calibrate fit without --base is a usage error")
+
 kineto = os.environ.get("DDLSIM_KINETO_DIR", os.path.join(ROOT, "..", "shared", "data", "traces", "kineto"))
 if not os.path.isdir(kineto):
     print(f"cli_import: skipped, no traces at {kineto}")
