@@ -171,3 +171,29 @@ TEST_CASE("nccl-tests text tables and -J JSON become collective records")
   std::ofstream(temp_path("other.json")) << "{\"a\": 1}";
   CHECK_THROWS_WITH_AS(import_trace(temp_path("other.json")), doctest::Contains("neither a Kineto trace"), TraceError);
 }
+
+TEST_CASE("every truncation of a trace is refused cleanly, and so are flipped bytes")
+{
+  const std::string text = read(fixtures + "/kineto_small.json");
+  int refused = 0;
+  for (std::size_t n = 0; n < text.size(); ++n) {
+    try {
+      parse_json(text.substr(0, n), "cut.json");
+    } catch (const TraceError&) {
+      ++refused;
+    }
+  }
+  // Every prefix that stops before the final closing brace is refused; the ones that include it parse.
+  CHECK(refused == static_cast<int>(text.rfind('}')) + 1);
+  // Replace each byte in turn with characters that break JSON: parse or refuse, never crash.
+  for (std::size_t i = 0; i < text.size(); i += 3)
+    for (char c : {'"', '{', ']', '\\', '\0', 'e'}) {
+      std::string broken = text;
+      broken[i] = c;
+      try {
+        const JsonValue v = parse_json(broken, "flip.json");
+        (void)v.find("traceEvents");
+      } catch (const TraceError&) {
+      }
+    }
+}
