@@ -148,4 +148,83 @@ double held_out_error(std::vector<SizeTime> points, int max_regimes, int min_poi
   return errors[errors.size() / 2];
 }
 
+RooflineFit fit_roofline(std::span<const KernelSample> samples, double memory_bandwidth)
+{
+  if (samples.size() < 3 || !(memory_bandwidth > 0))
+    throw std::invalid_argument("a roofline fit needs at least three kernels and a memory bandwidth");
+  for (const auto& k : samples)
+    if (!(k.seconds > 0) || k.flop < 0 || k.bytes < 0 || (k.flop > 0 && !(k.peak_flops > 0)))
+      throw std::invalid_argument("roofline samples need positive times and a peak rate for their flop");
+  // Unknowns x = (overhead, 1/compute_efficiency, 1/memory_efficiency); with each kernel's bound
+  // fixed, t = x0 + x1 c or t = x0 + x2 m is linear (c = flop/peak, m = bytes/bandwidth).
+  double a = 1 / 0.7, b = 1 / 0.8, o = 0;
+  std::vector<bool> compute(samples.size(), false);
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    bool changed = iteration == 0;
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      const double c = samples[i].flop > 0 ? samples[i].flop / samples[i].peak_flops : 0.0;
+      const double m = samples[i].bytes / memory_bandwidth;
+      const bool is_compute = a * c >= b * m;
+      changed = changed || is_compute != compute[i];
+      compute[i] = is_compute;
+    }
+    if (!changed)
+      break;
+    // Normal equations of the weighted problem (weights 1/t^2), 3 x 3.
+    double n[3][3] = {}, r[3] = {};
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      const double w = 1 / (samples[i].seconds * samples[i].seconds);
+      const double row[3] = {1.0, compute[i] ? samples[i].flop / samples[i].peak_flops : 0.0,
+                             compute[i] ? 0.0 : samples[i].bytes / memory_bandwidth};
+      for (int p = 0; p < 3; ++p) {
+        r[p] += w * row[p] * samples[i].seconds;
+        for (int q = 0; q < 3; ++q)
+          n[p][q] += w * row[p] * row[q];
+      }
+    }
+    // Solve by Gaussian elimination; a class with no kernel leaves its coefficient undetermined.
+    if (n[1][1] <= 0 || n[2][2] <= 0)
+      throw std::invalid_argument("the roofline fit needs both compute-bound and memory-bound kernels");
+    double x[3];
+    for (int p = 0; p < 3; ++p)
+      for (int q = p + 1; q < 3; ++q) {
+        const double f = n[q][p] / n[p][p];
+        for (int k = p; k < 3; ++k)
+          n[q][k] -= f * n[p][k];
+        r[q] -= f * r[p];
+      }
+    for (int p = 2; p >= 0; --p) {
+      x[p] = r[p];
+      for (int k = p + 1; k < 3; ++k)
+        x[p] -= n[p][k] * x[k];
+      x[p] /= n[p][p];
+    }
+    o = std::max(0.0, x[0]);
+    a = x[1];
+    b = x[2];
+    if (!(a > 0) || !(b > 0))
+      throw std::invalid_argument("the roofline fit found no positive efficiency");
+  }
+  RooflineFit fit{.compute_efficiency = 1 / a, .memory_efficiency = 1 / b, .overhead_s = o};
+  double mean = 0, wsum = 0;
+  for (const auto& k : samples) {
+    const double w = 1 / (k.seconds * k.seconds);
+    mean += w * k.seconds;
+    wsum += w;
+  }
+  mean /= wsum;
+  double ss_res = 0, ss_tot = 0;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const auto& k = samples[i];
+    const double predicted = o + std::max(k.flop > 0 ? a * k.flop / k.peak_flops : 0.0, b * k.bytes / memory_bandwidth);
+    const double w = 1 / (k.seconds * k.seconds);
+    ss_res += w * (k.seconds - predicted) * (k.seconds - predicted);
+    ss_tot += w * (k.seconds - mean) * (k.seconds - mean);
+    fit.max_relative_error = std::max(fit.max_relative_error, std::abs(predicted - k.seconds) / k.seconds);
+    (compute[i] ? fit.compute_bound : fit.memory_bound)++;
+  }
+  fit.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1.0;
+  return fit;
+}
+
 }  // namespace ddlsim::calibration

@@ -43,4 +43,29 @@ std::vector<AlphaBetaFit> fit_regimes(std::vector<SizeTime> points, int max_regi
 /// Median relative error on held-out points: fit on every other point (by size), predict the rest.
 double held_out_error(std::vector<SizeTime> points, int max_regimes = 3, int min_points = 3);
 
+/// A measured kernel for the roofline fit: its work and time. `peak_flops` is the peak rate of
+/// its dtype on this GPU (from the base profile).
+struct KernelSample {
+  double flop = 0;
+  double bytes = 0;
+  double peak_flops = 0;
+  double seconds = 0;
+};
+
+struct RooflineFit {
+  double compute_efficiency = 0;  ///< share of the peak rate compute-bound kernels reach
+  double memory_efficiency = 0;   ///< share of the memory bandwidth memory-bound kernels reach
+  double overhead_s = 0;          ///< fixed time per kernel
+  int compute_bound = 0;          ///< kernels the fit classes as compute-bound
+  int memory_bound = 0;
+  double r2 = 0;
+  double max_relative_error = 0;
+};
+
+/// Fits t = overhead + max(flop / (peak x compute_efficiency), bytes / (bandwidth x memory_efficiency))
+/// by weighted least squares on the relative error, alternating between classing each kernel as
+/// compute- or memory-bound and solving for the three constants. Needs kernels of both kinds.
+/// Throws std::invalid_argument when the samples cannot determine them.
+RooflineFit fit_roofline(std::span<const KernelSample> samples, double memory_bandwidth);
+
 }  // namespace ddlsim::calibration

@@ -492,6 +492,7 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
   // (collective, group size) -> size -> measured times
   std::map<std::pair<std::string, int>, std::map<double, std::vector<double>>> samples;
   std::set<std::string> devices, nccl;
+  std::vector<calibration::KernelSample> kernels;  // microbenchmark kernels that know their work
   for (const auto& f : files) {
     std::ifstream in(f);
     if (!in)
@@ -509,6 +510,16 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
           devices.insert(*d);
         if (const std::string* v = r.string("nccl_version"))
           nccl.insert(*v);
+      } else if (*type == "kernel") {
+        const double* flop = r.number("flop");
+        const double* bytes = r.number("bytes");
+        const double* seconds = r.number("duration_s");
+        const std::string* dtype = r.string("dtype");
+        if (flop && bytes && seconds && dtype && *seconds > 0 && (*flop > 0 || *bytes > 0)) {
+          const calibration::Parameter* peak = profile.find("peak_flops_" + *dtype);
+          if (*flop == 0 || peak)
+            kernels.push_back({*flop, *bytes, peak ? peak->value : 0.0, *seconds});
+        }
       } else if (*type == "collective") {
         const std::string* kind = r.string("collective");
         const double* bytes = r.number("bytes");
@@ -538,6 +549,26 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
     curve.regimes = calibration::fit_regimes(points);
     curve.held_out_error = points.size() >= 6 ? calibration::held_out_error(points) : -1.0;  // -1: too few points
     profile.collectives.push_back(std::move(curve));
+  }
+  if (!kernels.empty()) {
+    try {
+      const calibration::RooflineFit f = calibration::fit_roofline(kernels, profile.value("memory_bandwidth"));
+      char how[160];
+      std::snprintf(how, sizeof how, "fit of %zu kernel records (%d compute-, %d memory-bound), R^2 %.4f, max error %.1f%%",
+                    kernels.size(), f.compute_bound, f.memory_bound, f.r2, 100 * f.max_relative_error);
+      auto set = [&](const std::string& key, double value, const std::string& unit) {
+        calibration::Parameter& p = profile.parameters[key];
+        p.name = key;
+        p.value = value;
+        p.unit = unit;
+        p.source = how;
+      };
+      set("compute_efficiency", f.compute_efficiency, "1");
+      set("memory_efficiency", f.memory_efficiency, "1");
+      set("kernel_overhead", f.overhead_s, "s");
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "ddlsim: kernel records not fitted (%s); efficiencies stay the base profile's\n", e.what());
+    }
   }
   auto joined = [](const std::set<std::string>& items) {
     std::string out;

@@ -163,7 +163,7 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
     }
 
     KernelRecord k{.name = *name, .start_s = *ts * 1e-6, .duration_s = *dur * 1e-6, .device = -1, .stream = -1,
-                   .grid = {0, 0, 0}, .block = {0, 0, 0}};
+                   .grid = {0, 0, 0}, .block = {0, 0, 0}, .flop = 0, .bytes = 0, .dtype = ""};
     if (args) {
       k.device = small_int(args->find("device"));
       k.stream = small_int(args->find("stream"));

@@ -44,7 +44,11 @@ void write_jsonl(const TraceSet& set, std::ostream& out)
   for (const auto& k : set.kernels)
     out << "{\"type\":\"kernel\",\"name\":" << quoted(k.name) << ",\"duration_s\":" << number(k.duration_s)
         << ",\"start_s\":" << number(k.start_s) << ",\"device\":" << k.device << ",\"stream\":" << k.stream
-        << ",\"grid\":" << triple(k.grid) << ",\"block\":" << triple(k.block) << "}\n";
+        << ",\"grid\":" << triple(k.grid) << ",\"block\":" << triple(k.block)
+        << (k.flop > 0 || k.bytes > 0 ? ",\"flop\":" + number(k.flop) + ",\"bytes\":" + number(k.bytes) +
+                                           ",\"dtype\":" + quoted(k.dtype)
+                                     : std::string())
+        << "}\n";
   for (const auto& c : set.collectives)
     out << "{\"type\":\"collective\",\"collective\":" << quoted(c.collective) << ",\"bytes\":" << number(c.bytes)
         << ",\"dtype\":" << quoted(c.dtype) << ",\"group_size\":" << c.group_size

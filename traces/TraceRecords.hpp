@@ -3,7 +3,7 @@
 // A trace file (`ddlsim calibrate import ... -o traces.jsonl`) is one JSON object per line:
 //   {"type":"provenance","source":"kineto","file":"...","device":"NVIDIA A100-...","sm_count":108,...}
 //   {"type":"kernel","name":"ampere_sgemm_128x64_tn","duration_s":1.2e-05,"start_s":...,"device":0,"stream":7,
-//    "grid":[8,1,1],"block":[256,1,1]}
+//    "grid":[8,1,1],"block":[256,1,1]}          # microbenchmarks add "flop", "bytes", "dtype"
 //   {"type":"collective","collective":"all_reduce","bytes":26550272,"dtype":"float","group_size":2,
 //    "duration_s":0.0026,"source":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float"}
 // Times in seconds, sizes in bytes. A collective's source says where its size came from: the NCCL
@@ -30,6 +30,9 @@ struct KernelRecord {
   int stream = -1;
   std::array<int, 3> grid{0, 0, 0};
   std::array<int, 3> block{0, 0, 0};
+  double flop = 0;    ///< work, when the record comes from a microbenchmark that knows it (else 0)
+  double bytes = 0;   ///< bytes moved to and from device memory (else 0)
+  std::string dtype;  ///< element type of that work (else empty)
 };
 
 struct CollectiveRecord {

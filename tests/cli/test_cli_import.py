@@ -46,6 +46,34 @@ rc, report, err = run(binary, "calibrate", "report", profile)
 checks += 1
 check(rc == 0 and "(measured)" in report and "all_reduce" in report and "all_gather" in report and "R^2" in report
       and "base profile h100-sxm" in report, f"calibrate report: {err}\n{report}")
+# Microbenchmark kernel records (as the collector will write them) fit the roofline constants.
+peak, bandwidth, e_c, e_m, overhead = 989.4e12, 3.35e12, 0.55, 0.9, 4e-6
+bench = os.path.join(out_dir, "bench.jsonl")
+with open(bench, "w") as f:
+    f.write(json.dumps({"type": "provenance", "source": "synthetic microbenchmarks"}) + "\n")
+    for n in [512, 1024, 2048, 4096, 8192]:
+        flop, nbytes = 2 * n ** 3, 3 * n * n * 2
+        t = overhead + max(flop / (peak * e_c), nbytes / (bandwidth * e_m))
+        f.write(json.dumps({"type": "kernel", "name": f"gemm {n}", "duration_s": t, "start_s": 0, "device": 0,
+                            "stream": 0, "grid": [1, 1, 1], "block": [1, 1, 1], "flop": flop, "bytes": nbytes,
+                            "dtype": "bf16"}) + "\n")
+    for nbytes in [2 ** 20, 2 ** 24, 2 ** 28, 2 ** 30]:
+        f.write(json.dumps({"type": "kernel", "name": "copy", "duration_s": overhead + nbytes / (bandwidth * e_m),
+                            "start_s": 0, "device": 0, "stream": 0, "grid": [1, 1, 1], "block": [1, 1, 1],
+                            "flop": 0, "bytes": nbytes, "dtype": "bf16"}) + "\n")
+roofline = os.path.join(out_dir, "roofline.yaml")
+rc, _, err = run(binary, "calibrate", "fit", bench, out, "--base", "h100-sxm", "-o", roofline)
+rc2, report, _ = run(binary, "calibrate", "report", roofline)
+values = {}
+for line in report.splitlines():
+    parts = line.split()
+    if len(parts) >= 2 and parts[0] in ("compute_efficiency", "memory_efficiency", "kernel_overhead"):
+        values[parts[0]] = float(parts[1])
+checks += 1
+check(rc == 0 and rc2 == 0 and abs(values.get("compute_efficiency", 0) / e_c - 1) < 1e-3
+      and abs(values.get("memory_efficiency", 0) / e_m - 1) < 1e-3 and abs(values.get("kernel_overhead", 0) / overhead - 1) < 1e-3
+      and "fit of 9 kernel records" in report, f"roofline constants fitted from kernel records: {values} {err}")
+
 sim_csv = os.path.join(out_dir, "sim.csv")
 rc, _, err = run(binary, "run", os.path.join(FIXTURES, "sweep.yaml"), "--quiet", "-o", sim_csv,
                  "--set", "calibration=" + profile, "--set", "sweep.parallelism.pp=[2]", "--set", "sweep.training.micro_batch=[2]")

@@ -86,3 +86,30 @@ TEST_CASE("a fitted profile survives its YAML round trip")
   CHECK(back.collectives[0].seconds(1 << 20) == doctest::Approx(alpha_large + (1 << 20) / bw_large).epsilon(1e-6));
   CHECK(back.collectives[0].held_out_error == doctest::Approx(0.004));
 }
+
+TEST_CASE("roofline fit: compute and memory efficiency and the per-kernel overhead, within 1%")
+{
+  constexpr double peak = 989.4e12, bandwidth = 3.35e12, e_c = 0.62, e_m = 0.83, overhead = 3e-6;
+  for (double noise : {0.0, 0.005}) {
+    CAPTURE(noise);
+    std::vector<KernelSample> samples;
+    int i = 0;
+    for (double n = 256; n <= 16384; n *= 2, ++i) {  // square bf16 GEMMs: compute-bound
+      const double flop = 2 * n * n * n, bytes = 3 * n * n * 2;
+      const double t = overhead + std::max(flop / (peak * e_c), bytes / (bandwidth * e_m));
+      samples.push_back({flop, bytes, peak, t * (1 + (i % 2 ? noise : -noise))});
+    }
+    for (double bytes = 1 << 20; bytes <= 4.0 * (1 << 30); bytes *= 4, ++i) {  // copies: memory-bound
+      const double t = overhead + bytes / (bandwidth * e_m);
+      samples.push_back({0, bytes, peak, t * (1 + (i % 2 ? noise : -noise))});
+    }
+    const RooflineFit f = fit_roofline(samples, bandwidth);
+    CHECK(f.compute_efficiency == doctest::Approx(e_c).epsilon(0.01));
+    CHECK(f.memory_efficiency == doctest::Approx(e_m).epsilon(0.01));
+    CHECK(f.overhead_s == doctest::Approx(overhead).epsilon(0.01));
+    CHECK(f.compute_bound > 0);
+    CHECK(f.memory_bound > 0);
+  }
+  const std::vector<KernelSample> only_copies = {{0, 1e6, 1, 1e-5}, {0, 2e6, 1, 2e-5}, {0, 4e6, 1, 4e-5}};
+  CHECK_THROWS_AS(fit_roofline(only_copies, bandwidth), std::invalid_argument);
+}
