@@ -48,33 +48,27 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b)
   return total - overlap;
 }
 
-namespace {
-template <typename Keep> std::vector<double> bytes_sent(const TaskGraph& graph, int gpus_per_node, Keep keep)
+SentBytes sent_bytes_per_device(const TaskGraph& graph, int gpus_per_node)
 {
-  std::vector<double> bytes(static_cast<std::size_t>(graph.device_count()), 0.0);
+  const auto n = static_cast<std::size_t>(graph.device_count());
+  SentBytes out{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+  auto add = [&](int src, int dst, double bytes) {
+    out.total[static_cast<std::size_t>(src)] += bytes;
+    if (src / gpus_per_node != dst / gpus_per_node)
+      out.inter[static_cast<std::size_t>(src)] += bytes;
+  };
   for (TaskId id = 0; id < graph.size(); ++id) {
-    if (graph.kind(id) == TaskKind::transfer) {
-      if (keep(graph.transfer(id).src, graph.transfer(id).dst))
-        bytes[static_cast<std::size_t>(graph.transfer(id).src)] += graph.transfer(id).bytes;
-    } else if (graph.kind(id) == TaskKind::collective) {
-      for_each_send(graph.collective(id), gpus_per_node, [&](int src, int dst, double sent) {
-        if (keep(src, dst))
-          bytes[static_cast<std::size_t>(src)] += sent;
-      });
-    }
+    if (graph.kind(id) == TaskKind::transfer)
+      add(graph.transfer(id).src, graph.transfer(id).dst, graph.transfer(id).bytes);
+    else if (graph.kind(id) == TaskKind::collective)
+      for_each_send(graph.collective(id), gpus_per_node, add);
   }
-  return bytes;
+  return out;
 }
-}  // namespace
 
 std::vector<double> bytes_sent_per_device(const TaskGraph& graph, int gpus_per_node)
 {
-  return bytes_sent(graph, gpus_per_node, [](int, int) { return true; });
-}
-
-std::vector<double> inter_node_bytes_per_device(const TaskGraph& graph, int gpus_per_node)
-{
-  return bytes_sent(graph, gpus_per_node, [&](int src, int dst) { return src / gpus_per_node != dst / gpus_per_node; });
+  return sent_bytes_per_device(graph, gpus_per_node).total;
 }
 
 std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
@@ -97,15 +91,14 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
       break;
     }
   }
-  const auto bytes = bytes_sent_per_device(graph, gpus_per_node);
-  const auto inter = inter_node_bytes_per_device(graph, gpus_per_node);
+  const SentBytes sent = sent_bytes_per_device(graph, gpus_per_node);
   std::vector<DeviceStats> stats(n);
   for (std::size_t d = 0; d < n; ++d) {
     stats[d].compute_s = union_length(compute[d]);
     stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
     stats[d].idle_s = std::max(0.0, makespan_s - stats[d].compute_s - stats[d].exposed_comm_s);
-    stats[d].bytes_sent = bytes[d];
-    stats[d].bytes_sent_inter = inter[d];
+    stats[d].bytes_sent = sent.total[d];
+    stats[d].bytes_sent_inter = sent.inter[d];
   }
   return stats;
 }

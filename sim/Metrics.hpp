@@ -41,8 +41,13 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b);
 /// messages it sends in every collective's decomposition (2(n-1)/n x S for a ring all-reduce),
 /// whatever the collective's fidelity. GPU g is on node g / gpus_per_node.
 std::vector<double> bytes_sent_per_device(const TaskGraph& graph, int gpus_per_node);
-/// The same, counting only bytes sent to another node.
-std::vector<double> inter_node_bytes_per_device(const TaskGraph& graph, int gpus_per_node);
+
+struct SentBytes {
+  std::vector<double> total;  ///< per device, as bytes_sent_per_device
+  std::vector<double> inter;  ///< per device, only what goes to another node
+};
+/// Both counts in one pass over the graph (each collective is decomposed once).
+SentBytes sent_bytes_per_device(const TaskGraph& graph, int gpus_per_node);
 
 /// Per-device statistics from the timings of every task and the iteration time.
 std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
