@@ -74,16 +74,20 @@ std::vector<AlphaBetaFit> fit_regimes(std::vector<SizeTime> points, int max_regi
     throw std::invalid_argument("too few points to fit (" + std::to_string(n) + ")");
   auto span_of = [&](int i, int j) { return std::span<const SizeTime>(points.data() + i, static_cast<std::size_t>(j - i)); };
   // cost[i][j]: squared relative error of one fit over points [i, j); infinite when not fittable.
+  // Computed once: the DP below reads each entry for every regime count.
   constexpr double inf = std::numeric_limits<double>::infinity();
-  auto cost = [&](int i, int j) {
-    if (j - i < min_points || span_of(i, j).front().bytes == span_of(i, j).back().bytes)
-      return inf;
-    try {
-      return squared_relative_error(fit_alpha_beta(span_of(i, j)), span_of(i, j));
-    } catch (const std::invalid_argument&) {
-      return inf;
+  std::vector<std::vector<double>> cost_table(static_cast<std::size_t>(n + 1), std::vector<double>(static_cast<std::size_t>(n + 1), inf));
+  for (int i = 0; i < n; ++i)
+    for (int j = i + min_points; j <= n; ++j) {
+      if (span_of(i, j).front().bytes == span_of(i, j).back().bytes)
+        continue;
+      try {
+        cost_table[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] =
+            squared_relative_error(fit_alpha_beta(span_of(i, j)), span_of(i, j));
+      } catch (const std::invalid_argument&) {
+      }
     }
-  };
+  auto cost = [&](int i, int j) { return cost_table[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)]; };
   const int regimes = std::max(1, max_regimes);
   // best[r][j]: least error of the first j points in r regimes.
   std::vector<std::vector<double>> best(static_cast<std::size_t>(regimes + 1), std::vector<double>(static_cast<std::size_t>(n + 1), inf));
