@@ -11,6 +11,7 @@
 #include "traces/NcclTestsImporter.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
+#include "common/AtomicFile.hpp"
 #include "common/DataPath.hpp"
 #include "models/Memory.hpp"
 #include "models/ModelLoader.hpp"
@@ -589,14 +590,7 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
   profile.provenance["traces"] = traces_list;
   if (!nccl.empty())
     profile.provenance["nccl_version"] = joined(nccl);
-  const std::string tmp = *output + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    calibration::write_profile(profile, out);
-    if (!out)
-      throw Error("cannot write " + *output);
-  }
-  std::filesystem::rename(tmp, *output);
+  write_file_atomically(*output, "the profile", [&](std::ostream& out) { calibration::write_profile(profile, out); });
   std::fprintf(stderr, "ddlsim: wrote %s (%zu fitted collectives)\n", output->c_str(), profile.collectives.size());
   return exit_ok;
 }
@@ -664,18 +658,10 @@ int cmd_calibrate(Args& args, const std::string& command_line)
   std::vector<traces::TraceSet> sets;
   for (const auto& f : files)
     sets.push_back(traces::import_trace(f));
-  const std::string tmp = *output + ".tmp." + std::to_string(::getpid());
-  {
-    const std::filesystem::path parent = std::filesystem::path(*output).parent_path();
-    if (!parent.empty())
-      std::filesystem::create_directories(parent);
-    std::ofstream out(tmp);
+  write_file_atomically(*output, "the records", [&](std::ostream& out) {
     for (const auto& set : sets)
       traces::write_jsonl(set, out);
-    if (!out)
-      throw Error("cannot write " + *output);
-  }
-  std::filesystem::rename(tmp, *output);
+  });
   for (std::size_t i = 0; i < sets.size(); ++i) {
     const auto& set = sets[i];
     std::map<std::string, int> kinds;

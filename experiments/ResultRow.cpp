@@ -1,14 +1,10 @@
 #include "experiments/ResultRow.hpp"
 
+#include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <unistd.h>
 
 namespace ddlsim::experiments {
 namespace {
@@ -107,16 +103,7 @@ std::string csv_escape(const std::string& cell)
 
 void write_csv(const std::string& path, const std::vector<ResultRow>& rows)
 {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path())
-    fs::create_directories(target.parent_path(), ec);
-  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  write_file_atomically(path, "the CSV", [&](std::ostream& out) {
     const auto& cols = csv_columns();
     for (std::size_t i = 0; i < cols.size(); ++i)
       out << (i ? "," : "") << cols[i];
@@ -126,17 +113,7 @@ void write_csv(const std::string& path, const std::vector<ResultRow>& rows)
         out << (i ? "," : "") << csv_escape(row.cells()[i]);
       out << '\n';
     }
-    out.flush();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-    }
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot move the CSV into place at " + path + ": " + ec.message());
-  }
+  });
 }
 
 }  // namespace ddlsim::experiments
