@@ -228,6 +228,25 @@ long long YamlMap::required_integer(const std::string& key, long long min, long 
   return integer(key, min, max).value_or(min);
 }
 
+std::optional<std::vector<long long>> YamlMap::integer_list(const std::string& key, long long min, long long max)
+{
+  const YAML::Node list = node(key);
+  if (!list.IsSequence() || list.size() == 0)
+    return std::nullopt;
+  std::vector<long long> values;
+  for (const auto& item : list) {
+    try {
+      const long long v = item.as<long long>();
+      if (v < min || v > max)
+        return std::nullopt;
+      values.push_back(v);
+    } catch (const YAML::Exception&) {
+      return std::nullopt;
+    }
+  }
+  return values;
+}
+
 bool YamlMap::boolean(const std::string& key, bool fallback)
 {
   auto text = scalar(key);

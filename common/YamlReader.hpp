@@ -93,6 +93,10 @@ public:
 
   bool boolean(const std::string& key, bool fallback);
 
+  /// A non-empty list of integers in [min, max] under `key` (marking the key as known); nullopt
+  /// when absent or not such a list. Reports nothing: the caller says what it expected.
+  std::optional<std::vector<long long>> integer_list(const std::string& key, long long min, long long max);
+
   template <typename E, std::size_t N> E choice(const std::string& key, const EnumTable<E, N>& table, E fallback)
   {
     auto text = string(key);

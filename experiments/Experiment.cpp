@@ -294,17 +294,10 @@ PointConfig Experiment::point(std::size_t index) const
       spec.staleness = static_cast<int>(ps->integer("staleness", 0, 0, 1 << 16));
       spec.iterations = static_cast<int>(ps->integer("iterations", 4, 1, 10000));
       if (ps->has("hosts")) {
-        const YAML::Node list = ps->node("hosts");
-        bool ok = list.IsSequence() && list.size() > 0;
-        for (std::size_t i = 0; ok && i < list.size(); ++i) {
-          try {
-            const long long h = list[i].as<long long>();
-            ok = h >= 0 && h < (1 << 20);
-            spec.hosts.push_back(static_cast<int>(h));
-          } catch (const YAML::Exception&) {
-            ok = false;
-          }
-        }
+        const auto hosts = ps->integer_list("hosts", 0, (1 << 20) - 1);
+        const bool ok = hosts.has_value();
+        if (ok)
+          spec.hosts.assign(hosts->begin(), hosts->end());
         std::vector<int> sorted = spec.hosts;
         std::sort(sorted.begin(), sorted.end());
         if (!ok)
@@ -326,18 +319,10 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.partition = par->choice("partition", models::partitioner_table,
                                           has_balance ? models::Partitioner::explicit_balance : models::Partitioner::optimal);
     if (has_balance) {
-      const YAML::Node list = par->node("balance");
-      bool ok = list.IsSequence() && list.size() > 0;
-      for (std::size_t i = 0; ok && i < list.size(); ++i) {
-        try {
-          const long long v = list[i].as<long long>();
-          ok = v >= 1 && v <= 1'000'000;
-          p.parallelism.balance.push_back(static_cast<int>(v));
-        } catch (const YAML::Exception&) {
-          ok = false;
-        }
-      }
-      if (!ok)
+      const auto balance = par->integer_list("balance", 1, 1'000'000);
+      if (balance)
+        p.parallelism.balance.assign(balance->begin(), balance->end());
+      if (!balance)
         par->report("balance", "expected a list of blocks per stage, each an integer >= 1");
       else if (p.parallelism.partition != models::Partitioner::explicit_balance)
         par->report("balance", "balance is only used with partition: explicit");
