@@ -339,7 +339,7 @@ int cmd_model(Args& args)
                   std::string(models::layer_kind_table.name(l.kind)).c_str(),
                   std::string(models::tp_role_table.name(l.tp)).c_str(), l.output.to_string().c_str(),
                   l.parameters, l.forward_flop(),
-                  bytes(model.owned_stash_elements(i) * d + l.stashed_mask_bytes).c_str(), kernels.c_str());
+                  bytes(model.owned_stash_bytes(i, dtype)).c_str(), kernels.c_str());
     }
   } else {
     std::printf("%-5s %-26s %7s %14s %16s %16s %14s %14s\n", "#", "block", "layers", "parameters", "fwd_flop/sample",
@@ -352,7 +352,7 @@ int cmd_model(Args& args)
         params += l.parameters;
         fwd += l.forward_flop();
         bwd += l.backward_flop();
-        stash += model.owned_stash_elements(i) * d + l.stashed_mask_bytes;
+        stash += model.owned_stash_bytes(i, dtype);
       }
       const std::string sent = b + 1 < model.blocks().size() ? bytes(model.crossing_elements(block.layers.end) * d) : "-";
       std::printf("%-5zu %-26s %7zu %14.0f %16.4g %16.4g %14s %14s\n", b, block.name.c_str(), block.layers.size(),

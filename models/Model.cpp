@@ -182,7 +182,7 @@ double Model::stashed_bytes_per_sample(Dtype dtype) const
 {
   double total = 0;
   for (std::size_t i = 0; i < layers_.size(); ++i)
-    total += owned_stash_[i] * dtype_bytes(dtype) + layers_[i].stashed_mask_bytes;
+    total += owned_stash_bytes(i, dtype);
   return total;
 }
 

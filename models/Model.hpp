@@ -58,6 +58,11 @@ public:
   /// Stashed elements per sample owned by layer `i` (its private stash plus the shared tensors it is
   /// the first to keep). Masks are Layer::stashed_mask_bytes.
   double owned_stash_elements(std::size_t i) const { return owned_stash_[i]; }
+  /// Bytes per sample layer `i` keeps for backward in `dtype`: its owned elements plus its masks.
+  double owned_stash_bytes(std::size_t i, Dtype dtype) const
+  {
+    return owned_stash_[i] * dtype_bytes(dtype) + layers_[i].stashed_mask_bytes;
+  }
   /// The part of owned_stash_elements(i) that tensor parallelism splits (the layer's own work when
   /// it divides, stashed tensors that are split); the rest is kept whole on every GPU of the group.
   double owned_split_stash_elements(std::size_t i) const { return owned_split_stash_[i]; }
