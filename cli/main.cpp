@@ -466,6 +466,15 @@ int cmd_bench(Args& args)
   return exit_ok;
 }
 
+// "a, b, c"
+template <typename Strings> std::string joined(const Strings& items)
+{
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 // calibrate fit: collective records -> alpha-beta regimes in a measured profile.
 int cmd_calibrate_fit(Args& args, const std::string& command_line)
 {
@@ -545,8 +554,7 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
     calibration::CollectiveCurve curve;
     curve.collective = key.first;
     curve.group_size = key.second;
-    for (const auto& f : files)
-      curve.source += (curve.source.empty() ? "" : ", ") + f;
+    curve.source = joined(files);
     curve.regimes = calibration::fit_regimes(points);
     curve.held_out_error = points.size() >= 6 ? calibration::held_out_error(points) : -1.0;  // -1: too few points
     profile.collectives.push_back(std::move(curve));
@@ -571,12 +579,6 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
       std::fprintf(stderr, "ddlsim: kernel records not fitted (%s); efficiencies stay the base profile's\n", e.what());
     }
   }
-  auto joined = [](const std::set<std::string>& items) {
-    std::string out;
-    for (const auto& i : items)
-      out += (out.empty() ? "" : ", ") + i;
-    return out;
-  };
   if (!devices.empty())
     profile.device = joined(devices);
   const std::time_t now = std::time(nullptr);
@@ -584,10 +586,7 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   profile.provenance = {{"source", "ddlsim calibrate fit"}, {"measured", "yes"}, {"date", date},
                         {"command", command_line}, {"compute_parameters", "from base profile " + *base}};
-  std::string traces_list;
-  for (const auto& f : files)
-    traces_list += (traces_list.empty() ? "" : ", ") + f;
-  profile.provenance["traces"] = traces_list;
+  profile.provenance["traces"] = joined(files);
   if (!nccl.empty())
     profile.provenance["nccl_version"] = joined(nccl);
   write_file_atomically(*output, "the profile", [&](std::ostream& out) { calibration::write_profile(profile, out); });

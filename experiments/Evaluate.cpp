@@ -321,9 +321,7 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   const double peak = std::max(worker.total(), server);
   row.set("peak_memory_bytes", peak);
   row.set("activation_memory_bytes", worker.activations);
-  double capacity = std::numeric_limits<double>::infinity();
-  for (int g = 0; g < plan.devices; ++g)
-    capacity = std::min(capacity, point.cluster.memory_of(g));
+  const double capacity = point.cluster.smallest_memory();  // workers and servers fill the cluster
   if (peak > capacity) {
     row.set("status", std::string(status_table.name(Status::oom)));
     row.set("message", std::string(worker.total() >= server ? "a worker" : "a server") + " needs " +
@@ -504,10 +502,7 @@ ResultRow describe_point(const PointConfig& p)
     row.set("ps_iterations", static_cast<long long>(ps.iterations));
   }
   row.set("model_parameters", p.model.parameter_count());
-  double capacity = p.cluster.gpu_memory;
-  for (int g = 0; g < p.cluster.gpu_count(); ++g)
-    capacity = std::min(capacity, p.cluster.memory_of(g));
-  row.set("memory_capacity_bytes", capacity);
+  row.set("memory_capacity_bytes", p.cluster.smallest_memory());
   row.set("recompute", std::string(models::recompute_table.name(p.training.recompute)));
   row.set("partition", std::string(models::partitioner_table.name(p.parallelism.partition)));
   row.set("memory_reserve_bytes", p.training.memory_reserve);

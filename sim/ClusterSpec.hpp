@@ -64,6 +64,14 @@ struct ClusterSpec {
   int gpu_count() const { return nodes * gpus_per_node; }
   double speed_of(int gpu) const { return speed.empty() ? 1.0 : speed[static_cast<std::size_t>(gpu)]; }
   double memory_of(int gpu) const { return memory.empty() ? gpu_memory : memory[static_cast<std::size_t>(gpu)]; }
+  /// Memory of the smallest GPU, bytes.
+  double smallest_memory() const
+  {
+    double m = gpu_memory;
+    for (double g : memory)
+      m = g < m ? g : m;
+    return m;
+  }
   /// Bandwidth of one leaf's uplink to the spine (fat tree), B/s per direction.
   double leaf_uplink_bandwidth() const
   {
