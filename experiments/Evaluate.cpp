@@ -122,11 +122,7 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
   std::vector<sim::GradientBucket> buckets;
   double bytes = 0;
   for (std::size_t i = layers.end; i-- > layers.begin;) {
-    const models::Layer& l = model.layers()[i];
-    const double share = models::tp_divides(l.tp) ? 1.0 / tp : 1.0;
-    bytes += l.parameters * dtype_bytes * share;
-    if (l.tied_parameters > 0 && (l.tied_to < layers.begin || l.tied_to >= layers.end))
-      bytes += l.tied_parameters * dtype_bytes * share;
+    bytes += model.held_parameters(i, layers, tp) * dtype_bytes;
     if (bytes >= cap && i > layers.begin) {
       buckets.push_back({.layer = i, .bytes = bytes});
       bytes = 0;

@@ -186,6 +186,15 @@ double Model::stashed_bytes_per_sample(Dtype dtype) const
   return total;
 }
 
+double Model::held_parameters(std::size_t i, StageRange stage, int tp) const
+{
+  const Layer& l = layers_[i];
+  double p = l.parameters;
+  if (l.tied_parameters > 0 && (l.tied_to < stage.begin || l.tied_to >= stage.end))
+    p += l.tied_parameters;
+  return tp_divides(l.tp) ? p / tp : p;
+}
+
 StageRange Model::layer_range(StageRange blocks) const
 {
   if (blocks.begin >= blocks.end || blocks.end > blocks_.size())

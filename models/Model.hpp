@@ -72,6 +72,10 @@ public:
   /// Elements per sample of tensors stashed both before `p` (by their owner) and at or after it: a
   /// stage starting at `p` keeps its own copy of them.
   double crossing_stash_elements(std::size_t p) const { return crossing_stash_[p]; }
+  /// Parameters of layer `i` that each GPU holding layers `stage` keeps, with tensor parallelism
+  /// over `tp` GPUs: its own, plus its own copy of tied weights whose owner is outside the stage,
+  /// both / tp when tensor parallelism splits the layer.
+  double held_parameters(std::size_t i, StageRange stage, int tp = 1) const;
   /// Layers of a range of blocks.
   StageRange layer_range(StageRange blocks) const;
   /// True when some layer is of this kind.

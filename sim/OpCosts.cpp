@@ -39,12 +39,8 @@ double range_seconds(const models::Model& model, std::size_t begin, std::size_t 
     // One fused (multi-tensor) update, as PyTorch's foreach optimizers do. Memory-bound: it reads
     // and writes the fp32 state and master copy, reads gradients and writes weights.
     double params = 0;
-    for (std::size_t l = begin; l < end; ++l) {
-      const double share = models::tp_divides(layers[l].tp) ? 1.0 / options.tp : 1.0;
-      params += layers[l].parameters * share;
-      if (layers[l].tied_parameters > 0 && (layers[l].tied_to < begin || layers[l].tied_to >= end))
-        params += layers[l].tied_parameters * share;
-    }
+    for (std::size_t l = begin; l < end; ++l)
+      params += model.held_parameters(l, {begin, end}, options.tp);
     if (params <= 0)
       return 0.0;
     const double d = dtype_bytes(options.dtype);
