@@ -1,7 +1,8 @@
 // The cost-model interface: how long one GPU takes for a unit of compute work.
 //
 // The simulator asks a CostModel for the duration of every compute op; implementations are the
-// roofline model below (spec-sheet or fitted constants) and, later, measured lookup tables.
+// roofline model (spec-sheet or fitted constants) and measured lookup tables with the roofline
+// outside their range (TableCostModel.hpp); make_cost_model() picks what a profile supports.
 //
 //   RooflineCostModel gpu(load_profile("h100-sxm"));
 //   double t = gpu.seconds({.flop = 2.0 * 4096 * 4096 * 4096, .bytes = 3 * 4096.0 * 4096 * 2, .dtype = Dtype::bf16});
@@ -13,11 +14,16 @@
 
 namespace ddlsim::calibration {
 
+/// What kind of kernel the work is: lets a measured lookup table for that op price it
+/// (TableCostModel.hpp); `unknown` work is priced by the roofline alone.
+enum class WorkKind { unknown, gemm, batched_gemm, conv2d, memory };
+
 /// Work of one layer pass (or a fused group of kernels) on one GPU.
 struct KernelWork {
   double flop = 0;   ///< floating-point operations
   double bytes = 0;  ///< bytes moved to and from device memory
   Dtype dtype = Dtype::fp32;
+  WorkKind kind = WorkKind::unknown;
 };
 
 class CostModel {

@@ -1,11 +1,14 @@
 #include "calibration/Profile.hpp"
 
 #include "common/DataPath.hpp"
+#include "common/Dtype.hpp"
 #include "common/EnumTable.hpp"
 #include "common/Error.hpp"
 #include "common/YamlReader.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 
 namespace ddlsim::calibration {
@@ -39,6 +42,44 @@ std::string si_unit(Dimension d)
   case Dimension::count: return "1";
   }
   return "1";
+}
+
+KernelTable parse_kernel_table(const YAML::Node& node, const std::string& path, Diagnostics& diags)
+{
+  YamlMap t(node, path, diags);
+  KernelTable table;
+  table.op = t.required_string("op");
+  constexpr std::array ops{"gemm", "batched_gemm", "conv2d", "pointwise", "copy_d2d", "copy_h2d", "copy_d2h"};
+  if (std::find(ops.begin(), ops.end(), table.op) == ops.end() && t.has("op"))
+    t.report("op", "unknown op '" + table.op + "' (expected gemm, batched_gemm, conv2d, pointwise, copy_d2d, copy_h2d or copy_d2h)");
+  table.dtype = t.string("dtype", "");
+  if (is_compute_op(table.op) && !dtype_table.parse(table.dtype))
+    t.report("dtype", "a compute op's table needs a dtype (" + dtype_table.names() + ")");
+  table.source = t.string("source", "");
+  table.held_out_error = t.quantity("held_out_error", Dimension::count, -1.0, Bound::non_negative);
+  table.max_held_out_error = t.quantity("max_held_out_error", Dimension::count, -1.0, Bound::non_negative);
+  const YAML::Node points = t.node("points");
+  if (!points.IsSequence() || points.size() < 2) {
+    t.report("points", "expected a list of at least 2 [work, seconds] pairs");
+  } else {
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const YAML::Node& p = points[i];
+      double work = 0, seconds = 0;
+      bool ok = p.IsSequence() && p.size() == 2 && p[0].IsScalar() && p[1].IsScalar() &&
+                YAML::convert<double>::decode(p[0], work) && YAML::convert<double>::decode(p[1], seconds);
+      if (!ok || !(work > 0) || !(seconds > 0) || !std::isfinite(work) || !std::isfinite(seconds)) {
+        diags.error(p, t.key_path("points") + "[" + std::to_string(i) + "]", "expected [work, seconds], both positive numbers");
+        continue;
+      }
+      if (!table.points.empty() && work <= table.points.back().work) {
+        diags.error(p, t.key_path("points") + "[" + std::to_string(i) + "]", "work must increase from one point to the next");
+        continue;
+      }
+      table.points.push_back({work, seconds});
+    }
+  }
+  t.check_unknown_keys();
+  return table;
 }
 
 }  // namespace
@@ -131,19 +172,37 @@ CalibrationProfile parse_profile(YamlMap& top)
       }
     }
   }
+  const YAML::Node tables = top.node("kernel_tables");
+  if (tables.IsDefined()) {
+    if (!tables.IsSequence()) {
+      top.report("kernel_tables", "expected a list of {op, dtype, points}");
+    } else {
+      for (std::size_t i = 0; i < tables.size(); ++i)
+        profile.kernel_tables.push_back(
+            parse_kernel_table(tables[i], top.key_path("kernel_tables") + "[" + std::to_string(i) + "]", top.diagnostics()));
+    }
+  }
   top.check_unknown_keys();
   return profile;
 }
 
-double CollectiveCurve::seconds(double bytes) const
+const AlphaBetaFit& CollectiveCurve::regime(double bytes) const
 {
-  if (regimes.empty())
-    return 0.0;
   const AlphaBetaFit* f = &regimes.front();
   for (const auto& r : regimes)
     if (bytes >= r.min_bytes)
       f = &r;
-  return f->seconds(bytes);
+  return *f;
+}
+
+double CollectiveCurve::seconds(double bytes) const { return regimes.empty() ? 0.0 : regime(bytes).seconds(bytes); }
+
+const CollectiveCurve* CalibrationProfile::find_collective(const std::string& collective, int group_size) const
+{
+  for (const auto& c : collectives)
+    if (c.collective == collective && c.group_size == group_size && !c.regimes.empty())
+      return &c;
+  return nullptr;
 }
 
 void write_profile(const CalibrationProfile& p, std::ostream& out)
@@ -184,6 +243,21 @@ void write_profile(const CalibrationProfile& p, std::ostream& out)
         out << "      - {min_bytes: " << num(r.min_bytes) << ", max_bytes: " << num(r.max_bytes)
             << ", alpha: " << num(r.alpha_s) << ", bandwidth: " << num(r.bandwidth) << ", r2: " << num(r.r2)
             << ", points: " << r.points << ", max_relative_error: " << num(r.max_relative_error) << "}\n";
+    }
+  }
+  if (!p.kernel_tables.empty()) {
+    out << "kernel_tables:            # [work, seconds]; work is flop for compute ops, bytes for memory ops\n";
+    for (const auto& t : p.kernel_tables) {
+      out << "  - op: " << t.op << "\n";
+      if (!t.dtype.empty())
+        out << "    dtype: " << t.dtype << "\n";
+      out << "    source: " << q(t.source) << "\n";
+      if (t.held_out_error >= 0)
+        out << "    held_out_error: " << num(t.held_out_error) << "\n    max_held_out_error: " << num(t.max_held_out_error) << "\n";
+      out << "    points: [";
+      for (std::size_t i = 0; i < t.points.size(); ++i)
+        out << (i ? "," : "") << (i % 4 == 0 ? "\n      " : " ") << "[" << num(t.points[i].work) << ", " << num(t.points[i].seconds) << "]";
+      out << "]\n";
     }
   }
 }

@@ -17,11 +17,15 @@
 //         - {min_bytes: 8, max_bytes: 65536, alpha: 1.2e-05, bandwidth: 2.1e+09, r2: 0.998, points: 14,
 //            max_relative_error: 0.03}
 //
+//   kernel_tables:                    # measured microbenchmarks (KernelTable.hpp), [work, seconds] pairs
+//     - {op: gemm, dtype: bf16, source: "h100.jsonl", held_out_error: 0.02, points: [[2.1e9, 1.1e-05], ...]}
+//
 // Parameter names are fixed by a table (parameter_specs()) that also gives each one's dimension,
 // so "memory_bandwidth: 3.35TFlops" is an error naming the file, line and key.
 #pragma once
 
 #include "calibration/Fitter.hpp"
+#include "calibration/KernelTable.hpp"
 #include "common/Units.hpp"
 #include "common/YamlReader.hpp"
 
@@ -63,7 +67,9 @@ struct CollectiveCurve {
   std::string source;      ///< the traces it was fitted from
   double held_out_error = -1;  ///< median relative error on held-out sizes; -1 when too few sizes
   std::vector<AlphaBetaFit> regimes;
-  /// Time for `bytes`, from the regime that covers it (the nearest one outside the measured range).
+  /// The regime that covers `bytes` (the nearest one outside the measured range). Needs regimes.
+  const AlphaBetaFit& regime(double bytes) const;
+  /// Time for `bytes`, from regime(bytes); 0 without regimes.
   double seconds(double bytes) const;
 };
 
@@ -74,8 +80,11 @@ struct CalibrationProfile {
   std::map<std::string, std::string> provenance;  ///< source, date, driver, command, ... as written
   std::map<std::string, Parameter> parameters;    ///< by name, sorted
   std::vector<CollectiveCurve> collectives;       ///< measured collectives (measured profiles)
+  std::vector<KernelTable> kernel_tables;         ///< measured op tables (measured profiles)
 
   const Parameter* find(const std::string& parameter) const;
+  /// The fitted curve of `collective` (all_reduce, ...) over `group_size` ranks, or nullptr.
+  const CollectiveCurve* find_collective(const std::string& collective, int group_size) const;
   /// Value of a parameter; throws CalibrationError naming the profile when it is missing.
   double value(const std::string& parameter) const;
 };

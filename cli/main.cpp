@@ -2,27 +2,31 @@
 // calls them, prints, and is the only place that chooses an exit code.
 //   0 success, 1 bad input (the message names file:line and key), 2 usage error.
 #include "calibration/Profile.hpp"
+#include "calibration/ProfileFit.hpp"
+#include "common/AtomicFile.hpp"
+#include "common/DataPath.hpp"
 #include "common/Dtype.hpp"
 #include "common/Error.hpp"
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
 #include "experiments/Bench.hpp"
-#include "traces/Json.hpp"
-#include "traces/NcclTestsImporter.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
-#include "common/AtomicFile.hpp"
-#include "common/DataPath.hpp"
 #include "models/Memory.hpp"
 #include "models/ModelLoader.hpp"
+#include "traces/Json.hpp"
+#include "traces/NcclTestsImporter.hpp"
+#include "traces/TraceRecords.hpp"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -66,13 +70,24 @@ commands:
       --repeat N             median of N runs (default 1)
       -o, --output FILE      append the figures to a CSV
       --no-compare           skip the bare SimGrid DAG
+  calibrate collect          time the microbenchmarks (GEMMs, batched GEMMs, cuDNN convolutions,
+                             memory-bound kernels, copies, NCCL collectives) on this machine's
+                             GPUs with CUPTI; runs ddlsim-collect (built when CUDA is found)
+      --quick                a subset that takes minutes on one GPU
+      --only OP[,OP...]      gemm, batched_gemm, conv2d, pointwise, copy_d2d, copy_h2d,
+                             copy_d2h, collective
+      --gpus N               GPUs for the collectives (default: all visible, at most 8)
+      --timing MODE          auto (CUPTI, CUDA events if CUPTI is unavailable), cupti, events
+      --plan                 print the points and exit (no GPU needed)
+      -o, --output FILE      the JSON-lines file to write
   calibrate import FILE...   import PyTorch profiler (Kineto) traces and nccl-tests output (text
                              or -J JSON), gzipped or not, into calibration records (kernels,
                              collectives with their sizes)
       -o, --output FILE      the JSON-lines file to write (required)
   calibrate fit TRACES.jsonl... --base PROFILE -o profile.yaml [--name NAME]
-                             fit the collectives' times into alpha-beta regimes; a measured
-                             profile whose compute parameters come from PROFILE
+                             a measured profile: collectives as alpha-beta size regimes,
+                             microbenchmark ops as lookup tables, roofline efficiencies; peaks
+                             and bandwidth come from PROFILE
   calibrate report PROFILE   a profile's parameters, provenance and fit quality (R^2, errors)
   help                       this text
 
@@ -475,7 +490,7 @@ template <typename Strings> std::string joined(const Strings& items)
   return out;
 }
 
-// calibrate fit: collective records -> alpha-beta regimes in a measured profile.
+// calibrate fit: trace records -> a measured profile (calibration/ProfileFit.hpp).
 int cmd_calibrate_fit(Args& args, const std::string& command_line)
 {
   std::vector<std::string> files;
@@ -494,103 +509,22 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
   }
   if (files.empty() || !output || !base)
     throw UsageError{"calibrate fit needs TRACES.jsonl..., -o profile.yaml and --base PROFILE (the compute parameters)"};
-  calibration::CalibrationProfile profile = calibration::load_profile(*base);
-  profile.name = name ? *name : std::filesystem::path(*output).stem().string();
-  profile.kind = calibration::ProfileKind::measured;
-  for (auto& [key, param] : profile.parameters)
-    param.source = "base profile " + *base + " (" + (param.source.empty() ? "unfitted" : param.source) + ")";
-  // (collective, group size) -> size -> measured times
-  std::map<std::pair<std::string, int>, std::map<double, std::vector<double>>> samples;
-  std::set<std::string> devices, nccl;
-  std::vector<calibration::KernelSample> kernels;  // microbenchmark kernels that know their work
-  for (const auto& f : files) {
-    std::ifstream in(f);
-    if (!in)
-      throw TraceError(f + ": cannot open");
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number) {
-      if (line.empty())
-        continue;
-      const traces::JsonValue r = traces::parse_json(line, f + ":" + std::to_string(number));
-      const std::string* type = r.string("type");
-      if (!type)
-        throw TraceError(f + ":" + std::to_string(number) + ": a record without 'type'");
-      if (*type == "provenance") {
-        if (const std::string* d = r.string("device"))
-          devices.insert(*d);
-        if (const std::string* v = r.string("nccl_version"))
-          nccl.insert(*v);
-      } else if (*type == "kernel") {
-        const double* flop = r.number("flop");
-        const double* bytes = r.number("bytes");
-        const double* seconds = r.number("duration_s");
-        const std::string* dtype = r.string("dtype");
-        if (flop && bytes && seconds && dtype && *seconds > 0 && (*flop > 0 || *bytes > 0)) {
-          const calibration::Parameter* peak = profile.find("peak_flops_" + *dtype);
-          if (*flop == 0 || peak)
-            kernels.push_back({*flop, *bytes, peak ? peak->value : 0.0, *seconds});
-        }
-      } else if (*type == "collective") {
-        const std::string* kind = r.string("collective");
-        const double* bytes = r.number("bytes");
-        const double* seconds = r.number("duration_s");
-        const double* group = r.number("group_size");
-        if (kind && bytes && seconds && *bytes > 0 && *seconds > 0)
-          samples[{*kind, group ? static_cast<int>(*group) : 0}][*bytes].push_back(*seconds);
-      }
-    }
-  }
-  for (auto& [key, by_size] : samples) {
-    std::vector<calibration::SizeTime> points;
-    for (auto& [bytes, times] : by_size) {
-      std::sort(times.begin(), times.end());
-      points.push_back({bytes, times[times.size() / 2]});  // the median of repeated sizes
-    }
-    if (points.size() < 3) {
-      std::fprintf(stderr, "ddlsim: %s over %d ranks: only %zu distinct sizes, not fitted\n", key.first.c_str(), key.second,
-                   points.size());
-      continue;
-    }
-    calibration::CollectiveCurve curve;
-    curve.collective = key.first;
-    curve.group_size = key.second;
-    curve.source = joined(files);
-    curve.regimes = calibration::fit_regimes(points);
-    curve.held_out_error = points.size() >= 6 ? calibration::held_out_error(points) : -1.0;  // -1: too few points
-    profile.collectives.push_back(std::move(curve));
-  }
-  if (!kernels.empty()) {
-    try {
-      const calibration::RooflineFit f = calibration::fit_roofline(kernels, profile.value("memory_bandwidth"));
-      char how[160];
-      std::snprintf(how, sizeof how, "fit of %zu kernel records (%d compute-, %d memory-bound), R^2 %.4f, max error %.1f%%",
-                    kernels.size(), f.compute_bound, f.memory_bound, f.r2, 100 * f.max_relative_error);
-      auto set = [&](const std::string& key, double value, const std::string& unit) {
-        calibration::Parameter& p = profile.parameters[key];
-        p.name = key;
-        p.value = value;
-        p.unit = unit;
-        p.source = how;
-      };
-      set("compute_efficiency", f.compute_efficiency, "1");
-      set("memory_efficiency", f.memory_efficiency, "1");
-      set("kernel_overhead", f.overhead_s, "s");
-    } catch (const std::invalid_argument& e) {
-      std::fprintf(stderr, "ddlsim: kernel records not fitted (%s); efficiencies stay the base profile's\n", e.what());
-    }
-  }
-  if (!devices.empty())
-    profile.device = joined(devices);
+  traces::TraceSet records;
+  for (const auto& f : files)
+    traces::append(records, traces::read_jsonl(f));
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  profile.provenance = {{"source", "ddlsim calibrate fit"}, {"measured", "yes"}, {"date", date},
-                        {"command", command_line}, {"compute_parameters", "from base profile " + *base}};
-  profile.provenance["traces"] = joined(files);
-  if (!nccl.empty())
-    profile.provenance["nccl_version"] = joined(nccl);
+  const calibration::FitResult fit = calibration::fit_profile(
+      calibration::load_profile(*base), records,
+      {.name = name ? *name : std::filesystem::path(*output).stem().string(), .base = *base, .sources = joined(files),
+       .command = command_line, .date = date});
+  for (const auto& note : fit.notes)
+    std::fprintf(stderr, "ddlsim: %s\n", note.c_str());
+  const calibration::CalibrationProfile& profile = fit.profile;
   write_file_atomically(*output, "the profile", [&](std::ostream& out) { calibration::write_profile(profile, out); });
-  std::fprintf(stderr, "ddlsim: wrote %s (%zu fitted collectives)\n", output->c_str(), profile.collectives.size());
+  std::fprintf(stderr, "ddlsim: wrote %s (%zu fitted collectives, %zu kernel tables)\n", output->c_str(),
+               profile.collectives.size(), profile.kernel_tables.size());
   return exit_ok;
 }
 
@@ -609,6 +543,21 @@ int cmd_calibrate_report(Args& args)
   std::printf("\nparameters:\n");
   for (const auto& [name, p] : profile.parameters)
     std::printf("  %-20s %14.6g %-7s %s\n", name.c_str(), p.value, p.unit.c_str(), p.source.c_str());
+  if (!profile.kernel_tables.empty()) {
+    std::printf("\nkernel tables (log-log interpolation inside the measured range, roofline outside):\n");
+    std::printf("  %-13s %-5s %6s %12s %12s %14s %14s\n", "op", "dtype", "points", "min_work", "max_work", "held_out_med",
+                "held_out_max");
+    for (const auto& t : profile.kernel_tables) {
+      char med[32] = "-", max[32] = "-";
+      if (t.held_out_error >= 0) {
+        std::snprintf(med, sizeof med, "%.2f%%", 100 * t.held_out_error);
+        std::snprintf(max, sizeof max, "%.2f%%", 100 * t.max_held_out_error);
+      }
+      std::printf("  %-13s %-5s %6zu %9.3g %-2s %9.3g %-2s %14s %14s\n", t.op.c_str(), t.dtype.empty() ? "any" : t.dtype.c_str(),
+                  t.points.size(), t.points.front().work, t.work_unit()[0] == 'f' ? "fl" : "B", t.points.back().work,
+                  t.work_unit()[0] == 'f' ? "fl" : "B", med, max);
+    }
+  }
   if (profile.collectives.empty()) {
     std::printf("\nno fitted collectives\n");
     return exit_ok;
@@ -628,17 +577,44 @@ int cmd_calibrate_report(Args& args)
   return exit_ok;
 }
 
+// calibrate collect: hands over to ddlsim-collect (calibration/collector/), which sits next to this
+// binary when CUDA was found at build time; this binary itself links no CUDA library.
+int cmd_calibrate_collect(Args& args)
+{
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path collector = self.parent_path() / "ddlsim-collect";
+  if (ec || !std::filesystem::exists(collector))
+    throw Error(std::string("calibrate collect needs ddlsim-collect, which is built only with the CUDA toolkit (") +
+                (config::have_cuda ? "this build found CUDA, but " + collector.string() + " is missing"
+                                   : "this build found none: put nvcc on PATH and reconfigure, or build "
+                                     "calibration/collector on its own with cmake") +
+                ")");
+  std::vector<std::string> rest{collector.string()};
+  while (!args.done())
+    rest.push_back(args.next());
+  std::vector<char*> argv;
+  for (auto& a : rest)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  execv(collector.c_str(), argv.data());
+  throw Error("cannot run " + collector.string() + ": " + std::strerror(errno));
+}
+
 int cmd_calibrate(Args& args, const std::string& command_line)
 {
   if (args.done())
-    throw UsageError{"calibrate needs a subcommand: import, fit or report"};
+    throw UsageError{"calibrate needs a subcommand: collect, import, fit or report"};
   const std::string sub = args.next();
+  if (sub == "collect")
+    return cmd_calibrate_collect(args);
   if (sub == "fit")
     return cmd_calibrate_fit(args, command_line);
   if (sub == "report")
     return cmd_calibrate_report(args);
   if (sub != "import")
-    throw UsageError{"unknown calibrate subcommand '" + sub + "' (this release has: import, fit, report)"};
+    throw UsageError{"unknown calibrate subcommand '" + sub + "' (this release has: collect, import, fit, report)"};
   std::vector<std::string> files;
   std::optional<std::string> output;
   while (!args.done()) {

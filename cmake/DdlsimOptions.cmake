@@ -1,6 +1,8 @@
 # DDLSIM_CUDA: AUTO (default) uses the CUDA toolkit when nvcc is found, ON requires it, OFF ignores it.
-# Nothing in this version links CUDA yet; the detection result goes into ddlsim/config.hpp and the
-# configure summary so that the later CUDA targets (CUPTI collector, CUDA backend) hang off one switch.
+# The detection result goes into ddlsim/config.hpp and the configure summary, and the CUDA targets
+# (the CUPTI collector in calibration/collector, later the CUDA backend) hang off this one switch.
+# With CUDA, the language is enabled here, at the top level, as CMake wants; the GPU architectures
+# default to 80;90 (A100, H100; their PTX runs on newer GPUs) unless -DCMAKE_CUDA_ARCHITECTURES says.
 set(DDLSIM_CUDA "AUTO" CACHE STRING "Build the CUDA/CUPTI targets: AUTO, ON or OFF")
 set_property(CACHE DDLSIM_CUDA PROPERTY STRINGS AUTO ON OFF)
 string(TOUPPER "${DDLSIM_CUDA}" _ddlsim_cuda)
@@ -19,6 +21,10 @@ if(NOT _ddlsim_cuda STREQUAL "OFF")
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     set(DDLSIM_HAVE_CUDA ON)
     set(DDLSIM_CUDA_REASON "CUDA ${CUDAToolkit_VERSION} at ${CUDAToolkit_BIN_DIR}")
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "GPU architectures of the CUDA targets")
+    endif()
+    enable_language(CUDA)
   elseif(_ddlsim_cuda STREQUAL "ON")
     message(FATAL_ERROR "DDLSIM_CUDA=ON but no CUDA toolkit was found. Put nvcc on PATH "
                         "(e.g. export PATH=/usr/local/cuda/bin:$PATH) or configure with -DDDLSIM_CUDA=AUTO.")

@@ -1,6 +1,6 @@
 #include "experiments/Evaluate.hpp"
 
-#include "calibration/RooflineCostModel.hpp"
+#include "calibration/TableCostModel.hpp"
 #include "common/Error.hpp"
 #include "common/Units.hpp"
 #include "sim/Collectives.hpp"
@@ -225,7 +225,40 @@ struct TensorFold {
   std::vector<std::vector<Entry>> per_stage;
   double bytes_per_gpu = 0;  // tensor-parallel bytes each GPU sends per iteration, averaged over the stages
   double seconds_per_gpu = 0;  // tensor-parallel time folded into each GPU's compute, averaged likewise
+  std::size_t fitted = 0;      // folded collectives timed from a measured curve
+  std::size_t total = 0;       // folded collectives
 };
+
+// Calibrates `task` from the profile's fitted curve of its kind and group size, if there is one.
+// `gpus_per_device` > 1 when each simulated device stands for that many GPUs (tp aggregation): the
+// task then carries their summed bytes, and each GPU's own collective is measured at its share.
+bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
+                               const calibration::CalibrationProfile& profile, int gpus_per_device)
+{
+  const calibration::CollectiveCurve* curve = profile.find_collective(
+      std::string(sim::collective_kind_table.name(task.kind)), static_cast<int>(task.group.size()));
+  if (curve == nullptr || task.group.size() < 2)
+    return false;
+  const double bytes = task.bytes / gpus_per_device;
+  const calibration::AlphaBetaFit& r = curve->regime(bytes);
+  sim::calibrate_collective(task, cluster, r.alpha_s, r.bandwidth > 0 ? bytes / r.bandwidth : 0.0);
+  return true;
+}
+
+// Calibrates every collective of `graph` that a fitted curve covers; says how many, for the CSV.
+std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
+                                       const calibration::CalibrationProfile& profile, int gpus_per_device)
+{
+  if (profile.collectives.empty())
+    return "links";
+  std::size_t total = 0, fitted = 0;
+  for (sim::TaskId id = 0; id < graph.size(); ++id)
+    if (graph.kind(id) == sim::TaskKind::collective) {
+      ++total;
+      fitted += apply_measured_collective(graph.collective(id), cluster, profile, gpus_per_device) ? 1 : 0;
+    }
+  return fitted == 0 ? "links" : "fitted " + std::to_string(fitted) + "/" + std::to_string(total);
+}
 
 TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pipe)
 {
@@ -245,6 +278,9 @@ TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pip
       for (const sim::Message& m : sim::decompose(task, point.cluster.gpus_per_node))
         if (m.src == task.group.front())
           sent += m.bytes;
+      ++fold.total;
+      if (apply_measured_collective(task, point.cluster, point.profile, 1))
+        ++fold.fitted;
       entries.emplace_back(c.layer, c.phase, sim::analytic_seconds(task, point.cluster), sent);
       stage_bytes += sent * pipe.micro_batches;
       seconds += std::get<2>(entries.back()) * pipe.micro_batches;
@@ -532,7 +568,10 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     return fail(Status::invalid, message);
   }
   try {
-    const calibration::RooflineCostModel cost(point.profile);
+    const std::unique_ptr<calibration::CostModel> cost_model = calibration::make_cost_model(point.profile);
+    const calibration::CostModel& cost = *cost_model;
+    row.set("compute_costs", point.profile.kernel_tables.empty() ? "roofline" : "tables+roofline");
+    row.set("collective_times", "links");  // the parameter server moves gradients by transfers
     if (point.parallelism.ps)
       return evaluate_parameter_server(point, cost, options, row);
     const PointPlan plan = plan_point(point, cost);
@@ -573,7 +612,11 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       fold = fold_tensor_parallel(point, pipe);
       cluster = aggregate_cluster(point.cluster, par.tp);
     }
-    const sim::TaskGraph graph = sim::build_schedule(pipe);
+    sim::TaskGraph graph = sim::build_schedule(pipe);
+    std::string measured = apply_measured_collectives(graph, cluster, point.profile, aggregate ? par.tp : 1);
+    if (fold.fitted > 0)
+      measured += "; tp fitted " + std::to_string(fold.fitted) + "/" + std::to_string(fold.total);
+    row.set("collective_times", measured);
     auto seconds = sim::compute_durations(
         graph, point.model, cost,
         {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,

@@ -38,7 +38,7 @@ const std::vector<std::string>& csv_columns()
       "memory_reserve_bytes", "dp_bucket_bytes",     "virtual_stages",
       "ps_servers",       "ps_consistency",      "ps_iterations",
       "staleness_max",    "staleness_mean",      "inter_node_bytes_per_gpu",
-      "gpu_utilization"};
+      "gpu_utilization",  "compute_costs",       "collective_times"};
   return columns;
 }
 

@@ -183,11 +183,11 @@ void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::functi
       send(m.src, m.dst, m.bytes);
 }
 
-double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster)
+AnalyticParts analytic_parts(const CollectiveTask& c, const ClusterSpec& cluster)
 {
   const std::size_t n = c.group.size();
   if (n < 2)
-    return 0.0;
+    return {};
   auto bandwidth = [&](int a, int b) {
     return cluster.node_of(a) == cluster.node_of(b) ? cluster.intra_node.bandwidth : cluster.nic.bandwidth;
   };
@@ -206,7 +206,7 @@ double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster)
   case CollectiveAlgorithm::ring: {
     const auto [a, b] = ring_hop(c.group);
     const double steps = static_cast<double>(n - 1) * (c.kind == CollectiveKind::all_reduce ? 2 : 1);
-    return steps * (a + S / static_cast<double>(n) / b);
+    return {steps, steps * a, steps * S / static_cast<double>(n) / b};
   }
   case CollectiveAlgorithm::tree: {
     double a = 0, b = std::numeric_limits<double>::infinity();
@@ -216,7 +216,8 @@ double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster)
     }
     const double depth = std::floor(std::log2(static_cast<double>(n)));
     const double chunks = tree_chunks(S);
-    return 2 * (depth + chunks - 1) * (a + 2 * S / (chunks * b));
+    const double steps = 2 * (depth + chunks - 1);
+    return {steps, steps * a, steps * 2 * S / (chunks * b)};
   }
   case CollectiveAlgorithm::hierarchical: {
     const auto nodes = by_node(c.group, cluster.gpus_per_node);
@@ -227,10 +228,28 @@ double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster)
     for (const auto& members : nodes)
       across.push_back(members.front());
     const auto [an, bn] = ring_hop(across);
-    return 2 * (m - 1) * (ai + S / (m * bi)) + 2 * (count - 1) * (an + S / (m * count * bn));
+    return {2 * (m - 1) + 2 * (count - 1), 2 * (m - 1) * ai + 2 * (count - 1) * an,
+            2 * (m - 1) * S / (m * bi) + 2 * (count - 1) * S / (m * count * bn)};
   }
   }
-  return 0.0;
+  return {};
+}
+
+double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster)
+{
+  const AnalyticParts p = analytic_parts(c, cluster);
+  const double latency = c.hop_latency_s >= 0 ? p.hops * c.hop_latency_s : p.latency_s;
+  return latency + p.transfer_s / c.bandwidth_factor;
+}
+
+void calibrate_collective(CollectiveTask& c, const ClusterSpec& cluster, double alpha_s, double transfer_s)
+{
+  const AnalyticParts p = analytic_parts(c, cluster);
+  if (p.hops <= 0)
+    return;
+  c.hop_latency_s = std::max(alpha_s, 0.0) / p.hops;
+  // A regime whose time does not grow with size (transfer_s 0) makes the messages free.
+  c.bandwidth_factor = transfer_s > 0 ? p.transfer_s / transfer_s : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace ddlsim::sim

@@ -23,6 +23,14 @@
 //   ring all-reduce   2(n-1) (a + S/(nB))          all-gather, reduce-scatter  (n-1) (a + S/(nB))
 //   tree all-reduce   2 (D + C - 1) (a + 2 S/(C B)) for a full binary tree of depth D
 //   hierarchical      2 (m-1)(a_i + S/(m B_i)) + 2 (N-1)(a_n + S/(m N B_n))
+//
+// Measured collectives. calibrate_collective() maps a fitted curve t = alpha + S / bandwidth (from a
+// profile's `collectives`, e.g. nccl-tests on the real cluster) onto one collective: every message
+// waits alpha / H instead of its route's latency (H = the hops on the closed form's critical path:
+// 2(n-1) for a ring all-reduce) and gets its links' bandwidth times f = W / (S / bandwidth), where W
+// is the closed form's transfer time at full link bandwidth. The uncontended time, analytic or flow,
+// is then the measured one; under contention the messages share links as before, at the measured
+// efficiency. f is a per-size bandwidth factor: it changes with the regime that covers S.
 #pragma once
 
 #include "sim/ClusterSpec.hpp"
@@ -51,8 +59,20 @@ std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node);
 /// decomposition, without building the messages for a ring (O(n) instead of O(n^2)).
 void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send);
 
-/// Closed-form duration of `c` on `cluster` (see above).
+/// Closed-form duration of `c` on `cluster` (see above), with c's calibration when it has one.
 double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster);
+
+/// The closed form in parts, at the links' own latency and bandwidth (c's calibration ignored).
+struct AnalyticParts {
+  double hops = 0;        ///< messages on the critical path, each paying one latency
+  double latency_s = 0;   ///< the latency part: sum over those hops
+  double transfer_s = 0;  ///< the bandwidth part
+};
+AnalyticParts analytic_parts(const CollectiveTask& c, const ClusterSpec& cluster);
+
+/// Sets c.hop_latency_s and c.bandwidth_factor so that c's uncontended time is alpha_s + transfer_s
+/// (a measured curve at c's size: transfer_s = S / bandwidth). No-op for groups of one.
+void calibrate_collective(CollectiveTask& c, const ClusterSpec& cluster, double alpha_s, double transfer_s);
 
 /// Number of chunks the tree algorithm pipelines a buffer of `bytes` into.
 int tree_chunks(double bytes);

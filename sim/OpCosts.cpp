@@ -5,6 +5,19 @@
 
 namespace ddlsim::sim {
 
+calibration::WorkKind work_kind(models::KernelKind kind)
+{
+  switch (kind) {
+  case models::KernelKind::gemm: return calibration::WorkKind::gemm;
+  case models::KernelKind::batched_gemm: return calibration::WorkKind::batched_gemm;
+  case models::KernelKind::conv2d: return calibration::WorkKind::conv2d;
+  case models::KernelKind::pointwise:
+  case models::KernelKind::gather: return calibration::WorkKind::memory;
+  case models::KernelKind::custom: return calibration::WorkKind::unknown;
+  }
+  return calibration::WorkKind::unknown;
+}
+
 calibration::KernelWork kernel_work(const models::Kernel& k, Phase phase, int samples, Dtype dtype)
 {
   const double d = dtype_bytes(dtype);
@@ -12,9 +25,10 @@ calibration::KernelWork kernel_work(const models::Kernel& k, Phase phase, int sa
   if (phase == Phase::backward)
     return {.flop = b * k.backward_flop,
             .bytes = (b * k.backward_sample_elements + k.backward_fixed_elements) * d,
-            .dtype = dtype};
+            .dtype = dtype,
+            .kind = work_kind(k.kind)};
   return {.flop = b * k.forward_flop, .bytes = (b * k.forward_sample_elements + k.forward_fixed_elements) * d,
-          .dtype = dtype};
+          .dtype = dtype, .kind = work_kind(k.kind)};
 }
 
 double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype dtype,
@@ -26,7 +40,18 @@ double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype
     calibration::KernelWork w = kernel_work(k, phase, samples, dtype);
     w.flop *= share;
     w.bytes *= share;
-    total += cost.seconds(w);
+    // The backward of a GEMM or convolution is two kernels of the forward's size (data gradient and
+    // weight gradient), so a measured table is looked up at that size.
+    const bool two_kernels = phase == Phase::backward && (w.kind == calibration::WorkKind::gemm ||
+                                                          w.kind == calibration::WorkKind::batched_gemm ||
+                                                          w.kind == calibration::WorkKind::conv2d);
+    if (two_kernels) {
+      w.flop /= 2;
+      w.bytes /= 2;
+      total += 2 * cost.seconds(w);
+    } else {
+      total += cost.seconds(w);
+    }
   }
   return total;
 }

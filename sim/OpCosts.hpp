@@ -5,6 +5,8 @@
 // kernel (a per-kernel roofline prices a GEMM by its flop and a layer norm by its bytes):
 //   forward   flop = b * forward_flop    bytes = (b * forward_sample_elements + forward_fixed_elements) * dtype
 //   backward  flop = b * backward_flop   bytes = (b * backward_sample_elements + backward_fixed_elements) * dtype
+//             (a GEMM's or convolution's backward is priced as two kernels of half that work each: the
+//             data and the weight gradient)
 //             plus, with recomputation, the forward of what is recomputed (everything, or the
 //             recompute_cheap layers)
 //   optimizer one fused fp32 kernel over the stage's parameters: 10 flop and

@@ -160,7 +160,10 @@ private:
       message_done(id, m);
       return;
     }
-    send(msg.src, msg.dst, msg.bytes, Record::Kind::message, id, m);
+    const CollectiveTask& c = graph_.collective(id);
+    // A calibrated collective: the measured per-hop latency, and the measured bandwidth as a factor
+    // on the payload (CM02 gives a flow bytes / (bandwidth x factor) seconds alone on its links).
+    send(msg.src, msg.dst, msg.bytes / c.bandwidth_factor, Record::Kind::message, id, m, c.hop_latency_s);
   }
 
   void message_done(TaskId id, std::uint32_t m)
@@ -180,10 +183,11 @@ private:
       send_message(id, succ);
   }
 
-  // A message: the route's latency as a timer, then the bytes as a Comm (skipped when empty).
-  void send(int src, int dst, double bytes, Record::Kind kind, TaskId task, std::uint32_t member)
+  // A message: the route's latency (or `latency_s` when >= 0) as a timer, then the bytes as a Comm
+  // (skipped when empty).
+  void send(int src, int dst, double bytes, Record::Kind kind, TaskId task, std::uint32_t member, double latency_s = -1)
   {
-    const double latency = cluster_.latency(src, dst);
+    const double latency = latency_s >= 0 ? latency_s : cluster_.latency(src, dst);
     auto transmit = [this, src, dst, bytes, kind, task, member] {
       if (bytes <= 0) {
         complete_message(kind, task, member);

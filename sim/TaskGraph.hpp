@@ -94,6 +94,11 @@ struct CollectiveTask {
   int micro_batch = -1;    ///< the micro-batch it serves (batch norm, tensor parallelism); -1 for gradients
   Phase phase = Phase::backward;
   CollectiveRole role = CollectiveRole::gradients;
+  /// Set from a measured curve (calibrate_collective in Collectives.hpp): each message's latency in
+  /// seconds instead of its route's (-1: the route's), and a factor on the bandwidth its messages get
+  /// (1: the links' own).
+  double hop_latency_s = -1;
+  double bandwidth_factor = 1;
 };
 
 class TaskGraph {
@@ -114,6 +119,7 @@ public:
   const ComputeTask& compute(TaskId id) const { return computes_[nodes_[id].index]; }
   const TransferTask& transfer(TaskId id) const { return transfers_[nodes_[id].index]; }
   const CollectiveTask& collective(TaskId id) const { return collectives_[nodes_[id].index]; }
+  CollectiveTask& collective(TaskId id) { return collectives_[nodes_[id].index]; }
   const std::vector<TaskId>& successors(TaskId id) const { return successors_[id]; }
   std::uint32_t dependency_count(TaskId id) const { return nodes_[id].dependencies; }
   /// Compute tasks of one device, in stream order.

@@ -1,6 +1,7 @@
 #include "traces/KinetoImporter.hpp"
 
 #include "common/Error.hpp"
+#include "traces/Gzip.hpp"
 #include "traces/Json.hpp"
 
 #include <algorithm>
@@ -162,8 +163,10 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
       continue;
     }
 
-    KernelRecord k{.name = *name, .start_s = *ts * 1e-6, .duration_s = *dur * 1e-6, .device = -1, .stream = -1,
-                   .grid = {0, 0, 0}, .block = {0, 0, 0}, .flop = 0, .bytes = 0, .dtype = ""};
+    KernelRecord k;
+    k.name = *name;
+    k.start_s = *ts * 1e-6;
+    k.duration_s = *dur * 1e-6;
     if (args) {
       k.device = small_int(args->find("device"));
       k.stream = small_int(args->find("stream"));

@@ -1,6 +1,7 @@
 #include "traces/NcclTestsImporter.hpp"
 
 #include "common/Error.hpp"
+#include "traces/Gzip.hpp"
 #include "traces/Json.hpp"
 #include "traces/KinetoImporter.hpp"
 

@@ -2,11 +2,13 @@
 
 #include "common/Error.hpp"
 #include "traces/ChromeTrace.hpp"
+#include "traces/Json.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <zlib.h>
+#include <fstream>
+#include <set>
 
 namespace ddlsim::traces {
 namespace {
@@ -24,6 +26,8 @@ std::string triple(const std::array<int, 3>& a)
 }
 
 std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; }
+
+std::string number_text(double v) { return number(v); }
 
 }  // namespace
 
@@ -45,15 +49,172 @@ void write_jsonl(const TraceSet& set, std::ostream& out)
     out << "{\"type\":\"kernel\",\"name\":" << quoted(k.name) << ",\"duration_s\":" << number(k.duration_s)
         << ",\"start_s\":" << number(k.start_s) << ",\"device\":" << k.device << ",\"stream\":" << k.stream
         << ",\"grid\":" << triple(k.grid) << ",\"block\":" << triple(k.block)
+        << (k.op.empty() ? std::string() : ",\"op\":" + quoted(k.op))
         << (k.flop > 0 || k.bytes > 0 ? ",\"flop\":" + number(k.flop) + ",\"bytes\":" + number(k.bytes) +
                                            ",\"dtype\":" + quoted(k.dtype)
                                      : std::string())
-        << "}\n";
+        << (k.point > 0 ? ",\"point\":" + std::to_string(k.point) : std::string()) << "}\n";
   for (const auto& c : set.collectives)
     out << "{\"type\":\"collective\",\"collective\":" << quoted(c.collective) << ",\"bytes\":" << number(c.bytes)
         << ",\"dtype\":" << quoted(c.dtype) << ",\"group_size\":" << c.group_size
         << ",\"duration_s\":" << number(c.duration_s) << ",\"source\":" << quoted(c.source)
-        << ",\"name\":" << quoted(c.name) << "}\n";
+        << ",\"name\":" << quoted(c.name) << (c.point > 0 ? ",\"point\":" + std::to_string(c.point) : std::string())
+        << "}\n";
+}
+
+namespace {
+
+// Reads one record's fields, naming the file, line and key of what is wrong.
+class RecordFields {
+public:
+  RecordFields(const JsonValue& record, std::string where) : record_(record), where_(std::move(where)) {}
+
+  double number(const char* key, bool required, double fallback = 0) const
+  {
+    const JsonValue* v = record_.find(key);
+    if (v == nullptr) {
+      if (required)
+        fail(key, "missing");
+      return fallback;
+    }
+    if (!v->is_number())
+      fail(key, "must be a number");
+    return v->as_number();
+  }
+  int integer(const char* key, int fallback) const
+  {
+    const double v = number(key, false, fallback);
+    if (v != static_cast<double>(static_cast<int>(v)))
+      fail(key, "must be an integer");
+    return static_cast<int>(v);
+  }
+  std::string string(const char* key, bool required) const
+  {
+    const JsonValue* v = record_.find(key);
+    if (v == nullptr) {
+      if (required)
+        fail(key, "missing");
+      return {};
+    }
+    if (!v->is_string())
+      fail(key, "must be a string");
+    return v->as_string();
+  }
+  std::array<int, 3> triple(const char* key) const
+  {
+    std::array<int, 3> out{0, 0, 0};
+    const JsonValue* v = record_.find(key);
+    if (v == nullptr)
+      return out;
+    if (!v->is_array() || v->as_array().size() != 3)
+      fail(key, "must be an array of 3 integers");
+    for (std::size_t i = 0; i < 3; ++i) {
+      const JsonValue& e = v->as_array()[i];
+      if (!e.is_number())
+        fail(key, "must be an array of 3 integers");
+      out[i] = static_cast<int>(e.as_number());
+    }
+    return out;
+  }
+  [[noreturn]] void fail(const char* key, const std::string& what) const { throw TraceError(where_ + ": " + key + ": " + what); }
+
+private:
+  const JsonValue& record_;
+  std::string where_;
+};
+
+}  // namespace
+
+TraceSet read_jsonl(const std::string& path)
+{
+  std::ifstream in(path);
+  if (!in)
+    throw TraceError(path + ": cannot open");
+  TraceSet set;
+  std::map<std::string, std::set<std::string>> provenance;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    const std::string where = path + ":" + std::to_string(number);
+    const JsonValue r = parse_json(line, where);
+    if (!r.is_object())
+      throw TraceError(where + ": a record must be a JSON object");
+    const RecordFields f(r, where);
+    const std::string type = f.string("type", true);
+    if (type == "provenance") {
+      for (const auto& [key, value] : r.as_object())
+        if (key != "type")
+          provenance[key].insert(value.is_string() ? value.as_string() : value.is_number() ? number_text(value.as_number()) : "?");
+    } else if (type == "kernel") {
+      KernelRecord k;
+      k.name = f.string("name", true);
+      k.duration_s = f.number("duration_s", true);
+      k.start_s = f.number("start_s", false);
+      k.device = f.integer("device", -1);
+      k.stream = f.integer("stream", -1);
+      k.grid = f.triple("grid");
+      k.block = f.triple("block");
+      k.op = f.string("op", false);
+      k.flop = f.number("flop", false);
+      k.bytes = f.number("bytes", false);
+      k.dtype = f.string("dtype", false);
+      k.point = f.integer("point", 0);
+      if (k.duration_s < 0 || k.flop < 0 || k.bytes < 0)
+        f.fail(k.duration_s < 0 ? "duration_s" : k.flop < 0 ? "flop" : "bytes", "must not be negative");
+      set.kernels.push_back(std::move(k));
+    } else if (type == "collective") {
+      CollectiveRecord c;
+      c.collective = f.string("collective", true);
+      c.bytes = f.number("bytes", true);
+      c.dtype = f.string("dtype", false);
+      c.group_size = f.integer("group_size", 0);
+      c.duration_s = f.number("duration_s", true);
+      c.source = f.string("source", false);
+      c.name = f.string("name", false);
+      c.point = f.integer("point", 0);
+      if (c.duration_s < 0 || c.bytes < 0)
+        f.fail(c.duration_s < 0 ? "duration_s" : "bytes", "must not be negative");
+      set.collectives.push_back(std::move(c));
+    } else {
+      ++set.skipped["record of unknown type '" + type + "'"];
+    }
+  }
+  for (const auto& [key, values] : provenance) {
+    std::string joined;
+    for (const auto& v : values)
+      joined += (joined.empty() ? "" : "; ") + v;
+    set.provenance[key] = joined;
+  }
+  return set;
+}
+
+void append(TraceSet& into, TraceSet more)
+{
+  int offset = 0;
+  for (const auto& k : into.kernels)
+    offset = std::max(offset, k.point);
+  for (const auto& c : into.collectives)
+    offset = std::max(offset, c.point);
+  for (auto& k : more.kernels) {
+    if (k.point > 0)
+      k.point += offset;
+    into.kernels.push_back(std::move(k));
+  }
+  for (auto& c : more.collectives) {
+    if (c.point > 0)
+      c.point += offset;
+    into.collectives.push_back(std::move(c));
+  }
+  for (const auto& [reason, n] : more.skipped)
+    into.skipped[reason] += n;
+  for (const auto& [key, value] : more.provenance) {
+    std::string& have = into.provenance[key];
+    if (have.empty())
+      have = value;
+    else if (("; " + have + "; ").find("; " + value + "; ") == std::string::npos)
+      have += "; " + value;
+  }
 }
 
 double element_bytes(const std::string& dtype)
@@ -73,35 +234,6 @@ double element_bytes(const std::string& dtype)
       d.rfind("float8", 0) == 0)
     return 1;
   return 0;
-}
-
-std::string read_maybe_gzip(const std::string& path)
-{
-  gzFile f = gzopen(path.c_str(), "rb");  // reads uncompressed files as they are
-  if (f == nullptr)
-    throw TraceError(path + ": cannot open");
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const int n = gzread(f, buffer, sizeof buffer);
-    if (n < 0) {
-      int code = 0;
-      const std::string why = gzerror(f, &code);
-      gzclose(f);
-      throw TraceError(path + ": cannot read (" + why + ")");
-    }
-    if (n == 0)
-      break;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-  int code = 0;
-  const char* why = gzerror(f, &code);
-  const bool truncated = code == Z_BUF_ERROR;  // the compressed stream ended early
-  const std::string message = why ? why : "";
-  gzclose(f);
-  if (truncated)
-    throw TraceError(path + ": the gzip stream is truncated (" + message + ")");
-  return text;
 }
 
 }  // namespace ddlsim::traces

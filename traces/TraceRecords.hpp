@@ -3,7 +3,7 @@
 // A trace file (`ddlsim calibrate import ... -o traces.jsonl`) is one JSON object per line:
 //   {"type":"provenance","source":"kineto","file":"...","device":"NVIDIA A100-...","sm_count":108,...}
 //   {"type":"kernel","name":"ampere_sgemm_128x64_tn","duration_s":1.2e-05,"start_s":...,"device":0,"stream":7,
-//    "grid":[8,1,1],"block":[256,1,1]}          # microbenchmarks add "flop", "bytes", "dtype"
+//    "grid":[8,1,1],"block":[256,1,1]}   # microbenchmarks add "op", "flop", "bytes", "dtype", "point"
 //   {"type":"collective","collective":"all_reduce","bytes":26550272,"dtype":"float","group_size":2,
 //    "duration_s":0.0026,"source":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float"}
 // Times in seconds, sizes in bytes. A collective's source says where its size came from: the NCCL
@@ -33,6 +33,8 @@ struct KernelRecord {
   double flop = 0;    ///< work, when the record comes from a microbenchmark that knows it (else 0)
   double bytes = 0;   ///< bytes moved to and from device memory (else 0)
   std::string dtype;  ///< element type of that work (else empty)
+  std::string op;     ///< microbenchmark op (gemm, batched_gemm, conv2d, pointwise, copy_d2d, ...); else empty
+  int point = 0;      ///< microbenchmark point id (its CUPTI external correlation id); 0 when none
 };
 
 struct CollectiveRecord {
@@ -43,6 +45,7 @@ struct CollectiveRecord {
   double duration_s = 0;
   std::string source;      ///< "kernel" or "annotation"
   std::string name;
+  int point = 0;           ///< microbenchmark point id; 0 when none
 };
 
 struct TraceSet {
@@ -56,12 +59,17 @@ struct TraceSet {
 /// Writes the provenance line, then one line per kernel and per collective.
 void write_jsonl(const TraceSet& set, std::ostream& out);
 
+/// Reads a JSON-lines file that write_jsonl wrote (several provenance lines merge: distinct values of
+/// one key are joined with "; "). Throws TraceError naming the file and line of a malformed record.
+TraceSet read_jsonl(const std::string& path);
+
+/// Appends `more` to `into`: records, skip counts, and provenance (distinct values of one key joined
+/// with "; "). Microbenchmark point ids of `more` are shifted past those of `into`, so points of
+/// different files stay distinct.
+void append(TraceSet& into, TraceSet more);
+
 /// Bytes of one element of a dtype as traces name it ("Float", "float32", "Half", "BFloat16",
 /// "Long", "int8", ...), case-insensitive; 0 when unknown.
 double element_bytes(const std::string& dtype);
-
-/// Reads a whole file, gunzipping it when it is gzip-compressed. Throws TraceError when the file
-/// cannot be read or the compressed stream is corrupt or truncated.
-std::string read_maybe_gzip(const std::string& path);
 
 }  // namespace ddlsim::traces

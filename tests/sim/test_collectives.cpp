@@ -129,3 +129,72 @@ TEST_CASE("gradient buckets are exposed when the backward is short")
   const ReplayResult r = run_buckets(buckets, t_f, t_b, bytes);
   CHECK(r.makespan_s == doctest::Approx(t_f + t_b + buckets * t_ar).epsilon(1e-9));
 }
+
+// Measured collectives (calibrate_collective): a fitted curve t = alpha + S / bandwidth replaces the
+// links' latency and bandwidth, so the uncontended time is the measured one whatever the algorithm.
+// alpha and bandwidth here are made up, unrelated to the links of the test cluster.
+namespace {
+constexpr double alpha_fit = 17e-6;   // s
+constexpr double bw_fit = 41e9;       // B/s, the "measured" algorithm bandwidth
+
+ReplayResult run_calibrated(CollectiveAlgorithm algorithm, CollectiveFidelity fidelity, double S, const ClusterSpec& c,
+                            std::vector<int> group)
+{
+  TaskGraph g(c.nodes * c.gpus_per_node);
+  CollectiveTask task{.algorithm = algorithm, .fidelity = fidelity, .group = std::move(group), .bytes = S};
+  calibrate_collective(task, c, alpha_fit, S / bw_fit);
+  g.add_collective(task);
+  return run(g, c);
+}
+}  // namespace
+
+TEST_CASE("a calibrated flow-level ring all-reduce takes the measured alpha + S/bandwidth")
+{
+  const double S = 96e6;
+  const ReplayResult r = run_calibrated(CollectiveAlgorithm::ring, CollectiveFidelity::flow, S, nodes(1, 8),
+                                        {0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(r.makespan_s == doctest::Approx(alpha_fit + S / bw_fit).epsilon(1e-6));
+}
+
+TEST_CASE("a calibrated flow-level tree all-reduce takes the measured alpha + S/bandwidth")
+{
+  const double S = 24.0 * 1024 * 1024;
+  const ReplayResult r = run_calibrated(CollectiveAlgorithm::tree, CollectiveFidelity::flow, S, nodes(1, 7),
+                                        {0, 1, 2, 3, 4, 5, 6});
+  CHECK(r.makespan_s == doctest::Approx(alpha_fit + S / bw_fit).epsilon(1e-6));
+}
+
+TEST_CASE("a calibrated flow-level hierarchical all-reduce takes the measured alpha + S/bandwidth")
+{
+  const double S = 64e6;
+  const ReplayResult r = run_calibrated(CollectiveAlgorithm::hierarchical, CollectiveFidelity::flow, S, nodes(2, 4),
+                                        {0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(r.makespan_s == doctest::Approx(alpha_fit + S / bw_fit).epsilon(1e-6));
+}
+
+TEST_CASE("a calibrated analytic all-gather takes the measured alpha + S/bandwidth")
+{
+  const double S = 30e6;
+  TaskGraph g(6);
+  CollectiveTask task{.kind = CollectiveKind::all_gather, .fidelity = CollectiveFidelity::analytic,
+                      .group = {0, 1, 2, 3, 4, 5}, .bytes = S};
+  calibrate_collective(task, nodes(1, 6), alpha_fit, S / bw_fit);
+  g.add_collective(task);
+  CHECK(run(g, nodes(1, 6)).makespan_s == doctest::Approx(alpha_fit + S / bw_fit).epsilon(1e-12));
+}
+
+TEST_CASE("two calibrated all-reduces sharing one GPU's links contend: each takes longer than measured alone")
+{
+  // Rings {0,1,2,3} and {0,4,5,6} both use GPU 0's up- and down-links; two flows share each.
+  const double S = 80e6;
+  const ClusterSpec c = nodes(1, 7);
+  TaskGraph g(7);
+  for (std::vector<int> group : {std::vector<int>{0, 1, 2, 3}, std::vector<int>{0, 4, 5, 6}}) {
+    CollectiveTask task{.group = std::move(group), .bytes = S};
+    calibrate_collective(task, c, alpha_fit, S / bw_fit);
+    g.add_collective(task);
+  }
+  const ReplayResult r = run(g, c);
+  // Every step of both rings crosses GPU 0's links with the other ring's step: twice as long.
+  CHECK(r.makespan_s == doctest::Approx(alpha_fit + 2 * S / bw_fit).epsilon(1e-6));
+}

@@ -1,0 +1,49 @@
+// Measured lookup tables: the time of one op (GEMM, convolution, memory-bound kernel, copy) as a
+// function of its work, from microbenchmarks, interpolated in log space.
+//
+// A table holds, for one op and dtype, points (work, seconds) sorted by work: work is the flop of
+// compute ops (gemm, batched_gemm, conv2d) and the bytes moved of memory ops (pointwise, copies).
+// Between two points the time is interpolated linearly in (log work, log seconds), so a kernel whose
+// time grows as work^p between them is reproduced exactly; outside the table the cost model falls
+// back to the roofline fit (TableCostModel.hpp), because extrapolating a table's last slope would
+// carry launch-bound behaviour into compute-bound sizes.
+//
+//   KernelTable t = fit_kernel_table("gemm", "bf16", samples);   // samples: {work, seconds} per run
+//   double s = t.covers(2e12) ? t.seconds(2e12) : roofline(...);
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddlsim::calibration {
+
+struct WorkTime {
+  double work = 0;  ///< flop or bytes, > 0
+  double seconds = 0;
+};
+
+struct KernelTable {
+  std::string op;     ///< gemm, batched_gemm, conv2d, pointwise, copy_d2d, copy_h2d, copy_d2h
+  std::string dtype;  ///< fp32, tf32, fp16, bf16 for compute ops; empty for memory ops (any dtype)
+  std::string source; ///< the trace files it was fitted from
+  std::vector<WorkTime> points;  ///< sorted by work, distinct work values, seconds > 0
+  double held_out_error = -1;    ///< median relative error predicting every other point; -1 when too few
+  double max_held_out_error = -1;
+
+  /// "flop" for compute ops, "bytes" for memory ops: what `work` counts.
+  const char* work_unit() const;
+  bool covers(double work) const { return !points.empty() && work >= points.front().work && work <= points.back().work; }
+  /// Seconds at `work` by log-log interpolation (the end point's time outside the table).
+  double seconds(double work) const;
+};
+
+/// True for ops whose work is flop (gemm, batched_gemm, conv2d); false for memory ops.
+bool is_compute_op(const std::string& op);
+
+/// A table from measured (work, seconds) samples: the median time at each distinct work value
+/// (several shapes or runs with the same work merge), and the held-out error of interpolating
+/// every other point from its neighbours. Throws std::invalid_argument with fewer than 2 distinct
+/// work values, or a sample with work or seconds <= 0.
+KernelTable fit_kernel_table(const std::string& op, const std::string& dtype, std::vector<WorkTime> samples);
+
+}  // namespace ddlsim::calibration

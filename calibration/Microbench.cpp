@@ -1,0 +1,236 @@
+#include "calibration/Microbench.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace ddlsim::calibration {
+namespace {
+
+bool wanted(const PlanOptions& options, BenchOp op)
+{
+  return options.only.empty() || std::find(options.only.begin(), options.only.end(), op) != options.only.end();
+}
+
+// Sizes from `first` to `last` (inclusive), each `factor` times the one before.
+std::vector<double> geometric(double first, double last, double factor)
+{
+  std::vector<double> out;
+  for (double v = first; v <= last * (1 + 1e-12); v *= factor)
+    out.push_back(v);
+  if (out.back() < last)
+    out.push_back(last);
+  return out;
+}
+
+BenchPoint gemm_point(BenchOp op, const char* dtype, long long m, long long n, long long k, long long batch)
+{
+  BenchPoint p;
+  p.op = op;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.batch = batch;
+  return p;
+}
+
+BenchPoint sized_point(BenchOp op, const char* dtype, double bytes, const char* collective)
+{
+  BenchPoint p;
+  p.op = op;
+  p.dtype = dtype;
+  p.bytes = bytes;
+  p.collective = collective;
+  return p;
+}
+
+constexpr double kib = 1024.0;
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+const char* bench_op_name(BenchOp op)
+{
+  switch (op) {
+  case BenchOp::gemm: return "gemm";
+  case BenchOp::batched_gemm: return "batched_gemm";
+  case BenchOp::conv2d: return "conv2d";
+  case BenchOp::pointwise: return "pointwise";
+  case BenchOp::copy_d2d: return "copy_d2d";
+  case BenchOp::copy_h2d: return "copy_h2d";
+  case BenchOp::copy_d2h: return "copy_d2h";
+  case BenchOp::collective: return "collective";
+  }
+  return "?";
+}
+
+const char* conv_pass_name(ConvPass pass)
+{
+  switch (pass) {
+  case ConvPass::forward: return "fwd";
+  case ConvPass::backward_data: return "bwd_data";
+  case ConvPass::backward_filter: return "bwd_filter";
+  }
+  return "?";
+}
+
+double BenchPoint::element_bytes() const
+{
+  if (dtype == "fp16" || dtype == "bf16")
+    return 2.0;
+  if (dtype == "fp8")
+    return 1.0;
+  return 4.0;
+}
+
+double BenchPoint::flop() const
+{
+  switch (op) {
+  case BenchOp::gemm:
+  case BenchOp::batched_gemm:
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+  case BenchOp::conv2d:  // each pass is one multiply-add per (output element, filter tap)
+    return 2.0 * conv.n * conv.k * conv.out_h() * conv.out_w() * static_cast<double>(conv.c) * conv.r * conv.s;
+  default:
+    return 0.0;
+  }
+}
+
+double BenchPoint::traffic_bytes() const
+{
+  const double e = element_bytes();
+  switch (op) {
+  case BenchOp::gemm:
+  case BenchOp::batched_gemm:
+    return e * static_cast<double>(batch) *
+           (static_cast<double>(m) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n) +
+            static_cast<double>(m) * static_cast<double>(n));
+  case BenchOp::conv2d:
+    return e * (static_cast<double>(conv.n) * conv.c * conv.h * conv.w +
+                static_cast<double>(conv.k) * conv.c * conv.r * conv.s +
+                static_cast<double>(conv.n) * conv.k * conv.out_h() * conv.out_w());
+  default:
+    return bytes;
+  }
+}
+
+std::string BenchPoint::label() const
+{
+  char buf[160];
+  switch (op) {
+  case BenchOp::gemm:
+    std::snprintf(buf, sizeof buf, "gemm %s m=%lld n=%lld k=%lld", dtype.c_str(), m, n, k);
+    break;
+  case BenchOp::batched_gemm:
+    std::snprintf(buf, sizeof buf, "batched_gemm %s m=%lld n=%lld k=%lld batch=%lld", dtype.c_str(), m, n, k, batch);
+    break;
+  case BenchOp::conv2d:
+    std::snprintf(buf, sizeof buf, "conv2d %s %s n=%d %dx%dx%d k=%d %dx%d/%d pad %d", dtype.c_str(), conv_pass_name(pass),
+                  conv.n, conv.c, conv.h, conv.w, conv.k, conv.r, conv.s, conv.stride, conv.pad);
+    break;
+  case BenchOp::collective:
+    std::snprintf(buf, sizeof buf, "%s %s %.0f B", collective.c_str(), dtype.c_str(), bytes);
+    break;
+  default:
+    std::snprintf(buf, sizeof buf, "%s %.0f B", bench_op_name(op), bytes);
+    break;
+  }
+  return buf;
+}
+
+std::vector<ConvProblem> zoo_convolutions()
+{
+  // {c, h, w, k, r (= s), stride, pad} per sample. Regenerate with the unit test
+  // "zoo_convolutions lists the zoo's convolution layers" if the zoo changes.
+  struct Row {
+    int c, h, w, k, r, stride, pad;
+  };
+  static constexpr Row rows[] = {
+      {3, 224, 224, 64, 7, 2, 3},     {64, 56, 56, 64, 1, 1, 0},     {64, 56, 56, 64, 3, 1, 1},    // resnet50
+      {64, 56, 56, 256, 1, 1, 0},     {256, 56, 56, 64, 1, 1, 0},    {256, 56, 56, 128, 1, 1, 0},
+      {128, 56, 56, 128, 3, 2, 1},    {128, 28, 28, 512, 1, 1, 0},   {256, 56, 56, 512, 1, 2, 0},
+      {512, 28, 28, 128, 1, 1, 0},    {128, 28, 28, 128, 3, 1, 1},   {512, 28, 28, 256, 1, 1, 0},
+      {256, 28, 28, 256, 3, 2, 1},    {256, 14, 14, 1024, 1, 1, 0},  {512, 28, 28, 1024, 1, 2, 0},
+      {1024, 14, 14, 256, 1, 1, 0},   {256, 14, 14, 256, 3, 1, 1},   {1024, 14, 14, 512, 1, 1, 0},
+      {512, 14, 14, 512, 3, 2, 1},    {512, 7, 7, 2048, 1, 1, 0},    {1024, 14, 14, 2048, 1, 2, 0},
+      {2048, 7, 7, 512, 1, 1, 0},     {512, 7, 7, 512, 3, 1, 1},
+      {3, 224, 224, 64, 3, 1, 1},     {64, 224, 224, 64, 3, 1, 1},   {64, 112, 112, 128, 3, 1, 1}, // vgg16
+      {128, 112, 112, 128, 3, 1, 1},  {128, 56, 56, 256, 3, 1, 1},   {256, 56, 56, 256, 3, 1, 1},
+      {256, 28, 28, 512, 3, 1, 1},    {512, 28, 28, 512, 3, 1, 1},   {512, 14, 14, 512, 3, 1, 1},
+      {3, 224, 224, 64, 11, 4, 2},    {64, 27, 27, 192, 5, 1, 2},    {192, 13, 13, 384, 3, 1, 1},  // alexnet
+      {384, 13, 13, 256, 3, 1, 1},    {256, 13, 13, 256, 3, 1, 1},
+  };
+  std::vector<ConvProblem> out;
+  for (const Row& r : rows)
+    out.push_back(ConvProblem{.n = 1, .c = r.c, .h = r.h, .w = r.w, .k = r.k, .r = r.r, .s = r.r, .stride = r.stride, .pad = r.pad});
+  return out;
+}
+
+std::vector<BenchPoint> microbenchmark_plan(const PlanOptions& options)
+{
+  std::vector<BenchPoint> plan;
+  auto add = [&](BenchPoint p) {
+    p.id = static_cast<int>(plan.size()) + 1;
+    plan.push_back(std::move(p));
+  };
+  const bool quick = options.quick;
+
+  if (wanted(options, BenchOp::gemm)) {
+    const std::vector<long long> sizes =
+        quick ? std::vector<long long>{256, 1024, 4096} : std::vector<long long>{128, 256, 512, 1024, 2048, 4096, 8192};
+    for (const char* dtype : {"fp32", "tf32", "fp16", "bf16"})
+      for (long long m : sizes)
+        for (long long n : sizes)
+          for (long long k : sizes)
+            add(gemm_point(BenchOp::gemm, dtype, m, n, k, 1));
+  }
+  if (wanted(options, BenchOp::batched_gemm)) {
+    // Attention: scores = Q K^T (s x s x d) and context = P V (s x d x s), batch = micro-batch x heads.
+    const std::vector<long long> seq = quick ? std::vector<long long>{512, 2048} : std::vector<long long>{256, 512, 1024, 2048, 4096};
+    const std::vector<long long> head = quick ? std::vector<long long>{128} : std::vector<long long>{64, 128};
+    const std::vector<long long> batches = quick ? std::vector<long long>{32} : std::vector<long long>{16, 64};
+    const std::vector<const char*> dtypes = quick ? std::vector<const char*>{"bf16"} : std::vector<const char*>{"fp16", "bf16"};
+    for (const char* dtype : dtypes)
+      for (long long s : seq)
+        for (long long d : head)
+          for (long long b : batches) {
+            add(gemm_point(BenchOp::batched_gemm, dtype, s, s, d, b));
+            add(gemm_point(BenchOp::batched_gemm, dtype, s, d, s, b));
+          }
+  }
+  if (wanted(options, BenchOp::conv2d)) {
+    const std::vector<int> batches = quick ? std::vector<int>{32} : std::vector<int>{8, 32, 128};
+    const std::vector<const char*> dtypes = quick ? std::vector<const char*>{"fp16"} : std::vector<const char*>{"fp32", "fp16", "bf16"};
+    for (const char* dtype : dtypes)
+      for (int n : batches)
+        for (ConvProblem conv : zoo_convolutions()) {
+          conv.n = n;
+          for (ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filter}) {
+            BenchPoint p;
+            p.op = BenchOp::conv2d;
+            p.dtype = dtype;
+            p.conv = conv;
+            p.pass = pass;
+            add(p);
+          }
+        }
+  }
+  // Bandwidth curves: 4 KiB to 1 GiB, doubling (quick: x4).
+  const std::vector<double> sizes = geometric(4 * kib, gib, quick ? 4.0 : 2.0);
+  for (BenchOp op : {BenchOp::pointwise, BenchOp::copy_d2d, BenchOp::copy_h2d, BenchOp::copy_d2h})
+    if (wanted(options, op))
+      for (double b : sizes)
+        add(sized_point(op, op == BenchOp::pointwise ? "fp32" : "", b, ""));
+  if (wanted(options, BenchOp::collective)) {
+    const std::vector<double> message = geometric(8, gib, quick ? 4.0 : 2.0);
+    std::vector<const char*> kinds{"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+    if (options.gpus >= 2)
+      kinds.push_back("send_recv");
+    for (const char* kind : kinds)
+      for (double b : message)
+        add(sized_point(BenchOp::collective, "fp32", b, kind));
+  }
+  return plan;
+}
+
+}  // namespace ddlsim::calibration

@@ -1,0 +1,42 @@
+// From measured trace records to a measured calibration profile (`ddlsim calibrate fit`).
+//
+// Starting from a base profile (the device's spec-sheet peaks and bandwidth), the fit adds:
+//   collectives    per (collective, group size) with >= 3 distinct sizes: alpha-beta size regimes
+//                  (Fitter.hpp) and their held-out error
+//   kernel_tables  per microbenchmark op and dtype with >= 2 distinct work values: log-log lookup
+//                  tables of the median time of each point (KernelTable.hpp)
+//   compute_efficiency, memory_efficiency, kernel_overhead
+//                  the roofline fit over every kernel record that knows its flop and bytes (copies
+//                  aside), for work outside the tables
+// Repeated runs of one microbenchmark point (same "point" id) count once, at their median time.
+// Parameters the records cannot determine keep the base profile's values and say so in `source`.
+//
+//   FitResult fit = fit_profile(load_profile("h100-sxm"), read_jsonl("h100.jsonl"), {.name = "my-h100", ...});
+//   for (const auto& note : fit.notes) std::cerr << note << "\n";   // what was not fitted, and why
+#pragma once
+
+#include "calibration/Profile.hpp"
+#include "traces/TraceRecords.hpp"
+
+#include <string>
+#include <vector>
+
+namespace ddlsim::calibration {
+
+struct FitOptions {
+  std::string name;        ///< the new profile's name
+  std::string base;        ///< how the base profile was named (for provenance)
+  std::string sources;     ///< the trace files, for provenance
+  std::string command;     ///< the command line, for provenance
+  std::string date;        ///< YYYY-MM-DD, for provenance (the caller's clock: the fit reads none)
+};
+
+struct FitResult {
+  CalibrationProfile profile;
+  std::vector<std::string> notes;  ///< one line per thing not fitted, and why
+};
+
+/// Fits `records` on top of `base`. Throws CalibrationError when the records hold nothing to fit.
+FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, const FitOptions& options);
+
+}  // namespace ddlsim::calibration

@@ -1,0 +1,73 @@
+#include "calibration/TableCostModel.hpp"
+
+#include <cstdio>
+
+namespace ddlsim::calibration {
+namespace {
+
+// The table op that prices a kind of work.
+const char* table_op(WorkKind kind)
+{
+  switch (kind) {
+  case WorkKind::gemm: return "gemm";
+  case WorkKind::batched_gemm: return "batched_gemm";
+  case WorkKind::conv2d: return "conv2d";
+  case WorkKind::memory: return "pointwise";
+  case WorkKind::unknown: return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TableCostModel::TableCostModel(const CalibrationProfile& profile)
+    : roofline_(profile), profile_name_(profile.name), tables_(profile.kernel_tables)
+{
+  for (auto& row : index_)
+    row.fill(-1);
+  for (WorkKind kind : {WorkKind::gemm, WorkKind::batched_gemm, WorkKind::conv2d, WorkKind::memory}) {
+    const std::string op = table_op(kind);
+    for (const auto& entry : dtype_table.entries) {
+      for (std::size_t i = 0; i < tables_.size(); ++i) {
+        const KernelTable& t = tables_[i];
+        if (t.op == op && (kind == WorkKind::memory || t.dtype == entry.name)) {
+          index_[static_cast<std::size_t>(kind)][static_cast<std::size_t>(entry.value)] = static_cast<int>(i);
+          break;  // the first table for (op, dtype) wins; `calibrate fit` writes one
+        }
+      }
+    }
+  }
+}
+
+const KernelTable* TableCostModel::table_for(const KernelWork& work) const
+{
+  const int i = index_[static_cast<std::size_t>(work.kind)][static_cast<std::size_t>(work.dtype)];
+  if (i < 0)
+    return nullptr;
+  const KernelTable& t = tables_[static_cast<std::size_t>(i)];
+  const double amount = work.kind == WorkKind::memory ? work.bytes : work.flop;
+  return t.covers(amount) ? &t : nullptr;
+}
+
+double TableCostModel::seconds(const KernelWork& work) const
+{
+  if (const KernelTable* t = table_for(work))
+    return t->seconds(work.kind == WorkKind::memory ? work.bytes : work.flop);
+  return roofline_.seconds(work);
+}
+
+std::string TableCostModel::describe() const
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "tables(%s: %zu measured) + ", profile_name_.c_str(), tables_.size());
+  return buf + roofline_.describe();
+}
+
+std::unique_ptr<CostModel> make_cost_model(const CalibrationProfile& profile)
+{
+  if (profile.kernel_tables.empty())
+    return std::make_unique<RooflineCostModel>(profile);
+  return std::make_unique<TableCostModel>(profile);
+}
+
+}  // namespace ddlsim::calibration

@@ -1,0 +1,678 @@
+#include "calibration/collector/Benchmarks.hpp"
+
+#include "calibration/collector/CudaCheck.hpp"
+#include "calibration/collector/Kernels.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <cublas_v2.h>
+#include <numeric>
+#include <utility>
+
+namespace ddlsim::collector {
+namespace {
+
+using calibration::BenchOp;
+using calibration::BenchPoint;
+using calibration::ConvPass;
+
+constexpr std::size_t cublas_workspace_bytes = 32u << 20; // what cuBLAS asks for on Hopper
+
+void require(cudaError_t status, const std::string& what)
+{
+  if (status != cudaSuccess)
+    throw DeviceFailed(what + ": " + cuda_error_text(status));
+}
+
+// Makes `device` current for the scope; the collector otherwise keeps device 0 current.
+class DeviceScope {
+public:
+  explicit DeviceScope(int device)
+  {
+    cudaGetDevice(&previous_);
+    check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&)            = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+private:
+  int previous_ = 0;
+};
+
+// Device memory on one GPU, freed on destruction. Zero bytes allocate nothing.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::size_t bytes, int device, const std::string& what) : bytes_(bytes)
+  {
+    if (bytes == 0)
+      return;
+    DeviceScope scope(device);
+    check_cuda(cudaMalloc(&data_, bytes),
+               "cudaMalloc of " + what + " (" + std::to_string(bytes) + " B on GPU " + std::to_string(device) + ")");
+  }
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0))
+  {
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept
+  {
+    if (this != &other) {
+      release();
+      data_  = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  ~DeviceBuffer() { release(); }
+  void* get() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+private:
+  void release() noexcept
+  {
+    if (data_ != nullptr)
+      cudaFree(data_);
+    data_ = nullptr;
+  }
+  void* data_        = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Page-locked host memory, so that copies run at the link's speed and asynchronously.
+class PinnedBuffer {
+public:
+  PinnedBuffer(std::size_t bytes, const std::string& what)
+  {
+    check_cuda(cudaMallocHost(&data_, std::max<std::size_t>(bytes, 1)),
+               "cudaMallocHost of " + what + " (" + std::to_string(bytes) + " B)");
+    std::memset(data_, 0x3c, bytes); // touch every page now, not inside a timed copy
+  }
+  ~PinnedBuffer() { cudaFreeHost(data_); }
+  PinnedBuffer(const PinnedBuffer&)            = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* get() const { return data_; }
+
+private:
+  void* data_ = nullptr;
+};
+
+FillType fill_type(const std::string& dtype)
+{
+  if (dtype == "fp16")
+    return FillType::f16;
+  if (dtype == "bf16")
+    return FillType::bf16;
+  return FillType::f32;
+}
+
+void fill(const DeviceBuffer& buffer, FillType type, int device, cudaStream_t stream, unsigned seed)
+{
+  const std::size_t element = type == FillType::f32 ? 4 : 2;
+  DeviceScope scope(device);
+  check_cuda(launch_fill(buffer.get(), buffer.bytes() / element, type, seed, stream), "filling an operand");
+}
+
+int to_int(long long v, const char* what)
+{
+  if (v <= 0 || v > INT_MAX)
+    throw PointFailed(std::string(what) + " = " + std::to_string(v) + " is out of cuBLAS's int range");
+  return static_cast<int>(v);
+}
+
+std::size_t to_size(double bytes)
+{
+  return bytes > 0 ? static_cast<std::size_t>(std::llround(bytes)) : 0;
+}
+
+// ---- gemm, batched_gemm ------------------------------------------------------------------------------------------
+
+class GemmBench final : public Benchmark {
+public:
+  GemmBench(const BenchPoint& p, GpuContext& gpus)
+      : handle_(gpus.cublas()), m_(to_int(p.m, "m")), n_(to_int(p.n, "n")), k_(to_int(p.k, "k")),
+        batch_(to_int(p.batch, "batch")), batched_(p.op == BenchOp::batched_gemm)
+  {
+    if (p.dtype == "fp32" || p.dtype == "tf32") {
+      type_    = CUDA_R_32F;
+      compute_ = p.dtype == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    } else if (p.dtype == "fp16" || p.dtype == "bf16") {
+      type_    = p.dtype == "fp16" ? CUDA_R_16F : CUDA_R_16BF;
+      compute_ = CUBLAS_COMPUTE_32F; // fp32 accumulation, as training frameworks ask for
+    } else {
+      throw PointFailed("no cuBLAS type for dtype '" + p.dtype + "'");
+    }
+    const double e      = p.element_bytes();
+    const double batch  = static_cast<double>(batch_);
+    a_                  = DeviceBuffer(to_size(e * batch * m_ * static_cast<double>(k_)), 0, "A");
+    b_                  = DeviceBuffer(to_size(e * batch * k_ * static_cast<double>(n_)), 0, "B");
+    c_                  = DeviceBuffer(to_size(e * batch * m_ * static_cast<double>(n_)), 0, "C");
+    const FillType type = fill_type(p.dtype);
+    fill(a_, type, 0, gpus.stream(0), 1);
+    fill(b_, type, 0, gpus.stream(0), 2);
+    fill(c_, type, 0, gpus.stream(0), 3);
+  }
+
+  void launch() override
+  {
+    const float alpha = 1.0f, beta = 0.0f; // read by cuBLAS before the call returns (host pointer mode)
+    if (!batched_) {
+      check_cublas(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m_, n_, k_, &alpha, a_.get(), type_, m_, b_.get(),
+                                type_, k_, &beta, c_.get(), type_, m_, compute_, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+      return;
+    }
+    const long long stride_a = static_cast<long long>(m_) * k_;
+    const long long stride_b = static_cast<long long>(k_) * n_;
+    const long long stride_c = static_cast<long long>(m_) * n_;
+    check_cublas(cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m_, n_, k_, &alpha, a_.get(), type_, m_,
+                                            stride_a, b_.get(), type_, k_, stride_b, &beta, c_.get(), type_, m_,
+                                            stride_c, batch_, compute_, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmStridedBatchedEx");
+  }
+
+private:
+  cublasHandle_t handle_;
+  int m_, n_, k_, batch_;
+  bool batched_;
+  cudaDataType type_           = CUDA_R_32F;
+  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
+  DeviceBuffer a_, b_, c_;
+};
+
+// ---- conv2d ------------------------------------------------------------------------------------------------------
+
+using TensorDesc = std::unique_ptr<cudnnTensorStruct, decltype(&cudnnDestroyTensorDescriptor)>;
+using FilterDesc = std::unique_ptr<cudnnFilterStruct, decltype(&cudnnDestroyFilterDescriptor)>;
+using ConvDesc   = std::unique_ptr<cudnnConvolutionStruct, decltype(&cudnnDestroyConvolutionDescriptor)>;
+
+TensorDesc tensor_desc(cudnnDataType_t type, int n, int c, int h, int w)
+{
+  cudnnTensorDescriptor_t raw = nullptr;
+  check_cudnn(cudnnCreateTensorDescriptor(&raw), "cudnnCreateTensorDescriptor");
+  TensorDesc desc(raw, &cudnnDestroyTensorDescriptor);
+  check_cudnn(cudnnSetTensor4dDescriptor(raw, CUDNN_TENSOR_NCHW, type, n, c, h, w), "cudnnSetTensor4dDescriptor");
+  return desc;
+}
+
+class ConvBench final : public Benchmark {
+public:
+  ConvBench(const BenchPoint& p, GpuContext& gpus)
+      : handle_(gpus.cudnn()), pass_(p.pass), x_desc_(nullptr, &cudnnDestroyTensorDescriptor),
+        y_desc_(nullptr, &cudnnDestroyTensorDescriptor), w_desc_(nullptr, &cudnnDestroyFilterDescriptor),
+        conv_desc_(nullptr, &cudnnDestroyConvolutionDescriptor)
+  {
+    cudnnDataType_t type = CUDNN_DATA_FLOAT;
+    if (p.dtype == "fp16")
+      type = CUDNN_DATA_HALF;
+    else if (p.dtype == "bf16")
+      type = CUDNN_DATA_BFLOAT16;
+    else if (p.dtype != "fp32")
+      throw PointFailed("no cuDNN type for dtype '" + p.dtype + "'");
+    const calibration::ConvProblem& c = p.conv;
+    x_desc_                           = tensor_desc(type, c.n, c.c, c.h, c.w);
+
+    cudnnFilterDescriptor_t filter = nullptr;
+    check_cudnn(cudnnCreateFilterDescriptor(&filter), "cudnnCreateFilterDescriptor");
+    w_desc_.reset(filter);
+    check_cudnn(cudnnSetFilter4dDescriptor(filter, type, CUDNN_TENSOR_NCHW, c.k, c.c, c.r, c.s),
+                "cudnnSetFilter4dDescriptor");
+
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    check_cudnn(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+    conv_desc_.reset(conv);
+    // Accumulation in fp32 for every data type (half types need it for bf16, and frameworks ask for it).
+    check_cudnn(cudnnSetConvolution2dDescriptor(conv, c.pad, c.pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT),
+                "cudnnSetConvolution2dDescriptor");
+    // fp32 means fp32 arithmetic, as for the gemm points: FMA math keeps cuDNN off TF32 tensor cores.
+    fixed_math_ = type == CUDNN_DATA_FLOAT;
+    check_cudnn(cudnnSetConvolutionMathType(conv, fixed_math_ ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+                "cudnnSetConvolutionMathType");
+
+    int on = 0, oc = 0, oh = 0, ow = 0;
+    check_cudnn(cudnnGetConvolution2dForwardOutputDim(conv, x_desc_.get(), filter, &on, &oc, &oh, &ow),
+                "cudnnGetConvolution2dForwardOutputDim");
+    y_desc_ = tensor_desc(type, on, oc, oh, ow);
+
+    // The same three buffers serve every pass: x (or dx), w (or dw), y (or dy).
+    const double e         = p.element_bytes();
+    x_                     = DeviceBuffer(to_size(e * c.n * c.c * c.h * static_cast<double>(c.w)), 0, "the input");
+    w_                     = DeviceBuffer(to_size(e * c.k * c.c * c.r * static_cast<double>(c.s)), 0, "the filters");
+    y_                     = DeviceBuffer(to_size(e * on * oc * oh * static_cast<double>(ow)), 0, "the output");
+    const FillType fill_as = fill_type(p.dtype);
+    fill(x_, fill_as, 0, gpus.stream(0), 1);
+    fill(w_, fill_as, 0, gpus.stream(0), 2);
+    fill(y_, fill_as, 0, gpus.stream(0), 3);
+
+    switch (pass_) {
+    case ConvPass::forward: {
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max_count(cudnnGetConvolutionForwardAlgorithmMaxCount));
+      int returned = 0;
+      check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_desc_.get(), filter, conv, y_desc_.get(),
+                                                         static_cast<int>(perf.size()), &returned, perf.data()),
+                  "cudnnGetConvolutionForwardAlgorithm_v7");
+      perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
+      choose(perf);
+      break;
+    }
+    case ConvPass::backward_data: {
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max_count(cudnnGetConvolutionBackwardDataAlgorithmMaxCount));
+      int returned = 0;
+      check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, filter, y_desc_.get(), conv, x_desc_.get(),
+                                                              static_cast<int>(perf.size()), &returned, perf.data()),
+                  "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
+      choose(perf);
+      break;
+    }
+    case ConvPass::backward_filter: {
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
+          max_count(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount));
+      int returned = 0;
+      check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, x_desc_.get(), y_desc_.get(), conv, filter,
+                                                                static_cast<int>(perf.size()), &returned, perf.data()),
+                  "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
+      choose(perf);
+      break;
+    }
+    }
+  }
+
+  void launch() override { check_cudnn(run(), run_name()); }
+
+private:
+  std::size_t max_count(cudnnStatus_t (*get)(cudnnHandle_t, int*)) const
+  {
+    int count = 0;
+    check_cudnn(get(handle_, &count), "cudnnGetConvolution*AlgorithmMaxCount");
+    return static_cast<std::size_t>(std::max(count, 1));
+  }
+
+  // Takes the first algorithm, in cuDNN's order of expected speed, whose workspace fits and which runs: the
+  // trial run doubles as a warm-up.
+  template <typename Perf> void choose(const std::vector<Perf>& candidates)
+  {
+    std::string last = "cuDNN proposed none";
+    for (const Perf& perf : candidates) {
+      if (perf.status != CUDNN_STATUS_SUCCESS)
+        continue;
+      if (!fixed_math_) // the math type the heuristic assumed for this algorithm (as PyTorch does)
+        check_cudnn(cudnnSetConvolutionMathType(conv_desc_.get(), perf.mathType), "cudnnSetConvolutionMathType");
+      try {
+        workspace_ = DeviceBuffer(perf.memory, 0, "the cuDNN workspace");
+      } catch (const PointFailed& e) {
+        cudaGetLastError(); // out of memory is not sticky; try an algorithm that needs less
+        last = e.what();
+        continue;
+      }
+      algo_                      = static_cast<int>(perf.algo);
+      const cudnnStatus_t status = run();
+      if (status == CUDNN_STATUS_SUCCESS)
+        return;
+      cudaGetLastError();
+      last = "algorithm " + std::to_string(algo_) + ": " + cudnnGetErrorString(status);
+    }
+    throw PointFailed(std::string("no cuDNN algorithm runs this convolution (") + last + ")");
+  }
+
+  const char* run_name() const
+  {
+    switch (pass_) {
+    case ConvPass::forward:
+      return "cudnnConvolutionForward";
+    case ConvPass::backward_data:
+      return "cudnnConvolutionBackwardData";
+    case ConvPass::backward_filter:
+      return "cudnnConvolutionBackwardFilter";
+    }
+    return "cudnnConvolution";
+  }
+
+  cudnnStatus_t run()
+  {
+    const float alpha = 1.0f, beta = 0.0f; // float scaling for float, half and bfloat16 data
+    switch (pass_) {
+    case ConvPass::forward:
+      return cudnnConvolutionForward(handle_, &alpha, x_desc_.get(), x_.get(), w_desc_.get(), w_.get(),
+                                     conv_desc_.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algo_), workspace_.get(),
+                                     workspace_.bytes(), &beta, y_desc_.get(), y_.get());
+    case ConvPass::backward_data:
+      return cudnnConvolutionBackwardData(handle_, &alpha, w_desc_.get(), w_.get(), y_desc_.get(), y_.get(),
+                                          conv_desc_.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_),
+                                          workspace_.get(), workspace_.bytes(), &beta, x_desc_.get(), x_.get());
+    case ConvPass::backward_filter:
+      return cudnnConvolutionBackwardFilter(handle_, &alpha, x_desc_.get(), x_.get(), y_desc_.get(), y_.get(),
+                                            conv_desc_.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_),
+                                            workspace_.get(), workspace_.bytes(), &beta, w_desc_.get(), w_.get());
+    }
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+
+  cudnnHandle_t handle_;
+  ConvPass pass_;
+  bool fixed_math_ = true;
+  TensorDesc x_desc_, y_desc_;
+  FilterDesc w_desc_;
+  ConvDesc conv_desc_;
+  DeviceBuffer x_, w_, y_, workspace_;
+  int algo_ = 0;
+};
+
+// ---- pointwise, copies -------------------------------------------------------------------------------------------
+
+class PointwiseBench final : public Benchmark {
+public:
+  PointwiseBench(const BenchPoint& p, GpuContext& gpus) : stream_(gpus.stream(0))
+  {
+    // point.bytes counts x read and y written: each array is half of it.
+    n_      = std::max<std::size_t>(1, to_size(p.bytes) / 8);
+    x_      = DeviceBuffer(4 * n_, 0, "x");
+    y_      = DeviceBuffer(4 * n_, 0, "y");
+    blocks_ = std::max(1, gpus.sm_count()) * 8; // 8 blocks of 256 threads fill an SM; the loop does the rest
+    fill(x_, FillType::f32, 0, stream_, 1);
+  }
+  void launch() override
+  {
+    check_cuda(launch_axpb(static_cast<const float*>(x_.get()), static_cast<float*>(y_.get()), n_, 2.0f, 1.0f, blocks_,
+                           stream_),
+               "the pointwise kernel");
+  }
+
+private:
+  cudaStream_t stream_;
+  std::size_t n_ = 0;
+  int blocks_    = 1;
+  DeviceBuffer x_, y_;
+};
+
+class CopyBench final : public Benchmark {
+public:
+  CopyBench(const BenchPoint& p, GpuContext& gpus) : stream_(gpus.stream(0)), bytes_(to_size(p.bytes))
+  {
+    switch (p.op) {
+    case BenchOp::copy_h2d:
+      kind_       = cudaMemcpyHostToDevice;
+      host_       = std::make_unique<PinnedBuffer>(bytes_, "the host source");
+      device_dst_ = DeviceBuffer(bytes_, 0, "the destination");
+      break;
+    case BenchOp::copy_d2h:
+      kind_       = cudaMemcpyDeviceToHost;
+      device_src_ = DeviceBuffer(bytes_, 0, "the source");
+      host_       = std::make_unique<PinnedBuffer>(bytes_, "the host destination");
+      fill(device_src_, FillType::f32, 0, stream_, 1);
+      break;
+    default:
+      kind_       = cudaMemcpyDeviceToDevice;
+      device_src_ = DeviceBuffer(bytes_, 0, "the source");
+      device_dst_ = DeviceBuffer(bytes_, 0, "the destination");
+      fill(device_src_, FillType::f32, 0, stream_, 1);
+      break;
+    }
+  }
+  void launch() override
+  {
+    void* dst       = kind_ == cudaMemcpyDeviceToHost ? host_->get() : device_dst_.get();
+    const void* src = kind_ == cudaMemcpyHostToDevice ? host_->get() : device_src_.get();
+    check_cuda(cudaMemcpyAsync(dst, src, bytes_, kind_, stream_), "cudaMemcpyAsync");
+  }
+
+private:
+  cudaStream_t stream_;
+  std::size_t bytes_;
+  cudaMemcpyKind kind_ = cudaMemcpyDeviceToDevice;
+  DeviceBuffer device_src_, device_dst_;
+  std::unique_ptr<PinnedBuffer> host_;
+};
+
+// ---- collectives -------------------------------------------------------------------------------------------------
+
+enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, send_recv };
+
+Collective collective_kind(const std::string& name)
+{
+  if (name == "all_reduce")
+    return Collective::all_reduce;
+  if (name == "all_gather")
+    return Collective::all_gather;
+  if (name == "reduce_scatter")
+    return Collective::reduce_scatter;
+  if (name == "broadcast")
+    return Collective::broadcast;
+  if (name == "send_recv")
+    return Collective::send_recv;
+  throw PointFailed("unknown collective '" + name + "'");
+}
+
+class CollectiveBench final : public Benchmark {
+public:
+  CollectiveBench(const BenchPoint& p, GpuContext& gpus) : kind_(collective_kind(p.collective)), ranks_(gpus.gpus())
+  {
+    if (kind_ == Collective::send_recv && ranks_ < 2)
+      throw PointFailed("send_recv needs at least 2 GPUs");
+    const CollectiveShape shape  = collective_shape(p, ranks_);
+    const std::size_t rank_count = static_cast<std::size_t>(ranks_);
+    send_count_ = recv_count_ = shape.count;
+    if (kind_ == Collective::all_gather)
+      send_count_ = shape.count / rank_count;
+    if (kind_ == Collective::reduce_scatter)
+      recv_count_ = shape.count / rank_count;
+    comms_ = gpus.nccl();
+    for (int d = 0; d < ranks_; ++d) {
+      streams_.push_back(gpus.stream(d));
+      send_.emplace_back(4 * send_count_, d, "the send buffer");
+      recv_.emplace_back(4 * recv_count_, d, "the receive buffer");
+      fill(send_.back(), FillType::f32, d, streams_.back(), static_cast<unsigned>(d) + 1);
+    }
+  }
+
+  void launch() override
+  {
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    ncclResult_t first_error = ncclSuccess;
+    std::string failed_call;
+    for (int d = 0; d < ranks_ && first_error == ncclSuccess; ++d) {
+      const auto i     = static_cast<std::size_t>(d);
+      const void* send = send_[i].get();
+      void* recv       = recv_[i].get();
+      ncclResult_t r   = ncclSuccess;
+      switch (kind_) {
+      case Collective::all_reduce:
+        r = ncclAllReduce(send, recv, send_count_, ncclFloat, ncclSum, comms_[i], streams_[i]);
+        break;
+      case Collective::all_gather:
+        r = ncclAllGather(send, recv, send_count_, ncclFloat, comms_[i], streams_[i]);
+        break;
+      case Collective::reduce_scatter:
+        r = ncclReduceScatter(send, recv, recv_count_, ncclFloat, ncclSum, comms_[i], streams_[i]);
+        break;
+      case Collective::broadcast:
+        r = ncclBroadcast(send, recv, send_count_, ncclFloat, 0, comms_[i], streams_[i]);
+        break;
+      case Collective::send_recv: {
+        const int peer = d ^ 1; // pairs (0,1), (2,3), ...; with an odd count the last GPU sits out
+        if (peer >= ranks_)
+          break;
+        r = ncclSend(send, send_count_, ncclFloat, peer, comms_[i], streams_[i]);
+        if (r == ncclSuccess)
+          r = ncclRecv(recv, recv_count_, ncclFloat, peer, comms_[i], streams_[i]);
+        break;
+      }
+      }
+      if (r != ncclSuccess) {
+        first_error = r;
+        failed_call = "NCCL call on GPU " + std::to_string(d);
+      }
+    }
+    // The group is always closed, so that NCCL is left in a usable state after an error.
+    const ncclResult_t end = ncclGroupEnd();
+    check_nccl(first_error, failed_call);
+    check_nccl(end, "ncclGroupEnd");
+  }
+
+  int devices() const override { return ranks_; }
+
+private:
+  Collective kind_;
+  int ranks_;
+  std::size_t send_count_ = 0, recv_count_ = 0;
+  std::vector<ncclComm_t> comms_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<DeviceBuffer> send_, recv_;
+};
+
+} // namespace
+
+// ---- GpuContext --------------------------------------------------------------------------------------------------
+
+GpuContext::GpuContext(int gpus)
+{
+  for (int d = 0; d < gpus; ++d) {
+    require(cudaSetDevice(d), "cudaSetDevice(" + std::to_string(d) + ")");
+    cudaStream_t stream = nullptr;
+    require(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream on GPU " + std::to_string(d));
+    streams_.push_back(stream);
+  }
+  require(cudaSetDevice(0), "cudaSetDevice(0)");
+  require(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, 0), "reading GPU 0's SM count");
+}
+
+GpuContext::~GpuContext()
+{
+  for (ncclComm_t comm : comms_) {
+    if (lost_)
+      ncclCommAbort(comm); // does not wait for work a lost context will never finish
+    else
+      ncclCommDestroy(comm);
+  }
+  if (cublas_ != nullptr)
+    cublasDestroy(cublas_);
+  if (cublas_workspace_ != nullptr)
+    cudaFree(cublas_workspace_);
+  if (cudnn_ != nullptr)
+    cudnnDestroy(cudnn_);
+  for (cudaStream_t stream : streams_)
+    cudaStreamDestroy(stream);
+}
+
+cublasHandle_t GpuContext::cublas()
+{
+  if (cublas_ != nullptr)
+    return cublas_;
+  if (!cublas_error_.empty())
+    throw PointFailed(cublas_error_);
+  try {
+    check_cublas(cublasCreate(&cublas_), "cublasCreate");
+    // cublasSetStream resets the workspace to cuBLAS's default pool: set the stream first.
+    check_cublas(cublasSetStream(cublas_, streams_.at(0)), "cublasSetStream");
+    check_cuda(cudaMalloc(&cublas_workspace_, cublas_workspace_bytes), "cudaMalloc of the cuBLAS workspace");
+    check_cublas(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes), "cublasSetWorkspace");
+  } catch (const PointFailed& e) {
+    cublas_error_ = e.what();
+    if (cublas_ != nullptr)
+      cublasDestroy(cublas_);
+    cublas_ = nullptr;
+    throw;
+  }
+  return cublas_;
+}
+
+cudnnHandle_t GpuContext::cudnn()
+{
+  if (cudnn_ != nullptr)
+    return cudnn_;
+  if (!cudnn_error_.empty())
+    throw PointFailed(cudnn_error_);
+  try {
+    check_cudnn(cudnnCreate(&cudnn_), "cudnnCreate");
+    check_cudnn(cudnnSetStream(cudnn_, streams_.at(0)), "cudnnSetStream");
+  } catch (const PointFailed& e) {
+    cudnn_error_ = e.what();
+    if (cudnn_ != nullptr)
+      cudnnDestroy(cudnn_);
+    cudnn_ = nullptr;
+    throw;
+  }
+  return cudnn_;
+}
+
+const std::vector<ncclComm_t>& GpuContext::nccl()
+{
+  if (!comms_.empty())
+    return comms_;
+  if (!nccl_error_.empty())
+    throw PointFailed(nccl_error_);
+  std::vector<int> devices(streams_.size());
+  std::iota(devices.begin(), devices.end(), 0);
+  std::vector<ncclComm_t> comms(streams_.size(), nullptr);
+  const ncclResult_t status = ncclCommInitAll(comms.data(), gpus(), devices.data());
+  cudaSetDevice(0); // NCCL visits every device while it sets up
+  if (status != ncclSuccess) {
+    nccl_error_ = "ncclCommInitAll over " + std::to_string(gpus()) + " GPU(s): " + ncclGetErrorString(status);
+    if (const char* detail = ncclGetLastError(nullptr); detail != nullptr && *detail != '\0')
+      nccl_error_ += std::string(" (") + detail + ")";
+    throw PointFailed(nccl_error_);
+  }
+  comms_ = std::move(comms);
+  return comms_;
+}
+
+void GpuContext::synchronize(int devices) const
+{
+  for (int d = 0; d < devices && d < gpus(); ++d)
+    check_cuda(cudaStreamSynchronize(streams_[static_cast<std::size_t>(d)]), "waiting for GPU " + std::to_string(d));
+}
+
+void GpuContext::recover(const std::string& point)
+{
+  for (int d = 0; d < gpus(); ++d) {
+    cudaSetDevice(d);
+    cudaGetLastError(); // clears an error that is not sticky (out of memory, a bad launch configuration)
+    if (cudaDeviceSynchronize() == cudaSuccess)
+      continue;
+    cudaGetLastError();
+    if (const cudaError_t again = cudaDeviceSynchronize(); again != cudaSuccess) {
+      lost_ = true;
+      throw DeviceFailed("GPU " + std::to_string(d) + " cannot be used after '" + point +
+                         "': " + cuda_error_text(again) + " persists (a sticky error: the CUDA context is lost)");
+    }
+  }
+  cudaSetDevice(0);
+}
+
+// ---- factory -----------------------------------------------------------------------------------------------------
+
+CollectiveShape collective_shape(const BenchPoint& point, int ranks)
+{
+  const std::size_t n = static_cast<std::size_t>(std::max(ranks, 1));
+  std::size_t count   = std::max<std::size_t>(1, to_size(point.bytes / 4));
+  if (point.collective == "all_gather" || point.collective == "reduce_scatter")
+    count = (count + n - 1) / n * n;
+  return {count, 4.0 * static_cast<double>(count)};
+}
+
+std::unique_ptr<Benchmark> make_benchmark(const BenchPoint& point, GpuContext& gpus)
+{
+  switch (point.op) {
+  case BenchOp::gemm:
+  case BenchOp::batched_gemm:
+    return std::make_unique<GemmBench>(point, gpus);
+  case BenchOp::conv2d:
+    return std::make_unique<ConvBench>(point, gpus);
+  case BenchOp::pointwise:
+    return std::make_unique<PointwiseBench>(point, gpus);
+  case BenchOp::copy_d2d:
+  case BenchOp::copy_h2d:
+  case BenchOp::copy_d2h:
+    return std::make_unique<CopyBench>(point, gpus);
+  case BenchOp::collective:
+    return std::make_unique<CollectiveBench>(point, gpus);
+  }
+  throw PointFailed("no executor for op '" + std::string(calibration::bench_op_name(point.op)) + "'");
+}
+
+} // namespace ddlsim::collector

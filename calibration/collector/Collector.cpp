@@ -1,0 +1,553 @@
+#include "calibration/collector/Collector.hpp"
+
+#include "calibration/collector/Benchmarks.hpp"
+#include "calibration/collector/CudaCheck.hpp"
+#include "calibration/collector/CuptiTracer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <cublas_v2.h>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unistd.h>
+
+namespace ddlsim::collector {
+namespace {
+
+using calibration::BenchOp;
+using calibration::BenchPoint;
+using Clock = std::chrono::steady_clock;
+
+constexpr int max_gpus = 8;
+
+double seconds_between(Clock::time_point from, Clock::time_point to)
+{
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// One timed run, whichever way it was timed.
+struct RunTiming {
+  double start_s    = 0; // host steady_clock seconds since the collector started
+  double duration_s = 0;
+  std::string name;
+  int device = -1;
+  int stream = -1;
+  std::array<int, 3> grid{0, 0, 0};
+  std::array<int, 3> block{0, 0, 0};
+};
+
+// A pair of CUDA events per run and GPU, created once and reused by every point.
+class EventTimer {
+public:
+  EventTimer(int gpus, int runs)
+  {
+    for (int d = 0; d < gpus; ++d) {
+      check_device(cudaSetDevice(d), "cudaSetDevice");
+      auto& start = start_.emplace_back();
+      auto& stop  = stop_.emplace_back();
+      for (int r = 0; r < runs; ++r) {
+        check_device(cudaEventCreate(&start.emplace_back()), "cudaEventCreate");
+        check_device(cudaEventCreate(&stop.emplace_back()), "cudaEventCreate");
+      }
+    }
+    check_device(cudaSetDevice(0), "cudaSetDevice");
+  }
+  ~EventTimer()
+  {
+    for (auto* events : {&start_, &stop_})
+      for (auto& per_gpu : *events)
+        for (cudaEvent_t e : per_gpu)
+          cudaEventDestroy(e);
+  }
+  EventTimer(const EventTimer&)            = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  void record_start(int run, int devices, const GpuContext& gpus) { record(start_, run, devices, gpus); }
+  void record_stop(int run, int devices, const GpuContext& gpus) { record(stop_, run, devices, gpus); }
+
+  // The run's time on its slowest GPU.
+  double duration_s(int run, int devices) const
+  {
+    double longest = 0;
+    for (int d = 0; d < devices; ++d)
+      longest = std::max(longest, elapsed_s(start_[index(d)][index(run)], stop_[index(d)][index(run)]));
+    return longest;
+  }
+  // When the run started on GPU 0, after the start of run 0.
+  double offset_s(int run) const { return elapsed_s(start_[0][0], start_[0][index(run)]); }
+
+private:
+  static std::size_t index(int i) { return static_cast<std::size_t>(i); }
+  static void check_device(cudaError_t status, const char* what)
+  {
+    if (status != cudaSuccess)
+      throw DeviceFailed(std::string(what) + " for the CUDA-event timer: " + cuda_error_text(status));
+  }
+  static double elapsed_s(cudaEvent_t from, cudaEvent_t to)
+  {
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, from, to), "cudaEventElapsedTime");
+    return static_cast<double>(ms) * 1e-3;
+  }
+  void record(std::vector<std::vector<cudaEvent_t>>& events, int run, int devices, const GpuContext& gpus)
+  {
+    for (int d = 0; d < devices; ++d) {
+      if (d > 0)
+        check_cuda(cudaSetDevice(d), "cudaSetDevice");
+      check_cuda(cudaEventRecord(events[index(d)][index(run)], gpus.stream(d)), "cudaEventRecord");
+    }
+    if (devices > 1)
+      check_cuda(cudaSetDevice(0), "cudaSetDevice");
+  }
+
+  std::vector<std::vector<cudaEvent_t>> start_, stop_;
+};
+
+// Kernel names of a run in order of first start, each once, joined by "+".
+std::string joined_names(const std::vector<const GpuActivity*>& activities)
+{
+  std::vector<const std::string*> seen;
+  std::string out;
+  for (const GpuActivity* a : activities) {
+    if (std::any_of(seen.begin(), seen.end(), [&](const std::string* s) { return *s == a->name; }))
+      continue;
+    seen.push_back(&a->name);
+    out += (out.empty() ? "" : "+") + a->name;
+  }
+  return out;
+}
+
+// A run's span from its activities (sorted by start): first start to last end.
+RunTiming span_of(const std::vector<const GpuActivity*>& activities, const CuptiTracer& tracer)
+{
+  RunTiming t;
+  std::uint64_t first = activities.front()->start_ns, last = activities.front()->end_ns;
+  const GpuActivity* longest = nullptr;
+  for (const GpuActivity* a : activities) {
+    first = std::min(first, a->start_ns);
+    last  = std::max(last, a->end_ns);
+    if (a->kind == GpuActivity::Kind::kernel &&
+        (longest == nullptr || a->end_ns - a->start_ns > longest->end_ns - longest->start_ns))
+      longest = a;
+  }
+  t.start_s    = tracer.host_seconds(first);
+  t.duration_s = static_cast<double>(last - first) * 1e-9;
+  t.name       = joined_names(activities);
+  t.device     = activities.front()->device;
+  t.stream     = activities.front()->stream;
+  if (longest != nullptr) {
+    t.grid  = longest->grid;
+    t.block = longest->block;
+  }
+  return t;
+}
+
+// Timed runs launched back to back and waited for together, with CUPTI's clock around them.
+struct Batch {
+  int first_run = 0, end_run = 0;
+  std::uint64_t begin_ns = 0, end_ns = 0;
+};
+
+// The activities of each timed run of `point`: those whose launch carried the run's external id. A batch none of
+// whose runs got any (a library that launches from a thread of its own would leave its launches without the id)
+// falls back on order: every benchmark keeps each GPU's work on one stream, so the activities without an id that
+// ran inside the batch's time window are, per GPU and in order of start, the same number per run. Counts the
+// runs matched that way in `runs_by_order`.
+std::vector<std::vector<const GpuActivity*>> activities_by_run(const std::vector<GpuActivity>& activities, int point,
+                                                               int runs, const std::vector<Batch>& batches,
+                                                               int& runs_by_order)
+{
+  std::vector<std::vector<const GpuActivity*>> by_run(static_cast<std::size_t>(runs));
+  for (const GpuActivity& a : activities)
+    if (a.external_id >= external_id(point, 0) && a.external_id < external_id(point, runs))
+      by_run[static_cast<std::size_t>(a.external_id - external_id(point, 0))].push_back(&a);
+  for (const Batch& batch : batches) {
+    const auto first = by_run.begin() + batch.first_run, end = by_run.begin() + batch.end_run;
+    if (std::any_of(first, end, [](const auto& run) { return !run.empty(); }))
+      continue;
+    std::map<int, std::vector<const GpuActivity*>> per_gpu; // ordered: deterministic
+    for (const GpuActivity& a : activities)
+      if (a.external_id == 0 && a.start_ns >= batch.begin_ns && a.start_ns <= batch.end_ns)
+        per_gpu[a.device].push_back(&a);
+    const auto n = static_cast<std::size_t>(batch.end_run - batch.first_run);
+    bool matched = false;
+    for (auto& [device, list] : per_gpu) {
+      if (list.size() % n != 0)
+        continue; // not the same work per run: leave these runs out rather than guess
+      std::stable_sort(list.begin(), list.end(),
+                       [](const GpuActivity* x, const GpuActivity* y) { return x->start_ns < y->start_ns; });
+      const std::size_t per_run = list.size() / n;
+      for (std::size_t i = 0; i < list.size(); ++i)
+        by_run[static_cast<std::size_t>(batch.first_run) + i / per_run].push_back(list[i]);
+      matched = true;
+    }
+    if (matched)
+      runs_by_order += batch.end_run - batch.first_run;
+  }
+  return by_run;
+}
+
+// A run's timing from its activities; empty when it has none. For a collective, the run's time is that of its
+// slowest GPU.
+std::optional<RunTiming> run_timing(std::vector<const GpuActivity*> run, bool per_gpu_slowest,
+                                    const CuptiTracer& tracer)
+{
+  if (run.empty())
+    return std::nullopt;
+  std::stable_sort(run.begin(), run.end(),
+                   [](const GpuActivity* a, const GpuActivity* b) { return a->start_ns < b->start_ns; });
+  if (!per_gpu_slowest)
+    return span_of(run, tracer);
+  std::optional<RunTiming> slowest;
+  std::vector<int> devices;
+  for (const GpuActivity* a : run)
+    if (std::find(devices.begin(), devices.end(), a->device) == devices.end())
+      devices.push_back(a->device);
+  for (int device : devices) {
+    std::vector<const GpuActivity*> mine;
+    std::copy_if(run.begin(), run.end(), std::back_inserter(mine),
+                 [&](const GpuActivity* a) { return a->device == device; });
+    RunTiming t = span_of(mine, tracer);
+    if (!slowest || t.duration_s > slowest->duration_s)
+      slowest = std::move(t);
+  }
+  return slowest;
+}
+
+std::string version_text(int major, int minor, int patch = -1)
+{
+  return std::to_string(major) + "." + std::to_string(minor) + (patch >= 0 ? "." + std::to_string(patch) : "");
+}
+
+int device_attribute(cudaDeviceAttr attribute, int device)
+{
+  int value = 0;
+  return cudaDeviceGetAttribute(&value, attribute, device) == cudaSuccess ? value : 0;
+}
+
+// Where the numbers were measured: GPU, clocks, driver and library versions, date, host.
+void describe_setup(std::map<std::string, std::string>& p, int gpus)
+{
+  std::vector<std::string> names;
+  for (int d = 0; d < gpus; ++d) {
+    cudaDeviceProp prop{};
+    names.push_back(cudaGetDeviceProperties(&prop, d) == cudaSuccess ? prop.name : "?");
+  }
+  p["device"] = names.empty() ? "?" : names.front();
+  if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n != names.front(); })) {
+    std::string all;
+    for (const auto& n : names)
+      all += (all.empty() ? "" : "; ") + n;
+    p["devices"] = all;
+  }
+  p["gpus"]                  = std::to_string(gpus);
+  p["sm_count"]              = std::to_string(device_attribute(cudaDevAttrMultiProcessorCount, 0));
+  p["sm_clock_mhz"]          = std::to_string(device_attribute(cudaDevAttrClockRate, 0) / 1000); // kHz
+  p["memory_clock_mhz"]      = std::to_string(device_attribute(cudaDevAttrMemoryClockRate, 0) / 1000);
+  p["memory_bus_width_bits"] = std::to_string(device_attribute(cudaDevAttrGlobalMemoryBusWidth, 0));
+
+  int v = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess) // 13000 -> "13.0"
+    p["driver"] = version_text(v / 1000, v % 1000 / 10);
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+    p["cuda_runtime"] = version_text(v / 1000, v % 1000 / 10);
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+    p["cublas"] = version_text(major, minor, patch);
+  const auto cudnn = static_cast<int>(cudnnGetVersion()); // 91900 -> 9.19.0 (cuDNN 9 numbering)
+  p["cudnn"]       = cudnn >= 90000 ? version_text(cudnn / 10000, cudnn % 10000 / 100, cudnn % 100)
+                                    : version_text(cudnn / 1000, cudnn % 1000 / 100, cudnn % 100);
+  if (ncclGetVersion(&v) == ncclSuccess) // 22809 -> 2.28.9 (2.9 and later; 2708 -> 2.7.8 before)
+    p["nccl_version"] = v >= 10000 ? version_text(v / 10000, v % 10000 / 100, v % 100)
+                                   : version_text(v / 1000, v % 1000 / 100, v % 100);
+
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  p["date"]      = date;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0)
+    p["host"] = host;
+}
+
+// Runs the points and turns their runs into records.
+class PlanRunner {
+public:
+  PlanRunner(const CollectOptions& options, Clock::time_point origin, GpuContext& gpus, CuptiTracer* tracer,
+             EventTimer* events, traces::TraceSet& out)
+      : options_(options), origin_(origin), gpus_(gpus), tracer_(tracer), events_(events), out_(out)
+  {
+    unsigned long long id = 0;
+    if (cudaStreamGetId(gpus.stream(0), &id) == cudaSuccess)
+      stream0_id_ = static_cast<int>(id);
+  }
+
+  // Records of one point's timed runs; throws PointFailed.
+  int measure(const BenchPoint& p)
+  {
+    const calibration::RepeatPolicy& repeat = options_.repeat;
+    std::unique_ptr<Benchmark> bench        = make_benchmark(p, gpus_);
+    const int devices                       = bench->devices();
+    for (int i = 0; i < repeat.warmup; ++i)
+      bench->launch();
+    gpus_.synchronize(devices);
+    if (tracer_ != nullptr)
+      tracer_->take(); // set-up and warm-up: not measured
+
+    const int max_runs = max_runs_of(repeat);
+    int target         = std::clamp(repeat.min_repeats, 1, max_runs);
+    int done           = 0;
+    double spent_s = 0, events_origin_s = 0;
+    std::vector<Batch> batches;
+    // Runs go back to back, as in training, and are waited for once per batch.
+    while (done < target) {
+      const Clock::time_point batch_start = Clock::now();
+      if (done == 0)
+        events_origin_s = seconds_between(origin_, batch_start);
+      Batch& batch = batches.emplace_back(Batch{.first_run = done, .end_run = target});
+      if (tracer_ != nullptr)
+        batch.begin_ns = tracer_->timestamp_ns();
+      for (int r = done; r < target; ++r) {
+        if (tracer_ != nullptr) {
+          ExternalIdScope scope(*tracer_, external_id(p.id, r));
+          bench->launch();
+        } else {
+          events_->record_start(r, devices, gpus_);
+          bench->launch();
+          events_->record_stop(r, devices, gpus_);
+        }
+      }
+      gpus_.synchronize(devices);
+      if (tracer_ != nullptr)
+        batch.end_ns = tracer_->timestamp_ns();
+      spent_s += seconds_between(batch_start, Clock::now());
+      done = target;
+      if (spent_s < repeat.min_seconds && done < max_runs) {
+        const double per_run = spent_s / done;
+        const double more    = per_run > 0 ? std::ceil((repeat.min_seconds - spent_s) / per_run) : max_runs;
+        target               = static_cast<int>(std::min<double>(max_runs, done + std::max(1.0, more)));
+      }
+    }
+
+    std::vector<std::optional<RunTiming>> runs;
+    const bool collective = p.op == BenchOp::collective;
+    if (tracer_ != nullptr) {
+      const std::vector<GpuActivity> activities = tracer_->take();
+      for (auto& run : activities_by_run(activities, p.id, done, batches, runs_by_order_))
+        runs.push_back(run_timing(std::move(run), collective, *tracer_));
+    } else {
+      for (int r = 0; r < done; ++r) {
+        RunTiming t;
+        t.start_s    = events_origin_s + events_->offset_s(r);
+        t.duration_s = events_->duration_s(r, devices);
+        t.name       = p.label();
+        t.device     = 0;
+        t.stream     = stream0_id_;
+        runs.emplace_back(std::move(t));
+      }
+    }
+    int records = 0;
+    for (const auto& run : runs)
+      if (run) {
+        add_record(p, *run);
+        ++records;
+      }
+    if (records == 0)
+      throw PointFailed("CUPTI recorded no kernel or copy for its runs");
+    return records;
+  }
+
+  /// Runs whose activities came without their external id, matched to them by order (see activities_by_run).
+  int runs_by_order() const { return runs_by_order_; }
+
+  static int max_runs_of(const calibration::RepeatPolicy& repeat)
+  {
+    return std::clamp(repeat.max_repeats, 1, 65535); // a run index must fit the low 16 bits of its external id
+  }
+
+private:
+  void add_record(const BenchPoint& p, const RunTiming& run)
+  {
+    if (p.op == BenchOp::collective) {
+      traces::CollectiveRecord c;
+      c.collective = p.collective;
+      c.bytes      = collective_shape(p, gpus_.gpus()).bytes;
+      c.dtype      = "float";
+      c.group_size = gpus_.gpus();
+      c.duration_s = run.duration_s;
+      c.source     = tracer_ != nullptr ? "kernel" : "events";
+      c.name       = run.name;
+      c.point      = p.id;
+      out_.collectives.push_back(std::move(c));
+      return;
+    }
+    traces::KernelRecord k;
+    k.name       = run.name;
+    k.start_s    = run.start_s;
+    k.duration_s = run.duration_s;
+    k.device     = run.device;
+    k.stream     = run.stream;
+    k.grid       = run.grid;
+    k.block      = run.block;
+    k.op         = calibration::bench_op_name(p.op);
+    k.flop       = p.flop();
+    k.bytes      = p.traffic_bytes();
+    k.dtype      = p.dtype;
+    k.point      = p.id;
+    out_.kernels.push_back(std::move(k));
+  }
+
+  const CollectOptions& options_;
+  Clock::time_point origin_;
+  GpuContext& gpus_;
+  CuptiTracer* tracer_;
+  EventTimer* events_;
+  traces::TraceSet& out_;
+  int stream0_id_    = -1;
+  int runs_by_order_ = 0;
+};
+
+} // namespace
+
+VisibleGpus visible_gpus()
+{
+  int count                = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return {0, cuda_error_text(status)};
+  }
+  return {count, ""};
+}
+
+CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
+{
+  const Clock::time_point origin = Clock::now();
+  auto warn                      = [&](const std::string& message) {
+    if (hooks.on_warning_cb)
+      hooks.on_warning_cb(message);
+  };
+  const VisibleGpus visible = visible_gpus();
+  if (visible.count <= 0)
+    throw DeviceFailed("no CUDA GPU is visible (" +
+                       (visible.error.empty() ? std::string("cudaGetDeviceCount found none") : visible.error) + ")");
+  int gpus = std::min(visible.count, max_gpus);
+  if (options.gpus > 0) {
+    if (options.gpus > gpus)
+      warn("asked for " + std::to_string(options.gpus) + " GPUs, " + std::to_string(gpus) +
+           " can be used: the collectives run over " + std::to_string(gpus));
+    gpus = std::min(options.gpus, gpus);
+  }
+
+  CollectResult result;
+  // Declared before the GPU context so that it is destroyed after it: CUPTI traces everything the context does.
+  std::unique_ptr<CuptiTracer> tracer;
+  if (options.timing == Timing::events) {
+    result.timing = "cuda_events (requested)";
+  } else {
+    try {
+      tracer        = std::make_unique<CuptiTracer>(origin);
+      result.timing = "cupti";
+    } catch (const CuptiUnavailable& e) {
+      if (options.timing == Timing::cupti)
+        throw;
+      result.timing = std::string("cuda_events (CUPTI unavailable: ") + e.what() + ")";
+      warn(std::string("CUPTI cannot trace here (") + e.what() + "); timing with CUDA events instead");
+    }
+  }
+  GpuContext context(gpus);
+  std::unique_ptr<EventTimer> events;
+  if (tracer == nullptr)
+    events = std::make_unique<EventTimer>(gpus, PlanRunner::max_runs_of(options.repeat));
+
+  calibration::PlanOptions plan        = options.plan;
+  plan.gpus                            = gpus;
+  const std::vector<BenchPoint> points = microbenchmark_plan(plan);
+  result.points                        = static_cast<int>(points.size());
+
+  traces::TraceSet& out = result.traces;
+  PlanRunner runner(options, origin, context, tracer.get(), events.get(), out);
+  if (hooks.on_start_cb)
+    hooks.on_start_cb(result.points, gpus, result.timing);
+  std::optional<GroupSummary> group;
+  Clock::time_point group_start = Clock::now();
+  auto finish_group             = [&] {
+    if (!group)
+      return;
+    group->seconds = seconds_between(group_start, Clock::now());
+    if (hooks.on_group_done_cb)
+      hooks.on_group_done_cb(*group);
+    group.reset();
+  };
+  std::uint64_t dropped_seen = 0, incomplete_seen = 0;
+  bool warned_order = false;
+  for (const BenchPoint& p : points) {
+    if (group && group->op != p.op)
+      finish_group();
+    if (!group) {
+      group       = GroupSummary{.op = p.op};
+      group_start = Clock::now();
+    }
+    ++group->points;
+    try {
+      group->records += runner.measure(p);
+    } catch (const PointFailed& e) {
+      ++group->skipped;
+      ++result.skipped_points;
+      warn("skipped " + p.label() + ": " + e.what());
+      context.recover(p.label()); // throws DeviceFailed when the GPU is gone
+      if (tracer != nullptr) {
+        try {
+          tracer->take(); // whatever the failed point left behind
+        } catch (const PointFailed&) {
+        }
+      }
+    }
+    if (runner.runs_by_order() > 0 && !warned_order) {
+      warn("CUPTI gave some launches of " + p.label() +
+           " no external id: their runs were matched to their kernels by order on each GPU");
+      warned_order = true;
+    }
+    if (tracer != nullptr &&
+        (tracer->dropped_records() > dropped_seen || tracer->incomplete_records() > incomplete_seen)) {
+      warn("CUPTI lost " + std::to_string(tracer->dropped_records() - dropped_seen) + " activity record(s) (" +
+           std::to_string(tracer->incomplete_records() - incomplete_seen) + " more without timestamps) while timing " +
+           p.label() + ": some of its runs may be missing or short");
+      dropped_seen    = tracer->dropped_records();
+      incomplete_seen = tracer->incomplete_records();
+    }
+  }
+  finish_group();
+
+  auto& prov     = out.provenance;
+  prov["source"] = "ddlsim-collect";
+  describe_setup(prov, gpus);
+  prov["command"]         = options.command;
+  prov["plan"]            = options.plan_name;
+  prov["timing"]          = result.timing;
+  prov["dropped_records"] = std::to_string(tracer != nullptr ? tracer->dropped_records() : 0);
+  if (tracer != nullptr && tracer->incomplete_records() > 0)
+    prov["incomplete_records"] = std::to_string(tracer->incomplete_records());
+  if (runner.runs_by_order() > 0)
+    prov["runs_matched_by_order"] = std::to_string(runner.runs_by_order());
+  prov["skipped_points"]             = std::to_string(result.skipped_points);
+  prov["points"]                     = std::to_string(result.points);
+  const calibration::RepeatPolicy& r = options.repeat;
+  char repeat[128];
+  std::snprintf(repeat, sizeof repeat, "%d warm-up, %d to %d timed runs, at least %g s", r.warmup, r.min_repeats,
+                r.max_repeats, r.min_seconds);
+  prov["repeat"]  = repeat;
+  prov["start_s"] = "host steady_clock seconds since the collector started";
+  return result;
+}
+
+} // namespace ddlsim::collector

@@ -1,0 +1,78 @@
+// Runs the microbenchmark plan on the visible GPUs and returns one trace record per timed run.
+//
+// Each point is prepared (Benchmarks.hpp), warmed up, then run at least RepeatPolicy::min_repeats times and until
+// min_seconds have passed, at most max_repeats; runs are queued back to back and waited for in batches. Timing:
+//   cupti        CUPTI activity records (CuptiTracer.hpp): a run lasts from its first kernel or copy's start to
+//                its last one's end, on the GPU's own clock; kernel records name the kernels
+//   cuda_events  when CUPTI cannot be used (another profiler attached, no permission): cudaEventRecord before
+//                and after each run on the point's stream(s); records name the op's label
+// Kernel, copy and pointwise points give traces::KernelRecord (op, flop, bytes, dtype, point filled in);
+// collectives give traces::CollectiveRecord (duration of the slowest GPU's NCCL kernel of the run). A point that
+// fails (out of memory, a shape a library rejects) is skipped and named through on_warning_cb; the run goes on.
+// Library code: nothing is printed, the hooks report.
+//
+//   CollectOptions options;
+//   options.plan.quick = true;
+//   CollectResult result = collect(options, {.on_warning_cb = print_line, .on_group_done_cb = print_group});
+//   write_file_atomically(path, "the trace records",
+//                         [&](std::ostream& out) { traces::write_jsonl(result.traces, out); });
+#pragma once
+
+#include "calibration/Microbench.hpp"
+#include "traces/TraceRecords.hpp"
+
+#include <functional>
+#include <string>
+
+namespace ddlsim::collector {
+
+enum class Timing {
+  automatic, ///< CUPTI, else CUDA events
+  cupti,     ///< CUPTI or fail (CuptiUnavailable)
+  events,    ///< CUDA events
+};
+
+struct CollectOptions {
+  calibration::PlanOptions plan; ///< quick, only; `gpus` is set from the GPUs used
+  int gpus      = 0;             ///< GPUs for the collectives: 0 for every visible one; at most 8
+  Timing timing = Timing::automatic;
+  calibration::RepeatPolicy repeat;
+  std::string command;   ///< the command line, for the provenance
+  std::string plan_name; ///< "quick" or "full", for the provenance
+};
+
+/// One op's points done (the plan lists the points of an op together).
+struct GroupSummary {
+  calibration::BenchOp op = calibration::BenchOp::gemm;
+  int points              = 0; ///< points of the op in the plan
+  int skipped             = 0; ///< of which failed
+  int records             = 0; ///< records of the op (one per timed run)
+  double seconds          = 0;
+};
+
+struct CollectHooks {
+  /// Once the plan is known: its number of points, the GPUs used, the timing ("cupti", "cuda_events (<why>)").
+  std::function<void(int points, int gpus, const std::string& timing)> on_start_cb;
+  std::function<void(const std::string&)> on_warning_cb;     ///< a skipped point, lost records, the fallback to events
+  std::function<void(const GroupSummary&)> on_group_done_cb; ///< after each op's points
+};
+
+struct CollectResult {
+  traces::TraceSet traces; ///< records and provenance
+  int points         = 0;  ///< points in the plan
+  int skipped_points = 0;
+  std::string timing; ///< "cupti" or "cuda_events (<why>)"
+};
+
+/// The number of CUDA GPUs this process sees, or why it sees none.
+struct VisibleGpus {
+  int count = 0;
+  std::string error; ///< cudaGetDeviceCount's error text when it failed; empty otherwise
+};
+VisibleGpus visible_gpus();
+
+/// Measures the plan. Needs at least one visible GPU. Throws DeviceFailed (CudaCheck.hpp) when a GPU becomes
+/// unusable, CuptiUnavailable (CuptiTracer.hpp) under Timing::cupti when CUPTI cannot trace.
+CollectResult collect(const CollectOptions& options, const CollectHooks& hooks);
+
+} // namespace ddlsim::collector

@@ -1,0 +1,132 @@
+// CUPTI activity tracing for the collector: the GPU-side start and end of every kernel and memory copy,
+// each tied to the microbenchmark run that launched it.
+//
+// The records come from CUPTI's asynchronous Activity API. Kinds enabled: CONCURRENT_KERNEL (never KERNEL,
+// which serialises kernels and would change what is measured), MEMCPY, EXTERNAL_CORRELATION, and the API
+// records that external ids hang on: RUNTIME, and DRIVER too, because cuBLAS, cuDNN and NCCL launch many of
+// their kernels through the driver API, and a kernel is only tied to an external id through the API record
+// of its own launch. The caller pushes an external id, external_id(point, run), around each run it
+// launches; after synchronising, take() returns every activity recorded since the last take(), each with
+// the external id of its launch (0 when it was launched outside any pushed id: set-up, warm-up).
+// Timestamps stay in CUPTI's clock (ns); host_seconds() converts one to host steady_clock seconds since the
+// `origin` given to the constructor, from one reading of both clocks taken together at start.
+//
+//   CuptiTracer tracer(std::chrono::steady_clock::now());  // throws CuptiUnavailable (another profiler, ...)
+//   {
+//     ExternalIdScope scope(tracer, external_id(point.id, run));
+//     benchmark.launch();
+//   }
+//   cudaDeviceSynchronize();
+//   for (const GpuActivity& a : tracer.take())
+//     if (a.external_id == external_id(point.id, run)) ... tracer.host_seconds(a.start_ns) ...
+#pragma once
+
+#include "common/Error.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ddlsim::collector {
+
+/// The external correlation id of one timed run of a point: point * 65536 + run (run < 65536).
+constexpr std::uint64_t external_id(int point, int run)
+{
+  return static_cast<std::uint64_t>(point) * 65536u + static_cast<std::uint64_t>(run);
+}
+
+/// One kernel execution or memory copy on a GPU, as CUPTI recorded it.
+struct GpuActivity {
+  enum class Kind { kernel, memcpy };
+  Kind kind = Kind::kernel;
+  std::string name;           ///< demangled kernel name, or "Memcpy HtoD" / "Memcpy DtoH" / "Memcpy DtoD" / ...
+  std::uint64_t start_ns = 0; ///< CUPTI clock
+  std::uint64_t end_ns   = 0;
+  int device             = -1;
+  int stream             = -1;
+  std::array<int, 3> grid{0, 0, 0}; ///< kernels only
+  std::array<int, 3> block{0, 0, 0};
+  std::uint64_t external_id = 0; ///< the id pushed around its launch; 0 when none was
+};
+
+/// CUPTI cannot trace in this process: another profiler holds it, the user may not profile, CUPTI failed to
+/// initialise. The message names the call and CUPTI's own description of the error.
+class CuptiUnavailable : public Error {
+public:
+  using Error::Error;
+};
+
+class CuptiTracer {
+public:
+  /// Registers the buffer callbacks, enables the activity kinds and reads both clocks. Throws CuptiUnavailable
+  /// when CUPTI refuses (nothing stays enabled then), Error when another CuptiTracer exists.
+  explicit CuptiTracer(std::chrono::steady_clock::time_point origin);
+  /// Flushes and disables the activity kinds; activities not taken are dropped.
+  ~CuptiTracer();
+  CuptiTracer(const CuptiTracer&)            = delete;
+  CuptiTracer& operator=(const CuptiTracer&) = delete;
+
+  /// Ties the kernels and copies the calling thread launches from now on to `id`, until pop_external_id().
+  /// Throws PointFailed when CUPTI refuses.
+  void push_external_id(std::uint64_t id);
+  void pop_external_id() noexcept;
+
+  /// Flushes CUPTI's buffers and returns every kernel and copy recorded since the last call, oldest
+  /// buffer first. Synchronise the GPUs first: a flush does not wait for work still running.
+  std::vector<GpuActivity> take();
+
+  /// A CUPTI timestamp as host steady_clock seconds since the constructor's `origin`.
+  double host_seconds(std::uint64_t cupti_ns) const;
+  /// CUPTI's clock now (ns), the clock of GpuActivity::start_ns and end_ns.
+  std::uint64_t timestamp_ns() const;
+
+  /// Records CUPTI dropped for want of buffer space, since the start (cuptiActivityGetNumDroppedRecords).
+  std::uint64_t dropped_records() const { return dropped_.load(); }
+  /// Kernel and copy records that came without valid timestamps (left out of take()), since the start.
+  std::uint64_t incomplete_records() const { return incomplete_.load(); }
+
+  /// Called by CUPTI's buffer-completed callback: parses one buffer of records.
+  void receive(std::uint8_t* buffer, std::size_t valid_bytes);
+
+private:
+  const std::string& demangled(const char* mangled);
+
+  std::vector<int> enabled_kinds_;
+  double host_at_sync_s_          = 0;
+  std::uint64_t cupti_at_sync_ns_ = 0;
+  std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> incomplete_{0};
+
+  // A kernel or copy before its external id is known: the external-correlation record of its launch may
+  // come in a later buffer, so ids are looked up in take(), once everything is in.
+  struct Pending {
+    GpuActivity activity;
+    std::uint32_t correlation_id         = 0; // of the (driver or runtime) API call that launched it
+    std::uint32_t runtime_correlation_id = 0; // copies: of the runtime call, when it differs
+  };
+
+  std::mutex mutex_; // receive() may run on CUPTI's worker thread while the collector calls take()
+  std::vector<Pending> pending_;
+  std::map<std::uint32_t, std::uint64_t> external_ids_; // CUPTI correlation id -> pushed external id
+  std::unordered_map<std::string, std::string> names_;  // mangled -> demangled kernel names
+};
+
+/// Pushes an external id for the lifetime of the scope (popped on the way out, exceptions included).
+class ExternalIdScope {
+public:
+  ExternalIdScope(CuptiTracer& tracer, std::uint64_t id) : tracer_(tracer) { tracer_.push_external_id(id); }
+  ~ExternalIdScope() { tracer_.pop_external_id(); }
+  ExternalIdScope(const ExternalIdScope&)            = delete;
+  ExternalIdScope& operator=(const ExternalIdScope&) = delete;
+
+private:
+  CuptiTracer& tracer_;
+};
+
+} // namespace ddlsim::collector

@@ -1,0 +1,25 @@
+// The collector's own device kernels, the only code nvcc compiles (Kernels.cu): the memory-bound
+// "pointwise" microbenchmark, and a fill that gives every benchmark operand non-trivial values (a GEMM
+// over zeros draws less power and runs faster than one over real data, so zeros would flatter the GPU).
+// Plain C++ declarations, so the rest of the collector is compiled by the host compiler.
+//
+//   check_cuda(launch_fill(buffer, count, FillType::bf16, 1, stream), "filling A");
+//   check_cuda(launch_axpb(x, y, n, 2.0f, 1.0f, 8 * sm_count, stream), "pointwise kernel");
+#pragma once
+
+#include <cstddef>
+#include <cuda_runtime_api.h>
+
+namespace ddlsim::collector {
+
+enum class FillType { f32, f16, bf16 };
+
+/// Writes `count` elements of `type` at `data` (device memory) with values in [-1, 1) that depend on the
+/// index and `seed` only. Returns the launch status (cudaGetLastError).
+cudaError_t launch_fill(void* data, std::size_t count, FillType type, unsigned seed, cudaStream_t stream);
+
+/// y[i] = a * x[i] + b for i < n (fp32, device memory): reads 4 n bytes and writes 4 n bytes. A grid-stride
+/// loop over `blocks` blocks of 256 threads. Returns the launch status (cudaGetLastError).
+cudaError_t launch_axpb(const float* x, float* y, std::size_t n, float a, float b, int blocks, cudaStream_t stream);
+
+} // namespace ddlsim::collector

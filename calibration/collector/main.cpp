@@ -1,0 +1,240 @@
+// ddlsim-collect: times the microbenchmark plan on this machine's CUDA GPUs and writes JSON-lines trace
+// records for `ddlsim calibrate fit`. The only part of the collector that prints or chooses an exit code:
+//   0 success, 1 nothing measured (no GPU, a GPU failure, CUPTI refused under --timing cupti, the file could
+//   not be written), 2 usage error.
+#include "calibration/Microbench.hpp"
+#include "calibration/collector/Collector.hpp"
+#include "calibration/collector/CudaCheck.hpp"
+#include "calibration/collector/CuptiTracer.hpp"
+#include "common/AtomicFile.hpp"
+#include "common/Error.hpp"
+#include "traces/TraceRecords.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace ddlsim;
+using calibration::BenchOp;
+
+constexpr int exit_ok        = 0;
+constexpr int exit_failed    = 1;
+constexpr int exit_usage     = 2;
+constexpr const char* prefix = "ddlsim-collect: ";
+
+const char* usage_text =
+    R"(usage: ddlsim-collect [--quick] [--only OP[,OP...]] [--gpus N] [--timing auto|cupti|events] -o FILE
+       ddlsim-collect --plan [--quick] [--only OP[,OP...]] [--gpus N]
+
+Times the microbenchmark plan (GEMMs, attention-shaped batched GEMMs, the model zoo's convolutions, a
+memory-bound kernel, memory copies, NCCL collectives) on the visible CUDA GPUs, with CUPTI, and writes one
+JSON-lines trace record per timed run, for `ddlsim calibrate fit`.
+
+options:
+  -o, --output FILE    the JSON-lines file to write (required unless --plan); it appears only once complete
+  --quick              the quick plan, minutes on one GPU (default: the full plan)
+  --only OP[,OP...]    only these ops: gemm, batched_gemm, conv2d, pointwise, copy_d2d, copy_h2d, copy_d2h,
+                       collective
+  --gpus N             GPUs the collectives run over, 1 to 8 (default: every visible GPU, at most 8)
+  --timing MODE        auto: CUPTI, else CUDA events (default); cupti: CUPTI or fail; events: CUDA events
+  --plan               print the plan, one point per line: id, label, flop, bytes (tab-separated), and exit
+                       without touching a GPU; the collectives assume --gpus GPUs (default 1)
+  -h, --help           this text
+)";
+
+struct UsageError {
+  std::string message;
+};
+
+struct Args {
+  bool help = false;
+  bool plan = false;
+  std::string output;
+  collector::CollectOptions options;
+};
+
+std::vector<BenchOp> parse_ops(const std::string& list)
+{
+  constexpr BenchOp all[] = {BenchOp::gemm,     BenchOp::batched_gemm, BenchOp::conv2d,   BenchOp::pointwise,
+                             BenchOp::copy_d2d, BenchOp::copy_h2d,     BenchOp::copy_d2h, BenchOp::collective};
+  std::vector<BenchOp> out;
+  std::size_t from = 0;
+  while (from <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', from), list.size());
+    const std::string name  = list.substr(from, comma - from);
+    std::optional<BenchOp> op;
+    for (BenchOp candidate : all)
+      if (name == calibration::bench_op_name(candidate))
+        op = candidate;
+    if (!op)
+      throw UsageError{"--only: unknown op '" + name +
+                       "' (gemm, batched_gemm, conv2d, pointwise, copy_d2d, copy_h2d, copy_d2h, collective)"};
+    out.push_back(*op);
+    from = comma + 1;
+  }
+  return out;
+}
+
+Args parse(int argc, char** argv)
+{
+  Args args;
+  std::string command;
+  for (int i = 0; i < argc; ++i)
+    command += (i > 0 ? " " : "") + std::string(argv[i]);
+  args.options.command = command;
+
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::optional<std::string> inline_value; // --name=value
+    if (arg.rfind("--", 0) == 0) {
+      if (const std::size_t eq = arg.find('='); eq != std::string::npos) {
+        inline_value = arg.substr(eq + 1);
+        arg          = arg.substr(0, eq);
+      }
+    }
+    auto value = [&]() -> std::string {
+      if (inline_value)
+        return *inline_value;
+      if (i + 1 >= argc)
+        throw UsageError{arg + " needs a value"};
+      return argv[++i];
+    };
+    auto no_value = [&] {
+      if (inline_value)
+        throw UsageError{arg + " takes no value"};
+    };
+    if (arg == "-h" || arg == "--help") {
+      no_value();
+      args.help = true;
+    } else if (arg == "--plan") {
+      no_value();
+      args.plan = true;
+    } else if (arg == "--quick") {
+      no_value();
+      args.options.plan.quick = true;
+    } else if (arg == "-o" || arg == "--output") {
+      args.output = value();
+      if (args.output.empty())
+        throw UsageError{arg + " needs a file name"};
+    } else if (arg == "--only") {
+      args.options.plan.only = parse_ops(value());
+    } else if (arg == "--gpus") {
+      const std::string v = value();
+      std::size_t used    = 0;
+      int n               = 0;
+      try {
+        n = std::stoi(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || v.empty() || n < 1 || n > 8)
+        throw UsageError{"--gpus: expected a number of GPUs from 1 to 8, got '" + v + "'"};
+      args.options.gpus = n;
+    } else if (arg == "--timing") {
+      const std::string v = value();
+      if (v == "auto")
+        args.options.timing = collector::Timing::automatic;
+      else if (v == "cupti")
+        args.options.timing = collector::Timing::cupti;
+      else if (v == "events")
+        args.options.timing = collector::Timing::events;
+      else
+        throw UsageError{"--timing: expected auto, cupti or events, got '" + v + "'"};
+    } else if (arg.rfind("-", 0) == 0) {
+      throw UsageError{"unknown option '" + arg + "'"};
+    } else {
+      throw UsageError{"unexpected argument '" + arg + "'"};
+    }
+  }
+  args.options.plan_name = args.options.plan.quick ? "quick" : "full";
+  return args;
+}
+
+// The plan as --plan prints it; no CUDA call.
+void print_plan(const collector::CollectOptions& options)
+{
+  calibration::PlanOptions plan = options.plan;
+  plan.gpus                     = options.gpus > 0 ? options.gpus : 1;
+  for (const calibration::BenchPoint& p : calibration::microbenchmark_plan(plan))
+    std::printf("%d\t%s\t%.10g\t%.10g\n", p.id, p.label().c_str(), p.flop(), p.traffic_bytes());
+}
+
+int run(const Args& args)
+{
+  // Checked here, before anything else touches CUDA, so that a machine without a GPU gets one plain line.
+  const collector::VisibleGpus visible = collector::visible_gpus();
+  if (visible.count <= 0) {
+    std::cerr << prefix << "no CUDA GPU is visible ("
+              << (visible.error.empty() ? "cudaGetDeviceCount found none" : visible.error)
+              << "); nothing was measured\n";
+    return exit_failed;
+  }
+  collector::CollectHooks hooks;
+  hooks.on_start_cb = [](int points, int gpus, const std::string& timing) {
+    std::cerr << prefix << points << " points on " << gpus << " GPU(s), timing: " << timing << '\n';
+  };
+  hooks.on_warning_cb    = [](const std::string& message) { std::cerr << prefix << "warning: " << message << '\n'; };
+  hooks.on_group_done_cb = [](const collector::GroupSummary& g) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%s: %d points, %.1f s", calibration::bench_op_name(g.op), g.points, g.seconds);
+    std::cerr << line;
+    if (g.skipped > 0)
+      std::cerr << ", " << g.skipped << " skipped";
+    std::cerr << '\n';
+  };
+
+  const collector::CollectResult result = collector::collect(args.options, hooks);
+  const traces::TraceSet& set           = result.traces;
+  if (set.kernels.empty() && set.collectives.empty()) {
+    std::cerr << prefix << "no point could be measured (" << result.skipped_points << " skipped); " << args.output
+              << " was not written\n";
+    return exit_failed;
+  }
+  write_file_atomically(args.output, "the trace records", [&](std::ostream& out) { traces::write_jsonl(set, out); });
+  std::cerr << prefix << "wrote " << set.kernels.size() << " kernel and " << set.collectives.size()
+            << " collective record(s) of " << result.points - result.skipped_points << " point(s) to " << args.output
+            << " (" << result.skipped_points << " skipped; timing: " << result.timing << ")\n";
+  return exit_ok;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+  Args args;
+  try {
+    args = parse(argc, argv);
+    if (!args.help && !args.plan && args.output.empty())
+      throw UsageError{"-o FILE is required (or --plan to print the plan)"};
+  } catch (const UsageError& e) {
+    std::cerr << prefix << e.message << " (see ddlsim-collect --help)\n";
+    return exit_usage;
+  }
+  if (args.help) {
+    std::cout << usage_text;
+    return exit_ok;
+  }
+  try {
+    if (args.plan) {
+      print_plan(args.options);
+      return exit_ok;
+    }
+    return run(args);
+  } catch (const collector::CuptiUnavailable& e) {
+    std::cerr << prefix << "CUPTI cannot trace here: " << e.what()
+              << "; nothing was measured (--timing auto falls back to CUDA events)\n";
+  } catch (const collector::DeviceFailed& e) {
+    std::cerr << prefix << "error: " << e.what() << "; nothing was written\n";
+  } catch (const Error& e) {
+    std::cerr << prefix << "error: " << e.what() << '\n';
+  } catch (const std::exception& e) {
+    std::cerr << prefix << "internal error: " << e.what() << '\n';
+  }
+  return exit_failed;
+}
