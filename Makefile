@@ -2,18 +2,19 @@
 #   make demo   install missing packages, build, run experiments/demo.yaml -> results/demo.csv + results/demo.png
 #   make test   install missing packages, build, run the whole CTest suite (unit, sim, cli)
 # Other targets: deps (packages only), build, bench (every bench/ scenario, medians of 3 ->
-# results/bench.csv), clean. BUILD=dir and JOBS=n override the defaults.
+# results/bench.csv), crosscheck (experiments/crosscheck_host.yaml simulated and run on this CPU ->
+# results/crosscheck_host.csv + .png), clean. BUILD=dir and JOBS=n override the defaults.
 
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's own interpreter, which sees python3-matplotlib (another python3 may come first on PATH).
 PYTHON := /usr/bin/python3
-DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev \
+DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev \
         python3 python3-matplotlib
 
 BENCH := resnet50-dp64 gpt3-13b-64-flow gpt3-175b-1024 gpt3-175b-8192
 
-.PHONY: deps build demo test bench clean
+.PHONY: deps build demo test bench crosscheck clean
 
 deps:
 	@missing=""; for p in $(DEBS); do \
@@ -36,6 +37,10 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+crosscheck: build
+	$(BUILD)/bin/ddlsim execute experiments/crosscheck_host.yaml --backend host -o results/crosscheck_host.csv
+	$(PYTHON) plots/plot_crosscheck.py results/crosscheck_host.csv -o results/crosscheck_host.png
 
 bench: build
 	rm -f results/bench.csv

@@ -24,6 +24,7 @@ struct KernelWork {
   double bytes = 0;  ///< bytes moved to and from device memory
   Dtype dtype = Dtype::fp32;
   WorkKind kind = WorkKind::unknown;
+  std::string shape{};  ///< GEMM or convolution shape key (BenchPoint::shape_key): exact-shape table lookups
 };
 
 class CostModel {

@@ -45,12 +45,18 @@ KernelTable fit_kernel_table(const std::string& op, const std::string& dtype, st
   KernelTable table;
   table.op = op;
   table.dtype = dtype;
+  std::map<std::string, std::vector<double>> by_shape;
+  for (const WorkTime& s : samples)
+    if (!s.shape.empty())
+      by_shape[s.shape].push_back(s.seconds);
+  for (auto& [shape, times] : by_shape)
+    table.shapes[shape] = median(std::move(times));
   for (std::size_t i = 0; i < samples.size();) {
     std::size_t j = i;
     std::vector<double> times;
     for (; j < samples.size() && samples[j].work == samples[i].work; ++j)
       times.push_back(samples[j].seconds);
-    table.points.push_back({samples[i].work, median(std::move(times))});
+    table.points.push_back({samples[i].work, median(std::move(times)), {}});
     i = j;
   }
   if (table.points.size() < 2)

@@ -12,6 +12,7 @@
 //   double s = t.covers(2e12) ? t.seconds(2e12) : roofline(...);
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,18 @@ namespace ddlsim::calibration {
 struct WorkTime {
   double work = 0;  ///< flop or bytes, > 0
   double seconds = 0;
+  std::string shape{};  ///< shape key of the measured kernel (BenchPoint::shape_key), may be empty
 };
 
 struct KernelTable {
   std::string op;     ///< gemm, batched_gemm, conv2d, pointwise, copy_d2d, copy_h2d, copy_d2h
   std::string dtype;  ///< fp32, tf32, fp16, bf16 for compute ops; empty for memory ops (any dtype)
   std::string source; ///< the trace files it was fitted from
-  std::vector<WorkTime> points;  ///< sorted by work, distinct work values, seconds > 0
+  std::vector<WorkTime> points;  ///< sorted by work, distinct work values, seconds > 0 (shapes merged)
+  /// Median seconds of each measured shape: a kernel of exactly that shape gets its own time, since
+  /// shapes of equal flop differ (a 4 x 1024 x 1024 GEMM streams its weights; a 256 x 256 x 64 one
+  /// computes). Empty for memory ops.
+  std::map<std::string, double> shapes;
   double held_out_error = -1;    ///< median relative error predicting every other point; -1 when too few
   double max_held_out_error = -1;
 
@@ -41,7 +47,8 @@ struct KernelTable {
 bool is_compute_op(const std::string& op);
 
 /// A table from measured (work, seconds) samples: the median time at each distinct work value
-/// (several shapes or runs with the same work merge), and the held-out error of interpolating
+/// (several shapes or runs with the same work merge), the median time of each shape, and the
+/// held-out error of interpolating
 /// every other point from its neighbours. Throws std::invalid_argument with fewer than 2 distinct
 /// work values, or a sample with work or seconds <= 0.
 KernelTable fit_kernel_table(const std::string& op, const std::string& dtype, std::vector<WorkTime> samples);

@@ -138,6 +138,23 @@ std::string BenchPoint::label() const
   return buf;
 }
 
+std::string BenchPoint::shape_key() const
+{
+  char buf[160];
+  switch (op) {
+  case BenchOp::gemm:
+  case BenchOp::batched_gemm:
+    std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld batch=%lld", m, n, k, batch);
+    return buf;
+  case BenchOp::conv2d:
+    std::snprintf(buf, sizeof buf, "n=%d c=%d h=%d w=%d k=%d r=%d s=%d stride=%d pad=%d %s", conv.n, conv.c, conv.h, conv.w,
+                  conv.k, conv.r, conv.s, conv.stride, conv.pad, conv_pass_name(pass));
+    return buf;
+  default:
+    return {};
+  }
+}
+
 std::vector<ConvProblem> zoo_convolutions()
 {
   // {c, h, w, k, r (= s), stride, pad} per sample. Regenerate with the unit test

@@ -58,6 +58,9 @@ struct BenchPoint {
   double element_bytes() const;
   /// "gemm bf16 m=4096 n=4096 k=4096", "conv2d fp16 fwd n=32 64x56x56 k=64 3x3/1", ...
   std::string label() const;
+  /// The shape alone, as measured tables key exact shapes: "m=4 n=1024 k=1024 batch=1" (GEMMs),
+  /// "n=32 c=64 h=56 w=56 k=64 r=3 s=3 stride=1 pad=1 fwd" (convolutions); empty for other ops.
+  std::string shape_key() const;
 };
 
 struct PlanOptions {

@@ -75,7 +75,18 @@ KernelTable parse_kernel_table(const YAML::Node& node, const std::string& path, 
         diags.error(p, t.key_path("points") + "[" + std::to_string(i) + "]", "work must increase from one point to the next");
         continue;
       }
-      table.points.push_back({work, seconds});
+      table.points.push_back({work, seconds, {}});
+    }
+  }
+  if (auto shapes = t.map("shapes")) {
+    for (auto it = shapes->yaml().begin(); it != shapes->yaml().end(); ++it) {
+      const std::string key = it->first.Scalar();
+      double seconds = 0;
+      if (!it->second.IsScalar() || !YAML::convert<double>::decode(it->second, seconds) || !(seconds > 0) || !std::isfinite(seconds)) {
+        shapes->report(key, "expected the shape's time in seconds, a positive number");
+        continue;
+      }
+      table.shapes[key] = seconds;
     }
   }
   t.check_unknown_keys();
@@ -122,7 +133,8 @@ CalibrationProfile parse_profile(YamlMap& top)
       Parameter p;
       p.name = key;
       p.unit = si_unit(spec.dimension);
-      auto v = entry->quantity("value", spec.dimension, Bound::positive);
+      // A fitted per-kernel overhead may be 0 (the fit clamps it there); every other value is positive.
+      auto v = entry->quantity("value", spec.dimension, key == "kernel_overhead" ? Bound::non_negative : Bound::positive);
       if (!entry->has("value"))
         entry->report("value", "missing required key");
       if (v && spec.is_fraction && *v > 1.0)
@@ -254,6 +266,11 @@ void write_profile(const CalibrationProfile& p, std::ostream& out)
       out << "    source: " << q(t.source) << "\n";
       if (t.held_out_error >= 0)
         out << "    held_out_error: " << num(t.held_out_error) << "\n    max_held_out_error: " << num(t.max_held_out_error) << "\n";
+      if (!t.shapes.empty()) {
+        out << "    shapes:                # seconds of each measured shape\n";
+        for (const auto& [shape, seconds] : t.shapes)
+          out << "      " << q(shape) << ": " << num(seconds) << "\n";
+      }
       out << "    points: [";
       for (std::size_t i = 0; i < t.points.size(); ++i)
         out << (i ? "," : "") << (i % 4 == 0 ? "\n      " : " ") << "[" << num(t.points[i].work) << ", " << num(t.points[i].seconds) << "]";

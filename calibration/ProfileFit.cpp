@@ -23,6 +23,7 @@ double median(std::vector<double> v)
 struct Measured {
   std::string op, dtype;
   double flop = 0, bytes = 0, seconds = 0;
+  std::string shape;
 };
 
 std::vector<Measured> per_point(const std::vector<traces::KernelRecord>& kernels)
@@ -35,14 +36,14 @@ std::vector<Measured> per_point(const std::vector<traces::KernelRecord>& kernels
     if (k.point > 0)
       points[k.point].push_back(&k);
     else
-      out.push_back({k.op, k.dtype, k.flop, k.bytes, k.duration_s});
+      out.push_back({k.op, k.dtype, k.flop, k.bytes, k.duration_s, k.shape});
   }
   for (const auto& [id, runs] : points) {
     std::vector<double> t;
     for (const auto* r : runs)
       t.push_back(r->duration_s);
     const auto* first = runs.front();
-    out.push_back({first->op, first->dtype, first->flop, first->bytes, median(std::move(t))});
+    out.push_back({first->op, first->dtype, first->flop, first->bytes, median(std::move(t)), first->shape});
   }
   return out;
 }
@@ -95,7 +96,7 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
     const bool compute = is_compute_op(k.op);
     const double work = compute ? k.flop : k.bytes;
     if (work > 0)
-      tables[{k.op, compute ? k.dtype : std::string()}].push_back({work, k.seconds});
+      tables[{k.op, compute ? k.dtype : std::string()}].push_back({work, k.seconds, compute ? k.shape : std::string()});
   }
   for (auto& [key, points] : tables) {
     try {

@@ -51,6 +51,14 @@ const KernelTable* TableCostModel::table_for(const KernelWork& work) const
 
 double TableCostModel::seconds(const KernelWork& work) const
 {
+  if (!work.shape.empty() && work.kind != WorkKind::unknown && work.kind != WorkKind::memory) {
+    const int i = index_[static_cast<std::size_t>(work.kind)][static_cast<std::size_t>(work.dtype)];
+    if (i >= 0) {
+      const auto& shapes = tables_[static_cast<std::size_t>(i)].shapes;
+      if (auto it = shapes.find(work.shape); it != shapes.end())
+        return it->second;
+    }
+  }
   if (const KernelTable* t = table_for(work))
     return t->seconds(work.kind == WorkKind::memory ? work.bytes : work.flop);
   return roofline_.seconds(work);

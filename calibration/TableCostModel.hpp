@@ -1,6 +1,7 @@
 // Cost model from measured lookup tables, with the roofline outside them.
 //
-// A kernel whose kind has a table in the profile (gemm, batched_gemm and conv2d by dtype, keyed by
+// A GEMM or convolution whose exact shape was measured gets that shape's median time. Otherwise, a
+// kernel whose kind has a table in the profile (gemm, batched_gemm and conv2d by dtype, keyed by
 // flop; memory-bound kernels by bytes, whatever their dtype) and whose work lies inside that table's
 // measured range gets the table's log-log interpolated time. Everything else, including work beyond
 // the largest or below the smallest measured point, gets the roofline time of the same profile (whose

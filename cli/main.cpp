@@ -10,6 +10,7 @@
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
 #include "experiments/Bench.hpp"
+#include "experiments/CrossCheck.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "models/Memory.hpp"
@@ -70,6 +71,17 @@ commands:
       --repeat N             median of N runs (default 1)
       -o, --output FILE      append the figures to a CSV
       --no-compare           skip the bare SimGrid DAG
+  execute EXPERIMENT.yaml    simulate every point and run it for real, side by side: CSV with
+                             measured_iteration_time_s and error_pct, and the mean absolute error
+      --backend host|cuda    host: CPU threads, calibrated on this machine in the same run;
+                             cuda: the GPUs, through ddlsim-run-cuda (built with CUDA)
+      -o, --output FILE      the CSV (default: the experiment's, else results/NAME-BACKEND.csv)
+      --iterations N         timed iterations per point (default 5), median reported
+      --warmup N             untimed iterations first (default 1)
+      -j, --jobs N           parallel simulations (executions run one at a time)
+      --set KEY=VALUE        as for run
+      --map-devices          cuda: run more simulated devices than GPUs on the GPUs there are
+      --quiet                no progress lines
   calibrate collect          time the microbenchmarks (GEMMs, batched GEMMs, cuDNN convolutions,
                              memory-bound kernels, copies, NCCL collectives) on this machine's
                              GPUs with CUPTI; runs ddlsim-collect (built when CUDA is found)
@@ -191,6 +203,18 @@ std::vector<experiments::PointConfig> resolve_points(const experiments::Experime
   return points;
 }
 
+// True, after printing every point's problems, when no point can be simulated: that is bad input,
+// and nothing is written.
+bool nothing_valid(const std::vector<experiments::PointConfig>& points)
+{
+  for (const auto& p : points)
+    if (p.is_valid())
+      return false;
+  for (const auto& p : points)
+    print_diagnostics(p.problems);
+  return true;
+}
+
 std::string axis_text(const experiments::Experiment& exp, std::size_t index)
 {
   std::string text;
@@ -270,15 +294,8 @@ int cmd_run(Args& args)
 
   const auto exp = experiments::Experiment::load(*file, sets);
   const auto points = resolve_points(exp);
-  std::size_t valid = 0;
-  for (const auto& p : points)
-    valid += p.is_valid() ? 1 : 0;
-  if (valid == 0) {
-    // Nothing could be simulated: treat it as bad input and write nothing.
-    for (const auto& p : points)
-      print_diagnostics(p.problems);
+  if (nothing_valid(points))
     return exit_bad_input;
-  }
   const std::string csv = output ? *output : exp.output_csv().value_or("results/" + exp.get_name() + ".csv");
 
   const bool show_progress = !quiet && ::isatty(STDERR_FILENO) != 0;
@@ -655,6 +672,78 @@ int cmd_calibrate(Args& args, const std::string& command_line)
   return exit_ok;
 }
 
+// execute: every point simulated and executed (experiments/CrossCheck.hpp).
+int cmd_execute(Args& args)
+{
+  std::optional<std::string> file, output, backend;
+  std::vector<std::string> sets;
+  experiments::CrossCheckOptions options;
+  bool quiet = false;
+  while (!args.done()) {
+    if (auto v = args.option("--output", "-o"))
+      output = *v;
+    else if (auto b = args.option("--backend"))
+      backend = *b;
+    else if (auto n = args.option("--iterations"))
+      options.iterations = parse_int(*n, "--iterations", 1, 10000);
+    else if (auto w = args.option("--warmup"))
+      options.warmup = parse_int(*w, "--warmup", 0, 10000);
+    else if (auto j = args.option("--jobs", "-j"))
+      options.jobs = parse_int(*j, "--jobs", 1, 1024);
+    else if (auto s = args.option("--set"))
+      sets.push_back(*s);
+    else if (args.flag("--map-devices"))
+      options.map_devices = true;
+    else if (args.flag("--quiet"))
+      quiet = true;
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for execute: " + args.peek()};
+    else if (!file)
+      file = args.next();
+    else
+      throw UsageError{"execute takes one experiment file"};
+  }
+  if (!file)
+    throw UsageError{"execute needs an experiment file"};
+  if (!backend || (*backend != "host" && *backend != "cuda"))
+    throw UsageError{"execute needs --backend host or --backend cuda"};
+  options.backend = *backend == "host" ? experiments::Backend::host : experiments::Backend::cuda;
+  if (options.backend == experiments::Backend::cuda) {
+    std::error_code ec;
+    const auto runner = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ddlsim-run-cuda";
+    if (ec || !std::filesystem::exists(runner))
+      throw Error("execute --backend cuda needs ddlsim-run-cuda, which is built only with the CUDA toolkit (" +
+                  std::string(config::have_cuda ? "this build found CUDA, but " + runner.string() + " is missing"
+                                                : "this build found none: put nvcc on PATH and reconfigure") +
+                  ")");
+    options.cuda_runner = runner.string();
+  }
+  const auto exp = experiments::Experiment::load(*file, sets);
+  const auto points = resolve_points(exp);
+  if (nothing_valid(points))
+    return exit_bad_input;
+  const std::string csv =
+      output ? *output : exp.output_csv().value_or("results/" + exp.get_name() + "-" + *backend + ".csv");
+  options.work_dir = (std::filesystem::path(csv).parent_path() / (std::filesystem::path(csv).stem().string() + ".work")).string();
+  std::filesystem::create_directories(options.work_dir);
+  if (!quiet)
+    options.on_status = [](const std::string& line) { std::fprintf(stderr, "ddlsim: %s\n", line.c_str()); };
+  const experiments::CrossCheck result = experiments::cross_check(points, options);
+  experiments::write_csv(csv, result.rows);
+  std::map<std::string, int> counts;
+  for (const auto& row : result.rows)
+    ++counts[row.get("status")];
+  std::string summary;
+  for (const auto& [status, n] : counts)
+    summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+  std::printf("%s: %zu points (%s); simulated vs measured on %s: mean absolute error %.2f%% over %d points\n", csv.c_str(),
+              result.rows.size(), summary.c_str(), *backend == "host" ? "the host" : "the GPUs", result.mean_abs_error_pct,
+              result.compared);
+  if (!result.profile_path.empty())
+    std::printf("host profile (measured in this run): %s\n", result.profile_path.c_str());
+  return result.compared > 0 ? exit_ok : exit_bad_input;
+}
+
 int dispatch(Args& args)
 {
   if (args.done())
@@ -671,6 +760,8 @@ int dispatch(Args& args)
   }
   if (command == "run")
     return cmd_run(args);
+  if (command == "execute")
+    return cmd_execute(args);
   if (command == "validate")
     return cmd_validate(args);
   if (command == "model")

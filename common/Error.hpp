@@ -57,4 +57,10 @@ public:
   using Error::Error;
 };
 
+/// Real execution failed or cannot start (no device, too few devices, a kernel or NCCL error).
+class ExecutionError : public Error {
+public:
+  using Error::Error;
+};
+
 }  // namespace ddlsim

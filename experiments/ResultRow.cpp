@@ -38,7 +38,10 @@ const std::vector<std::string>& csv_columns()
       "memory_reserve_bytes", "dp_bucket_bytes",     "virtual_stages",
       "ps_servers",       "ps_consistency",      "ps_iterations",
       "staleness_max",    "staleness_mean",      "inter_node_bytes_per_gpu",
-      "gpu_utilization",  "compute_costs",       "collective_times"};
+      "gpu_utilization",  "compute_costs",       "collective_times",
+      "backend",          "device",              "measured_iteration_time_s",
+      "measured_min_s",   "measured_max_s",      "measured_throughput_samples_per_s",
+      "error_pct"};
   return columns;
 }
 

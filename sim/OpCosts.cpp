@@ -1,5 +1,6 @@
 #include "sim/OpCosts.hpp"
 
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -26,38 +27,85 @@ calibration::KernelWork kernel_work(const models::Kernel& k, Phase phase, int sa
     return {.flop = b * k.backward_flop,
             .bytes = (b * k.backward_sample_elements + k.backward_fixed_elements) * d,
             .dtype = dtype,
-            .kind = work_kind(k.kind)};
+            .kind = work_kind(k.kind),
+            .shape = {}};
   return {.flop = b * k.forward_flop, .bytes = (b * k.forward_sample_elements + k.forward_fixed_elements) * d,
-          .dtype = dtype, .kind = work_kind(k.kind)};
+          .dtype = dtype, .kind = work_kind(k.kind), .shape = {}};
 }
 
-double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype dtype,
-                     const calibration::CostModel& cost, int tp)
+calibration::BenchPoint launch_point(const KernelLaunch& launch)
+{
+  calibration::BenchPoint p;
+  p.dtype = std::string(dtype_table.name(launch.work.dtype));
+  auto whole = [](double v) { return static_cast<long long>(std::llround(v)); };
+  switch (launch.kind) {
+  case models::KernelKind::gemm:
+  case models::KernelKind::batched_gemm:
+    p.op = launch.kind == models::KernelKind::gemm ? calibration::BenchOp::gemm : calibration::BenchOp::batched_gemm;
+    p.m = whole(launch.gemm.m);
+    p.n = whole(launch.gemm.n);
+    p.k = whole(launch.gemm.k);
+    p.batch = whole(launch.gemm.batch);
+    return p;
+  case models::KernelKind::conv2d: {
+    p.op = calibration::BenchOp::conv2d;
+    const models::ConvShape& c = launch.conv;
+    p.conv = {.n = launch.conv_batch, .c = c.c, .h = c.h, .w = c.w, .k = c.k, .r = c.r, .s = c.s, .stride = c.stride_h, .pad = c.pad_h};
+    p.pass = launch.pass == LaunchPass::backward_data     ? calibration::ConvPass::backward_data
+             : launch.pass == LaunchPass::backward_weight ? calibration::ConvPass::backward_filter
+                                                                : calibration::ConvPass::forward;
+    return p;
+  }
+  default:
+    p.op = calibration::BenchOp::pointwise;
+    p.bytes = launch.work.bytes;
+    return p;
+  }
+}
+
+std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp)
 {
   const double share = models::tp_divides(layer.tp) ? 1.0 / tp : 1.0;
-  double total = 0;
+  std::vector<KernelLaunch> out;
   for (const auto& k : layer.kernels) {
-    calibration::KernelWork w = kernel_work(k, phase, samples, dtype);
-    w.flop *= share;
-    w.bytes *= share;
-    // The backward of a GEMM or convolution is two kernels of the forward's size (data gradient and
-    // weight gradient), so a measured table is looked up at that size.
-    const bool two_kernels = phase == Phase::backward && (w.kind == calibration::WorkKind::gemm ||
-                                                          w.kind == calibration::WorkKind::batched_gemm ||
-                                                          w.kind == calibration::WorkKind::conv2d);
-    if (two_kernels) {
-      w.flop /= 2;
-      w.bytes /= 2;
-      total += 2 * cost.seconds(w);
-    } else {
-      total += cost.seconds(w);
+    KernelLaunch launch{.kind = k.kind, .pass = phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward,
+                        .work = kernel_work(k, phase, samples, dtype), .gemm = k.gemm, .conv = k.conv,
+                        .conv_batch = samples, .layer = &layer};
+    launch.work.flop *= share;
+    launch.work.bytes *= share;
+    if (k.kind == models::KernelKind::gemm)
+      launch.gemm.m *= samples;  // one GEMM over the micro-batch's rows
+    else if (k.kind == models::KernelKind::batched_gemm)
+      launch.gemm.batch *= samples;
+    const bool two_kernels = phase == Phase::backward && (k.kind == models::KernelKind::gemm ||
+                                                          k.kind == models::KernelKind::batched_gemm ||
+                                                          k.kind == models::KernelKind::conv2d);
+    if (!two_kernels) {
+      launch.work.shape = launch_point(launch).shape_key();
+      out.push_back(launch);
+      continue;
     }
+    // Data gradient and weight gradient, each a kernel of the forward's size.
+    launch.work.flop /= 2;
+    launch.work.bytes /= 2;
+    KernelLaunch data = launch, weight = launch;
+    data.pass = LaunchPass::backward_data;
+    weight.pass = LaunchPass::backward_weight;
+    if (k.kind != models::KernelKind::conv2d) {
+      const models::GemmShape g = launch.gemm;
+      data.gemm = {.m = g.m, .n = g.k, .k = g.n, .batch = g.batch};    // dA = dC B^T
+      weight.gemm = {.m = g.k, .n = g.n, .k = g.m, .batch = g.batch};  // dB = A^T dC
+    }
+    data.work.shape = launch_point(data).shape_key();
+    weight.work.shape = launch_point(weight).shape_key();
+    out.push_back(data);
+    out.push_back(weight);
   }
-  return total;
+  return out;
 }
 
-double range_seconds(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, int samples,
-                     const ComputeOptions& options, const calibration::CostModel& cost)
+std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
+                                         int samples, const ComputeOptions& options)
 {
   const auto& layers = model.layers();
   if (phase == Phase::optimizer) {
@@ -67,19 +115,44 @@ double range_seconds(const models::Model& model, std::size_t begin, std::size_t 
     for (std::size_t l = begin; l < end; ++l)
       params += model.held_parameters(l, {begin, end}, options.tp);
     if (params <= 0)
-      return 0.0;
+      return {};
     const double d = dtype_bytes(options.dtype);
     const double extra = models::optimizer_bytes_per_parameter(options.optimizer, options.dtype);
-    return cost.seconds({.flop = 10 * params, .bytes = params * (2 * d + 2 * extra), .dtype = Dtype::fp32});
+    KernelLaunch update;
+    update.kind = models::KernelKind::pointwise;
+    update.pass = LaunchPass::optimizer;
+    update.work = {.flop = 10 * params, .bytes = params * (2 * d + 2 * extra), .dtype = Dtype::fp32,
+                   .kind = calibration::WorkKind::memory, .shape = {}};
+    return {update};
   }
-  double total = 0;
+  std::vector<KernelLaunch> out;
   for (std::size_t l = begin; l < end; ++l) {
-    total += layer_seconds(layers[l], phase, samples, options.dtype, cost, options.tp);
+    for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp))
+      out.push_back(launch);
     if (phase == Phase::backward &&
         (options.recompute == models::Recompute::full ||
          (options.recompute == models::Recompute::selective && layers[l].recompute_cheap)))
-      total += layer_seconds(layers[l], Phase::forward, samples, options.dtype, cost, options.tp);
+      for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp))
+        out.push_back(launch);
   }
+  return out;
+}
+
+double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype dtype,
+                     const calibration::CostModel& cost, int tp)
+{
+  double total = 0;
+  for (const auto& launch : layer_launches(layer, phase, samples, dtype, tp))
+    total += cost.seconds(launch.work);
+  return total;
+}
+
+double range_seconds(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, int samples,
+                     const ComputeOptions& options, const calibration::CostModel& cost)
+{
+  double total = 0;
+  for (const auto& launch : range_launches(model, begin, end, phase, samples, options))
+    total += cost.seconds(launch.work);
   return total;
 }
 

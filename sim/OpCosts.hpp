@@ -14,10 +14,12 @@
 #pragma once
 
 #include "calibration/CostModel.hpp"
+#include "calibration/Microbench.hpp"
 #include "models/Memory.hpp"
 #include "models/Model.hpp"
 #include "sim/TaskGraph.hpp"
 
+#include <cstdint>
 #include <vector>
 
 namespace ddlsim::sim {
@@ -31,6 +33,40 @@ struct ComputeOptions {
 
 /// Work of one kernel's forward or backward pass over `samples` samples.
 calibration::KernelWork kernel_work(const models::Kernel& kernel, Phase phase, int samples, Dtype dtype);
+
+/// Which pass of a layer kernel a launch is: a GEMM's or convolution's backward is two launches.
+enum class LaunchPass : std::uint8_t { forward, backward_data, backward_weight, backward, optimizer };
+
+/// One kernel a compute task launches: its work, which the cost model prices, and its real shape,
+/// which an execution backend (sim/backends/) runs. The simulator and the backends share this list,
+/// so what is executed is what was priced.
+///   gemm          C[m x n] = A[m x k] B[k x n], `gemm.batch` times (batched_gemm); m counts the
+///                 micro-batch's rows (samples x the layer's m); the backward-data launch is the GEMM
+///                 (m, k, n), the backward-weight one (k, n, m), each half the layer's backward work
+///   conv2d        `conv` at `conv_batch` samples; backward data and weight, half the work each
+///   pointwise, gather, custom, optimizer
+///                 memory-bound: `work.bytes` moved
+struct KernelLaunch {
+  models::KernelKind kind = models::KernelKind::pointwise;
+  LaunchPass pass = LaunchPass::forward;
+  calibration::KernelWork work;
+  models::GemmShape gemm;
+  models::ConvShape conv;
+  int conv_batch = 0;
+  const models::Layer* layer = nullptr;  ///< nullptr for the optimizer step
+};
+
+/// The microbenchmark point that runs one launch (pointwise for every memory-bound kernel).
+calibration::BenchPoint launch_point(const KernelLaunch& launch);
+
+/// Launches of one layer's forward or backward pass over `samples` samples, on one of `tp` GPUs
+/// (work / tp when the layer divides; the shapes stay the whole layer's).
+std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp = 1);
+
+/// Launches of layers [begin, end) in `phase` for `samples` samples: recomputation included in
+/// backward; Phase::optimizer gives the one fused update of the parameters those layers hold.
+std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
+                                         int samples, const ComputeOptions& options);
 
 /// Seconds of one layer's forward or backward pass (no recomputation), summed over its kernels,
 /// on one of `tp` GPUs sharing it (each kernel's flop and bytes / tp when the layer divides).

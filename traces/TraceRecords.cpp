@@ -53,7 +53,8 @@ void write_jsonl(const TraceSet& set, std::ostream& out)
         << (k.flop > 0 || k.bytes > 0 ? ",\"flop\":" + number(k.flop) + ",\"bytes\":" + number(k.bytes) +
                                            ",\"dtype\":" + quoted(k.dtype)
                                      : std::string())
-        << (k.point > 0 ? ",\"point\":" + std::to_string(k.point) : std::string()) << "}\n";
+        << (k.point > 0 ? ",\"point\":" + std::to_string(k.point) : std::string())
+        << (k.shape.empty() ? std::string() : ",\"shape\":" + quoted(k.shape)) << "}\n";
   for (const auto& c : set.collectives)
     out << "{\"type\":\"collective\",\"collective\":" << quoted(c.collective) << ",\"bytes\":" << number(c.bytes)
         << ",\"dtype\":" << quoted(c.dtype) << ",\"group_size\":" << c.group_size
@@ -160,6 +161,7 @@ TraceSet read_jsonl(const std::string& path)
       k.bytes = f.number("bytes", false);
       k.dtype = f.string("dtype", false);
       k.point = f.integer("point", 0);
+      k.shape = f.string("shape", false);
       if (k.duration_s < 0 || k.flop < 0 || k.bytes < 0)
         f.fail(k.duration_s < 0 ? "duration_s" : k.flop < 0 ? "flop" : "bytes", "must not be negative");
       set.kernels.push_back(std::move(k));

@@ -35,6 +35,7 @@ struct KernelRecord {
   std::string dtype;  ///< element type of that work (else empty)
   std::string op;     ///< microbenchmark op (gemm, batched_gemm, conv2d, pointwise, copy_d2d, ...); else empty
   int point = 0;      ///< microbenchmark point id (its CUPTI external correlation id); 0 when none
+  std::string shape{};  ///< microbenchmark shape key (BenchPoint::shape_key); empty when unknown
 };
 
 struct CollectiveRecord {
@@ -45,7 +46,7 @@ struct CollectiveRecord {
   double duration_s = 0;
   std::string source;      ///< "kernel" or "annotation"
   std::string name;
-  int point = 0;           ///< microbenchmark point id; 0 when none
+  int point{0};            ///< microbenchmark point id; 0 when none
 };
 
 struct TraceSet {

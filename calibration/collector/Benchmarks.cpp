@@ -42,46 +42,6 @@ private:
   int previous_ = 0;
 };
 
-// Device memory on one GPU, freed on destruction. Zero bytes allocate nothing.
-class DeviceBuffer {
-public:
-  DeviceBuffer() = default;
-  DeviceBuffer(std::size_t bytes, int device, const std::string& what) : bytes_(bytes)
-  {
-    if (bytes == 0)
-      return;
-    DeviceScope scope(device);
-    check_cuda(cudaMalloc(&data_, bytes),
-               "cudaMalloc of " + what + " (" + std::to_string(bytes) + " B on GPU " + std::to_string(device) + ")");
-  }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0))
-  {
-  }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept
-  {
-    if (this != &other) {
-      release();
-      data_  = std::exchange(other.data_, nullptr);
-      bytes_ = std::exchange(other.bytes_, 0);
-    }
-    return *this;
-  }
-  ~DeviceBuffer() { release(); }
-  void* get() const { return data_; }
-  std::size_t bytes() const { return bytes_; }
-
-private:
-  void release() noexcept
-  {
-    if (data_ != nullptr)
-      cudaFree(data_);
-    data_ = nullptr;
-  }
-  void* data_        = nullptr;
-  std::size_t bytes_ = 0;
-};
-
 // Page-locked host memory, so that copies run at the link's speed and asynchronously.
 class PinnedBuffer {
 public:
@@ -128,63 +88,6 @@ std::size_t to_size(double bytes)
   return bytes > 0 ? static_cast<std::size_t>(std::llround(bytes)) : 0;
 }
 
-// ---- gemm, batched_gemm ------------------------------------------------------------------------------------------
-
-class GemmBench final : public Benchmark {
-public:
-  GemmBench(const BenchPoint& p, GpuContext& gpus)
-      : handle_(gpus.cublas()), m_(to_int(p.m, "m")), n_(to_int(p.n, "n")), k_(to_int(p.k, "k")),
-        batch_(to_int(p.batch, "batch")), batched_(p.op == BenchOp::batched_gemm)
-  {
-    if (p.dtype == "fp32" || p.dtype == "tf32") {
-      type_    = CUDA_R_32F;
-      compute_ = p.dtype == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    } else if (p.dtype == "fp16" || p.dtype == "bf16") {
-      type_    = p.dtype == "fp16" ? CUDA_R_16F : CUDA_R_16BF;
-      compute_ = CUBLAS_COMPUTE_32F; // fp32 accumulation, as training frameworks ask for
-    } else {
-      throw PointFailed("no cuBLAS type for dtype '" + p.dtype + "'");
-    }
-    const double e      = p.element_bytes();
-    const double batch  = static_cast<double>(batch_);
-    a_                  = DeviceBuffer(to_size(e * batch * m_ * static_cast<double>(k_)), 0, "A");
-    b_                  = DeviceBuffer(to_size(e * batch * k_ * static_cast<double>(n_)), 0, "B");
-    c_                  = DeviceBuffer(to_size(e * batch * m_ * static_cast<double>(n_)), 0, "C");
-    const FillType type = fill_type(p.dtype);
-    fill(a_, type, 0, gpus.stream(0), 1);
-    fill(b_, type, 0, gpus.stream(0), 2);
-    fill(c_, type, 0, gpus.stream(0), 3);
-  }
-
-  void launch() override
-  {
-    const float alpha = 1.0f, beta = 0.0f; // read by cuBLAS before the call returns (host pointer mode)
-    if (!batched_) {
-      check_cublas(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m_, n_, k_, &alpha, a_.get(), type_, m_, b_.get(),
-                                type_, k_, &beta, c_.get(), type_, m_, compute_, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
-      return;
-    }
-    const long long stride_a = static_cast<long long>(m_) * k_;
-    const long long stride_b = static_cast<long long>(k_) * n_;
-    const long long stride_c = static_cast<long long>(m_) * n_;
-    check_cublas(cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m_, n_, k_, &alpha, a_.get(), type_, m_,
-                                            stride_a, b_.get(), type_, k_, stride_b, &beta, c_.get(), type_, m_,
-                                            stride_c, batch_, compute_, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmStridedBatchedEx");
-  }
-
-private:
-  cublasHandle_t handle_;
-  int m_, n_, k_, batch_;
-  bool batched_;
-  cudaDataType type_           = CUDA_R_32F;
-  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
-  DeviceBuffer a_, b_, c_;
-};
-
-// ---- conv2d ------------------------------------------------------------------------------------------------------
-
 using TensorDesc = std::unique_ptr<cudnnTensorStruct, decltype(&cudnnDestroyTensorDescriptor)>;
 using FilterDesc = std::unique_ptr<cudnnFilterStruct, decltype(&cudnnDestroyFilterDescriptor)>;
 using ConvDesc   = std::unique_ptr<cudnnConvolutionStruct, decltype(&cudnnDestroyConvolutionDescriptor)>;
@@ -198,196 +101,73 @@ TensorDesc tensor_desc(cudnnDataType_t type, int n, int c, int h, int w)
   return desc;
 }
 
-class ConvBench final : public Benchmark {
+std::size_t max_algorithm_count(cudnnHandle_t handle, cudnnStatus_t (*get)(cudnnHandle_t, int*))
+{
+  int count = 0;
+  check_cudnn(get(handle, &count), "cudnnGetConvolution*AlgorithmMaxCount");
+  return static_cast<std::size_t>(std::max(count, 1));
+}
+
+const char* conv_call_name(ConvPass pass)
+{
+  switch (pass) {
+  case ConvPass::forward:
+    return "cudnnConvolutionForward";
+  case ConvPass::backward_data:
+    return "cudnnConvolutionBackwardData";
+  case ConvPass::backward_filter:
+    return "cudnnConvolutionBackwardFilter";
+  }
+  return "cudnnConvolution";
+}
+
+// ---- gemm, batched_gemm, conv2d, pointwise: one ComputeOp on buffers of its own ------------------------------
+
+class ComputeBench final : public Benchmark {
 public:
-  ConvBench(const BenchPoint& p, GpuContext& gpus)
-      : handle_(gpus.cudnn()), pass_(p.pass), x_desc_(nullptr, &cudnnDestroyTensorDescriptor),
-        y_desc_(nullptr, &cudnnDestroyTensorDescriptor), w_desc_(nullptr, &cudnnDestroyFilterDescriptor),
-        conv_desc_(nullptr, &cudnnDestroyConvolutionDescriptor)
+  ComputeBench(const BenchPoint& p, GpuContext& gpus)
   {
-    cudnnDataType_t type = CUDNN_DATA_FLOAT;
-    if (p.dtype == "fp16")
-      type = CUDNN_DATA_HALF;
-    else if (p.dtype == "bf16")
-      type = CUDNN_DATA_BFLOAT16;
-    else if (p.dtype != "fp32")
-      throw PointFailed("no cuDNN type for dtype '" + p.dtype + "'");
-    const calibration::ConvProblem& c = p.conv;
-    x_desc_                           = tensor_desc(type, c.n, c.c, c.h, c.w);
+    // The handle first, as before the op: a library that cannot start fails the point with its own message.
+    where_.stream   = gpus.stream(0);
+    where_.sm_count = std::max(1, gpus.sm_count());
+    if (p.op == BenchOp::gemm || p.op == BenchOp::batched_gemm)
+      where_.cublas = gpus.cublas();
+    if (p.op == BenchOp::conv2d)
+      where_.cudnn = gpus.cudnn();
+    op_ = std::make_unique<ComputeOp>(p);
 
-    cudnnFilterDescriptor_t filter = nullptr;
-    check_cudnn(cudnnCreateFilterDescriptor(&filter), "cudnnCreateFilterDescriptor");
-    w_desc_.reset(filter);
-    check_cudnn(cudnnSetFilter4dDescriptor(filter, type, CUDNN_TENSOR_NCHW, c.k, c.c, c.r, c.s),
-                "cudnnSetFilter4dDescriptor");
-
-    cudnnConvolutionDescriptor_t conv = nullptr;
-    check_cudnn(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
-    conv_desc_.reset(conv);
-    // Accumulation in fp32 for every data type (half types need it for bf16, and frameworks ask for it).
-    check_cudnn(cudnnSetConvolution2dDescriptor(conv, c.pad, c.pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                CUDNN_DATA_FLOAT),
-                "cudnnSetConvolution2dDescriptor");
-    // fp32 means fp32 arithmetic, as for the gemm points: FMA math keeps cuDNN off TF32 tensor cores.
-    fixed_math_ = type == CUDNN_DATA_FLOAT;
-    check_cudnn(cudnnSetConvolutionMathType(conv, fixed_math_ ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
-                "cudnnSetConvolutionMathType");
-
-    int on = 0, oc = 0, oh = 0, ow = 0;
-    check_cudnn(cudnnGetConvolution2dForwardOutputDim(conv, x_desc_.get(), filter, &on, &oc, &oh, &ow),
-                "cudnnGetConvolution2dForwardOutputDim");
-    y_desc_ = tensor_desc(type, on, oc, oh, ow);
-
-    // The same three buffers serve every pass: x (or dx), w (or dw), y (or dy).
-    const double e         = p.element_bytes();
-    x_                     = DeviceBuffer(to_size(e * c.n * c.c * c.h * static_cast<double>(c.w)), 0, "the input");
-    w_                     = DeviceBuffer(to_size(e * c.k * c.c * c.r * static_cast<double>(c.s)), 0, "the filters");
-    y_                     = DeviceBuffer(to_size(e * on * oc * oh * static_cast<double>(ow)), 0, "the output");
-    const FillType fill_as = fill_type(p.dtype);
-    fill(x_, fill_as, 0, gpus.stream(0), 1);
-    fill(w_, fill_as, 0, gpus.stream(0), 2);
-    fill(y_, fill_as, 0, gpus.stream(0), 3);
-
-    switch (pass_) {
-    case ConvPass::forward: {
-      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max_count(cudnnGetConvolutionForwardAlgorithmMaxCount));
-      int returned = 0;
-      check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_desc_.get(), filter, conv, y_desc_.get(),
-                                                         static_cast<int>(perf.size()), &returned, perf.data()),
-                  "cudnnGetConvolutionForwardAlgorithm_v7");
-      perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
-      choose(perf);
-      break;
+    static constexpr std::array<const char*, 3> gemm_names{"A", "B", "C"};
+    static constexpr std::array<const char*, 3> conv_names{"the input", "the filters", "the output"};
+    static constexpr std::array<const char*, 3> pointwise_names{"x", "", "y"};
+    const auto& names                      = p.op == BenchOp::conv2d      ? conv_names
+                                             : p.op == BenchOp::pointwise ? pointwise_names
+                                                                          : gemm_names;
+    const std::array<std::size_t, 3> bytes = op_->operand_bytes();
+    for (std::size_t i = 0; i < 3; ++i) {
+      operands_[i]        = DeviceBuffer(bytes[i], 0, names[i]);
+      buffers_.operand[i] = operands_[i].get();
     }
-    case ConvPass::backward_data: {
-      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max_count(cudnnGetConvolutionBackwardDataAlgorithmMaxCount));
-      int returned = 0;
-      check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, filter, y_desc_.get(), conv, x_desc_.get(),
-                                                              static_cast<int>(perf.size()), &returned, perf.data()),
-                  "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
-      choose(perf);
-      break;
-    }
-    case ConvPass::backward_filter: {
-      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
-          max_count(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount));
-      int returned = 0;
-      check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, x_desc_.get(), y_desc_.get(), conv, filter,
-                                                                static_cast<int>(perf.size()), &returned, perf.data()),
-                  "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
-      choose(perf);
-      break;
-    }
-    }
+    // Every operand gets values; the pointwise kernel's output is only written.
+    const std::size_t filled = p.op == BenchOp::pointwise ? 1 : 3;
+    for (std::size_t i = 0; i < filled; ++i)
+      fill(operands_[i], op_->fill_type(), 0, where_.stream, static_cast<unsigned>(i) + 1);
+
+    op_->choose_algorithm(where_, buffers_, [this](std::size_t workspace_bytes) {
+      workspace_               = DeviceBuffer(workspace_bytes, 0, "the cuDNN workspace");
+      buffers_.workspace       = workspace_.get();
+      buffers_.workspace_bytes = workspace_.bytes();
+      return workspace_.get();
+    });
   }
 
-  void launch() override { check_cudnn(run(), run_name()); }
+  void launch() override { op_->launch(where_, buffers_); }
 
 private:
-  std::size_t max_count(cudnnStatus_t (*get)(cudnnHandle_t, int*)) const
-  {
-    int count = 0;
-    check_cudnn(get(handle_, &count), "cudnnGetConvolution*AlgorithmMaxCount");
-    return static_cast<std::size_t>(std::max(count, 1));
-  }
-
-  // Takes the first algorithm, in cuDNN's order of expected speed, whose workspace fits and which runs: the
-  // trial run doubles as a warm-up.
-  template <typename Perf> void choose(const std::vector<Perf>& candidates)
-  {
-    std::string last = "cuDNN proposed none";
-    for (const Perf& perf : candidates) {
-      if (perf.status != CUDNN_STATUS_SUCCESS)
-        continue;
-      if (!fixed_math_) // the math type the heuristic assumed for this algorithm (as PyTorch does)
-        check_cudnn(cudnnSetConvolutionMathType(conv_desc_.get(), perf.mathType), "cudnnSetConvolutionMathType");
-      try {
-        workspace_ = DeviceBuffer(perf.memory, 0, "the cuDNN workspace");
-      } catch (const PointFailed& e) {
-        cudaGetLastError(); // out of memory is not sticky; try an algorithm that needs less
-        last = e.what();
-        continue;
-      }
-      algo_                      = static_cast<int>(perf.algo);
-      const cudnnStatus_t status = run();
-      if (status == CUDNN_STATUS_SUCCESS)
-        return;
-      cudaGetLastError();
-      last = "algorithm " + std::to_string(algo_) + ": " + cudnnGetErrorString(status);
-    }
-    throw PointFailed(std::string("no cuDNN algorithm runs this convolution (") + last + ")");
-  }
-
-  const char* run_name() const
-  {
-    switch (pass_) {
-    case ConvPass::forward:
-      return "cudnnConvolutionForward";
-    case ConvPass::backward_data:
-      return "cudnnConvolutionBackwardData";
-    case ConvPass::backward_filter:
-      return "cudnnConvolutionBackwardFilter";
-    }
-    return "cudnnConvolution";
-  }
-
-  cudnnStatus_t run()
-  {
-    const float alpha = 1.0f, beta = 0.0f; // float scaling for float, half and bfloat16 data
-    switch (pass_) {
-    case ConvPass::forward:
-      return cudnnConvolutionForward(handle_, &alpha, x_desc_.get(), x_.get(), w_desc_.get(), w_.get(),
-                                     conv_desc_.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algo_), workspace_.get(),
-                                     workspace_.bytes(), &beta, y_desc_.get(), y_.get());
-    case ConvPass::backward_data:
-      return cudnnConvolutionBackwardData(handle_, &alpha, w_desc_.get(), w_.get(), y_desc_.get(), y_.get(),
-                                          conv_desc_.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_),
-                                          workspace_.get(), workspace_.bytes(), &beta, x_desc_.get(), x_.get());
-    case ConvPass::backward_filter:
-      return cudnnConvolutionBackwardFilter(handle_, &alpha, x_desc_.get(), x_.get(), y_desc_.get(), y_.get(),
-                                            conv_desc_.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_),
-                                            workspace_.get(), workspace_.bytes(), &beta, w_desc_.get(), w_.get());
-    }
-    return CUDNN_STATUS_BAD_PARAM;
-  }
-
-  cudnnHandle_t handle_;
-  ConvPass pass_;
-  bool fixed_math_ = true;
-  TensorDesc x_desc_, y_desc_;
-  FilterDesc w_desc_;
-  ConvDesc conv_desc_;
-  DeviceBuffer x_, w_, y_, workspace_;
-  int algo_ = 0;
-};
-
-// ---- pointwise, copies -------------------------------------------------------------------------------------------
-
-class PointwiseBench final : public Benchmark {
-public:
-  PointwiseBench(const BenchPoint& p, GpuContext& gpus) : stream_(gpus.stream(0))
-  {
-    // point.bytes counts x read and y written: each array is half of it.
-    n_      = std::max<std::size_t>(1, to_size(p.bytes) / 8);
-    x_      = DeviceBuffer(4 * n_, 0, "x");
-    y_      = DeviceBuffer(4 * n_, 0, "y");
-    blocks_ = std::max(1, gpus.sm_count()) * 8; // 8 blocks of 256 threads fill an SM; the loop does the rest
-    fill(x_, FillType::f32, 0, stream_, 1);
-  }
-  void launch() override
-  {
-    check_cuda(launch_axpb(static_cast<const float*>(x_.get()), static_cast<float*>(y_.get()), n_, 2.0f, 1.0f, blocks_,
-                           stream_),
-               "the pointwise kernel");
-  }
-
-private:
-  cudaStream_t stream_;
-  std::size_t n_ = 0;
-  int blocks_    = 1;
-  DeviceBuffer x_, y_;
+  OpStream where_;
+  std::unique_ptr<ComputeOp> op_;
+  std::array<DeviceBuffer, 3> operands_;
+  DeviceBuffer workspace_;
+  OpBuffers buffers_;
 };
 
 class CopyBench final : public Benchmark {
@@ -527,6 +307,292 @@ private:
 
 } // namespace
 
+// ---- DeviceBuffer ------------------------------------------------------------------------------------------------
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes, int device, const std::string& what) : bytes_(bytes)
+{
+  if (bytes == 0)
+    return;
+  DeviceScope scope(device);
+  check_cuda(cudaMalloc(&data_, bytes),
+             "cudaMalloc of " + what + " (" + std::to_string(bytes) + " B on GPU " + std::to_string(device) + ")");
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0))
+{
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept
+{
+  if (this != &other) {
+    release();
+    data_  = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer()
+{
+  release();
+}
+
+void DeviceBuffer::release() noexcept
+{
+  if (data_ != nullptr)
+    cudaFree(data_);
+  data_ = nullptr;
+}
+
+// ---- ComputeOp ---------------------------------------------------------------------------------------------------
+
+struct ComputeOp::Conv {
+  TensorDesc x{nullptr, &cudnnDestroyTensorDescriptor};
+  TensorDesc y{nullptr, &cudnnDestroyTensorDescriptor};
+  FilterDesc w{nullptr, &cudnnDestroyFilterDescriptor};
+  ConvDesc conv{nullptr, &cudnnDestroyConvolutionDescriptor};
+  bool fixed_math = true; // fp32: FMA only; otherwise the math type cuDNN's heuristic picked per algorithm
+  int algo        = 0;
+  std::array<std::size_t, 3> bytes{0, 0, 0};
+};
+
+ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
+{
+  switch (p.op) {
+  case BenchOp::gemm:
+  case BenchOp::batched_gemm: {
+    m_       = to_int(p.m, "m");
+    n_       = to_int(p.n, "n");
+    k_       = to_int(p.k, "k");
+    batch_   = to_int(p.batch, "batch");
+    batched_ = p.op == BenchOp::batched_gemm || batch_ > 1;
+    if (p.dtype == "fp32" || p.dtype == "tf32") {
+      gemm_type_ = CUDA_R_32F;
+      compute_   = p.dtype == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    } else if (p.dtype == "fp16" || p.dtype == "bf16") {
+      gemm_type_ = p.dtype == "fp16" ? CUDA_R_16F : CUDA_R_16BF;
+      compute_   = CUBLAS_COMPUTE_32F; // fp32 accumulation, as training frameworks ask for
+    } else {
+      throw PointFailed("no cuBLAS type for dtype '" + p.dtype + "'");
+    }
+    return;
+  }
+  case BenchOp::conv2d: {
+    cudnnDataType_t type = CUDNN_DATA_FLOAT;
+    if (p.dtype == "fp16")
+      type = CUDNN_DATA_HALF;
+    else if (p.dtype == "bf16")
+      type = CUDNN_DATA_BFLOAT16;
+    else if (p.dtype != "fp32" && p.dtype != "tf32")
+      throw PointFailed("no cuDNN type for dtype '" + p.dtype + "'");
+    conv_                             = std::make_unique<Conv>();
+    const calibration::ConvProblem& c = p.conv;
+    conv_->x                          = tensor_desc(type, c.n, c.c, c.h, c.w);
+
+    cudnnFilterDescriptor_t filter = nullptr;
+    check_cudnn(cudnnCreateFilterDescriptor(&filter), "cudnnCreateFilterDescriptor");
+    conv_->w.reset(filter);
+    check_cudnn(cudnnSetFilter4dDescriptor(filter, type, CUDNN_TENSOR_NCHW, c.k, c.c, c.r, c.s),
+                "cudnnSetFilter4dDescriptor");
+
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    check_cudnn(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+    conv_->conv.reset(conv);
+    // Accumulation in fp32 for every data type (half types need it for bf16, and frameworks ask for it).
+    check_cudnn(cudnnSetConvolution2dDescriptor(conv, c.pad, c.pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT),
+                "cudnnSetConvolution2dDescriptor");
+    // fp32 means fp32 arithmetic, as for the gemm points: FMA math keeps cuDNN off TF32 tensor cores. tf32 is the
+    // same fp32 data with tensor-core math allowed (CUDNN_DEFAULT_MATH permits TF32 on float data).
+    conv_->fixed_math          = p.dtype == "fp32";
+    const cudnnMathType_t math = conv_->fixed_math   ? CUDNN_FMA_MATH
+                                 : p.dtype == "tf32" ? CUDNN_DEFAULT_MATH
+                                                     : CUDNN_TENSOR_OP_MATH;
+    check_cudnn(cudnnSetConvolutionMathType(conv, math), "cudnnSetConvolutionMathType");
+
+    int on = 0, oc = 0, oh = 0, ow = 0;
+    check_cudnn(cudnnGetConvolution2dForwardOutputDim(conv, conv_->x.get(), filter, &on, &oc, &oh, &ow),
+                "cudnnGetConvolution2dForwardOutputDim");
+    conv_->y = tensor_desc(type, on, oc, oh, ow);
+
+    const double e = p.element_bytes();
+    conv_->bytes   = {to_size(e * c.n * c.c * c.h * static_cast<double>(c.w)),
+                      to_size(e * c.k * c.c * c.r * static_cast<double>(c.s)),
+                      to_size(e * on * oc * oh * static_cast<double>(ow))};
+    return;
+  }
+  case BenchOp::pointwise:
+    // point.bytes counts x read and y written: each array is half of it.
+    elements_ = std::max<std::size_t>(1, to_size(p.bytes) / 8);
+    return;
+  default:
+    throw PointFailed(std::string("'") + calibration::bench_op_name(p.op) + "' is not a compute op");
+  }
+}
+
+ComputeOp::~ComputeOp() = default;
+
+std::array<std::size_t, 3> ComputeOp::operand_bytes() const
+{
+  if (conv_)
+    return conv_->bytes;
+  if (point_.op == BenchOp::pointwise)
+    return {4 * elements_, 0, 4 * elements_};
+  const double e     = point_.element_bytes();
+  const double batch = static_cast<double>(batch_);
+  return {to_size(e * batch * m_ * static_cast<double>(k_)), to_size(e * batch * k_ * static_cast<double>(n_)),
+          to_size(e * batch * m_ * static_cast<double>(n_))};
+}
+
+int ComputeOp::written_operand() const
+{
+  if (conv_ && point_.pass == ConvPass::backward_data)
+    return 0;
+  if (conv_ && point_.pass == ConvPass::backward_filter)
+    return 1;
+  return 2;
+}
+
+FillType ComputeOp::fill_type() const
+{
+  return point_.op == BenchOp::pointwise ? FillType::f32 : collector::fill_type(point_.dtype);
+}
+
+void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers,
+                                 const std::function<void*(std::size_t)>& workspace)
+{
+  if (!conv_)
+    return;
+  if (where.cudnn == nullptr)
+    throw PointFailed("no cuDNN handle to run " + point_.label());
+  // Takes the first algorithm, in cuDNN's order of expected speed, whose workspace fits and which runs: the trial
+  // run doubles as a warm-up.
+  auto choose = [&](const auto& candidates) {
+    std::string last = "cuDNN proposed none";
+    for (const auto& perf : candidates) {
+      if (perf.status != CUDNN_STATUS_SUCCESS)
+        continue;
+      if (!conv_->fixed_math) // the math type the heuristic assumed for this algorithm (as PyTorch does)
+        check_cudnn(cudnnSetConvolutionMathType(conv_->conv.get(), perf.mathType), "cudnnSetConvolutionMathType");
+      OpBuffers trial = buffers;
+      try {
+        trial.workspace       = workspace(perf.memory);
+        trial.workspace_bytes = perf.memory;
+      } catch (const PointFailed& e) {
+        cudaGetLastError(); // out of memory is not sticky; try an algorithm that needs less
+        last = e.what();
+        continue;
+      }
+      conv_->algo                = static_cast<int>(perf.algo);
+      const cudnnStatus_t status = run_conv(where, trial);
+      if (status == CUDNN_STATUS_SUCCESS) {
+        workspace_bytes_ = perf.memory;
+        return;
+      }
+      cudaGetLastError();
+      last = "algorithm " + std::to_string(conv_->algo) + ": " + cudnnGetErrorString(status);
+    }
+    throw PointFailed(std::string("no cuDNN algorithm runs this convolution (") + last + ")");
+  };
+  cudnnHandle_t handle = where.cudnn;
+  Conv& c              = *conv_;
+  switch (point_.pass) {
+  case ConvPass::forward: {
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(
+        max_algorithm_count(handle, cudnnGetConvolutionForwardAlgorithmMaxCount));
+    int returned = 0;
+    check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle, c.x.get(), c.w.get(), c.conv.get(), c.y.get(),
+                                                       static_cast<int>(perf.size()), &returned, perf.data()),
+                "cudnnGetConvolutionForwardAlgorithm_v7");
+    perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
+    choose(perf);
+    break;
+  }
+  case ConvPass::backward_data: {
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(
+        max_algorithm_count(handle, cudnnGetConvolutionBackwardDataAlgorithmMaxCount));
+    int returned = 0;
+    check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, c.w.get(), c.y.get(), c.conv.get(), c.x.get(),
+                                                            static_cast<int>(perf.size()), &returned, perf.data()),
+                "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
+    choose(perf);
+    break;
+  }
+  case ConvPass::backward_filter: {
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
+        max_algorithm_count(handle, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount));
+    int returned = 0;
+    check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, c.x.get(), c.y.get(), c.conv.get(), c.w.get(),
+                                                              static_cast<int>(perf.size()), &returned, perf.data()),
+                "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
+    choose(perf);
+    break;
+  }
+  }
+}
+
+cudnnStatus_t ComputeOp::run_conv(const OpStream& where, const OpBuffers& b) const
+{
+  const float alpha = 1.0f, beta = 0.0f; // float scaling for float, half and bfloat16 data
+  const Conv& c = *conv_;
+  void* x       = b.operand[0];
+  void* w       = b.operand[1];
+  void* y       = b.operand[2];
+  switch (point_.pass) {
+  case ConvPass::forward:
+    return cudnnConvolutionForward(where.cudnn, &alpha, c.x.get(), x, c.w.get(), w, c.conv.get(),
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), b.workspace, b.workspace_bytes,
+                                   &beta, c.y.get(), y);
+  case ConvPass::backward_data:
+    return cudnnConvolutionBackwardData(where.cudnn, &alpha, c.w.get(), w, c.y.get(), y, c.conv.get(),
+                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), b.workspace,
+                                        b.workspace_bytes, &beta, c.x.get(), x);
+  case ConvPass::backward_filter:
+    return cudnnConvolutionBackwardFilter(where.cudnn, &alpha, c.x.get(), x, c.y.get(), y, c.conv.get(),
+                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), b.workspace,
+                                          b.workspace_bytes, &beta, c.w.get(), w);
+  }
+  return CUDNN_STATUS_BAD_PARAM;
+}
+
+void ComputeOp::launch(const OpStream& where, const OpBuffers& b) const
+{
+  if (conv_) {
+    if (where.cudnn == nullptr)
+      throw PointFailed("no cuDNN handle to run " + point_.label());
+    check_cudnn(run_conv(where, b), conv_call_name(point_.pass));
+    return;
+  }
+  if (point_.op == BenchOp::pointwise) {
+    check_cuda(launch_axpb(static_cast<const float*>(b.operand[0]), static_cast<float*>(b.operand[2]), elements_, 2.0f,
+                           1.0f, std::max(1, where.sm_count) * 8, where.stream), // 8 blocks of 256 threads fill an SM
+               "the pointwise kernel");
+    return;
+  }
+  if (where.cublas == nullptr)
+    throw PointFailed("no cuBLAS handle to run " + point_.label());
+  const float alpha = 1.0f, beta = 0.0f; // read by cuBLAS before the call returns (host pointer mode)
+  const void* a  = b.operand[0];
+  const void* bm = b.operand[1];
+  void* c        = b.operand[2];
+  if (!batched_) {
+    check_cublas(cublasGemmEx(where.cublas, CUBLAS_OP_N, CUBLAS_OP_N, m_, n_, k_, &alpha, a, gemm_type_, m_, bm,
+                              gemm_type_, k_, &beta, c, gemm_type_, m_, compute_, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+    return;
+  }
+  const long long stride_a = static_cast<long long>(m_) * k_;
+  const long long stride_b = static_cast<long long>(k_) * n_;
+  const long long stride_c = static_cast<long long>(m_) * n_;
+  check_cublas(cublasGemmStridedBatchedEx(where.cublas, CUBLAS_OP_N, CUBLAS_OP_N, m_, n_, k_, &alpha, a, gemm_type_, m_,
+                                          stride_a, bm, gemm_type_, k_, stride_b, &beta, c, gemm_type_, m_, stride_c,
+                                          batch_, compute_, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx");
+}
+
 // ---- GpuContext --------------------------------------------------------------------------------------------------
 
 GpuContext::GpuContext(int gpus)
@@ -660,11 +726,9 @@ std::unique_ptr<Benchmark> make_benchmark(const BenchPoint& point, GpuContext& g
   switch (point.op) {
   case BenchOp::gemm:
   case BenchOp::batched_gemm:
-    return std::make_unique<GemmBench>(point, gpus);
   case BenchOp::conv2d:
-    return std::make_unique<ConvBench>(point, gpus);
   case BenchOp::pointwise:
-    return std::make_unique<PointwiseBench>(point, gpus);
+    return std::make_unique<ComputeBench>(point, gpus);
   case BenchOp::copy_d2d:
   case BenchOp::copy_h2d:
   case BenchOp::copy_d2h:

@@ -403,6 +403,7 @@ private:
     k.bytes      = p.traffic_bytes();
     k.dtype      = p.dtype;
     k.point      = p.id;
+    k.shape      = p.shape_key();
     out_.kernels.push_back(std::move(k));
   }
 

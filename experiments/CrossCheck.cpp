@@ -1,0 +1,323 @@
+#include "experiments/CrossCheck.hpp"
+
+#include "calibration/ProfileFit.hpp"
+#include "calibration/TableCostModel.hpp"
+#include "common/AtomicFile.hpp"
+#include "common/Error.hpp"
+#include "sim/Schedules.hpp"
+#include "sim/backends/FromTaskGraph.hpp"
+#include "sim/backends/HostBackend.hpp"
+#include "sim/backends/HostOps.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace ddlsim::experiments {
+namespace {
+
+using calibration::BenchOp;
+using calibration::BenchPoint;
+
+// The workload of a valid point: its TaskGraph with every compute task's kernels.
+backends::Workload point_workload(const PointConfig& point)
+{
+  const auto cost = calibration::make_cost_model(point.profile);
+  const PointPlan plan = plan_point(point, *cost);
+  const sim::TaskGraph graph = sim::build_schedule(plan.pipeline);
+  return backends::make_workload(graph, point.model,
+                                 {.dtype = point.training.dtype, .optimizer = point.training.optimizer,
+                                  .recompute = point.training.recompute, .tp = point.parallelism.tp},
+                                 point.experiment + " point " + std::to_string(point.index));
+}
+
+// Runs `work` in a child process and returns what it wrote; an exception, a crash or a non-zero exit
+// becomes ExecutionError with the reason. (fork: the parent runs no threads, and a failing run must
+// not take the sweep down.)
+std::string run_in_child(const std::function<std::string()>& work)
+{
+  int fds[2];
+  if (::pipe(fds) != 0)
+    throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw Error(std::string("cannot fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out;
+    int code = 0;
+    try {
+      out = "ok\n" + work();
+    } catch (const std::exception& e) {
+      out = std::string("error\n") + e.what();
+      code = 3;
+    }
+    std::size_t written = 0;
+    while (written < out.size()) {
+      const ssize_t n = ::write(fds[1], out.data() + written, out.size() - written);
+      if (n <= 0)
+        break;
+      written += static_cast<std::size_t>(n);
+    }
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  std::string output;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0)
+      output.append(buf, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (output.rfind("ok\n", 0) == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return output.substr(3);
+  if (output.rfind("error\n", 0) == 0)
+    throw ExecutionError(output.substr(6));
+  if (WIFSIGNALED(status))
+    throw ExecutionError(std::string("the run died of signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                         strsignal(WTERMSIG(status)) + ")");
+  throw ExecutionError("the run exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+}
+
+// Bytes per second of a large memcpy, and the one-way latency of handing a message to another thread.
+std::pair<double, double> host_links()
+{
+  std::vector<char> from(64 << 20, 1), to(64 << 20, 0);
+  std::vector<double> rates;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(to.data(), from.data(), from.size());
+    rates.push_back(static_cast<double>(from.size()) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(rates.begin(), rates.end());
+  std::mutex m;
+  std::condition_variable cv;
+  int turn = 0;
+  constexpr int rounds = 2000;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread other([&] {
+    for (int r = 0; r < rounds; ++r) {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return turn == 1; });
+      turn = 0;
+      cv.notify_all();
+    }
+  });
+  for (int r = 0; r < rounds; ++r) {
+    std::unique_lock lock(m);
+    turn = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return turn == 0; });
+  }
+  other.join();
+  const double latency = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / (2.0 * rounds);
+  return {rates[rates.size() / 2], latency};
+}
+
+struct HostSetup {
+  calibration::CalibrationProfile profile;
+  sim::ClusterSpec cluster;
+  std::string profile_path;
+};
+
+// Measures this machine's kernels (every distinct one the points launch, and a grid) and links.
+HostSetup calibrate_host(const std::vector<PointConfig>& points, const CrossCheckOptions& options)
+{
+  auto status = [&](const std::string& s) {
+    if (options.on_status)
+      options.on_status(s);
+  };
+  std::vector<BenchPoint> plan;
+  std::map<std::string, bool> seen;
+  auto add = [&](BenchPoint p) {
+    if (seen.emplace(p.label(), true).second) {
+      p.id = static_cast<int>(plan.size()) + 1;
+      plan.push_back(std::move(p));
+    }
+  };
+  for (long long m : {16, 64, 256, 1024})
+    for (long long n : {16, 64, 256, 1024})
+      for (long long k : {16, 64, 256, 1024}) {
+        BenchPoint p;
+        p.op = BenchOp::gemm;
+        p.dtype = "fp32";
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        add(p);
+      }
+  for (double bytes = 4096; bytes <= 256.0 * 1024 * 1024; bytes *= 4) {
+    BenchPoint p;
+    p.op = BenchOp::pointwise;
+    p.dtype = "fp32";
+    p.bytes = bytes;
+    add(p);
+  }
+  int devices = 1;
+  for (const auto& point : points) {
+    if (!point.is_valid())
+      continue;
+    devices = std::max(devices, point.cluster.gpu_count());
+    try {
+      for (const auto& task : point_workload(point).tasks)
+        for (const auto& launch : task.launches)
+          add(launch);
+    } catch (const std::exception&) {
+      // The simulation reports what is wrong with this point.
+    }
+  }
+  status("host calibration: timing " + std::to_string(plan.size()) + " kernels");
+  // Timed with every device's core busy, as the executions will keep them.
+  const traces::TraceSet records =
+      backends::time_points(plan, {.warmup = 1, .min_repeats = 5, .max_repeats = 30, .min_seconds = 0.03}, devices);
+  const auto [bandwidth, latency] = host_links();
+
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  const std::filesystem::path dir = std::filesystem::path(options.work_dir.empty() ? std::string("results") : options.work_dir);
+  const std::string records_path = (dir / "host-records.jsonl").string();
+  write_file_atomically(records_path, "the host records", [&](std::ostream& out) { traces::write_jsonl(records, out); });
+  calibration::FitResult fit = calibration::fit_profile(calibration::load_profile("host-cpu"), records,
+                                                        {.name = "host-measured", .base = "host-cpu", .sources = records_path,
+                                                         .command = "ddlsim execute --backend host", .date = date});
+  HostSetup setup;
+  setup.profile = std::move(fit.profile);
+  setup.profile.provenance["host_copy_bandwidth_B_per_s"] = std::to_string(bandwidth);
+  setup.profile.provenance["host_handoff_latency_s"] = std::to_string(latency);
+  setup.profile_path = (dir / "host-profile.yaml").string();
+  write_file_atomically(setup.profile_path, "the host profile", [&](std::ostream& out) { calibration::write_profile(setup.profile, out); });
+
+  sim::ClusterSpec& c = setup.cluster;
+  c.name = "host";
+  c.description = backends::host_description();
+  c.nodes = 1;
+  c.gpus_per_node = devices;
+  c.gpu_name = backends::host_description();
+  c.gpu_memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  c.intra_node = {.bandwidth = bandwidth, .latency = latency};
+  c.nics_per_node = 1;
+  c.nic = {.bandwidth = bandwidth, .latency = latency};
+  status("host calibration: " + std::to_string(setup.profile.kernel_tables.size()) + " tables, copies at " +
+         std::to_string(bandwidth / 1e9) + " GB/s, hand-off " + std::to_string(latency * 1e6) + " us");
+  return setup;
+}
+
+}  // namespace
+
+CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions& options)
+{
+  CrossCheck result;
+  const std::string backend = options.backend == Backend::host ? "host" : "cuda";
+  if (options.backend == Backend::host) {
+    for (auto& p : points)
+      p.training.dtype = Dtype::fp32;  // the host computes in fp32
+    HostSetup setup = calibrate_host(points, options);
+    for (auto& p : points) {
+      p.profile = setup.profile;
+      p.calibration_label = setup.profile_path;
+      const int gpus = p.cluster.gpu_count();
+      p.cluster = setup.cluster;
+      p.cluster.gpus_per_node = gpus;
+      p.cluster_label = "host";
+    }
+    result.profile_path = setup.profile_path;
+  }
+  if (options.on_status)
+    options.on_status("simulating " + std::to_string(points.size()) + " points");
+  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}});
+
+  double total_error = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    ResultRow& row = result.rows[i];
+    row.set("backend", backend);
+    if (row.get("status") != "ok")
+      continue;
+    const PointConfig& point = points[i];
+    if (options.on_status)
+      options.on_status("executing point " + std::to_string(i) + " of " + std::to_string(points.size()));
+    try {
+      backends::ExecutionResult measured;
+      if (options.backend == Backend::host) {
+        const std::string text = run_in_child([&] {
+          std::ostringstream out;
+          backends::write_execution_result(
+              backends::execute_on_host(point_workload(point), {.warmup = options.warmup, .iterations = options.iterations}), out);
+          return out.str();
+        });
+        measured = backends::parse_execution_result(text, "host run of point " + std::to_string(i));
+      } else {
+        const std::filesystem::path dir = std::filesystem::path(options.work_dir.empty() ? std::string("results") : options.work_dir);
+        const std::string workload = (dir / ("workload-" + std::to_string(i) + ".json")).string();
+        const std::string out = (dir / ("measured-" + std::to_string(i) + ".json")).string();
+        write_file_atomically(workload, "the workload", [&](std::ostream& o) { backends::write_workload(point_workload(point), o); });
+        std::filesystem::remove(out);
+        const std::string runner = options.cuda_runner;
+        const std::string warmup = std::to_string(options.warmup), iterations = std::to_string(options.iterations);
+        const std::string text = run_in_child([&]() -> std::string {
+          std::vector<std::string> args{runner, workload, "-o", out, "--warmup", warmup, "--iterations", iterations};
+          if (options.map_devices)
+            args.push_back("--map-devices");
+          std::vector<char*> argv;
+          for (auto& a : args)
+            argv.push_back(a.data());
+          argv.push_back(nullptr);
+          const pid_t pid = ::fork();
+          if (pid == 0) {
+            ::execv(runner.c_str(), argv.data());
+            ::_exit(127);
+          }
+          int status = 0;
+          while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+          }
+          if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            throw ExecutionError(runner + " failed (see its message above)");
+          std::ifstream in(out);
+          std::stringstream s;
+          s << in.rdbuf();
+          return s.str();
+        });
+        measured = backends::parse_execution_result(text, out);
+      }
+      const double sim = std::stod(row.get("iteration_time_s"));
+      const double real = measured.median_s();
+      const double batch = static_cast<double>(point.training.global_batch);
+      const double error = 100.0 * (sim - real) / real;
+      row.set("device", measured.device);
+      row.set("measured_iteration_time_s", real);
+      row.set("measured_min_s", measured.min_s());
+      row.set("measured_max_s", measured.max_s());
+      row.set("measured_throughput_samples_per_s", batch / real);
+      row.set("error_pct", error);
+      total_error += std::abs(error);
+      ++result.compared;
+    } catch (const std::exception& e) {
+      row.set("status", std::string("error"));
+      row.set("message", std::string("execution failed: ") + e.what());
+    }
+  }
+  result.mean_abs_error_pct = result.compared ? total_error / result.compared : 0.0;
+  return result;
+}
+
+}  // namespace ddlsim::experiments

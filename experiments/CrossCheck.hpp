@@ -1,0 +1,51 @@
+// Simulated versus measured: every point of a sweep simulated and executed for real, side by side.
+//
+//   host   the step runs on this machine's CPU (sim/backends/HostBackend.hpp), one thread per
+//          simulated device. The simulator is calibrated on the same machine in the same run: the
+//          host times every distinct kernel the sweep launches plus a grid of GEMMs and memory-bound
+//          sizes with the code that will execute them (time_points), fits a profile on top of
+//          calibration/profiles/host-cpu.yaml, and measures its copy bandwidth and thread hand-off
+//          latency for a one-node "cluster" of as many devices as the sweep needs. Everything runs
+//          in fp32, and the points' dtype becomes fp32.
+//   cuda   the step runs on this machine's GPUs through ddlsim-run-cuda (sim/backends/cuda/), one
+//          child process per point, with the experiment's own calibration profile and cluster.
+// Simulations run through the forking sweep runner; executions run one after the other, each in a
+// child process, so a crash or a GPU error becomes that point's `error` row and the sweep goes on.
+//
+//   CrossCheckOptions o{.backend = Backend::host};
+//   CrossCheck result = cross_check(points, o);   // rows with measured_iteration_time_s, error_pct, ...
+#pragma once
+
+#include "experiments/SweepRunner.hpp"
+#include "traces/TraceRecords.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ddlsim::experiments {
+
+enum class Backend { host, cuda };
+
+struct CrossCheckOptions {
+  Backend backend = Backend::host;
+  int warmup = 1;
+  int iterations = 5;
+  int jobs = 1;                         ///< simulation processes (executions run one at a time)
+  std::string cuda_runner;              ///< path of ddlsim-run-cuda (cuda backend)
+  bool map_devices = false;             ///< cuda: run more simulated devices than GPUs on the GPUs there are
+  std::string work_dir;                 ///< where the host records and profile (and cuda workloads) go
+  std::function<void(const std::string&)> on_status;  ///< progress lines
+};
+
+struct CrossCheck {
+  std::vector<ResultRow> rows;
+  double mean_abs_error_pct = 0;  ///< over points with both times
+  int compared = 0;
+  std::string profile_path;       ///< host: the fitted profile the simulations used
+};
+
+/// Simulates and executes every point. Throws Error when the host calibration itself fails.
+CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions& options);
+
+}  // namespace ddlsim::experiments

@@ -1,0 +1,992 @@
+#include "sim/backends/cuda/CudaExecutor.hpp"
+
+#include "calibration/collector/Benchmarks.hpp"
+#include "calibration/collector/CudaCheck.hpp"
+#include "calibration/collector/CuptiTracer.hpp"
+#include "calibration/collector/Kernels.hpp"
+#include "common/Error.hpp"
+#include "sim/backends/cuda/ExecutionPlan.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nccl.h>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+
+namespace ddlsim::backends::cuda {
+namespace {
+
+using calibration::BenchOp;
+using calibration::BenchPoint;
+using collector::check_cublas;
+using collector::check_cuda;
+using collector::check_cudnn;
+using collector::ComputeOp;
+using collector::DeviceBuffer;
+using collector::FillType;
+using collector::OpBuffers;
+using collector::OpStream;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t cublas_workspace_bytes = 32u << 20; // as the collector's handle: what cuBLAS asks for on Hopper
+
+// The external correlation id of one launch of one timed iteration, as pushed to CUPTI: task + 1 in the top bits
+// (0 means "no id"), then the launch and the timed iteration, 20 bits each.
+constexpr int id_field_bits            = 20;
+constexpr std::uint64_t id_field_limit = std::uint64_t{1} << id_field_bits;
+constexpr std::uint64_t id_task_limit  = std::uint64_t{1} << (64 - 2 * id_field_bits);
+
+constexpr std::uint64_t trace_id(int task, int launch, int timed_iteration)
+{
+  return (static_cast<std::uint64_t>(task) + 1) << (2 * id_field_bits) |
+         static_cast<std::uint64_t>(launch) << id_field_bits | static_cast<std::uint64_t>(timed_iteration);
+}
+
+// Unwinds a GPU thread once another one has failed: the first failure is the one reported.
+struct Aborted {};
+
+std::size_t whole_bytes(double bytes)
+{
+  return bytes > 0 ? static_cast<std::size_t>(std::llround(bytes)) : 0;
+}
+
+FillType fill_type_of(const std::string& dtype)
+{
+  if (dtype == "fp16")
+    return FillType::f16;
+  if (dtype == "bf16")
+    return FillType::bf16;
+  return FillType::f32;
+}
+
+std::size_t fill_element_bytes(FillType type)
+{
+  return type == FillType::f32 ? 4 : 2;
+}
+
+ncclDataType_t nccl_type(const std::string& dtype)
+{
+  if (dtype == "fp16")
+    return ncclFloat16;
+  if (dtype == "bf16")
+    return ncclBfloat16;
+  if (dtype == "fp8")
+    return ncclInt8; // the same bytes on the wire; the sum's value does not matter here
+  return ncclFloat32;
+}
+
+std::string nccl_text(ncclResult_t status, ncclComm_t comm)
+{
+  std::string text = ncclGetErrorString(status);
+  if (const char* detail = ncclGetLastError(comm); detail != nullptr && *detail != '\0')
+    text += std::string(" (") + detail + ")";
+  return text;
+}
+
+std::string version_text(int major, int minor, int patch = -1)
+{
+  return std::to_string(major) + "." + std::to_string(minor) + (patch >= 0 ? "." + std::to_string(patch) : "");
+}
+
+std::string launch_text(const Workload& w, int task, int launch)
+{
+  return describe_task(w, task) + ", launch " + std::to_string(launch) + " " +
+         w.tasks[static_cast<std::size_t>(task)].launches[static_cast<std::size_t>(launch)].label();
+}
+
+// ---- what the GPU threads share ----------------------------------------------------------------------------------
+
+// The first failure, the iteration each cross-thread signal was last recorded in, and the barrier between
+// iterations. One mutex and condition variable serve all three: waits are rare and short next to GPU work.
+class Coordinator {
+public:
+  Coordinator(int threads, std::size_t signals)
+      : threads_(threads), recorded_(std::make_unique<std::atomic<int>[]>(signals))
+  {
+    for (std::size_t s = 0; s < signals; ++s)
+      recorded_[s].store(-1);
+  }
+
+  void fail(const std::string& message)
+  {
+    {
+      const std::lock_guard lock(mutex_);
+      if (!failed_.load()) {
+        error_ = message;
+        failed_.store(true);
+      }
+    }
+    cv_.notify_all();
+  }
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  std::string error() const
+  {
+    const std::lock_guard lock(mutex_);
+    return error_;
+  }
+
+  // After the event of `signal` was recorded in `iteration`: lets other threads wait on it.
+  void publish(int signal, int iteration)
+  {
+    {
+      const std::lock_guard lock(mutex_);
+      recorded_[static_cast<std::size_t>(signal)].store(iteration, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+
+  // Until the event of `signal` has been recorded in `iteration`. Throws Aborted when another thread failed.
+  void await(int signal, int iteration)
+  {
+    std::atomic<int>& recorded = recorded_[static_cast<std::size_t>(signal)];
+    if (recorded.load(std::memory_order_acquire) >= iteration)
+      return;
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return recorded.load(std::memory_order_acquire) >= iteration || failed_.load(); });
+    if (recorded.load(std::memory_order_acquire) < iteration)
+      throw Aborted{};
+  }
+
+  // Every thread meets here; returns when the last one arrived. Throws Aborted when another thread failed.
+  Clock::time_point meet()
+  {
+    std::unique_lock lock(mutex_);
+    if (failed_.load())
+      throw Aborted{};
+    const long generation = generation_;
+    if (++arrived_ == threads_) {
+      arrived_ = 0;
+      ++generation_;
+      met_at_                        = Clock::now();
+      const Clock::time_point met_at = met_at_;
+      lock.unlock();
+      cv_.notify_all();
+      return met_at;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation || failed_.load(); });
+    if (generation_ == generation)
+      throw Aborted{};
+    return met_at_; // nobody can open the next meeting before this thread arrives at it
+  }
+
+private:
+  const int threads_;
+  std::unique_ptr<std::atomic<int>[]> recorded_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<bool> failed_{false};
+  std::string error_;
+  int arrived_     = 0;
+  long generation_ = 0;
+  Clock::time_point met_at_;
+};
+
+// The communication buffers of each GPU, which other GPUs' threads copy from and into: each thread writes its
+// GPU's entries during set-up, and the others read them only after the set-up barrier.
+struct CommBuffers {
+  std::vector<void*> send, recv;
+};
+
+// One NCCL communicator per distinct group, made by ncclCommInitAll over the group's GPUs before any thread starts.
+// Destroyed after a clean run; aborted after a failure, which also stops NCCL kernels still waiting for a peer that
+// will never come (freeing memory under a running kernel would wait forever).
+class Communicators {
+public:
+  Communicators(const Workload& w, const ExecutionPlan& plan)
+  {
+    for (std::size_t c = 0; c < plan.communicators.size(); ++c) {
+      const std::vector<int>& group = plan.communicators[c];
+      std::vector<int> gpus;
+      std::string gpu_list;
+      for (int d : group) {
+        gpus.push_back(plan.gpu_of[static_cast<std::size_t>(d)]);
+        gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(gpus.back());
+      }
+      std::vector<ncclComm_t> comms(group.size(), nullptr);
+      const ncclResult_t status = ncclCommInitAll(comms.data(), static_cast<int>(group.size()), gpus.data());
+      if (status != ncclSuccess) {
+        std::string first = "a collective";
+        for (std::size_t t = 0; t < w.tasks.size(); ++t)
+          if (w.tasks[t].kind == WorkTask::Kind::collective &&
+              plan.collectives[t].communicator == static_cast<int>(c)) {
+            first = describe_task(w, static_cast<int>(t));
+            break;
+          }
+        release(); // the communicators of the groups before: no destructor runs after a throwing constructor
+        throw ExecutionError(first + ": ncclCommInitAll over GPUs " + gpu_list + ": " + nccl_text(status, nullptr));
+      }
+      comms_.push_back(std::move(comms));
+    }
+  }
+  ~Communicators() { release(); }
+  Communicators(const Communicators&)            = delete;
+  Communicators& operator=(const Communicators&) = delete;
+
+  ncclComm_t get(int communicator, std::size_t rank) const
+  {
+    return comms_.at(static_cast<std::size_t>(communicator)).at(rank);
+  }
+  void abort_on_destroy() { abort_ = true; }
+
+private:
+  void release() noexcept
+  {
+    for (const auto& group : comms_)
+      for (ncclComm_t comm : group) {
+        if (abort_)
+          ncclCommAbort(comm);
+        else
+          ncclCommDestroy(comm);
+      }
+    comms_.clear();
+  }
+
+  std::vector<std::vector<ncclComm_t>> comms_;
+  bool abort_ = false;
+};
+
+// ---- one GPU -----------------------------------------------------------------------------------------------------
+
+// A simulated device on its GPU: its streams, and the library handles and workspaces of its compute stream.
+struct SimDevice {
+  int device                 = 0;
+  cudaStream_t compute       = nullptr;
+  cudaStream_t transfer      = nullptr;
+  cudaStream_t collective    = nullptr;
+  cublasHandle_t cublas      = nullptr;
+  cudnnHandle_t cudnn        = nullptr;
+  bool needs_cublas          = false;
+  bool needs_cudnn           = false;
+  std::size_t conv_workspace = 0; // bytes its convolutions' algorithms need
+  DeviceBuffer cublas_workspace, cudnn_workspace;
+  OpStream where;
+};
+
+// A distinct launch of a GPU, and the GPU's shared buffers in its operand order.
+struct PreparedLaunch {
+  std::unique_ptr<ComputeOp> op;
+  OpBuffers buffers; // operands only; the workspace is the issuing device's
+};
+
+// Everything of one GPU, and the host thread that issues its simulated devices' work. The thread makes the GPU's
+// resources (set-up runs on every GPU at once); the main thread frees them, after every thread has stopped.
+class GpuWorker {
+public:
+  GpuWorker(int gpu, const Workload& w, const ExecutionPlan& plan, Coordinator& coordinator, const Communicators& comms,
+            std::vector<cudaEvent_t>& events, CommBuffers& comm, collector::CuptiTracer* tracer)
+      : gpu_(gpu), w_(w), plan_(plan), co_(coordinator), comms_(comms), events_(events), comm_(comm), tracer_(tracer),
+        local_(static_cast<std::size_t>(w.devices), -1)
+  {
+  }
+  ~GpuWorker();
+  GpuWorker(const GpuWorker&)            = delete;
+  GpuWorker& operator=(const GpuWorker&) = delete;
+
+  /// The thread's body: set-up, then warm-up and timed iterations. Reports a failure to the coordinator.
+  void run(int warmup, int iterations);
+  const std::vector<double>& times_s() const { return times_s_; }
+
+private:
+  void setup();
+  void setup_devices();
+  void setup_launches();
+  void setup_communication();
+  void issue(int iteration, int timed_iteration);
+  void issue_compute(int task, int iteration, int timed_iteration);
+  void issue_transfer(int task, int iteration);
+  void issue_collective(int task, int iteration);
+  void check(cudaError_t status, int task, const char* call) const;
+  void copy(void* dst, int dst_gpu, const void* src, int src_gpu, std::size_t bytes, cudaStream_t stream,
+            int task) const;
+  void wait_for(const std::vector<int>& signals, cudaStream_t stream, int iteration, int task);
+  void record(int signal, cudaStream_t stream, int iteration, int task);
+  void synchronize(int iteration, int warmup);
+  SimDevice& local(int device) { return *devices_[static_cast<std::size_t>(local_[static_cast<std::size_t>(device)])]; }
+  bool is_local(int device) const { return plan_.gpu_of[static_cast<std::size_t>(device)] == gpu_; }
+  cudaStream_t stream_of(const PlannedSignal& s);
+  std::string where() const { return "GPU " + std::to_string(gpu_); }
+
+  const int gpu_;
+  const Workload& w_;
+  const ExecutionPlan& plan_;
+  Coordinator& co_;
+  const Communicators& comms_;
+  std::vector<cudaEvent_t>& events_;
+  CommBuffers& comm_;
+  collector::CuptiTracer* tracer_;
+
+  int sm_count_      = 1;
+  cudaStream_t nccl_ = nullptr;
+  std::vector<int> local_; // simulated device -> index into devices_, -1 on other GPUs
+  std::vector<std::unique_ptr<SimDevice>> devices_;
+  std::vector<PreparedLaunch> launches_;
+  DeviceBuffer in1_, in2_, out_, send_, recv_;
+  std::vector<int> owned_signals_;
+  std::vector<double> times_s_;
+  int last_task_ = -1; // the last task this thread issued, to name it when the GPU reports an error later
+};
+
+GpuWorker::~GpuWorker()
+{
+  // Handles before the streams they are bound to; buffers go with the members (cudaFree finds their GPU itself).
+  cudaSetDevice(gpu_);
+  for (int s : owned_signals_)
+    if (events_[static_cast<std::size_t>(s)] != nullptr)
+      cudaEventDestroy(events_[static_cast<std::size_t>(s)]);
+  for (const auto& d : devices_) {
+    if (d->cublas != nullptr)
+      cublasDestroy(d->cublas);
+    if (d->cudnn != nullptr)
+      cudnnDestroy(d->cudnn);
+    for (cudaStream_t s : {d->compute, d->transfer, d->collective})
+      if (s != nullptr)
+        cudaStreamDestroy(s);
+  }
+  if (nccl_ != nullptr)
+    cudaStreamDestroy(nccl_);
+}
+
+void GpuWorker::run(int warmup, int iterations)
+{
+  try {
+    setup();
+    Clock::time_point start = co_.meet(); // every GPU set up and idle
+    for (int it = 0; it < warmup + iterations; ++it) {
+      const int timed = it - warmup; // negative while warming up
+      issue(it, timed);
+      synchronize(it, warmup);
+      const Clock::time_point end = co_.meet();
+      if (timed >= 0)
+        times_s_.push_back(std::chrono::duration<double>(end - start).count());
+      start = end;
+    }
+  } catch (const Aborted&) {
+  } catch (const std::exception& e) {
+    co_.fail(e.what());
+  } catch (...) {
+    co_.fail(where() + ": unknown error");
+  }
+}
+
+// ---- set-up ------------------------------------------------------------------------------------------------------
+
+void GpuWorker::setup()
+{
+  check_cuda(cudaSetDevice(gpu_), "cudaSetDevice(" + std::to_string(gpu_) + ")");
+  check_cuda(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_),
+             where() + ": reading the SM count");
+  sm_count_ = std::max(1, sm_count_);
+  check_cuda(cudaStreamCreateWithFlags(&nccl_, cudaStreamNonBlocking), where() + ": creating the NCCL stream");
+  setup_devices();
+  setup_launches();
+  setup_communication();
+  for (std::size_t s = 0; s < plan_.signals.size(); ++s)
+    if (plan_.signals[s].gpu == gpu_) {
+      owned_signals_.push_back(static_cast<int>(s));
+      // No timing: such events are cheaper to record and to wait on.
+      check_cuda(cudaEventCreateWithFlags(&events_[s], cudaEventDisableTiming), where() + ": creating an event");
+    }
+  check_cuda(cudaDeviceSynchronize(), where() + ": finishing set-up");
+}
+
+void GpuWorker::setup_devices()
+{
+  for (int d : plan_.devices_of[static_cast<std::size_t>(gpu_)]) {
+    local_[static_cast<std::size_t>(d)] = static_cast<int>(devices_.size());
+    auto& sim                           = *devices_.emplace_back(std::make_unique<SimDevice>());
+    sim.device                          = d;
+    const std::string who               = "device " + std::to_string(d) + " (GPU " + std::to_string(gpu_) + ")";
+    for (cudaStream_t* s : {&sim.compute, &sim.transfer, &sim.collective})
+      check_cuda(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), who + ": creating a stream");
+  }
+  // Which libraries each device's launches need: a cuDNN handle is slow to make and unused by GEMM-only steps.
+  for (const WorkTask& t : w_.tasks)
+    if (t.kind == WorkTask::Kind::compute && is_local(t.device))
+      for (const BenchPoint& p : t.launches) {
+        local(t.device).needs_cublas |= p.op == BenchOp::gemm || p.op == BenchOp::batched_gemm;
+        local(t.device).needs_cudnn |= p.op == BenchOp::conv2d;
+      }
+  for (const auto& d : devices_) {
+    const std::string who = "device " + std::to_string(d->device) + " (GPU " + std::to_string(gpu_) + ")";
+    if (d->needs_cublas) {
+      check_cublas(cublasCreate(&d->cublas), who + ": cublasCreate");
+      // cublasSetStream resets the workspace to cuBLAS's default pool: set the stream first. A workspace per
+      // device, not per GPU: cuBLAS may keep reduction flags in it, which concurrent GEMMs must not share.
+      check_cublas(cublasSetStream(d->cublas, d->compute), who + ": cublasSetStream");
+      d->cublas_workspace =
+          DeviceBuffer(cublas_workspace_bytes, gpu_, "the cuBLAS workspace of device " + std::to_string(d->device));
+      check_cublas(cublasSetWorkspace(d->cublas, d->cublas_workspace.get(), d->cublas_workspace.bytes()),
+                   who + ": cublasSetWorkspace");
+    }
+    if (d->needs_cudnn) {
+      check_cudnn(cudnnCreate(&d->cudnn), who + ": cudnnCreate");
+      check_cudnn(cudnnSetStream(d->cudnn, d->compute), who + ": cudnnSetStream");
+    }
+    d->where = OpStream{.stream = d->compute, .cublas = d->cublas, .cudnn = d->cudnn, .sm_count = sm_count_};
+  }
+}
+
+void GpuWorker::setup_launches()
+{
+  const auto& points = plan_.launches[static_cast<std::size_t>(gpu_)];
+  const auto& first  = plan_.first_use[static_cast<std::size_t>(gpu_)];
+  if (points.empty())
+    return;
+  // Each launch reads two operands and writes one; the GPU has one buffer per role, sized for its largest launch,
+  // so inputs keep the values they were filled with and only outputs are overwritten.
+  std::array<std::size_t, 3> role_bytes{0, 0, 0}; // in1, in2, out
+  std::vector<std::array<int, 3>> roles;          // per launch: operand -> role
+  bool f32 = false, f16 = false, bf16 = false;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    PreparedLaunch& launch = launches_.emplace_back();
+    try {
+      launch.op = std::make_unique<ComputeOp>(points[i]);
+    } catch (const Error& e) {
+      throw ExecutionError(launch_text(w_, first[i].first, first[i].second) + ": " + e.what());
+    }
+    const int written                      = launch.op->written_operand();
+    const std::array<std::size_t, 3> bytes = launch.op->operand_bytes();
+    std::array<int, 3> role{};
+    int next_input = 0;
+    for (int o = 0; o < 3; ++o)
+      role[static_cast<std::size_t>(o)] = o == written ? 2 : next_input++;
+    for (std::size_t o = 0; o < 3; ++o) {
+      std::size_t& r = role_bytes[static_cast<std::size_t>(role[o])];
+      r              = std::max(r, bytes[o]);
+    }
+    roles.push_back(role);
+    if (points[i].op != BenchOp::pointwise) {
+      const FillType type = launch.op->fill_type();
+      f32 |= type == FillType::f32;
+      f16 |= type == FillType::f16;
+      bf16 |= type == FillType::bf16;
+    }
+  }
+  const std::string gpu_name = "GPU " + std::to_string(gpu_);
+  in1_                       = DeviceBuffer(role_bytes[0], gpu_, "the first input buffer");
+  in2_                       = DeviceBuffer(role_bytes[1], gpu_, "the second input buffer");
+  out_                       = DeviceBuffer(role_bytes[2], gpu_, "the output buffer");
+  const std::array<void*, 3> role_memory{in1_.get(), in2_.get(), out_.get()};
+  for (std::size_t i = 0; i < launches_.size(); ++i)
+    for (std::size_t o = 0; o < 3; ++o)
+      launches_[i].buffers.operand[o] = role_memory[static_cast<std::size_t>(roles[i][o])];
+
+  // Launches of several element types read the same inputs: fp16 bit patterns of values in [-1, 1) read as
+  // finite, modest numbers in every type (fp32 words, bf16 halves), where fp32's low halves read as bf16 need not.
+  const FillType fill = (f32 + f16 + bf16 > 1) ? FillType::f16
+                        : bf16                 ? FillType::bf16
+                        : f16                  ? FillType::f16
+                                               : FillType::f32;
+  cudaStream_t stream = devices_.front()->compute;
+  for (const DeviceBuffer* b : {&in1_, &in2_})
+    check_cuda(
+        collector::launch_fill(b->get(), b->bytes() / fill_element_bytes(fill), fill, b == &in1_ ? 1u : 2u, stream),
+        gpu_name + ": filling the input buffers");
+
+  // Each convolution's algorithm, chosen once with a trial run on the first device that launches it; the workspace
+  // grows to the largest algorithm's, and each device then gets one as large as its own convolutions need.
+  DeviceBuffer trial_workspace;
+  for (std::size_t i = 0; i < launches_.size(); ++i) {
+    if (points[i].op != BenchOp::conv2d)
+      continue;
+    const auto [task, launch] = first[i];
+    SimDevice& d              = local(w_.tasks[static_cast<std::size_t>(task)].device);
+    try {
+      launches_[i].op->choose_algorithm(d.where, launches_[i].buffers, [&](std::size_t bytes) -> void* {
+        if (trial_workspace.bytes() < bytes) {
+          trial_workspace = DeviceBuffer(); // free the smaller one first
+          trial_workspace = DeviceBuffer(bytes, gpu_, "the cuDNN workspace");
+        }
+        return trial_workspace.get();
+      });
+    } catch (const Error& e) {
+      throw ExecutionError(launch_text(w_, task, launch) + ": " + e.what());
+    }
+  }
+  for (std::size_t task = 0; task < w_.tasks.size(); ++task) {
+    const WorkTask& t = w_.tasks[task];
+    if (t.kind == WorkTask::Kind::compute && is_local(t.device))
+      for (int i : plan_.launch_index[task]) {
+        std::size_t& need = local(t.device).conv_workspace;
+        need              = std::max(need, launches_[static_cast<std::size_t>(i)].op->workspace_bytes());
+      }
+  }
+  for (std::size_t k = 0; k < devices_.size(); ++k) {
+    SimDevice& d = *devices_[k];
+    if (d.conv_workspace == 0)
+      continue;
+    if (k == 0 && trial_workspace.bytes() >= d.conv_workspace)
+      d.cudnn_workspace = std::move(trial_workspace); // one device per GPU, the usual case: no second allocation
+    else
+      d.cudnn_workspace =
+          DeviceBuffer(d.conv_workspace, gpu_, "the cuDNN workspace of device " + std::to_string(d.device));
+  }
+}
+
+void GpuWorker::setup_communication()
+{
+  const std::size_t bytes = plan_.comm_bytes[static_cast<std::size_t>(gpu_)];
+  if (bytes == 0)
+    return;
+  const std::string gpu_name = "GPU " + std::to_string(gpu_);
+  send_                      = DeviceBuffer(bytes, gpu_, "the send buffer");
+  recv_                      = DeviceBuffer(bytes, gpu_, "the receive buffer");
+  const FillType fill        = fill_type_of(w_.dtype);
+  check_cuda(collector::launch_fill(send_.get(), bytes / fill_element_bytes(fill), fill, 3, nccl_),
+             gpu_name + ": filling the send buffer");
+  comm_.send[static_cast<std::size_t>(gpu_)] = send_.get();
+  comm_.recv[static_cast<std::size_t>(gpu_)] = recv_.get();
+}
+
+// ---- one iteration -----------------------------------------------------------------------------------------------
+
+cudaStream_t GpuWorker::stream_of(const PlannedSignal& s)
+{
+  switch (s.lane) {
+  case Lane::compute:
+    return local(s.device).compute;
+  case Lane::transfer:
+    return local(s.device).transfer;
+  case Lane::collective:
+    return local(s.device).collective;
+  case Lane::nccl:
+    return nccl_;
+  }
+  return nullptr;
+}
+
+void GpuWorker::wait_for(const std::vector<int>& signals, cudaStream_t stream, int iteration, int task)
+{
+  for (int s : signals) {
+    const PlannedSignal& p = plan_.signals[static_cast<std::size_t>(s)];
+    if (p.gpu != gpu_)
+      co_.await(s, iteration); // recorded by another thread: only once it has, is there something to wait on
+    else if (stream_of(p) == stream)
+      continue; // earlier work on the same stream: already in order
+    check(cudaStreamWaitEvent(stream, events_[static_cast<std::size_t>(s)], 0), task, "cudaStreamWaitEvent");
+  }
+}
+
+void GpuWorker::record(int signal, cudaStream_t stream, int iteration, int task)
+{
+  check(cudaEventRecord(events_[static_cast<std::size_t>(signal)], stream), task, "cudaEventRecord");
+  if (plan_.signals[static_cast<std::size_t>(signal)].cross_thread)
+    co_.publish(signal, iteration);
+}
+
+void GpuWorker::issue(int iteration, int timed_iteration)
+{
+  for (std::size_t i = 0; i < w_.tasks.size(); ++i) {
+    const WorkTask& t = w_.tasks[i];
+    const int task    = static_cast<int>(i);
+    switch (t.kind) {
+    case WorkTask::Kind::compute:
+      if (is_local(t.device)) {
+        last_task_ = task;
+        issue_compute(task, iteration, timed_iteration);
+      }
+      break;
+    case WorkTask::Kind::transfer:
+      if (is_local(t.src)) {
+        last_task_ = task;
+        issue_transfer(task, iteration);
+      }
+      break;
+    case WorkTask::Kind::collective:
+      if (std::any_of(t.group.begin(), t.group.end(), [&](int d) { return is_local(d); })) {
+        last_task_ = task;
+        issue_collective(task, iteration);
+      }
+      break;
+    }
+  }
+}
+
+void GpuWorker::issue_compute(int task, int iteration, int timed_iteration)
+{
+  const auto i      = static_cast<std::size_t>(task);
+  const WorkTask& t = w_.tasks[i];
+  SimDevice& d      = local(t.device);
+  wait_for(plan_.waits[i][0], d.compute, iteration, task);
+  for (std::size_t l = 0; l < t.launches.size(); ++l) {
+    const PreparedLaunch& launch = launches_[static_cast<std::size_t>(plan_.launch_index[i][l])];
+    OpBuffers buffers            = launch.buffers;
+    buffers.workspace            = d.cudnn_workspace.get();
+    buffers.workspace_bytes      = d.cudnn_workspace.bytes();
+    try {
+      if (tracer_ != nullptr && timed_iteration >= 0) {
+        const collector::ExternalIdScope scope(*tracer_, trace_id(task, static_cast<int>(l), timed_iteration));
+        launch.op->launch(d.where, buffers);
+      } else {
+        launch.op->launch(d.where, buffers);
+      }
+    } catch (const Error& e) {
+      throw ExecutionError(launch_text(w_, task, static_cast<int>(l)) + ": " + e.what());
+    }
+  }
+  record(plan_.task_signal[i], d.compute, iteration, task);
+}
+
+void GpuWorker::check(cudaError_t status, int task, const char* call) const
+{
+  // The message is only built on failure: this runs for every task of every timed iteration.
+  if (status != cudaSuccess)
+    throw ExecutionError(describe_task(w_, task) + ": " + call + ": " + collector::cuda_error_text(status));
+}
+
+void GpuWorker::copy(void* dst, int dst_gpu, const void* src, int src_gpu, std::size_t bytes, cudaStream_t stream,
+                     int task) const
+{
+  if (src_gpu == dst_gpu)
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), task, "cudaMemcpyAsync");
+  else
+    check(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, stream), task, "cudaMemcpyPeerAsync");
+}
+
+void GpuWorker::issue_transfer(int task, int iteration)
+{
+  const auto i      = static_cast<std::size_t>(task);
+  const WorkTask& t = w_.tasks[i];
+  SimDevice& src    = local(t.src);
+  wait_for(plan_.waits[i][0], src.transfer, iteration, task);
+  if (const std::size_t bytes = whole_bytes(t.bytes); bytes > 0) {
+    // Pushed from the source's stream, as a pipeline stage sends its activations.
+    const int dst_gpu = plan_.gpu_of[static_cast<std::size_t>(t.dst)];
+    copy(comm_.recv[static_cast<std::size_t>(dst_gpu)], dst_gpu, send_.get(), gpu_, bytes, src.transfer, task);
+  }
+  record(plan_.task_signal[i], src.transfer, iteration, task);
+}
+
+void GpuWorker::issue_collective(int task, int iteration)
+{
+  const auto i               = static_cast<std::size_t>(task);
+  const WorkTask& t          = w_.tasks[i];
+  const PlannedCollective& c = plan_.collectives[i];
+  const std::size_t n        = t.group.size();
+  if (c.nccl) {
+    for (std::size_t k = 0; k < n; ++k) {
+      if (!is_local(t.group[k]))
+        continue;
+      wait_for(plan_.waits[i][k], nccl_, iteration, task);
+      if (c.count > 0) {
+        const ncclComm_t comm     = comms_.get(c.communicator, k);
+        const ncclDataType_t type = nccl_type(w_.dtype);
+        ncclResult_t status       = ncclSuccess;
+        const char* call          = "ncclAllReduce";
+        if (t.collective == "all_reduce") {
+          status = ncclAllReduce(send_.get(), recv_.get(), c.count, type, ncclSum, comm, nccl_);
+        } else if (t.collective == "all_gather") {
+          call   = "ncclAllGather";
+          status = ncclAllGather(send_.get(), recv_.get(), c.count / n, type, comm, nccl_);
+        } else {
+          call   = "ncclReduceScatter";
+          status = ncclReduceScatter(send_.get(), recv_.get(), c.count / n, type, ncclSum, comm, nccl_);
+        }
+        if (status != ncclSuccess)
+          throw ExecutionError(describe_task(w_, task) + ", on device " + std::to_string(t.group[k]) + ": " + call +
+                               ": " + nccl_text(status, comm));
+      }
+      record(c.done[k], nccl_, iteration, task);
+    }
+    return;
+  }
+  // Emulated: every local member marks that it reached the collective, then, once all members have, pulls its share
+  // of the ring's traffic from its predecessor.
+  for (std::size_t k = 0; k < n; ++k)
+    if (is_local(t.group[k])) {
+      SimDevice& d = local(t.group[k]);
+      wait_for(plan_.waits[i][k], d.collective, iteration, task);
+      record(c.ready[k], d.collective, iteration, task);
+    }
+  for (std::size_t k = 0; k < n; ++k) {
+    if (!is_local(t.group[k]))
+      continue;
+    SimDevice& d = local(t.group[k]);
+    wait_for(c.ready, d.collective, iteration, task);
+    if (c.copy_bytes > 0) {
+      const int pred_gpu = plan_.gpu_of[static_cast<std::size_t>(t.group[(k + n - 1) % n])];
+      const void* src    = comm_.send[static_cast<std::size_t>(pred_gpu)];
+      const int copies   = t.collective == "all_reduce" ? 2 : 1; // reduce-scatter, then all-gather
+      for (int phase = 0; phase < copies; ++phase) // pulled from the predecessor, on this member's own stream
+        copy(recv_.get(), gpu_, src, pred_gpu, c.copy_bytes, d.collective, task);
+    }
+    record(c.done[k], d.collective, iteration, task);
+  }
+}
+
+void GpuWorker::synchronize(int iteration, int warmup)
+{
+  const std::string when = iteration < warmup ? "warm-up iteration " + std::to_string(iteration + 1)
+                                              : "timed iteration " + std::to_string(iteration - warmup + 1);
+  // Polled rather than blocked on: a thread stuck in a stream whose NCCL peer failed would never see the failure.
+  auto drain = [&](cudaStream_t stream) {
+    for (;;) {
+      const cudaError_t status = cudaStreamQuery(stream);
+      if (status == cudaSuccess)
+        return;
+      if (status != cudaErrorNotReady)
+        throw ExecutionError(
+            where() + ", " + when + ": the GPU reported an error running its work" +
+            (last_task_ >= 0 ? " (the last task it was given: " + describe_task(w_, last_task_) + ")" : std::string()) +
+            ": " + collector::cuda_error_text(status));
+      if (co_.failed())
+        throw Aborted{};
+      std::this_thread::yield();
+    }
+  };
+  for (const auto& d : devices_)
+    for (cudaStream_t s : {d->compute, d->transfer, d->collective})
+      drain(s);
+  drain(nccl_);
+}
+
+// ---- around the run ----------------------------------------------------------------------------------------------
+
+// "NVIDIA H100 80GB HBM3 x2 (driver 13.0)": the GPUs used, grouped by name.
+std::string describe_gpus(int gpus)
+{
+  std::vector<std::pair<std::string, int>> names;
+  for (int g = 0; g < gpus; ++g) {
+    cudaDeviceProp prop{};
+    const std::string name = cudaGetDeviceProperties(&prop, g) == cudaSuccess ? prop.name : "unknown GPU";
+    if (!names.empty() && names.back().first == name)
+      ++names.back().second;
+    else
+      names.emplace_back(name, 1);
+  }
+  std::string out;
+  for (const auto& [name, count] : names)
+    out += (out.empty() ? "" : " + ") + name + " x" + std::to_string(count);
+  int v = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess) // 13000 -> "13.0"
+    out += " (driver " + version_text(v / 1000, v % 1000 / 10) + ")";
+  return out;
+}
+
+// Peer access for the GPU pairs that copy to each other, so that copies go over NVLink or PCIe directly.
+void enable_peer_access(const ExecutionPlan& plan, std::vector<std::string>& notes)
+{
+  for (const auto& [a, b] : plan.peer_pairs) {
+    for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+      int can = 0;
+      check_cuda(cudaDeviceCanAccessPeer(&can, from, to),
+                 "cudaDeviceCanAccessPeer(" + std::to_string(from) + ", " + std::to_string(to) + ")");
+      if (can == 0) {
+        if (from == a)
+          notes.push_back("GPUs " + std::to_string(a) + " and " + std::to_string(b) +
+                          " have no peer access: copies between them are staged through the host");
+        break;
+      }
+      check_cuda(cudaSetDevice(from), "cudaSetDevice(" + std::to_string(from) + ")");
+      const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
+      if (status == cudaErrorPeerAccessAlreadyEnabled)
+        cudaGetLastError(); // not an error here, but the runtime keeps it as the last one
+      else
+        check_cuda(status, "enabling peer access from GPU " + std::to_string(from) + " to GPU " + std::to_string(to));
+    }
+  }
+}
+
+// One record per launch of a timed iteration: its kernels' span, as the collector times a microbenchmark run.
+void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
+                        const std::vector<collector::GpuActivity>& activities, traces::TraceSet& out)
+{
+  std::map<std::uint64_t, std::vector<const collector::GpuActivity*>> runs;
+  for (const collector::GpuActivity& a : activities)
+    if (a.kind == collector::GpuActivity::Kind::kernel && a.external_id != 0)
+      runs[a.external_id].push_back(&a);
+  for (auto& [id, run] : runs) {
+    const std::uint64_t task   = (id >> (2 * id_field_bits)) - 1;
+    const std::uint64_t launch = (id >> id_field_bits) & (id_field_limit - 1);
+    if (task >= w.tasks.size() || launch >= w.tasks[task].launches.size())
+      continue; // not one of ours
+    const BenchPoint& p = w.tasks[task].launches[launch];
+    std::stable_sort(run.begin(), run.end(), [](const auto* x, const auto* y) { return x->start_ns < y->start_ns; });
+    std::uint64_t first = run.front()->start_ns, last = run.front()->end_ns;
+    const collector::GpuActivity* longest = run.front();
+    std::string names;
+    std::vector<const std::string*> seen;
+    for (const collector::GpuActivity* a : run) {
+      first = std::min(first, a->start_ns);
+      last  = std::max(last, a->end_ns);
+      if (a->end_ns - a->start_ns > longest->end_ns - longest->start_ns)
+        longest = a;
+      if (std::none_of(seen.begin(), seen.end(), [&](const std::string* s) { return *s == a->name; })) {
+        seen.push_back(&a->name);
+        names += (names.empty() ? "" : "+") + a->name;
+      }
+    }
+    traces::KernelRecord k;
+    k.name       = names;
+    k.start_s    = tracer.host_seconds(first);
+    k.duration_s = static_cast<double>(last - first) * 1e-9;
+    k.device     = run.front()->device;
+    k.stream     = run.front()->stream;
+    k.grid       = longest->grid;
+    k.block      = longest->block;
+    k.op         = calibration::bench_op_name(p.op);
+    k.flop       = p.flop();
+    k.bytes      = p.traffic_bytes();
+    k.dtype      = p.dtype;
+    k.point      = static_cast<int>(task) + 1;
+    k.shape      = p.shape_key();
+    out.kernels.push_back(std::move(k));
+  }
+  std::stable_sort(out.kernels.begin(), out.kernels.end(),
+                   [](const traces::KernelRecord& x, const traces::KernelRecord& y) { return x.start_s < y.start_s; });
+}
+
+void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunOptions& options,
+                    const collector::CuptiTracer& tracer, const std::string& device, traces::TraceSet& out)
+{
+  auto& p     = out.provenance;
+  p["source"] = "ddlsim-run-cuda";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+    p["device"]   = prop.name;
+    p["sm_count"] = std::to_string(prop.multiProcessorCount);
+  }
+  p["gpus"]              = std::to_string(plan.gpus);
+  p["devices"]           = device;
+  p["workload"]          = w.label;
+  p["simulated_devices"] = std::to_string(w.devices);
+  int v                  = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess)
+    p["driver"] = version_text(v / 1000, v % 1000 / 10);
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+    p["cuda_runtime"] = version_text(v / 1000, v % 1000 / 10);
+  const auto cudnn = static_cast<int>(cudnnGetVersion()); // 91900 -> 9.19.0 (cuDNN 9 numbering)
+  p["cudnn"]       = cudnn >= 90000 ? version_text(cudnn / 10000, cudnn % 10000 / 100, cudnn % 100)
+                                    : version_text(cudnn / 1000, cudnn % 1000 / 100, cudnn % 100);
+  if (ncclGetVersion(&v) == ncclSuccess) // 22809 -> 2.28.9
+    p["nccl_version"] = v >= 10000 ? version_text(v / 10000, v % 10000 / 100, v % 100)
+                                   : version_text(v / 1000, v % 1000 / 100, v % 100);
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  p["date"]      = date;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0)
+    p["host"] = host;
+  p["command"]    = options.command;
+  p["timing"]     = "cupti";
+  p["iterations"] = std::to_string(options.iterations) + " timed after " + std::to_string(options.warmup) + " warm-up";
+  p["point"]      = "workload task index + 1; one record per launch and timed iteration";
+  p["start_s"]    = "host steady_clock seconds since ddlsim-run-cuda started";
+  p["dropped_records"] = std::to_string(tracer.dropped_records());
+}
+
+} // namespace
+
+GpuCount count_visible_gpus()
+{
+  int count                = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return {0, collector::cuda_error_text(status)};
+  }
+  return {count, ""};
+}
+
+CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, const CudaRunHooks& hooks)
+{
+  auto warn = [&](const std::string& message) {
+    if (hooks.on_warning_cb)
+      hooks.on_warning_cb(message);
+  };
+  if (options.warmup < 0 || options.iterations < 1 || static_cast<std::uint64_t>(options.iterations) >= id_field_limit)
+    throw ExecutionError("iterations must lie in [1, " + std::to_string(id_field_limit - 1) +
+                         "] and warm-up iterations must not be negative");
+  const Clock::time_point origin = Clock::now();
+  const GpuCount visible         = count_visible_gpus();
+  if (visible.count < 1)
+    throw ExecutionError("no CUDA GPU is visible (" +
+                         (visible.error.empty() ? std::string("cudaGetDeviceCount found none") : visible.error) + ")");
+  const ExecutionPlan plan = plan_execution(w, {.visible_gpus = visible.count, .map_devices = options.map_devices});
+
+  CudaRunResult result;
+  std::vector<std::string>& notes = result.execution.notes;
+  if (plan.mapped)
+    notes.push_back(std::to_string(w.devices) + " devices mapped onto " + std::to_string(plan.gpus) +
+                    (plan.gpus == 1 ? " GPU" : " GPUs"));
+  if (plan.emulated_collectives > 0)
+    notes.push_back(std::to_string(plan.emulated_collectives) +
+                    " collective(s) over devices that share a GPU emulated with device-to-device copies (NCCL holds "
+                    "one rank per GPU): 2(n-1)/n x bytes per member for all_reduce, (n-1)/n x bytes otherwise");
+
+  // Declared first, so that it is destroyed last: CUPTI sees everything the run does.
+  std::unique_ptr<collector::CuptiTracer> tracer;
+  if (options.trace) {
+    const bool fits = w.tasks.size() + 1 < id_task_limit &&
+                      std::all_of(w.tasks.begin(), w.tasks.end(),
+                                  [](const WorkTask& t) { return t.launches.size() < id_field_limit; });
+    if (!fits) {
+      warn("the workload is too large to tie CUPTI records to its launches; running without a trace");
+    } else {
+      try {
+        tracer = std::make_unique<collector::CuptiTracer>(origin);
+        notes.push_back("CUPTI traced the timed iterations (--trace): its per-launch cost is in their times");
+      } catch (const collector::CuptiUnavailable& e) {
+        warn(std::string("CUPTI cannot trace here (") + e.what() + "); running without a trace");
+      }
+    }
+  }
+
+  Coordinator coordinator(plan.gpus, plan.signals.size());
+  std::vector<cudaEvent_t> events(plan.signals.size(), nullptr);
+  CommBuffers comm{std::vector<void*>(static_cast<std::size_t>(plan.gpus), nullptr),
+                   std::vector<void*>(static_cast<std::size_t>(plan.gpus), nullptr)};
+  // The workers are declared before the communicators and so freed after them: aborting NCCL after a failure stops
+  // kernels still waiting for a peer, which freeing their memory would otherwise wait for forever.
+  std::vector<std::unique_ptr<GpuWorker>> workers;
+  enable_peer_access(plan, notes);
+  Communicators comms(w, plan);
+  for (int g = 0; g < plan.gpus; ++g)
+    workers.push_back(std::make_unique<GpuWorker>(g, w, plan, coordinator, comms, events, comm, tracer.get()));
+
+  std::vector<std::thread> threads;
+  try {
+    for (int g = 0; g < plan.gpus; ++g)
+      threads.emplace_back([&, g] { workers[static_cast<std::size_t>(g)]->run(options.warmup, options.iterations); });
+  } catch (const std::exception& e) {
+    coordinator.fail(std::string("cannot start a host thread per GPU: ") + e.what()); // those running stop
+  }
+  for (std::thread& t : threads)
+    t.join();
+  if (coordinator.failed()) {
+    comms.abort_on_destroy();
+    throw ExecutionError(coordinator.error());
+  }
+
+  result.execution.device       = describe_gpus(plan.gpus);
+  result.execution.iterations_s = workers.front()->times_s();
+  if (tracer) {
+    traces::TraceSet set;
+    add_kernel_records(w, *tracer, tracer->take(), set);
+    describe_trace(w, plan, options, *tracer, result.execution.device, set);
+    if (tracer->dropped_records() > 0 || tracer->incomplete_records() > 0)
+      warn("CUPTI lost " + std::to_string(tracer->dropped_records()) + " activity record(s) (" +
+           std::to_string(tracer->incomplete_records()) + " more without timestamps): some launches have no record");
+    result.trace = std::move(set);
+  }
+  return result;
+}
+
+} // namespace ddlsim::backends::cuda

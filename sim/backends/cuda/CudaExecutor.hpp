@@ -1,0 +1,61 @@
+// The CUDA execution backend: runs one training iteration, given as a Workload, for real on the visible NVIDIA
+// GPUs and measures how long it takes.
+//
+// The layout is ExecutionPlan's (one host thread per GPU, a simulated device's compute / transfer / collective
+// streams, NCCL per distinct group or copies that emulate it). Everything a step needs is made before the first
+// timed iteration: per GPU, buffers sized for its largest launch and shared by its launches, cuBLAS and cuDNN
+// handles, each convolution's algorithm and workspace (collector::ComputeOp, the code the microbenchmarks time),
+// the NCCL communicators, the events; nothing is allocated while timing. Each iteration starts once every GPU has
+// finished the previous one and every thread has met at a barrier, and lasts, in host wall time, until the last
+// GPU has finished. `warmup` untimed iterations come first.
+//
+// With `trace`, CUPTI records the kernels of the timed iterations, and each launch becomes one
+// traces::KernelRecord (its kernels' span, as the collector records a microbenchmark run) carrying the launch's
+// op, flop, bytes and dtype, with point = task index + 1: a cross-check also yields calibration data.
+//
+// Library code: nothing is printed; warnings go to on_warning_cb.
+//
+//   const Workload w = read_workload("point3.workload.json");
+//   CudaRunResult r = run_on_gpus(w, {.warmup = 1, .iterations = 5});   // throws ExecutionError
+//   write_execution_result(r.execution, out);
+#pragma once
+
+#include "sim/backends/Workload.hpp"
+#include "traces/TraceRecords.hpp"
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace ddlsim::backends::cuda {
+
+struct CudaRunOptions {
+  int warmup       = 1;     ///< untimed iterations first
+  int iterations   = 5;     ///< timed iterations, at least 1
+  bool map_devices = false; ///< more simulated devices than GPUs: device d on GPU d % GPUs, on its own streams
+  bool trace       = false; ///< record the timed iterations' kernels with CUPTI
+  std::string command;      ///< the command line, for the trace's provenance
+};
+
+struct CudaRunHooks {
+  std::function<void(const std::string&)> on_warning_cb; ///< CUPTI unavailable, records lost
+};
+
+struct CudaRunResult {
+  ExecutionResult execution;
+  std::optional<traces::TraceSet> trace; ///< with options.trace, unless CUPTI could not trace
+};
+
+/// The CUDA GPUs this process sees, or why it sees none.
+struct GpuCount {
+  int count = 0;
+  std::string error; ///< cudaGetDeviceCount's error text when it failed ("... (cudaErrorNoDevice)"); else empty
+};
+GpuCount count_visible_gpus();
+
+/// Runs `workload` options.warmup + options.iterations times. Throws ExecutionError with one line naming what failed
+/// (a task and launch: "task 12 (compute on device 1), launch 3 gemm bf16 m=4096 n=1024 k=1024: cublasGemmEx: ...";
+/// a device's set-up; too few GPUs without map_devices), after freeing everything it made.
+CudaRunResult run_on_gpus(const Workload& workload, const CudaRunOptions& options, const CudaRunHooks& hooks = {});
+
+} // namespace ddlsim::backends::cuda

@@ -1,0 +1,214 @@
+#include "sim/backends/cuda/ExecutionPlan.hpp"
+
+#include "common/Error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace ddlsim::backends::cuda {
+namespace {
+
+std::size_t whole_bytes(double bytes)
+{
+  return bytes > 0 ? static_cast<std::size_t>(std::llround(bytes)) : 0;
+}
+
+std::string device_list(const std::vector<int>& devices)
+{
+  std::string out;
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    out += (i ? "," : "") + std::to_string(devices[i]);
+  return out;
+}
+
+// Launches that run the same kernels: the label names op, dtype and shape, except a plain GEMM's batch.
+std::string launch_key(const calibration::BenchPoint& p)
+{
+  return p.label() + " batch=" + std::to_string(p.batch);
+}
+
+} // namespace
+
+double dtype_bytes(const std::string& dtype)
+{
+  if (dtype == "fp16" || dtype == "bf16")
+    return 2.0;
+  if (dtype == "fp8")
+    return 1.0;
+  return 4.0;
+}
+
+std::string describe_task(const Workload& w, int task)
+{
+  const WorkTask& t      = w.tasks.at(static_cast<std::size_t>(task));
+  const std::string head = "task " + std::to_string(task) + " (";
+  char bytes[32];
+  std::snprintf(bytes, sizeof bytes, "%.0f", t.bytes);
+  switch (t.kind) {
+  case WorkTask::Kind::compute:
+    return head + "compute on device " + std::to_string(t.device) + ")";
+  case WorkTask::Kind::transfer:
+    return head + "transfer of " + bytes + " B from device " + std::to_string(t.src) + " to device " +
+           std::to_string(t.dst) + ")";
+  case WorkTask::Kind::collective:
+    return head + t.collective + " of " + bytes + " B over devices " + device_list(t.group) + ")";
+  }
+  return head + "?)";
+}
+
+ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
+{
+  if (options.visible_gpus < 1)
+    throw ExecutionError("no CUDA GPU is visible");
+  if (w.devices > options.visible_gpus && !options.map_devices)
+    throw ExecutionError("the workload needs " + std::to_string(w.devices) + " GPUs, " +
+                         std::to_string(options.visible_gpus) + (options.visible_gpus == 1 ? " is" : " are") +
+                         " visible");
+  ExecutionPlan plan;
+  plan.gpus   = std::min(w.devices, options.visible_gpus);
+  plan.mapped = w.devices > options.visible_gpus;
+  plan.devices_of.resize(static_cast<std::size_t>(plan.gpus));
+  for (int d = 0; d < w.devices; ++d) {
+    plan.gpu_of.push_back(d % plan.gpus);
+    plan.devices_of[static_cast<std::size_t>(d % plan.gpus)].push_back(d);
+  }
+  plan.element_bytes = dtype_bytes(w.dtype);
+  auto gpu           = [&](int device) { return plan.gpu_of[static_cast<std::size_t>(device)]; };
+
+  const std::size_t tasks = w.tasks.size();
+  plan.task_signal.assign(tasks, -1);
+  plan.collectives.resize(tasks);
+  plan.waits.resize(tasks);
+  plan.launch_index.resize(tasks);
+  plan.launches.resize(static_cast<std::size_t>(plan.gpus));
+  plan.first_use.resize(static_cast<std::size_t>(plan.gpus));
+  plan.comm_bytes.assign(static_cast<std::size_t>(plan.gpus), 0);
+  std::vector<std::map<std::string, int>> launch_ids(static_cast<std::size_t>(plan.gpus));
+  std::map<std::vector<int>, int> communicator_ids;
+  std::set<std::pair<int, int>> peers;
+
+  auto add_signal = [&](int task, int device, Lane lane) {
+    plan.signals.push_back({.task = task, .device = device, .lane = lane, .gpu = gpu(device)});
+    return static_cast<int>(plan.signals.size()) - 1;
+  };
+  auto grow_comm = [&](int g, std::size_t bytes) {
+    std::size_t& b = plan.comm_bytes[static_cast<std::size_t>(g)];
+    b              = std::max(b, bytes);
+  };
+  auto add_peers = [&](int a, int b) {
+    if (a != b)
+      peers.insert({std::min(a, b), std::max(a, b)});
+  };
+  // What work issued on `device` waits for, from the signals of the tasks before it (all planned already).
+  auto waits_of = [&](const WorkTask& t, int device) {
+    std::vector<int> out;
+    auto add = [&](int s) {
+      if (std::find(out.begin(), out.end(), s) == out.end())
+        out.push_back(s);
+    };
+    for (int a : t.after) {
+      const WorkTask& before = w.tasks[static_cast<std::size_t>(a)];
+      if (before.kind != WorkTask::Kind::collective) {
+        add(plan.task_signal[static_cast<std::size_t>(a)]);
+        continue;
+      }
+      const PlannedCollective& c = plan.collectives[static_cast<std::size_t>(a)];
+      const auto member          = std::find(before.group.begin(), before.group.end(), device);
+      if (member != before.group.end())
+        add(c.done[static_cast<std::size_t>(member - before.group.begin())]);
+      else
+        for (int s : c.done)
+          add(s);
+    }
+    return out;
+  };
+
+  for (std::size_t i = 0; i < tasks; ++i) {
+    const WorkTask& t = w.tasks[i];
+    const int task    = static_cast<int>(i);
+    switch (t.kind) {
+    case WorkTask::Kind::compute: {
+      const int g = gpu(t.device);
+      plan.waits[i].push_back(waits_of(t, t.device));
+      plan.task_signal[i] = add_signal(task, t.device, Lane::compute);
+      auto& ids           = launch_ids[static_cast<std::size_t>(g)];
+      for (std::size_t l = 0; l < t.launches.size(); ++l) {
+        const auto [it, added] = ids.try_emplace(launch_key(t.launches[l]), static_cast<int>(ids.size()));
+        if (added) {
+          plan.launches[static_cast<std::size_t>(g)].push_back(t.launches[l]);
+          plan.first_use[static_cast<std::size_t>(g)].push_back({task, static_cast<int>(l)});
+        }
+        plan.launch_index[i].push_back(it->second);
+      }
+      break;
+    }
+    case WorkTask::Kind::transfer: {
+      plan.waits[i].push_back(waits_of(t, t.src));
+      plan.task_signal[i] = add_signal(task, t.src, Lane::transfer);
+      grow_comm(gpu(t.src), whole_bytes(t.bytes));
+      grow_comm(gpu(t.dst), whole_bytes(t.bytes));
+      add_peers(gpu(t.src), gpu(t.dst));
+      break;
+    }
+    case WorkTask::Kind::collective: {
+      PlannedCollective& c = plan.collectives[i];
+      const std::size_t n  = t.group.size();
+      std::set<int> member_gpus;
+      for (int d : t.group)
+        member_gpus.insert(gpu(d));
+      c.nccl = member_gpus.size() == n;
+      if (c.nccl && n > 0) {
+        const auto [it, added] = communicator_ids.try_emplace(t.group, static_cast<int>(plan.communicators.size()));
+        if (added)
+          plan.communicators.push_back(t.group);
+        c.communicator = it->second;
+        c.count        = whole_bytes(t.bytes / plan.element_bytes);
+        if (t.collective != "all_reduce" && c.count > 0)
+          c.count = (c.count + n - 1) / n * n;
+        for (int d : t.group)
+          grow_comm(gpu(d), static_cast<std::size_t>(static_cast<double>(c.count) * plan.element_bytes));
+      } else if (n > 0) {
+        ++plan.emulated_collectives;
+        c.copy_bytes = whole_bytes(t.bytes * static_cast<double>(n - 1) / static_cast<double>(n));
+        for (std::size_t k = 0; k < n; ++k) {
+          const int pred = t.group[(k + n - 1) % n];
+          grow_comm(gpu(t.group[k]), c.copy_bytes);
+          add_peers(gpu(t.group[k]), gpu(pred));
+        }
+      }
+      for (int d : t.group) {
+        plan.waits[i].push_back(waits_of(t, d));
+        c.done.push_back(add_signal(task, d, c.nccl ? Lane::nccl : Lane::collective));
+        if (!c.nccl)
+          c.ready.push_back(add_signal(task, d, Lane::collective));
+      }
+      break;
+    }
+    }
+  }
+
+  // A signal is cross-thread when work on another GPU waits for it.
+  for (std::size_t i = 0; i < tasks; ++i) {
+    const WorkTask& t = w.tasks[i];
+    for (std::size_t slot = 0; slot < plan.waits[i].size(); ++slot) {
+      const int device = t.kind == WorkTask::Kind::compute    ? t.device
+                         : t.kind == WorkTask::Kind::transfer ? t.src
+                                                              : t.group[slot];
+      for (int s : plan.waits[i][slot])
+        if (plan.signals[static_cast<std::size_t>(s)].gpu != gpu(device))
+          plan.signals[static_cast<std::size_t>(s)].cross_thread = true;
+    }
+    if (t.kind == WorkTask::Kind::collective && !plan.collectives[i].nccl)
+      for (int s : plan.collectives[i].ready)
+        for (int d : t.group)
+          if (plan.signals[static_cast<std::size_t>(s)].gpu != gpu(d))
+            plan.signals[static_cast<std::size_t>(s)].cross_thread = true;
+  }
+  plan.peer_pairs.assign(peers.begin(), peers.end());
+  return plan;
+}
+
+} // namespace ddlsim::backends::cuda

@@ -1,0 +1,102 @@
+// How the CUDA backend lays a workload onto GPUs, streams and host threads: the bookkeeping of a run, worked out
+// once before any GPU is touched, with nothing but the C++ standard library.
+//
+//   devices      simulated device d runs on GPU d, or on GPU d % visible GPUs when the workload has more devices
+//                than there are GPUs and mapping is allowed; each simulated device has its own streams (compute,
+//                transfer, collective) on its GPU, and one host thread per GPU issues the tasks of its devices
+//   compute      a task's launches, in order, on its device's compute stream; the distinct launches of a GPU are
+//                prepared once (launch_index) and share the GPU's operand buffers
+//   transfer     issued on the source device's transfer stream: src's send buffer -> dst's receive buffer
+//   collective   NCCL, one communicator per distinct group, when the members sit on distinct GPUs: each member's
+//                thread issues its call on its GPU's NCCL stream (one per GPU, so that every GPU meets its
+//                collectives in workload order and communicators cannot deadlock one another). When members share a
+//                GPU (NCCL holds one rank per GPU), the ring's traffic is emulated: each member, once every member
+//                has reached the collective (its "ready" signal), copies (n-1)/n x bytes from its ring
+//                predecessor's send buffer into its receive buffer, twice for all_reduce (reduce-scatter, then
+//                all-gather), on its collective stream
+//   signals      every task ends in a signal per issuing device: a CUDA event its thread records and a flag that
+//                threads of other GPUs wait on before they wait on the event (waiting on an event not yet recorded
+//                is a no-op in CUDA). A task waits for the signals of its `after` tasks; for a collective, its own
+//                member's signal when the waiting device is a member, else every member's
+//
+//   ExecutionPlan plan = plan_execution(workload, {.visible_gpus = 2, .map_devices = true});
+//   for (int s : plan.waits[task][0]) ... plan.signals[s].gpu ...
+#pragma once
+
+#include "calibration/Microbench.hpp"
+#include "sim/backends/Workload.hpp"
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ddlsim::backends::cuda {
+
+struct MappingOptions {
+  int visible_gpus = 0;
+  bool map_devices = false; ///< run more simulated devices than GPUs, device d on GPU d % visible_gpus
+};
+
+/// The stream work goes to: one of a simulated device's own, or its GPU's NCCL stream.
+enum class Lane { compute, transfer, collective, nccl };
+
+/// A point in a task's progress that other work waits for: recorded by one thread on one stream.
+struct PlannedSignal {
+  int task          = 0;
+  int device        = 0; ///< the simulated device whose stream records it
+  Lane lane         = Lane::compute;
+  int gpu           = 0;     ///< its device's GPU, whose host thread records it
+  bool cross_thread = false; ///< a thread of another GPU waits for it
+};
+
+struct PlannedCollective {
+  bool nccl        = false; ///< NCCL (members on distinct GPUs) or emulated with copies
+  int communicator = -1;    ///< NCCL: index into ExecutionPlan::communicators
+  /// NCCL: elements of each rank's larger buffer (bytes / element, rounded; all_gather and reduce_scatter: up to a
+  /// multiple of the group size, as nccl-tests sizes them); the smaller buffer holds count / n.
+  std::size_t count      = 0;
+  std::size_t copy_bytes = 0; ///< emulated: bytes of one copy, (n-1)/n x bytes; all_reduce makes two
+  std::vector<int> done;      ///< per member (group order): the member's part finished
+  std::vector<int> ready;     ///< emulated, per member: the member reached the collective
+};
+
+struct ExecutionPlan {
+  int gpus    = 0;                          ///< GPUs used, one host thread each: GPUs 0 .. gpus-1
+  bool mapped = false;                      ///< some GPU runs several simulated devices
+  std::vector<int> gpu_of;                  ///< per simulated device
+  std::vector<std::vector<int>> devices_of; ///< per GPU: its simulated devices, ascending
+  double element_bytes = 4;                 ///< collectives' element: the workload's dtype (fp16, bf16: 2; else 4)
+
+  std::vector<PlannedSignal> signals;
+  std::vector<int> task_signal;               ///< per task: compute and transfer tasks' signal; -1 for collectives
+  std::vector<PlannedCollective> collectives; ///< per task; meaningful for collectives only
+  /// waits[task][slot]: the signals the task's work on one device waits for, without repeats. Slot 0 for compute
+  /// (on its device) and transfers (on src); slot k for a collective's member k.
+  std::vector<std::vector<std::vector<int>>> waits;
+
+  std::vector<std::vector<int>> communicators; ///< distinct NCCL groups: simulated devices in rank (ring) order
+
+  /// Per GPU: the distinct compute launches of its devices, and launch_index[task][l], the index of a compute
+  /// task's launch l among its GPU's; first_use[gpu][i] = (task, launch) where launch i first appears.
+  std::vector<std::vector<calibration::BenchPoint>> launches;
+  std::vector<std::vector<int>> launch_index;
+  std::vector<std::vector<std::pair<int, int>>> first_use;
+
+  std::vector<std::size_t> comm_bytes;         ///< per GPU: size of its send buffer and of its receive buffer
+  std::vector<std::pair<int, int>> peer_pairs; ///< GPU pairs (a < b) that copy to or from each other
+  int emulated_collectives = 0;
+};
+
+/// Plans `workload` on `options.visible_gpus` GPUs. Throws ExecutionError when the workload has more devices than
+/// there are GPUs and mapping is not allowed, or no GPU at all.
+ExecutionPlan plan_execution(const Workload& workload, const MappingOptions& options);
+
+/// Bytes of one element of a dtype as workloads name it (fp16, bf16: 2; fp8: 1; fp32, tf32 and others: 4).
+double dtype_bytes(const std::string& dtype);
+
+/// "task 12 (compute on device 1)", "task 3 (transfer of 4194304 B from device 0 to device 1)",
+/// "task 9 (all_reduce of 1e+08 B over devices 0,1)": how errors name a task.
+std::string describe_task(const Workload& workload, int task);
+
+} // namespace ddlsim::backends::cuda
