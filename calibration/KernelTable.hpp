@@ -12,6 +12,7 @@
 //   double s = t.covers(2e12) ? t.seconds(2e12) : roofline(...);
 #pragma once
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct KernelTable {
   std::map<std::string, double> shapes;
   double held_out_error = -1;    ///< median relative error predicting every other point; -1 when too few
   double max_held_out_error = -1;
+  /// GEMM tables whose shapes form a grid (GemmGrid): median and largest relative error predicting
+  /// each interior grid shape from its two neighbours along each axis; -1 without a grid.
+  double grid_held_out_error = -1;
+  double max_grid_held_out_error = -1;
 
   /// "flop" for compute ops, "bytes" for memory ops: what `work` counts.
   const char* work_unit() const;
@@ -42,6 +47,31 @@ struct KernelTable {
   /// Seconds at `work` by log-log interpolation (the end point's time outside the table).
   double seconds(double work) const;
 };
+
+/// GEMM shapes measured on a grid (m, n and k values with every combination measured, batch 1), and
+/// the time of a shape between grid values by trilinear interpolation of log time in (log m, log n,
+/// log k): a kernel whose time is a power law of m, n and k within a grid cell is reproduced
+/// exactly. This is what prices a GEMM whose exact shape was not measured, before the flop table.
+class GemmGrid {
+public:
+  /// From a table's `shapes` ("m=4 n=1024 k=1024 batch=1" keys; other keys are ignored).
+  explicit GemmGrid(const std::map<std::string, double>& shapes);
+  /// Seconds of (m, n, k) when it lies within the grid and the eight measured shapes around it
+  /// exist; -1 otherwise.
+  double seconds(double m, double n, double k) const;
+  /// Relative errors of predicting each measured shape that has measured neighbours on both sides
+  /// along an axis from those two (one error per such shape and axis).
+  std::vector<double> held_out_errors() const;
+  bool empty() const { return times_.empty(); }
+
+private:
+  std::vector<double> axis_[3];                          // sorted distinct m, n, k values
+  std::map<std::array<long long, 3>, double> times_;     // measured (m, n, k) -> seconds
+  double at(std::size_t i, std::size_t j, std::size_t l) const;
+};
+
+/// Parses a GEMM shape key ("m=4 n=1024 k=1024 batch=1"); false when `key` is not one.
+bool parse_gemm_shape(const std::string& key, long long& m, long long& n, long long& k, long long& batch);
 
 /// True for ops whose work is flop (gemm, batched_gemm, conv2d); false for memory ops.
 bool is_compute_op(const std::string& op);

@@ -58,6 +58,8 @@ KernelTable parse_kernel_table(const YAML::Node& node, const std::string& path, 
   table.source = t.string("source", "");
   table.held_out_error = t.quantity("held_out_error", Dimension::count, -1.0, Bound::non_negative);
   table.max_held_out_error = t.quantity("max_held_out_error", Dimension::count, -1.0, Bound::non_negative);
+  table.grid_held_out_error = t.quantity("grid_held_out_error", Dimension::count, -1.0, Bound::non_negative);
+  table.max_grid_held_out_error = t.quantity("max_grid_held_out_error", Dimension::count, -1.0, Bound::non_negative);
   const YAML::Node points = t.node("points");
   if (!points.IsSequence() || points.size() < 2) {
     t.report("points", "expected a list of at least 2 [work, seconds] pairs");
@@ -266,6 +268,9 @@ void write_profile(const CalibrationProfile& p, std::ostream& out)
       out << "    source: " << q(t.source) << "\n";
       if (t.held_out_error >= 0)
         out << "    held_out_error: " << num(t.held_out_error) << "\n    max_held_out_error: " << num(t.max_held_out_error) << "\n";
+      if (t.grid_held_out_error >= 0)
+        out << "    grid_held_out_error: " << num(t.grid_held_out_error) << "\n    max_grid_held_out_error: "
+            << num(t.max_grid_held_out_error) << "\n";
       if (!t.shapes.empty()) {
         out << "    shapes:                # seconds of each measured shape\n";
         for (const auto& [shape, seconds] : t.shapes)

@@ -25,6 +25,8 @@ TableCostModel::TableCostModel(const CalibrationProfile& profile)
 {
   for (auto& row : index_)
     row.fill(-1);
+  for (const KernelTable& t : tables_)
+    grids_.emplace_back(t.op == "gemm" ? t.shapes : std::map<std::string, double>{});
   for (WorkKind kind : {WorkKind::gemm, WorkKind::batched_gemm, WorkKind::conv2d, WorkKind::memory}) {
     const std::string op = table_op(kind);
     for (const auto& entry : dtype_table.entries) {
@@ -57,6 +59,11 @@ double TableCostModel::seconds(const KernelWork& work) const
       const auto& shapes = tables_[static_cast<std::size_t>(i)].shapes;
       if (auto it = shapes.find(work.shape); it != shapes.end())
         return it->second;
+      long long m = 0, n = 0, k = 0, batch = 0;
+      const GemmGrid& grid = grids_[static_cast<std::size_t>(i)];
+      if (work.kind == WorkKind::gemm && !grid.empty() && parse_gemm_shape(work.shape, m, n, k, batch) && batch == 1)
+        if (const double t = grid.seconds(static_cast<double>(m), static_cast<double>(n), static_cast<double>(k)); t > 0)
+          return t;
     }
   }
   if (const KernelTable* t = table_for(work))

@@ -1,7 +1,8 @@
 // Cost model from measured lookup tables, with the roofline outside them.
 //
-// A GEMM or convolution whose exact shape was measured gets that shape's median time. Otherwise, a
-// kernel whose kind has a table in the profile (gemm, batched_gemm and conv2d by dtype, keyed by
+// A GEMM or convolution whose exact shape was measured gets that shape's median time; a GEMM inside
+// the measured (m, n, k) grid gets the grid's interpolation (GemmGrid). Otherwise, a kernel whose
+// kind has a table in the profile (gemm, batched_gemm and conv2d by dtype, keyed by
 // flop; memory-bound kernels by bytes, whatever their dtype) and whose work lies inside that table's
 // measured range gets the table's log-log interpolated time. Everything else, including work beyond
 // the largest or below the smallest measured point, gets the roofline time of the same profile (whose
@@ -38,6 +39,7 @@ private:
   std::vector<KernelTable> tables_;
   // Index into tables_ by (kind, dtype); -1 = none. Memory tables ignore the dtype.
   std::array<std::array<int, 5>, 5> index_{};
+  std::vector<GemmGrid> grids_;  // per table (empty grids for non-GEMM tables)
 };
 
 /// The cost model a profile supports: TableCostModel when it has kernel tables, else the roofline.

@@ -30,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -81,6 +82,8 @@ commands:
       -j, --jobs N           parallel simulations (executions run one at a time)
       --set KEY=VALUE        as for run
       --map-devices          cuda: run more simulated devices than GPUs on the GPUs there are
+      --launcher "CMD"       cuda, several machines: start the runner with CMD (e.g. "mpirun -np 2
+                             -H node1,node2"); NCCL is then bootstrapped through MPI
       --quiet                no progress lines
   calibrate collect          time the microbenchmarks (GEMMs, batched GEMMs, cuDNN convolutions,
                              memory-bound kernels, copies, NCCL collectives) on this machine's
@@ -562,17 +565,20 @@ int cmd_calibrate_report(Args& args)
     std::printf("  %-20s %14.6g %-7s %s\n", name.c_str(), p.value, p.unit.c_str(), p.source.c_str());
   if (!profile.kernel_tables.empty()) {
     std::printf("\nkernel tables (log-log interpolation inside the measured range, roofline outside):\n");
-    std::printf("  %-13s %-5s %6s %12s %12s %14s %14s\n", "op", "dtype", "points", "min_work", "max_work", "held_out_med",
-                "held_out_max");
+    std::printf("  %-13s %-5s %6s %12s %12s %14s %14s %8s %14s\n", "op", "dtype", "points", "min_work", "max_work", "held_out_med",
+                "held_out_max", "shapes", "grid_held_out");
     for (const auto& t : profile.kernel_tables) {
       char med[32] = "-", max[32] = "-";
       if (t.held_out_error >= 0) {
         std::snprintf(med, sizeof med, "%.2f%%", 100 * t.held_out_error);
         std::snprintf(max, sizeof max, "%.2f%%", 100 * t.max_held_out_error);
       }
-      std::printf("  %-13s %-5s %6zu %9.3g %-2s %9.3g %-2s %14s %14s\n", t.op.c_str(), t.dtype.empty() ? "any" : t.dtype.c_str(),
+      char grid[48] = "-";
+      if (t.grid_held_out_error >= 0)
+        std::snprintf(grid, sizeof grid, "%.2f%% (max %.0f%%)", 100 * t.grid_held_out_error, 100 * t.max_grid_held_out_error);
+      std::printf("  %-13s %-5s %6zu %9.3g %-2s %9.3g %-2s %14s %14s %8zu %14s\n", t.op.c_str(), t.dtype.empty() ? "any" : t.dtype.c_str(),
                   t.points.size(), t.points.front().work, t.work_unit()[0] == 'f' ? "fl" : "B", t.points.back().work,
-                  t.work_unit()[0] == 'f' ? "fl" : "B", med, max);
+                  t.work_unit()[0] == 'f' ? "fl" : "B", med, max, t.shapes.size(), grid);
     }
   }
   if (profile.collectives.empty()) {
@@ -694,6 +700,11 @@ int cmd_execute(Args& args)
       sets.push_back(*s);
     else if (args.flag("--map-devices"))
       options.map_devices = true;
+    else if (auto l = args.option("--launcher")) {
+      std::istringstream words(*l);
+      for (std::string word; words >> word;)
+        options.launcher.push_back(word);
+    }
     else if (args.flag("--quiet"))
       quiet = true;
     else if (args.peek().rfind("-", 0) == 0)

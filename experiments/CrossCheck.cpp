@@ -166,7 +166,7 @@ HostSetup calibrate_host(const std::vector<PointConfig>& points, const CrossChec
         p.k = k;
         add(p);
       }
-  for (double bytes = 4096; bytes <= 256.0 * 1024 * 1024; bytes *= 4) {
+  for (double bytes = 4096; bytes <= 64.0 * 1024 * 1024; bytes *= 4) {
     BenchPoint p;
     p.op = BenchOp::pointwise;
     p.dtype = "fp32";
@@ -270,21 +270,27 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
         const std::filesystem::path dir = std::filesystem::path(options.work_dir.empty() ? std::string("results") : options.work_dir);
         const std::string workload = (dir / ("workload-" + std::to_string(i) + ".json")).string();
         const std::string out = (dir / ("measured-" + std::to_string(i) + ".json")).string();
+        const std::string trace = (dir / ("trace-" + std::to_string(i) + ".jsonl")).string();
         write_file_atomically(workload, "the workload", [&](std::ostream& o) { backends::write_workload(point_workload(point), o); });
         std::filesystem::remove(out);
         const std::string runner = options.cuda_runner;
         const std::string warmup = std::to_string(options.warmup), iterations = std::to_string(options.iterations);
         const std::string text = run_in_child([&]() -> std::string {
-          std::vector<std::string> args{runner, workload, "-o", out, "--warmup", warmup, "--iterations", iterations};
+          std::vector<std::string> args = options.launcher;
+          for (const std::string& a : {runner, workload, std::string("-o"), out, std::string("--warmup"), warmup,
+                                       std::string("--iterations"), iterations, std::string("--trace"), trace})
+            args.push_back(a);
           if (options.map_devices)
             args.push_back("--map-devices");
+          if (!options.launcher.empty())
+            args.push_back("--mpi");
           std::vector<char*> argv;
           for (auto& a : args)
             argv.push_back(a.data());
           argv.push_back(nullptr);
           const pid_t pid = ::fork();
           if (pid == 0) {
-            ::execv(runner.c_str(), argv.data());
+            ::execvp(argv[0], argv.data());  // the runner, or the launcher found on PATH
             ::_exit(127);
           }
           int status = 0;

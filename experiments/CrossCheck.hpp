@@ -8,7 +8,9 @@
 //          latency for a one-node "cluster" of as many devices as the sweep needs. Everything runs
 //          in fp32, and the points' dtype becomes fp32.
 //   cuda   the step runs on this machine's GPUs through ddlsim-run-cuda (sim/backends/cuda/), one
-//          child process per point, with the experiment's own calibration profile and cluster.
+//          child process per point (or one MPI job per point, through `launcher`), with the
+//          experiment's own calibration profile and cluster. Its CUPTI kernel records are kept
+//          (work_dir/trace-<point>.jsonl): every cross-check is also calibration data.
 // Simulations run through the forking sweep runner; executions run one after the other, each in a
 // child process, so a crash or a GPU error becomes that point's `error` row and the sweep goes on.
 //
@@ -34,6 +36,9 @@ struct CrossCheckOptions {
   int jobs = 1;                         ///< simulation processes (executions run one at a time)
   std::string cuda_runner;              ///< path of ddlsim-run-cuda (cuda backend)
   bool map_devices = false;             ///< cuda: run more simulated devices than GPUs on the GPUs there are
+  /// cuda: a command that starts the runner on several machines, e.g. {"mpirun", "-np", "2", "-H", "a,b"};
+  /// the runner then gets --mpi (NCCL bootstrapped through MPI). Empty: one process on this machine.
+  std::vector<std::string> launcher;
   std::string work_dir;                 ///< where the host records and profile (and cuda workloads) go
   std::function<void(const std::string&)> on_status;  ///< progress lines
 };

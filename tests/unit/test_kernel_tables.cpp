@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -334,4 +335,47 @@ TEST_CASE("zoo_convolutions lists the zoo's convolution layers")
     listed.insert({c.c, c.h, c.w, c.k, c.r, c.stride, c.pad});
   CHECK(listed == zoo);
   CHECK(zoo_convolutions().size() == zoo.size());
+}
+
+TEST_CASE("a GEMM grid interpolates a power law of m, n and k exactly, and its held-out error is 0 there")
+{
+  // t = 3e-12 m^0.9 n^1.0 k^0.8 on a 4 x 4 x 4 grid; a power law is linear in log-log-log space.
+  auto law = [](double m, double n, double k) { return 3e-12 * std::pow(m, 0.9) * n * std::pow(k, 0.8); };
+  std::map<std::string, double> shapes;
+  for (long long m : {16, 64, 256, 1024})
+    for (long long n : {16, 64, 256, 1024})
+      for (long long k : {16, 64, 256, 1024})
+        shapes["m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " batch=1"] = law(m, n, k);
+  const GemmGrid grid(shapes);
+  CHECK(grid.seconds(100, 500, 33) == doctest::Approx(law(100, 500, 33)).epsilon(1e-12));
+  CHECK(grid.seconds(64, 1000, 16) == doctest::Approx(law(64, 1000, 16)).epsilon(1e-12));
+  CHECK(grid.seconds(8, 64, 64) < 0);    // outside the grid
+  CHECK(grid.seconds(64, 64, 2000) < 0);
+  const std::vector<double> errors = grid.held_out_errors();
+  CHECK(errors.size() == 3 * 2 * 16);  // per axis, the 2 interior values x 16 shapes
+  for (double e : errors)
+    CHECK(e < 1e-12);
+
+  // A missing corner: no interpolation in that cell.
+  shapes.erase("m=64 n=64 k=64 batch=1");
+  CHECK(GemmGrid(shapes).seconds(40, 40, 40) < 0);
+
+  // The cost model uses the grid for an unmeasured GEMM shape inside it.
+  CalibrationProfile p = load_profile("h100-sxm");
+  std::vector<WorkTime> samples;
+  for (const auto& [key, seconds] : shapes) {
+    long long m = 0, n = 0, k = 0, b = 0;
+    REQUIRE(parse_gemm_shape(key, m, n, k, b));
+    samples.push_back({2.0 * m * n * k, seconds, key});
+  }
+  const KernelTable table = fit_kernel_table("gemm", "fp32", samples);
+  CHECK(table.grid_held_out_error >= 0);
+  p.kernel_tables.push_back(table);
+  const auto model = make_cost_model(p);
+  const KernelWork w{.flop = 2.0 * 100 * 500 * 200, .bytes = 0, .dtype = Dtype::fp32, .kind = WorkKind::gemm,
+                     .shape = "m=100 n=500 k=200 batch=1"};
+  CHECK(model->seconds(w) == doctest::Approx(law(100, 500, 200)).epsilon(1e-12));
+  long long m = 0, n = 0, k = 0, b = 0;
+  CHECK_FALSE(parse_gemm_shape("m=1 n=2 k=3", m, n, k, b));
+  CHECK_FALSE(parse_gemm_shape("m=1 n=2 k=3 batch=1 extra", m, n, k, b));
 }
