@@ -9,7 +9,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's own interpreter, which sees python3-matplotlib (another python3 may come first on PATH).
 PYTHON := /usr/bin/python3
-DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev \
+DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev libopenmpi-dev \
         python3 python3-matplotlib
 
 BENCH := resnet50-dp64 gpt3-13b-64-flow gpt3-175b-1024 gpt3-175b-8192

@@ -79,6 +79,8 @@ commands:
       -o, --output FILE      the CSV (default: the experiment's, else results/NAME-BACKEND.csv)
       --iterations N         timed iterations per point (default 5), median reported
       --warmup N             untimed iterations first (default 1)
+      --scale F              run every kernel at F of its rows (0 < F <= 1), simulated and executed
+                             alike: a large model's step shrunk to fit this machine
       -j, --jobs N           parallel simulations (executions run one at a time)
       --set KEY=VALUE        as for run
       --map-devices          cuda: run more simulated devices than GPUs on the GPUs there are
@@ -694,6 +696,12 @@ int cmd_execute(Args& args)
       options.iterations = parse_int(*n, "--iterations", 1, 10000);
     else if (auto w = args.option("--warmup"))
       options.warmup = parse_int(*w, "--warmup", 0, 10000);
+    else if (auto f = args.option("--scale")) {
+      char* end = nullptr;
+      options.scale = std::strtod(f->c_str(), &end);
+      if (end == f->c_str() || *end != '\0' || !(options.scale > 0) || options.scale > 1)
+        throw UsageError{"--scale must be a number in (0, 1], not '" + *f + "'"};
+    }
     else if (auto j = args.option("--jobs", "-j"))
       options.jobs = parse_int(*j, "--jobs", 1, 1024);
     else if (auto s = args.option("--set"))
@@ -719,6 +727,10 @@ int cmd_execute(Args& args)
   if (!backend || (*backend != "host" && *backend != "cuda"))
     throw UsageError{"execute needs --backend host or --backend cuda"};
   options.backend = *backend == "host" ? experiments::Backend::host : experiments::Backend::cuda;
+  if (options.map_devices && !options.launcher.empty())
+    throw UsageError{"--map-devices and --launcher do not go together: under MPI every device needs its own GPU"};
+  if (options.backend == experiments::Backend::host && (options.map_devices || !options.launcher.empty()))
+    throw UsageError{"--map-devices and --launcher are for --backend cuda"};
   if (options.backend == experiments::Backend::cuda) {
     std::error_code ec;
     const auto runner = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ddlsim-run-cuda";

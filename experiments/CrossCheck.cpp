@@ -33,14 +33,16 @@ using calibration::BenchOp;
 using calibration::BenchPoint;
 
 // The workload of a valid point: its TaskGraph with every compute task's kernels.
-backends::Workload point_workload(const PointConfig& point)
+backends::Workload point_workload(const PointConfig& point, double scale)
 {
   const auto cost = calibration::make_cost_model(point.profile);
-  const PointPlan plan = plan_point(point, *cost);
+  PointPlan plan = plan_point(point, *cost);
+  for (auto& stage : plan.pipeline.stages)
+    stage.activation_bytes *= scale;  // as evaluate_point does
   const sim::TaskGraph graph = sim::build_schedule(plan.pipeline);
   return backends::make_workload(graph, point.model,
                                  {.dtype = point.training.dtype, .optimizer = point.training.optimizer,
-                                  .recompute = point.training.recompute, .tp = point.parallelism.tp},
+                                  .recompute = point.training.recompute, .tp = point.parallelism.tp, .scale = scale},
                                  point.experiment + " point " + std::to_string(point.index));
 }
 
@@ -179,7 +181,7 @@ HostSetup calibrate_host(const std::vector<PointConfig>& points, const CrossChec
       continue;
     devices = std::max(devices, point.cluster.gpu_count());
     try {
-      for (const auto& task : point_workload(point).tasks)
+      for (const auto& task : point_workload(point, options.scale).tasks)
         for (const auto& launch : task.launches)
           add(launch);
     } catch (const std::exception&) {
@@ -245,7 +247,8 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
   }
   if (options.on_status)
     options.on_status("simulating " + std::to_string(points.size()) + " points");
-  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}});
+  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {.replay = {}, .trace_dir = {}, .work_scale = options.scale},
+                                   .on_progress = {}});
 
   double total_error = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -262,7 +265,9 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
         const std::string text = run_in_child([&] {
           std::ostringstream out;
           backends::write_execution_result(
-              backends::execute_on_host(point_workload(point), {.warmup = options.warmup, .iterations = options.iterations}), out);
+              backends::execute_on_host(point_workload(point, options.scale),
+                                        {.warmup = options.warmup, .iterations = options.iterations}),
+              out);
           return out.str();
         });
         measured = backends::parse_execution_result(text, "host run of point " + std::to_string(i));
@@ -271,7 +276,8 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
         const std::string workload = (dir / ("workload-" + std::to_string(i) + ".json")).string();
         const std::string out = (dir / ("measured-" + std::to_string(i) + ".json")).string();
         const std::string trace = (dir / ("trace-" + std::to_string(i) + ".jsonl")).string();
-        write_file_atomically(workload, "the workload", [&](std::ostream& o) { backends::write_workload(point_workload(point), o); });
+        write_file_atomically(workload, "the workload",
+                              [&](std::ostream& o) { backends::write_workload(point_workload(point, options.scale), o); });
         std::filesystem::remove(out);
         const std::string runner = options.cuda_runner;
         const std::string warmup = std::to_string(options.warmup), iterations = std::to_string(options.iterations);

@@ -14,6 +14,9 @@
 // Simulations run through the forking sweep runner; executions run one after the other, each in a
 // child process, so a crash or a GPU error becomes that point's `error` row and the sweep goes on.
 //
+// With `scale` < 1, the simulated and the executed step both run every kernel at that fraction of its
+// rows (and activation transfers likewise): a large model's step, shrunk to fit a small machine.
+//
 //   CrossCheckOptions o{.backend = Backend::host};
 //   CrossCheck result = cross_check(points, o);   // rows with measured_iteration_time_s, error_pct, ...
 #pragma once
@@ -34,6 +37,7 @@ struct CrossCheckOptions {
   int warmup = 1;
   int iterations = 5;
   int jobs = 1;                         ///< simulation processes (executions run one at a time)
+  double scale = 1;                     ///< every kernel at this fraction of its rows, simulated and executed
   std::string cuda_runner;              ///< path of ddlsim-run-cuda (cuda backend)
   bool map_devices = false;             ///< cuda: run more simulated devices than GPUs on the GPUs there are
   /// cuda: a command that starts the runner on several machines, e.g. {"mpirun", "-np", "2", "-H", "a,b"};

@@ -612,6 +612,9 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       fold = fold_tensor_parallel(point, pipe);
       cluster = aggregate_cluster(point.cluster, par.tp);
     }
+    for (auto& stage : pipe.stages)
+      stage.activation_bytes *= options.work_scale;
+    row.set("work_scale", options.work_scale);
     sim::TaskGraph graph = sim::build_schedule(pipe);
     std::string measured = apply_measured_collectives(graph, cluster, point.profile, aggregate ? par.tp : 1);
     if (fold.fitted > 0)
@@ -620,7 +623,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     auto seconds = sim::compute_durations(
         graph, point.model, cost,
         {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-         .tp = par.tp});
+         .tp = par.tp, .scale = options.work_scale});
     if (aggregate)
       for (sim::TaskId id = 0; id < graph.size(); ++id)
         if (graph.kind(id) == sim::TaskKind::compute) {

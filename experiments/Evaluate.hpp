@@ -24,6 +24,8 @@ namespace ddlsim::experiments {
 struct EvaluateOptions {
   sim::ReplayOptions replay;
   std::string trace_dir;  ///< when set, write <trace_dir>/<experiment>_<config_id>.json (Chrome trace)
+  /// Every kernel at this fraction of its rows, activation transfers likewise (sim::ComputeOptions::scale).
+  double work_scale = 1;
 };
 
 struct PointPlan {

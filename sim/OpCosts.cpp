@@ -1,5 +1,6 @@
 #include "sim/OpCosts.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -19,7 +20,7 @@ calibration::WorkKind work_kind(models::KernelKind kind)
   return calibration::WorkKind::unknown;
 }
 
-calibration::KernelWork kernel_work(const models::Kernel& k, Phase phase, int samples, Dtype dtype)
+calibration::KernelWork kernel_work(const models::Kernel& k, Phase phase, double samples, Dtype dtype)
 {
   const double d = dtype_bytes(dtype);
   const double b = samples;
@@ -63,20 +64,31 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch)
   }
 }
 
-std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp)
+std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp,
+                                         double scale)
 {
   const double share = models::tp_divides(layer.tp) ? 1.0 / tp : 1.0;
   std::vector<KernelLaunch> out;
   for (const auto& k : layer.kernels) {
+    // The samples this kernel really runs: scaled rows are whole (at least one row, batch or image).
+    double rows = samples * scale;
+    if (scale != 1) {
+      if (k.kind == models::KernelKind::gemm)
+        rows = std::max(1.0, std::round(k.gemm.m * samples * scale)) / k.gemm.m;
+      else if (k.kind == models::KernelKind::batched_gemm)
+        rows = std::max(1.0, std::round(k.gemm.batch * samples * scale)) / k.gemm.batch;
+      else if (k.kind == models::KernelKind::conv2d)
+        rows = std::max(1.0, std::round(samples * scale));
+    }
     KernelLaunch launch{.kind = k.kind, .pass = phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward,
-                        .work = kernel_work(k, phase, samples, dtype), .gemm = k.gemm, .conv = k.conv,
-                        .conv_batch = samples, .layer = &layer};
+                        .work = kernel_work(k, phase, rows, dtype), .gemm = k.gemm, .conv = k.conv,
+                        .conv_batch = static_cast<int>(std::lround(rows)), .layer = &layer};
     launch.work.flop *= share;
     launch.work.bytes *= share;
     if (k.kind == models::KernelKind::gemm)
-      launch.gemm.m *= samples;  // one GEMM over the micro-batch's rows
+      launch.gemm.m = std::round(launch.gemm.m * rows);  // one GEMM over the micro-batch's rows
     else if (k.kind == models::KernelKind::batched_gemm)
-      launch.gemm.batch *= samples;
+      launch.gemm.batch = std::round(launch.gemm.batch * rows);
     const bool two_kernels = phase == Phase::backward && (k.kind == models::KernelKind::gemm ||
                                                           k.kind == models::KernelKind::batched_gemm ||
                                                           k.kind == models::KernelKind::conv2d);
@@ -127,12 +139,12 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
   }
   std::vector<KernelLaunch> out;
   for (std::size_t l = begin; l < end; ++l) {
-    for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp))
+    for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp, options.scale))
       out.push_back(launch);
     if (phase == Phase::backward &&
         (options.recompute == models::Recompute::full ||
          (options.recompute == models::Recompute::selective && layers[l].recompute_cheap)))
-      for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp))
+      for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp, options.scale))
         out.push_back(launch);
   }
   return out;

@@ -29,10 +29,14 @@ struct ComputeOptions {
   models::Optimizer optimizer = models::Optimizer::adam;
   models::Recompute recompute = models::Recompute::none;
   int tp = 1;  ///< layers that tensor parallelism splits do 1/tp of their work on each GPU
+  /// Runs every kernel at this fraction of its rows (GEMM rows, batched-GEMM batch, convolution
+  /// batch, at least 1; memory-bound kernels' per-sample bytes): a smaller step with the same
+  /// layers, for executing a large model on a small machine (`ddlsim execute --scale`). Weights stay.
+  double scale = 1;
 };
 
 /// Work of one kernel's forward or backward pass over `samples` samples.
-calibration::KernelWork kernel_work(const models::Kernel& kernel, Phase phase, int samples, Dtype dtype);
+calibration::KernelWork kernel_work(const models::Kernel& kernel, Phase phase, double samples, Dtype dtype);
 
 /// Which pass of a layer kernel a launch is: a GEMM's or convolution's backward is two launches.
 enum class LaunchPass : std::uint8_t { forward, backward_data, backward_weight, backward, optimizer };
@@ -61,7 +65,8 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch);
 
 /// Launches of one layer's forward or backward pass over `samples` samples, on one of `tp` GPUs
 /// (work / tp when the layer divides; the shapes stay the whole layer's).
-std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp = 1);
+std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp = 1,
+                                         double scale = 1);
 
 /// Launches of layers [begin, end) in `phase` for `samples` samples: recomputation included in
 /// backward; Phase::optimizer gives the one fused update of the parameters those layers hold.

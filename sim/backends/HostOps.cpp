@@ -7,6 +7,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -186,7 +188,12 @@ traces::TraceSet time_points(const std::vector<BenchPoint>& points, const calibr
   traces::TraceSet set;
   set.provenance = {{"source", "ddlsim host microbenchmarks"}, {"device", host_description()}, {"timing", "steady_clock"},
                     {"blas", "OpenBLAS, one thread per call"}, {"threads", std::to_string(threads)}};
-  std::vector<std::vector<traces::KernelRecord>> per_thread(static_cast<std::size_t>(std::max(1, threads)));
+  const std::size_t count = static_cast<std::size_t>(std::max(1, threads));
+  std::vector<std::vector<traces::KernelRecord>> per_thread(count);
+  // The threads run each point together, in lockstep: the replicas of a step run the same kernels
+  // at the same time, and memory-bound kernels then share the caches' and DRAM's bandwidth.
+  std::barrier sync(static_cast<std::ptrdiff_t>(count));
+  std::atomic<bool> more{true};
   using clock = std::chrono::steady_clock;
   const auto origin = clock::now();
   auto work = [&](int thread) {
@@ -202,30 +209,36 @@ traces::TraceSet time_points(const std::vector<BenchPoint>& points, const calibr
       for (std::size_t i = 0; i < scratch.size(); i += 16)
         scratch[i] += 1.0f;
     };
-  for (const BenchPoint& p : points) {
-    for (int w = 0; w < policy.warmup; ++w)
-      run_point(p, buffers);
-    double spent = 0;
-    for (int r = 0; r < policy.max_repeats && (r < policy.min_repeats || spent < policy.min_seconds); ++r) {
-      evict();
-      const auto start = clock::now();
-      run_point(p, buffers);
-      const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-      spent += seconds;
-      traces::KernelRecord k;
-      k.name = p.label();
-      k.start_s = std::chrono::duration<double>(start - origin).count();
-      k.duration_s = seconds;
-      k.device = thread;
-      k.op = calibration::bench_op_name(p.op);
-      k.flop = p.flop();
-      k.bytes = p.traffic_bytes();
-      k.dtype = "fp32";  // computed in fp32 whatever the point's dtype
-      k.point = p.id;
-      k.shape = p.shape_key();
-      out.push_back(std::move(k));
+    for (const BenchPoint& p : points) {
+      for (int w = 0; w < policy.warmup; ++w)
+        run_point(p, buffers);
+      double spent = 0;
+      for (int r = 0;; ++r) {
+        evict();
+        sync.arrive_and_wait();
+        const auto start = clock::now();
+        run_point(p, buffers);
+        const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+        spent += seconds;
+        traces::KernelRecord k;
+        k.name = p.label();
+        k.start_s = std::chrono::duration<double>(start - origin).count();
+        k.duration_s = seconds;
+        k.device = thread;
+        k.op = calibration::bench_op_name(p.op);
+        k.flop = p.flop();
+        k.bytes = p.traffic_bytes();
+        k.dtype = "fp32";  // computed in fp32 whatever the point's dtype
+        k.point = p.id;
+        k.shape = p.shape_key();
+        out.push_back(std::move(k));
+        if (thread == 0)  // thread 0's clock decides for all, so every thread stops at the same run
+          more = r + 1 < policy.max_repeats && (r + 1 < policy.min_repeats || spent < policy.min_seconds);
+        sync.arrive_and_wait();
+        if (!more)
+          break;
+      }
     }
-  }
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < static_cast<int>(per_thread.size()); ++t)

@@ -4,6 +4,7 @@ when it cannot run (not built, or no GPU). Run serially: it times real work on t
 import importlib.util
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -34,6 +35,20 @@ for r in rows:
     check(r["dtype"] == "fp32" and r["compute_costs"] == "tables+roofline" and r["cluster"] == "host",
           f"simulated with the host's measured tables, in fp32: {r['dtype']} {r['compute_costs']} {r['cluster']}")
     errors.append(abs(float(r["error_pct"])))
+# --scale: every kernel at a fraction of its rows, simulated and executed alike.
+scaled_csv = os.path.join(d, "scaled.csv")
+rc, out, err = run(binary, "execute", os.path.join(ROOT, "experiments", "crosscheck_host.yaml"), "--backend", "host",
+                   "-o", scaled_csv, "--iterations", "3", "--scale", "0.5", "--set", "sweep.training.micro_batch=[32]",
+                   "--set", "sweep.parallelism.schedule=[gpipe]")
+scaled = read_csv(scaled_csv) if rc == 0 else []
+checks += 2
+check(len(scaled) == 2 and all(r["work_scale"] == "0.5" and r["status"] == "ok" for r in scaled), f"--scale 0.5 rows: {err}")
+check(scaled and all(float(s["iteration_time_s"]) < float(r["iteration_time_s"]) for s, r in zip(scaled, rows)),
+      "half the rows simulate faster than the full step")
+rc, out, err = run(binary, "execute", os.path.join(ROOT, "experiments", "crosscheck_host.yaml"), "--backend", "host",
+                   "--scale", "1.5")
+checks += 1
+check(rc == 2 and "--scale" in err, f"--scale outside (0, 1] is a usage error: {rc} {err}")
 work = os.path.join(d, "xc.work")
 checks += 1
 check(os.path.exists(os.path.join(work, "host-profile.yaml")) and os.path.exists(os.path.join(work, "host-records.jsonl")),
@@ -76,4 +91,17 @@ else:
 rc, out, err = run(binary, "execute", os.path.join(ROOT, "experiments", "crosscheck_host.yaml"))
 checks += 1
 check(rc == 2 and "--backend" in err, f"execute without --backend is a usage error: {rc} {err}")
+
+# The CUDA runner under MPI (built with libopenmpi-dev): two ranks, no GPU, a clean refusal on each
+# rank, no hang and no result file.
+workload = os.path.join(d, "cuda.work", "workload-0.json")
+mpirun = shutil.which("mpirun")
+if os.path.exists(runner) and mpirun and os.path.exists(workload):
+    result = os.path.join(d, "mpi.json")
+    p = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", runner, workload, "-o", result, "--mpi"],
+                       capture_output=True, text=True, timeout=120)
+    checks += 1
+    built_with_mpi = "built without MPI" not in p.stderr
+    check((p.returncode == 1 and "no CUDA GPU is visible" in p.stderr and not os.path.exists(result)) or
+          (not built_with_mpi and p.returncode != 0), f"mpirun -np 2 ddlsim-run-cuda --mpi without a GPU: {p.returncode} {p.stderr[-500:]}")
 finish("cli_execute", checks)

@@ -19,6 +19,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -110,12 +111,22 @@ std::string launch_text(const Workload& w, int task, int launch)
 
 // ---- what the GPU threads share ----------------------------------------------------------------------------------
 
+// When this process's GPU threads met between iterations: when the last of them arrived (its GPUs had all
+// finished), and when they went on, after meeting the other ranks' (the same instant with one rank).
+struct Meeting {
+  Clock::time_point arrived, released;
+};
+
 // The first failure, the iteration each cross-thread signal was last recorded in, and the barrier between
 // iterations. One mutex and condition variable serve all three: waits are rare and short next to GPU work.
 class Coordinator {
 public:
-  Coordinator(int threads, std::size_t signals)
-      : threads_(threads), recorded_(std::make_unique<std::atomic<int>[]>(signals))
+  /// `on_all_arrived_cb`, when set, runs on the last thread to arrive at each meeting, before any goes on (the
+  /// ranks' barrier); `on_failure_cb`, when set, on the first thread to fail.
+  Coordinator(int threads, std::size_t signals, std::function<void()> on_all_arrived_cb,
+              std::function<void(const std::string&)> on_failure_cb)
+      : threads_(threads), recorded_(std::make_unique<std::atomic<int>[]>(signals)),
+        on_all_arrived_cb_(std::move(on_all_arrived_cb)), on_failure_cb_(std::move(on_failure_cb))
   {
     for (std::size_t s = 0; s < signals; ++s)
       recorded_[s].store(-1);
@@ -123,14 +134,18 @@ public:
 
   void fail(const std::string& message)
   {
+    bool first = false;
     {
       const std::lock_guard lock(mutex_);
       if (!failed_.load()) {
         error_ = message;
         failed_.store(true);
+        first = true;
       }
     }
     cv_.notify_all();
+    if (first && on_failure_cb_)
+      on_failure_cb_(message);
   }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
   std::string error() const
@@ -161,26 +176,36 @@ public:
       throw Aborted{};
   }
 
-  // Every thread meets here; returns when the last one arrived. Throws Aborted when another thread failed.
-  Clock::time_point meet()
+  // Every thread meets here; returns once the last one arrived and on_all_arrived_cb returned. Throws Aborted when
+  // another thread failed.
+  Meeting meet()
   {
     std::unique_lock lock(mutex_);
     if (failed_.load())
       throw Aborted{};
     const long generation = generation_;
     if (++arrived_ == threads_) {
+      Meeting met{.arrived = Clock::now(), .released = {}};
+      if (on_all_arrived_cb_) {
+        // Without the lock: the others only wait for the generation to change, and no thread can fail now.
+        lock.unlock();
+        on_all_arrived_cb_();
+        lock.lock();
+        met.released = Clock::now();
+      } else {
+        met.released = met.arrived;
+      }
       arrived_ = 0;
       ++generation_;
-      met_at_                        = Clock::now();
-      const Clock::time_point met_at = met_at_;
+      met_ = met;
       lock.unlock();
       cv_.notify_all();
-      return met_at;
+      return met;
     }
     cv_.wait(lock, [&] { return generation_ != generation || failed_.load(); });
     if (generation_ == generation)
       throw Aborted{};
-    return met_at_; // nobody can open the next meeting before this thread arrives at it
+    return met_; // nobody can open the next meeting before this thread arrives at it
   }
 
 private:
@@ -192,7 +217,9 @@ private:
   std::string error_;
   int arrived_     = 0;
   long generation_ = 0;
-  Clock::time_point met_at_;
+  Meeting met_;
+  const std::function<void()> on_all_arrived_cb_;
+  const std::function<void(const std::string&)> on_failure_cb_;
 };
 
 // The communication buffers of each GPU, which other GPUs' threads copy from and into: each thread writes its
@@ -201,35 +228,36 @@ struct CommBuffers {
   std::vector<void*> send, recv;
 };
 
-// One NCCL communicator per distinct group, made by ncclCommInitAll over the group's GPUs before any thread starts.
-// Destroyed after a clean run; aborted after a failure, which also stops NCCL kernels still waiting for a peer that
-// will never come (freeing memory under a running kernel would wait forever).
+// One NCCL communicator per distinct group (and the world communicator of transfers between ranks), made before
+// any thread starts. In one process, by ncclCommInitAll over the group's GPUs. Across ranks, every rank goes
+// through the communicators in the plan's order: the rank of the group's first device makes a unique id and
+// broadcasts it, and each rank with members joins with ncclCommInitRank per member GPU, in one NCCL group call
+// (each call waits for the communicator's other members: one after the other, a rank's GPUs would wait for each
+// other). Destroyed after a clean run; aborted after a failure, which also stops NCCL kernels still waiting for a
+// peer that will never come (freeing memory under a running kernel would wait forever).
 class Communicators {
 public:
-  Communicators(const Workload& w, const ExecutionPlan& plan)
+  Communicators(const Workload& w, const ExecutionPlan& plan, ProcessGroup* ranks)
   {
     for (std::size_t c = 0; c < plan.communicators.size(); ++c) {
       const std::vector<int>& group = plan.communicators[c];
-      std::vector<int> gpus;
-      std::string gpu_list;
-      for (int d : group) {
-        gpus.push_back(plan.gpu_of[static_cast<std::size_t>(d)]);
-        gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(gpus.back());
-      }
-      std::vector<ncclComm_t> comms(group.size(), nullptr);
-      const ncclResult_t status = ncclCommInitAll(comms.data(), static_cast<int>(group.size()), gpus.data());
-      if (status != ncclSuccess) {
-        std::string first = "a collective";
+      std::vector<ncclComm_t> comms(group.size(), nullptr); // null: another rank's member, or not made
+      const std::string failed =
+          ranks == nullptr ? init_all(plan, group, comms) : init_ranks(plan, group, *ranks, comms);
+      comms_.push_back(std::move(comms)); // those made, even when another failed: release() aborts them
+      if (!failed.empty()) {
+        std::string first =
+            static_cast<int>(c) == plan.world_communicator ? "the transfers between ranks" : "a collective";
         for (std::size_t t = 0; t < w.tasks.size(); ++t)
           if (w.tasks[t].kind == WorkTask::Kind::collective &&
               plan.collectives[t].communicator == static_cast<int>(c)) {
             first = describe_task(w, static_cast<int>(t));
             break;
           }
+        abort_ = true;
         release(); // the communicators of the groups before: no destructor runs after a throwing constructor
-        throw ExecutionError(first + ": ncclCommInitAll over GPUs " + gpu_list + ": " + nccl_text(status, nullptr));
+        throw ExecutionError(first + ": " + failed);
       }
-      comms_.push_back(std::move(comms));
     }
   }
   ~Communicators() { release(); }
@@ -247,12 +275,75 @@ private:
   {
     for (const auto& group : comms_)
       for (ncclComm_t comm : group) {
+        if (comm == nullptr) // another rank's member
+          continue;
         if (abort_)
           ncclCommAbort(comm);
         else
           ncclCommDestroy(comm);
       }
     comms_.clear();
+  }
+
+  // Every member on its GPU of this process. Returns what failed, or nothing.
+  static std::string init_all(const ExecutionPlan& plan, const std::vector<int>& group, std::vector<ncclComm_t>& comms)
+  {
+    std::vector<int> gpus;
+    std::string gpu_list;
+    for (int d : group) {
+      gpus.push_back(plan.cuda_device(plan.gpu_of[static_cast<std::size_t>(d)]));
+      gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(gpus.back());
+    }
+    const ncclResult_t status = ncclCommInitAll(comms.data(), static_cast<int>(group.size()), gpus.data());
+    if (status == ncclSuccess)
+      return {};
+    std::fill(comms.begin(), comms.end(), nullptr); // ncclCommInitAll leaves none made when it fails
+    return "ncclCommInitAll over GPUs " + gpu_list + ": " + nccl_text(status, nullptr);
+  }
+
+  // This rank's members of a communicator over several ranks; the other members are made by their own ranks at the
+  // same point of the same order. Returns what failed, or nothing; the other ranks then wait: the caller aborts them.
+  static std::string init_ranks(const ExecutionPlan& plan, const std::vector<int>& group, ProcessGroup& ranks,
+                                std::vector<ncclComm_t>& comms)
+  {
+    const int root = plan.rank_of(plan.gpu_of[static_cast<std::size_t>(group.front())]);
+    ncclUniqueId id{};
+    if (ranks.rank() == root)
+      if (const ncclResult_t status = ncclGetUniqueId(&id); status != ncclSuccess)
+        return "ncclGetUniqueId: " + nccl_text(status, nullptr);
+    ranks.broadcast(&id, sizeof id, root);
+
+    std::vector<std::pair<std::size_t, int>> mine; // (member, its CUDA device)
+    std::string gpu_list;
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      const int gpu = plan.gpu_of[static_cast<std::size_t>(group[k])];
+      if (!plan.is_local(gpu))
+        continue;
+      mine.emplace_back(k, plan.cuda_device(gpu));
+      gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(mine.back().second);
+      // Checked before the group call: inside it, a member left out would keep the others waiting for it.
+      if (const cudaError_t set = cudaSetDevice(mine.back().second); set != cudaSuccess)
+        return "cudaSetDevice(" + std::to_string(mine.back().second) + "): " + collector::cuda_error_text(set);
+    }
+    if (mine.empty())
+      return {};
+    const int n         = static_cast<int>(group.size());
+    ncclResult_t status = ncclGroupStart();
+    if (status == ncclSuccess) {
+      for (const auto& [k, gpu] : mine) {
+        cudaSetDevice(gpu); // succeeded just above
+        status = ncclCommInitRank(&comms[k], n, id, static_cast<int>(k));
+        if (status != ncclSuccess)
+          break;
+      }
+      const ncclResult_t ended = ncclGroupEnd();
+      if (status == ncclSuccess)
+        status = ended;
+    }
+    if (status == ncclSuccess)
+      return {};
+    return "ncclCommInitRank of " + std::to_string(mine.size()) + " of its " + std::to_string(n) +
+           " members, on GPU(s) " + gpu_list + ": " + nccl_text(status, nullptr);
   }
 
   std::vector<std::vector<ncclComm_t>> comms_;
@@ -288,8 +379,8 @@ class GpuWorker {
 public:
   GpuWorker(int gpu, const Workload& w, const ExecutionPlan& plan, Coordinator& coordinator, const Communicators& comms,
             std::vector<cudaEvent_t>& events, CommBuffers& comm, collector::CuptiTracer* tracer)
-      : gpu_(gpu), w_(w), plan_(plan), co_(coordinator), comms_(comms), events_(events), comm_(comm), tracer_(tracer),
-        local_(static_cast<std::size_t>(w.devices), -1)
+      : gpu_(gpu), cuda_(plan.cuda_device(gpu)), w_(w), plan_(plan), co_(coordinator), comms_(comms), events_(events),
+        comm_(comm), tracer_(tracer), local_(static_cast<std::size_t>(w.devices), -1)
   {
   }
   ~GpuWorker();
@@ -308,6 +399,7 @@ private:
   void issue(int iteration, int timed_iteration);
   void issue_compute(int task, int iteration, int timed_iteration);
   void issue_transfer(int task, int iteration);
+  void issue_rank_transfer(int task, int iteration);
   void issue_collective(int task, int iteration);
   void check(cudaError_t status, int task, const char* call) const;
   void copy(void* dst, int dst_gpu, const void* src, int src_gpu, std::size_t bytes, cudaStream_t stream,
@@ -318,9 +410,10 @@ private:
   SimDevice& local(int device) { return *devices_[static_cast<std::size_t>(local_[static_cast<std::size_t>(device)])]; }
   bool is_local(int device) const { return plan_.gpu_of[static_cast<std::size_t>(device)] == gpu_; }
   cudaStream_t stream_of(const PlannedSignal& s);
-  std::string where() const { return "GPU " + std::to_string(gpu_); }
+  std::string where() const { return "GPU " + std::to_string(cuda_); }
 
-  const int gpu_;
+  const int gpu_;  // the plan's number
+  const int cuda_; // CUDA's, in this process: the same but in a multi-machine run
   const Workload& w_;
   const ExecutionPlan& plan_;
   Coordinator& co_;
@@ -343,7 +436,7 @@ private:
 GpuWorker::~GpuWorker()
 {
   // Handles before the streams they are bound to; buffers go with the members (cudaFree finds their GPU itself).
-  cudaSetDevice(gpu_);
+  cudaSetDevice(cuda_);
   for (int s : owned_signals_)
     if (events_[static_cast<std::size_t>(s)] != nullptr)
       cudaEventDestroy(events_[static_cast<std::size_t>(s)]);
@@ -364,15 +457,15 @@ void GpuWorker::run(int warmup, int iterations)
 {
   try {
     setup();
-    Clock::time_point start = co_.meet(); // every GPU set up and idle
+    Clock::time_point start = co_.meet().released; // every GPU set up and idle, on every rank
     for (int it = 0; it < warmup + iterations; ++it) {
       const int timed = it - warmup; // negative while warming up
       issue(it, timed);
       synchronize(it, warmup);
-      const Clock::time_point end = co_.meet();
-      if (timed >= 0)
-        times_s_.push_back(std::chrono::duration<double>(end - start).count());
-      start = end;
+      const Meeting met = co_.meet();
+      if (timed >= 0) // this rank's GPUs finished; the other ranks' may still run
+        times_s_.push_back(std::chrono::duration<double>(met.arrived - start).count());
+      start = met.released;
     }
   } catch (const Aborted&) {
   } catch (const std::exception& e) {
@@ -386,8 +479,8 @@ void GpuWorker::run(int warmup, int iterations)
 
 void GpuWorker::setup()
 {
-  check_cuda(cudaSetDevice(gpu_), "cudaSetDevice(" + std::to_string(gpu_) + ")");
-  check_cuda(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_),
+  check_cuda(cudaSetDevice(cuda_), "cudaSetDevice(" + std::to_string(cuda_) + ")");
+  check_cuda(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, cuda_),
              where() + ": reading the SM count");
   sm_count_ = std::max(1, sm_count_);
   check_cuda(cudaStreamCreateWithFlags(&nccl_, cudaStreamNonBlocking), where() + ": creating the NCCL stream");
@@ -409,7 +502,7 @@ void GpuWorker::setup_devices()
     local_[static_cast<std::size_t>(d)] = static_cast<int>(devices_.size());
     auto& sim                           = *devices_.emplace_back(std::make_unique<SimDevice>());
     sim.device                          = d;
-    const std::string who               = "device " + std::to_string(d) + " (GPU " + std::to_string(gpu_) + ")";
+    const std::string who               = "device " + std::to_string(d) + " (GPU " + std::to_string(cuda_) + ")";
     for (cudaStream_t* s : {&sim.compute, &sim.transfer, &sim.collective})
       check_cuda(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), who + ": creating a stream");
   }
@@ -421,14 +514,14 @@ void GpuWorker::setup_devices()
         local(t.device).needs_cudnn |= p.op == BenchOp::conv2d;
       }
   for (const auto& d : devices_) {
-    const std::string who = "device " + std::to_string(d->device) + " (GPU " + std::to_string(gpu_) + ")";
+    const std::string who = "device " + std::to_string(d->device) + " (GPU " + std::to_string(cuda_) + ")";
     if (d->needs_cublas) {
       check_cublas(cublasCreate(&d->cublas), who + ": cublasCreate");
       // cublasSetStream resets the workspace to cuBLAS's default pool: set the stream first. A workspace per
       // device, not per GPU: cuBLAS may keep reduction flags in it, which concurrent GEMMs must not share.
       check_cublas(cublasSetStream(d->cublas, d->compute), who + ": cublasSetStream");
       d->cublas_workspace =
-          DeviceBuffer(cublas_workspace_bytes, gpu_, "the cuBLAS workspace of device " + std::to_string(d->device));
+          DeviceBuffer(cublas_workspace_bytes, cuda_, "the cuBLAS workspace of device " + std::to_string(d->device));
       check_cublas(cublasSetWorkspace(d->cublas, d->cublas_workspace.get(), d->cublas_workspace.bytes()),
                    who + ": cublasSetWorkspace");
     }
@@ -476,10 +569,10 @@ void GpuWorker::setup_launches()
       bf16 |= type == FillType::bf16;
     }
   }
-  const std::string gpu_name = "GPU " + std::to_string(gpu_);
-  in1_                       = DeviceBuffer(role_bytes[0], gpu_, "the first input buffer");
-  in2_                       = DeviceBuffer(role_bytes[1], gpu_, "the second input buffer");
-  out_                       = DeviceBuffer(role_bytes[2], gpu_, "the output buffer");
+  const std::string gpu_name = where();
+  in1_                       = DeviceBuffer(role_bytes[0], cuda_, "the first input buffer");
+  in2_                       = DeviceBuffer(role_bytes[1], cuda_, "the second input buffer");
+  out_                       = DeviceBuffer(role_bytes[2], cuda_, "the output buffer");
   const std::array<void*, 3> role_memory{in1_.get(), in2_.get(), out_.get()};
   for (std::size_t i = 0; i < launches_.size(); ++i)
     for (std::size_t o = 0; o < 3; ++o)
@@ -509,7 +602,7 @@ void GpuWorker::setup_launches()
       launches_[i].op->choose_algorithm(d.where, launches_[i].buffers, [&](std::size_t bytes) -> void* {
         if (trial_workspace.bytes() < bytes) {
           trial_workspace = DeviceBuffer(); // free the smaller one first
-          trial_workspace = DeviceBuffer(bytes, gpu_, "the cuDNN workspace");
+          trial_workspace = DeviceBuffer(bytes, cuda_, "the cuDNN workspace");
         }
         return trial_workspace.get();
       });
@@ -533,7 +626,7 @@ void GpuWorker::setup_launches()
       d.cudnn_workspace = std::move(trial_workspace); // one device per GPU, the usual case: no second allocation
     else
       d.cudnn_workspace =
-          DeviceBuffer(d.conv_workspace, gpu_, "the cuDNN workspace of device " + std::to_string(d.device));
+          DeviceBuffer(d.conv_workspace, cuda_, "the cuDNN workspace of device " + std::to_string(d.device));
   }
 }
 
@@ -542,9 +635,9 @@ void GpuWorker::setup_communication()
   const std::size_t bytes = plan_.comm_bytes[static_cast<std::size_t>(gpu_)];
   if (bytes == 0)
     return;
-  const std::string gpu_name = "GPU " + std::to_string(gpu_);
-  send_                      = DeviceBuffer(bytes, gpu_, "the send buffer");
-  recv_                      = DeviceBuffer(bytes, gpu_, "the receive buffer");
+  const std::string gpu_name = where();
+  send_                      = DeviceBuffer(bytes, cuda_, "the send buffer");
+  recv_                      = DeviceBuffer(bytes, cuda_, "the receive buffer");
   const FillType fill        = fill_type_of(w_.dtype);
   check_cuda(collector::launch_fill(send_.get(), bytes / fill_element_bytes(fill), fill, 3, nccl_),
              gpu_name + ": filling the send buffer");
@@ -601,7 +694,7 @@ void GpuWorker::issue(int iteration, int timed_iteration)
       }
       break;
     case WorkTask::Kind::transfer:
-      if (is_local(t.src)) {
+      if (is_local(t.src) || (plan_.transfers[i].nccl && is_local(t.dst))) {
         last_task_ = task;
         issue_transfer(task, iteration);
       }
@@ -654,14 +747,19 @@ void GpuWorker::copy(void* dst, int dst_gpu, const void* src, int src_gpu, std::
   if (src_gpu == dst_gpu)
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), task, "cudaMemcpyAsync");
   else
-    check(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, stream), task, "cudaMemcpyPeerAsync");
+    check(cudaMemcpyPeerAsync(dst, plan_.cuda_device(dst_gpu), src, plan_.cuda_device(src_gpu), bytes, stream), task,
+          "cudaMemcpyPeerAsync");
 }
 
 void GpuWorker::issue_transfer(int task, int iteration)
 {
   const auto i      = static_cast<std::size_t>(task);
   const WorkTask& t = w_.tasks[i];
-  SimDevice& src    = local(t.src);
+  if (plan_.transfers[i].nccl) {
+    issue_rank_transfer(task, iteration);
+    return;
+  }
+  SimDevice& src = local(t.src);
   wait_for(plan_.waits[i][0], src.transfer, iteration, task);
   if (const std::size_t bytes = whole_bytes(t.bytes); bytes > 0) {
     // Pushed from the source's stream, as a pipeline stage sends its activations.
@@ -669,6 +767,28 @@ void GpuWorker::issue_transfer(int task, int iteration)
     copy(comm_.recv[static_cast<std::size_t>(dst_gpu)], dst_gpu, send_.get(), gpu_, bytes, src.transfer, task);
   }
   record(plan_.task_signal[i], src.transfer, iteration, task);
+}
+
+// Between ranks: sent from src's GPU and received on dst's, over the world communicator, whose rank of a device is
+// the device. On the GPU's NCCL stream, as its collectives: every GPU meets its NCCL work in workload order.
+void GpuWorker::issue_rank_transfer(int task, int iteration)
+{
+  const auto i            = static_cast<std::size_t>(task);
+  const WorkTask& t       = w_.tasks[i];
+  const std::size_t bytes = whole_bytes(t.bytes);
+  const bool sending      = is_local(t.src);
+  const int device        = sending ? t.src : t.dst;
+  const ncclComm_t comm   = comms_.get(plan_.world_communicator, static_cast<std::size_t>(device));
+  if (sending)
+    wait_for(plan_.waits[i][0], nccl_, iteration, task);
+  if (bytes > 0) {
+    const ncclResult_t status = sending ? ncclSend(send_.get(), bytes, ncclInt8, t.dst, comm, nccl_)
+                                        : ncclRecv(recv_.get(), bytes, ncclInt8, t.src, comm, nccl_);
+    if (status != ncclSuccess)
+      throw ExecutionError(describe_task(w_, task) + ", on device " + std::to_string(device) + ": " +
+                           (sending ? "ncclSend" : "ncclRecv") + ": " + nccl_text(status, comm));
+  }
+  record(sending ? plan_.task_signal[i] : plan_.transfers[i].received, nccl_, iteration, task);
 }
 
 void GpuWorker::issue_collective(int task, int iteration)
@@ -756,11 +876,12 @@ void GpuWorker::synchronize(int iteration, int warmup)
 
 // ---- around the run ----------------------------------------------------------------------------------------------
 
-// "NVIDIA H100 80GB HBM3 x2 (driver 13.0)": the GPUs used, grouped by name.
-std::string describe_gpus(int gpus)
+// "NVIDIA H100 80GB HBM3 x2 (driver 13.0)": the GPUs used, grouped by name; "NVIDIA H100 80GB HBM3 x8 per rank x
+// 2 ranks (driver 13.0)" across machines, from this rank's GPUs.
+std::string describe_gpus(const ExecutionPlan& plan)
 {
   std::vector<std::pair<std::string, int>> names;
-  for (int g = 0; g < gpus; ++g) {
+  for (int g = 0; g < plan.gpus_per_rank; ++g) {
     cudaDeviceProp prop{};
     const std::string name = cudaGetDeviceProperties(&prop, g) == cudaSuccess ? prop.name : "unknown GPU";
     if (!names.empty() && names.back().first == name)
@@ -771,16 +892,22 @@ std::string describe_gpus(int gpus)
   std::string out;
   for (const auto& [name, count] : names)
     out += (out.empty() ? "" : " + ") + name + " x" + std::to_string(count);
+  if (plan.ranks > 1)
+    out += " per rank x " + std::to_string(plan.ranks) + " ranks";
   int v = 0;
   if (cudaDriverGetVersion(&v) == cudaSuccess) // 13000 -> "13.0"
     out += " (driver " + version_text(v / 1000, v % 1000 / 10) + ")";
   return out;
 }
 
-// Peer access for the GPU pairs that copy to each other, so that copies go over NVLink or PCIe directly.
+// Peer access for the GPU pairs of this rank that copy to each other, so that copies go over NVLink or PCIe
+// directly. In CUDA's numbers: the same as the plan's in one process.
 void enable_peer_access(const ExecutionPlan& plan, std::vector<std::string>& notes)
 {
-  for (const auto& [a, b] : plan.peer_pairs) {
+  for (const auto& [plan_a, plan_b] : plan.peer_pairs) {
+    if (!plan.is_local(plan_a))
+      continue; // another rank's (both GPUs of a pair are on one rank)
+    const int a = plan.cuda_device(plan_a), b = plan.cuda_device(plan_b);
     for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
       int can = 0;
       check_cuda(cudaDeviceCanAccessPeer(&can, from, to),
@@ -853,6 +980,7 @@ void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
 void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunOptions& options,
                     const collector::CuptiTracer& tracer, const std::string& device, traces::TraceSet& out)
 {
+  // Several ranks: each traces its own GPUs, as CUDA numbers them on its machine, into a file of its own.
   auto& p     = out.provenance;
   p["source"] = "ddlsim-run-cuda";
   cudaDeviceProp prop{};
@@ -860,7 +988,13 @@ void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunO
     p["device"]   = prop.name;
     p["sm_count"] = std::to_string(prop.multiProcessorCount);
   }
-  p["gpus"]              = std::to_string(plan.gpus);
+  p["gpus"] = std::to_string(plan.gpus_per_rank);
+  if (plan.ranks > 1) {
+    p["rank"]      = std::to_string(plan.rank);
+    p["ranks"]     = std::to_string(plan.ranks);
+    p["first_gpu"] = std::to_string(plan.first_local_gpu()) + " (device " + std::to_string(plan.first_local_gpu()) +
+                     " of the workload is this rank's GPU 0)";
+  }
   p["devices"]           = device;
   p["workload"]          = w.label;
   p["simulated_devices"] = std::to_string(w.devices);
@@ -905,7 +1039,8 @@ GpuCount count_visible_gpus()
   return {count, ""};
 }
 
-CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, const CudaRunHooks& hooks)
+CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, const CudaRunHooks& hooks,
+                          ProcessGroup* ranks)
 {
   auto warn = [&](const std::string& message) {
     if (hooks.on_warning_cb)
@@ -919,10 +1054,32 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
   if (visible.count < 1)
     throw ExecutionError("no CUDA GPU is visible (" +
                          (visible.error.empty() ? std::string("cudaGetDeviceCount found none") : visible.error) + ")");
-  const ExecutionPlan plan = plan_execution(w, {.visible_gpus = visible.count, .map_devices = options.map_devices});
+  if (ranks != nullptr && ranks->size() > 1) {
+    // Every rank must plan alike, and a rank that throws here has not yet made anything the others wait for.
+    const std::int64_t fewest = ranks->min_over_ranks(visible.count), most = ranks->max_over_ranks(visible.count);
+    if (fewest != most)
+      throw ExecutionError("the ranks see from " + std::to_string(fewest) + " to " + std::to_string(most) +
+                           " GPUs: every rank must see as many");
+  }
+  const ExecutionPlan plan = plan_execution(w, {.visible_gpus = visible.count,
+                                                .map_devices  = options.map_devices,
+                                                .ranks        = ranks != nullptr ? ranks->size() : 1,
+                                                .rank         = ranks != nullptr ? ranks->rank() : 0});
 
   CudaRunResult result;
   std::vector<std::string>& notes = result.execution.notes;
+  if (plan.ranks > 1) {
+    notes.push_back(std::to_string(plan.ranks) + " ranks (MPI) of " + std::to_string(plan.gpus_per_rank) +
+                    " GPU(s) each: an iteration's time is its slowest rank's, from the barrier that starts it to that "
+                    "rank's last GPU finishing");
+    if (plan.rank_transfers > 0)
+      notes.push_back(std::to_string(plan.rank_transfers) +
+                      " transfer(s) between ranks with ncclSend/ncclRecv, in workload order with the collectives");
+    if (plan.unenforced_waits > 0)
+      notes.push_back(std::to_string(plan.unenforced_waits) +
+                      " dependency(ies) on another rank's work that no transfer or collective carries were not "
+                      "enforced");
+  }
   if (plan.mapped)
     notes.push_back(std::to_string(w.devices) + " devices mapped onto " + std::to_string(plan.gpus) +
                     (plan.gpus == 1 ? " GPU" : " GPUs"));
@@ -949,7 +1106,10 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
     }
   }
 
-  Coordinator coordinator(plan.gpus, plan.signals.size());
+  std::function<void()> barrier;
+  if (plan.ranks > 1)
+    barrier = [ranks] { ranks->barrier(); };
+  Coordinator coordinator(plan.gpus_per_rank, plan.signals.size(), std::move(barrier), hooks.on_failure_cb);
   std::vector<cudaEvent_t> events(plan.signals.size(), nullptr);
   CommBuffers comm{std::vector<void*>(static_cast<std::size_t>(plan.gpus), nullptr),
                    std::vector<void*>(static_cast<std::size_t>(plan.gpus), nullptr)};
@@ -957,14 +1117,14 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
   // kernels still waiting for a peer, which freeing their memory would otherwise wait for forever.
   std::vector<std::unique_ptr<GpuWorker>> workers;
   enable_peer_access(plan, notes);
-  Communicators comms(w, plan);
-  for (int g = 0; g < plan.gpus; ++g)
+  Communicators comms(w, plan, plan.ranks > 1 ? ranks : nullptr);
+  for (int g = plan.first_local_gpu(); g < plan.first_local_gpu() + plan.gpus_per_rank; ++g)
     workers.push_back(std::make_unique<GpuWorker>(g, w, plan, coordinator, comms, events, comm, tracer.get()));
 
   std::vector<std::thread> threads;
   try {
-    for (int g = 0; g < plan.gpus; ++g)
-      threads.emplace_back([&, g] { workers[static_cast<std::size_t>(g)]->run(options.warmup, options.iterations); });
+    for (std::size_t k = 0; k < workers.size(); ++k)
+      threads.emplace_back([&, k] { workers[k]->run(options.warmup, options.iterations); });
   } catch (const std::exception& e) {
     coordinator.fail(std::string("cannot start a host thread per GPU: ") + e.what()); // those running stop
   }
@@ -975,8 +1135,10 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
     throw ExecutionError(coordinator.error());
   }
 
-  result.execution.device       = describe_gpus(plan.gpus);
+  result.execution.device       = describe_gpus(plan);
   result.execution.iterations_s = workers.front()->times_s();
+  if (plan.ranks > 1)
+    result.execution.iterations_s = ranks->max_to_root(result.execution.iterations_s, 0);
   if (tracer) {
     traces::TraceSet set;
     add_kernel_records(w, *tracer, tracer->take(), set);

@@ -9,6 +9,12 @@
 // finished the previous one and every thread has met at a barrier, and lasts, in host wall time, until the last
 // GPU has finished. `warmup` untimed iterations come first.
 //
+// Across machines (a ProcessGroup, ddlsim-run-cuda --mpi): every process (rank) plans the whole workload and runs
+// the devices of its own G GPUs, [rank x G, (rank+1) x G); each NCCL communicator is made with ncclCommInitRank
+// from a unique id that the rank of the group's first device broadcasts, transfers between ranks are
+// ncclSend/ncclRecv, and all ranks meet at a barrier before each iteration. An iteration's time is its slowest
+// rank's: from the barrier to that rank's last GPU finishing.
+//
 // With `trace`, CUPTI records the kernels of the timed iterations, and each launch becomes one
 // traces::KernelRecord (its kernels' span, as the collector records a microbenchmark run) carrying the launch's
 // op, flop, bytes and dtype, with point = task index + 1: a cross-check also yields calibration data.
@@ -18,9 +24,11 @@
 //   const Workload w = read_workload("point3.workload.json");
 //   CudaRunResult r = run_on_gpus(w, {.warmup = 1, .iterations = 5});   // throws ExecutionError
 //   write_execution_result(r.execution, out);
+//   CudaRunResult mine = run_on_gpus(w, options, hooks, &mpi);           // collective: every rank calls it
 #pragma once
 
 #include "sim/backends/Workload.hpp"
+#include "sim/backends/cuda/ProcessGroup.hpp"
 #include "traces/TraceRecords.hpp"
 
 #include <functional>
@@ -39,9 +47,13 @@ struct CudaRunOptions {
 
 struct CudaRunHooks {
   std::function<void(const std::string&)> on_warning_cb; ///< CUPTI unavailable, records lost
+  /// Once, from the GPU thread that failed first, with the message run_on_gpus will throw, before anything is freed
+  /// (which can wait on NCCL peers): a rank of a multi-machine run ends the run here, so that no rank waits for it.
+  std::function<void(const std::string&)> on_failure_cb;
 };
 
 struct CudaRunResult {
+  /// With several ranks: on rank 0, each iteration's time is the slowest rank's; elsewhere, the rank's own.
   ExecutionResult execution;
   std::optional<traces::TraceSet> trace; ///< with options.trace, unless CUPTI could not trace
 };
@@ -56,6 +68,12 @@ GpuCount count_visible_gpus();
 /// Runs `workload` options.warmup + options.iterations times. Throws ExecutionError with one line naming what failed
 /// (a task and launch: "task 12 (compute on device 1), launch 3 gemm bf16 m=4096 n=1024 k=1024: cublasGemmEx: ...";
 /// a device's set-up; too few GPUs without map_devices), after freeing everything it made.
-CudaRunResult run_on_gpus(const Workload& workload, const CudaRunOptions& options, const CudaRunHooks& hooks = {});
+///
+/// With `ranks` (several processes, one per machine), runs this rank's share, as a collective call: every rank
+/// calls it with the same workload and options and must see the same number of GPUs, and the workload must have
+/// exactly ranks x GPUs devices (map_devices is refused). A failure on one rank leaves the others waiting: end the
+/// run (ProcessGroup::abort) from on_failure_cb, or on the exception.
+CudaRunResult run_on_gpus(const Workload& workload, const CudaRunOptions& options, const CudaRunHooks& hooks = {},
+                          ProcessGroup* ranks = nullptr);
 
 } // namespace ddlsim::backends::cuda

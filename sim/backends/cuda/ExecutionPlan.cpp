@@ -63,13 +63,27 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
 {
   if (options.visible_gpus < 1)
     throw ExecutionError("no CUDA GPU is visible");
-  if (w.devices > options.visible_gpus && !options.map_devices)
+  if (w.devices < 1)
+    throw ExecutionError("the workload has no devices");
+  if (options.ranks < 1 || options.rank < 0 || options.rank >= options.ranks)
+    throw ExecutionError("rank " + std::to_string(options.rank) + " of " + std::to_string(options.ranks) +
+                         ": no such rank");
+  const long all_gpus = static_cast<long>(options.ranks) * options.visible_gpus;
+  if (options.ranks > 1 && (options.map_devices || w.devices != all_gpus))
+    throw ExecutionError("the workload has " + std::to_string(w.devices) + " devices, " +
+                         std::to_string(options.ranks) + " ranks of " + std::to_string(options.visible_gpus) +
+                         " GPUs make " + std::to_string(all_gpus) +
+                         ": across ranks, every device runs on a GPU of its own and every GPU runs a device");
+  if (w.devices > options.visible_gpus && options.ranks == 1 && !options.map_devices)
     throw ExecutionError("the workload needs " + std::to_string(w.devices) + " GPUs, " +
                          std::to_string(options.visible_gpus) + (options.visible_gpus == 1 ? " is" : " are") +
                          " visible");
   ExecutionPlan plan;
-  plan.gpus   = std::min(w.devices, options.visible_gpus);
-  plan.mapped = w.devices > options.visible_gpus;
+  plan.ranks         = options.ranks;
+  plan.rank          = options.rank;
+  plan.gpus          = options.ranks > 1 ? w.devices : std::min(w.devices, options.visible_gpus);
+  plan.gpus_per_rank = options.ranks > 1 ? options.visible_gpus : plan.gpus;
+  plan.mapped        = w.devices > plan.gpus;
   plan.devices_of.resize(static_cast<std::size_t>(plan.gpus));
   for (int d = 0; d < w.devices; ++d) {
     plan.gpu_of.push_back(d % plan.gpus);
@@ -77,10 +91,12 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
   }
   plan.element_bytes = dtype_bytes(w.dtype);
   auto gpu           = [&](int device) { return plan.gpu_of[static_cast<std::size_t>(device)]; };
+  auto rank          = [&](int device) { return plan.rank_of(gpu(device)); };
 
   const std::size_t tasks = w.tasks.size();
   plan.task_signal.assign(tasks, -1);
   plan.collectives.resize(tasks);
+  plan.transfers.resize(tasks);
   plan.waits.resize(tasks);
   plan.launch_index.resize(tasks);
   plan.launches.resize(static_cast<std::size_t>(plan.gpus));
@@ -99,31 +115,43 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
     b              = std::max(b, bytes);
   };
   auto add_peers = [&](int a, int b) {
-    if (a != b)
+    if (a != b && plan.rank_of(a) == plan.rank_of(b))
       peers.insert({std::min(a, b), std::max(a, b)});
   };
-  // What work issued on `device` waits for, from the signals of the tasks before it (all planned already).
-  auto waits_of = [&](const WorkTask& t, int device) {
+  // What work issued on `device` waits for, from the signals of the tasks before it (all planned already). Only
+  // signals of the device's own rank: no thread sees another rank's. carried[j]: t.after[j] has a signal here.
+  auto waits_of = [&](const WorkTask& t, int device, std::vector<char>& carried) {
     std::vector<int> out;
     auto add = [&](int s) {
+      if (s < 0 || plan.rank_of(plan.signals[static_cast<std::size_t>(s)].gpu) != rank(device))
+        return false;
       if (std::find(out.begin(), out.end(), s) == out.end())
         out.push_back(s);
+      return true;
     };
-    for (int a : t.after) {
-      const WorkTask& before = w.tasks[static_cast<std::size_t>(a)];
+    carried.resize(t.after.size(), 0);
+    for (std::size_t j = 0; j < t.after.size(); ++j) {
+      const auto b           = static_cast<std::size_t>(t.after[j]);
+      const WorkTask& before = w.tasks[b];
+      bool here              = false;
       if (before.kind != WorkTask::Kind::collective) {
-        add(plan.task_signal[static_cast<std::size_t>(a)]);
-        continue;
+        here = add(plan.task_signal[b]) || add(plan.transfers[b].received); // a transfer: sent, or received
+      } else {
+        const PlannedCollective& c = plan.collectives[b];
+        const auto member          = std::find(before.group.begin(), before.group.end(), device);
+        if (member != before.group.end()) {
+          here = add(c.done[static_cast<std::size_t>(member - before.group.begin())]);
+        } else {
+          for (int s : c.done) // the members of the device's rank, once they have finished, imply the others'
+            here = add(s) || here;
+        }
       }
-      const PlannedCollective& c = plan.collectives[static_cast<std::size_t>(a)];
-      const auto member          = std::find(before.group.begin(), before.group.end(), device);
-      if (member != before.group.end())
-        add(c.done[static_cast<std::size_t>(member - before.group.begin())]);
-      else
-        for (int s : c.done)
-          add(s);
+      carried[j] = static_cast<char>(carried[j] || here);
     }
     return out;
+  };
+  auto count_unenforced = [&](const std::vector<char>& carried) {
+    plan.unenforced_waits += static_cast<int>(std::count(carried.begin(), carried.end(), 0));
   };
 
   for (std::size_t i = 0; i < tasks; ++i) {
@@ -132,7 +160,9 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
     switch (t.kind) {
     case WorkTask::Kind::compute: {
       const int g = gpu(t.device);
-      plan.waits[i].push_back(waits_of(t, t.device));
+      std::vector<char> carried;
+      plan.waits[i].push_back(waits_of(t, t.device, carried));
+      count_unenforced(carried);
       plan.task_signal[i] = add_signal(task, t.device, Lane::compute);
       auto& ids           = launch_ids[static_cast<std::size_t>(g)];
       for (std::size_t l = 0; l < t.launches.size(); ++l) {
@@ -146,8 +176,16 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
       break;
     }
     case WorkTask::Kind::transfer: {
-      plan.waits[i].push_back(waits_of(t, t.src));
-      plan.task_signal[i] = add_signal(task, t.src, Lane::transfer);
+      PlannedTransfer& x = plan.transfers[i];
+      x.nccl             = rank(t.src) != rank(t.dst);
+      std::vector<char> carried;
+      plan.waits[i].push_back(waits_of(t, t.src, carried));
+      count_unenforced(carried);
+      plan.task_signal[i] = add_signal(task, t.src, x.nccl ? Lane::nccl : Lane::transfer);
+      if (x.nccl) {
+        x.received = add_signal(task, t.dst, Lane::nccl);
+        ++plan.rank_transfers;
+      }
       grow_comm(gpu(t.src), whole_bytes(t.bytes));
       grow_comm(gpu(t.dst), whole_bytes(t.bytes));
       add_peers(gpu(t.src), gpu(t.dst));
@@ -179,15 +217,30 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
           add_peers(gpu(t.group[k]), gpu(pred));
         }
       }
+      // A dependency some member waits for holds for all: no member finishes before every member has joined.
+      std::vector<char> carried;
       for (int d : t.group) {
-        plan.waits[i].push_back(waits_of(t, d));
+        plan.waits[i].push_back(waits_of(t, d, carried));
         c.done.push_back(add_signal(task, d, c.nccl ? Lane::nccl : Lane::collective));
         if (!c.nccl)
           c.ready.push_back(add_signal(task, d, Lane::collective));
       }
+      count_unenforced(carried);
       break;
     }
     }
+  }
+
+  // Transfers between ranks go over a communicator of every device, made after the collectives' (every rank makes
+  // them in this one order); a collective over every device in order already is one.
+  if (plan.rank_transfers > 0) {
+    std::vector<int> world(static_cast<std::size_t>(w.devices));
+    for (int d = 0; d < w.devices; ++d)
+      world[static_cast<std::size_t>(d)] = d;
+    const auto [it, added] = communicator_ids.try_emplace(world, static_cast<int>(plan.communicators.size()));
+    if (added)
+      plan.communicators.push_back(world);
+    plan.world_communicator = it->second;
   }
 
   // A signal is cross-thread when work on another GPU waits for it.

@@ -4,9 +4,14 @@
 //   devices      simulated device d runs on GPU d, or on GPU d % visible GPUs when the workload has more devices
 //                than there are GPUs and mapping is allowed; each simulated device has its own streams (compute,
 //                transfer, collective) on its GPU, and one host thread per GPU issues the tasks of its devices
+//   ranks        several processes (--mpi, one per machine), each seeing G GPUs: GPU g (= device g, no mapping)
+//                belongs to rank g / G and is its CUDA device g % G. Every rank plans the whole workload alike
+//                (the communicators' order, the signals' numbers) and runs the GPUs of its own rank
 //   compute      a task's launches, in order, on its device's compute stream; the distinct launches of a GPU are
 //                prepared once (launch_index) and share the GPU's operand buffers
-//   transfer     issued on the source device's transfer stream: src's send buffer -> dst's receive buffer
+//   transfer     issued on the source device's transfer stream: src's send buffer -> dst's receive buffer. Between
+//                ranks: ncclSend on src's NCCL stream, ncclRecv on dst's, over the "world" communicator of every
+//                device; both are NCCL work in workload order, as collectives are
 //   collective   NCCL, one communicator per distinct group, when the members sit on distinct GPUs: each member's
 //                thread issues its call on its GPU's NCCL stream (one per GPU, so that every GPU meets its
 //                collectives in workload order and communicators cannot deadlock one another). When members share a
@@ -17,10 +22,14 @@
 //   signals      every task ends in a signal per issuing device: a CUDA event its thread records and a flag that
 //                threads of other GPUs wait on before they wait on the event (waiting on an event not yet recorded
 //                is a no-op in CUDA). A task waits for the signals of its `after` tasks; for a collective, its own
-//                member's signal when the waiting device is a member, else every member's
+//                member's signal when the waiting device is a member, else every member's. Across ranks no thread
+//                can wait for another's signal: a task waits for a transfer between ranks through the receive's
+//                signal on dst, for a collective through its members on the waiting device's rank, and a
+//                dependency on other work of another rank is dropped (counted in unenforced_waits)
 //
 //   ExecutionPlan plan = plan_execution(workload, {.visible_gpus = 2, .map_devices = true});
 //   for (int s : plan.waits[task][0]) ... plan.signals[s].gpu ...
+//   ExecutionPlan mine = plan_execution(workload, {.visible_gpus = 4, .ranks = 2, .rank = 1});   // GPUs 4 .. 7
 #pragma once
 
 #include "calibration/Microbench.hpp"
@@ -34,8 +43,10 @@
 namespace ddlsim::backends::cuda {
 
 struct MappingOptions {
-  int visible_gpus = 0;
+  int visible_gpus = 0;     ///< GPUs this process sees; with several ranks, each rank sees as many
   bool map_devices = false; ///< run more simulated devices than GPUs, device d on GPU d % visible_gpus
+  int ranks        = 1;     ///< processes of a multi-machine run, each driving visible_gpus GPUs
+  int rank         = 0;     ///< this process's, 0 .. ranks - 1
 };
 
 /// The stream work goes to: one of a simulated device's own, or its GPU's NCCL stream.
@@ -61,21 +72,34 @@ struct PlannedCollective {
   std::vector<int> ready;     ///< emulated, per member: the member reached the collective
 };
 
+struct PlannedTransfer {
+  bool nccl    = false; ///< between ranks: ncclSend on src, ncclRecv on dst, over the world communicator
+  int received = -1;    ///< nccl: dst's signal, recorded on its GPU's NCCL stream once the data is in
+};
+
 struct ExecutionPlan {
-  int gpus    = 0;                          ///< GPUs used, one host thread each: GPUs 0 .. gpus-1
-  bool mapped = false;                      ///< some GPU runs several simulated devices
+  int gpus          = 0;                    ///< GPUs used over all ranks: GPUs 0 .. gpus-1
+  int ranks         = 1;                    ///< processes; each runs its own GPUs, one host thread each
+  int rank          = 0;                    ///< this process's
+  int gpus_per_rank = 0;                    ///< rank r has GPUs [r gpus_per_rank, (r+1) gpus_per_rank)
+  bool mapped       = false;                ///< some GPU runs several simulated devices
   std::vector<int> gpu_of;                  ///< per simulated device
   std::vector<std::vector<int>> devices_of; ///< per GPU: its simulated devices, ascending
   double element_bytes = 4;                 ///< collectives' element: the workload's dtype (fp16, bf16: 2; else 4)
 
   std::vector<PlannedSignal> signals;
-  std::vector<int> task_signal;               ///< per task: compute and transfer tasks' signal; -1 for collectives
+  std::vector<int> task_signal;               ///< per task: compute and transfer (its src's) tasks' signal; -1 for
+                                              ///< collectives
   std::vector<PlannedCollective> collectives; ///< per task; meaningful for collectives only
+  std::vector<PlannedTransfer> transfers;     ///< per task; meaningful for transfers only
   /// waits[task][slot]: the signals the task's work on one device waits for, without repeats. Slot 0 for compute
   /// (on its device) and transfers (on src); slot k for a collective's member k.
   std::vector<std::vector<std::vector<int>>> waits;
 
-  std::vector<std::vector<int>> communicators; ///< distinct NCCL groups: simulated devices in rank (ring) order
+  /// Distinct NCCL groups, in the order of their first collective, then the world communicator when there is one:
+  /// simulated devices in rank (ring) order.
+  std::vector<std::vector<int>> communicators;
+  int world_communicator = -1; ///< every device in order, for transfers between ranks; -1 when there are none
 
   /// Per GPU: the distinct compute launches of its devices, and launch_index[task][l], the index of a compute
   /// task's launch l among its GPU's; first_use[gpu][i] = (task, launch) where launch i first appears.
@@ -84,12 +108,21 @@ struct ExecutionPlan {
   std::vector<std::vector<std::pair<int, int>>> first_use;
 
   std::vector<std::size_t> comm_bytes;         ///< per GPU: size of its send buffer and of its receive buffer
-  std::vector<std::pair<int, int>> peer_pairs; ///< GPU pairs (a < b) that copy to or from each other
+  std::vector<std::pair<int, int>> peer_pairs; ///< GPU pairs (a < b) of one rank that copy to or from each other
   int emulated_collectives = 0;
+  int rank_transfers       = 0; ///< transfers between ranks
+  int unenforced_waits     = 0; ///< dependencies on another rank's work that no transfer or collective carries
+
+  int rank_of(int gpu) const { return gpu / gpus_per_rank; }
+  bool is_local(int gpu) const { return rank_of(gpu) == rank; }
+  int first_local_gpu() const { return rank * gpus_per_rank; }
+  /// A GPU of this rank as CUDA numbers it in this process.
+  int cuda_device(int gpu) const { return gpu - first_local_gpu(); }
 };
 
-/// Plans `workload` on `options.visible_gpus` GPUs. Throws ExecutionError when the workload has more devices than
-/// there are GPUs and mapping is not allowed, or no GPU at all.
+/// Plans `workload` on `options.visible_gpus` GPUs, or on options.ranks x visible_gpus GPUs as rank options.rank.
+/// Throws ExecutionError when the workload has more devices than there are GPUs and mapping is not allowed, or no
+/// GPU at all; with several ranks, unless the workload has exactly ranks x visible_gpus devices and no mapping.
 ExecutionPlan plan_execution(const Workload& workload, const MappingOptions& options);
 
 /// Bytes of one element of a dtype as workloads name it (fp16, bf16: 2; fp8: 1; fp32, tf32 and others: 4).
