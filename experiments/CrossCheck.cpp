@@ -321,6 +321,10 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
       row.set("measured_max_s", measured.max_s());
       row.set("measured_throughput_samples_per_s", batch / real);
       row.set("error_pct", error);
+      std::string notes;  // what the backend changed or shared: mapped devices, fp32 on the host, ...
+      for (const auto& n : measured.notes)
+        notes += (notes.empty() ? "" : "; ") + n;
+      row.set("message", notes);
       total_error += std::abs(error);
       ++result.compared;
     } catch (const std::exception& e) {
