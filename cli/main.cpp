@@ -56,8 +56,14 @@ commands:
       --trace-dir DIR        write a Chrome-trace timeline per point (open in Perfetto) and
                              a per-device CSV next to it
       --quiet                no progress or summary on stderr
+      --resume               keep the rows of the CSV already at -o that belong to this sweep
+                             (same point, same configuration) and simulate only the rest
+      --shard I/N            only the points whose index mod N is I (0 <= I < N), for job arrays;
+                             join the parts with `ddlsim merge`
       --cfg=NAME:VALUE       pass a setting to SimGrid (repeatable)
       --log=SETTING          pass a log setting to SimGrid (repeatable)
+  merge CSV... -o OUT.csv    join the CSVs of a sharded sweep: rows in point order, a point present
+                             twice must agree; refuses CSVs of other ddlsim versions
   validate EXPERIMENT.yaml   check the file and every sweep point; print every problem
       --set KEY=VALUE        as for run
   model MODEL                print a model's blocks (pipeline partition units) and totals
@@ -272,6 +278,8 @@ int cmd_run(Args& args)
   std::vector<std::string> sets;
   experiments::SweepOptions options;
   bool quiet = false;
+  bool resume = false;
+  int shard_index = 0, shard_count = 1;
   while (!args.done()) {
     if (auto v = args.option("--output", "-o"))
       output = *v;
@@ -287,7 +295,15 @@ int cmd_run(Args& args)
       options.evaluate.replay.simgrid_log.push_back(args.next().substr(6));
     else if (args.flag("--quiet"))
       quiet = true;
-    else if (args.peek().rfind("-", 0) == 0)
+    else if (args.flag("--resume"))
+      resume = true;
+    else if (auto shard = args.option("--shard")) {
+      const auto slash = shard->find('/');
+      if (slash == std::string::npos)
+        throw UsageError{"--shard expects I/N, e.g. --shard 0/4"};
+      shard_count = parse_int(shard->substr(slash + 1), "--shard N", 1, 1 << 20);
+      shard_index = parse_int(shard->substr(0, slash), "--shard I", 0, shard_count - 1);
+    } else if (args.peek().rfind("-", 0) == 0)
       throw UsageError{"unknown option for run: " + args.peek()};
     else if (!file)
       file = args.next();
@@ -314,7 +330,48 @@ int cmd_run(Args& args)
       if (done == total)
         std::fputc('\n', stderr);
     };
-  const auto rows = experiments::run_sweep(points, options);
+  // This shard's points; with --resume, the rows the CSV already holds for them are kept.
+  std::vector<experiments::PointConfig> todo;
+  std::vector<std::size_t> todo_index;  // into `points`
+  std::map<std::size_t, experiments::ResultRow> done;  // by point index
+  std::vector<experiments::ResultRow> previous;
+  if (resume && std::filesystem::exists(csv))
+    previous = experiments::read_csv(csv);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (static_cast<int>(i % static_cast<std::size_t>(shard_count)) != shard_index)
+      continue;
+    const experiments::ResultRow fresh = experiments::describe_point(points[i]);
+    auto kept = std::find_if(previous.begin(), previous.end(),
+                             [&](const experiments::ResultRow& r) { return experiments::same_point(r, fresh); });
+    if (kept != previous.end()) {
+      done.emplace(i, *kept);
+      continue;
+    }
+    todo.push_back(points[i]);
+    todo_index.push_back(i);
+  }
+  auto rows_so_far = [&] {
+    std::vector<experiments::ResultRow> rows;
+    for (const auto& [i, row] : done)
+      rows.push_back(row);
+    return rows;
+  };
+  // Rewritten atomically as rows arrive (at most every checkpoint_s seconds), so that a killed
+  // sweep leaves a valid CSV of what it finished, for --resume.
+  const char* every = std::getenv("DDLSIM_CHECKPOINT_SECONDS");
+  const double checkpoint_s = every ? std::atof(every) : 2.0;
+  auto last_write = std::chrono::steady_clock::now();
+  options.on_row = [&](std::size_t k, const experiments::ResultRow& row) {
+    done.emplace(todo_index[k], row);
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_write).count() >= checkpoint_s) {
+      experiments::write_csv(csv, rows_so_far());
+      last_write = now;
+    }
+  };
+  if (!todo.empty())
+    experiments::run_sweep(todo, options);
+  const auto rows = rows_so_far();
   experiments::write_csv(csv, rows);
 
   if (!quiet) {
@@ -324,8 +381,51 @@ int cmd_run(Args& args)
     std::string summary;
     for (const auto& [status, n] : counts)
       summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
-    std::cerr << "ddlsim: wrote " << rows.size() << " row(s) (" << summary << ") to " << csv << '\n';
+    std::cerr << "ddlsim: wrote " << rows.size() << " row(s) (" << summary << ") to " << csv;
+    if (rows.size() > todo.size())
+      std::cerr << "; " << rows.size() - todo.size() << " kept from the earlier run";
+    if (shard_count > 1)
+      std::cerr << "; shard " << shard_index << "/" << shard_count << " of " << points.size() << " points";
+    std::cerr << '\n';
   }
+  return exit_ok;
+}
+
+// merge: the CSVs of a sharded sweep, joined in point order.
+int cmd_merge(Args& args)
+{
+  std::vector<std::string> files;
+  std::optional<std::string> output;
+  while (!args.done()) {
+    if (auto o = args.option("--output", "-o"))
+      output = *o;
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for merge: " + args.peek()};
+    else
+      files.push_back(args.next());
+  }
+  if (files.empty() || !output)
+    throw UsageError{"merge needs CSV files and -o OUT.csv"};
+  // (experiment, config_id) -> row; a point in two parts must have the same configuration.
+  std::map<std::pair<std::string, long long>, experiments::ResultRow> rows;
+  for (const auto& f : files)
+    for (auto& row : experiments::read_csv(f)) {
+      long long id = 0;
+      try {
+        id = std::stoll(row.get("config_id"));
+      } catch (const std::exception&) {
+        throw Error(f + ": a row whose config_id is '" + row.get("config_id") + "'");
+      }
+      const auto key = std::make_pair(row.get("experiment"), id);
+      auto [it, added] = rows.emplace(key, row);
+      if (!added && !experiments::same_point(it->second, row))
+        throw Error(f + ": point " + std::to_string(id) + " of " + key.first + " differs from the same point in another part");
+    }
+  std::vector<experiments::ResultRow> ordered;
+  for (auto& [key, row] : rows)
+    ordered.push_back(std::move(row));
+  experiments::write_csv(*output, ordered);
+  std::fprintf(stderr, "ddlsim: merged %zu file(s) into %s: %zu row(s)\n", files.size(), output->c_str(), ordered.size());
   return exit_ok;
 }
 
@@ -785,6 +885,8 @@ int dispatch(Args& args)
     return cmd_run(args);
   if (command == "execute")
     return cmd_execute(args);
+  if (command == "merge")
+    return cmd_merge(args);
   if (command == "validate")
     return cmd_validate(args);
   if (command == "model")

@@ -248,7 +248,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
   if (options.on_status)
     options.on_status("simulating " + std::to_string(points.size()) + " points");
   result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {.replay = {}, .trace_dir = {}, .work_scale = options.scale},
-                                   .on_progress = {}});
+                                   .on_progress = {}, .on_row = {}});
 
   double total_error = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {

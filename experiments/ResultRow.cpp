@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 namespace ddlsim::experiments {
 namespace {
@@ -102,6 +104,82 @@ std::string csv_escape(const std::string& cell)
     out += c;
   }
   return out + "\"";
+}
+
+std::vector<ResultRow> read_csv(const std::string& path)
+{
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ConfigError(path, 0, "", "cannot open the CSV");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  std::vector<std::vector<std::string>> records;
+  std::vector<int> lines;
+  std::vector<std::string> record;
+  std::string cell;
+  bool quoted = false, cell_started = false;
+  int line = 1, record_line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        line += c == '\n';
+        cell += c;
+      }
+      continue;
+    }
+    if (c == '"' && !cell_started) {
+      quoted = cell_started = true;
+    } else if (c == ',') {
+      record.push_back(std::move(cell));
+      cell.clear();
+      cell_started = false;
+    } else if (c == '\n') {
+      record.push_back(std::move(cell));
+      cell.clear();
+      cell_started = false;
+      records.push_back(std::move(record));
+      lines.push_back(record_line);
+      record.clear();
+      record_line = ++line;
+    } else if (c != '\r') {
+      cell += c;
+      cell_started = true;
+    }
+  }
+  if (quoted)
+    throw ConfigError(path, record_line, "", "a quoted cell is not closed (a cut file?)");
+  if (cell_started || !record.empty())
+    throw ConfigError(path, record_line, "", "the last row has no line end (a cut file?)");
+  const auto& cols = csv_columns();
+  if (records.empty() || records[0] != cols)
+    throw ConfigError(path, 1, "", "not a CSV of this ddlsim version (its header differs)");
+  std::vector<ResultRow> rows;
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    if (records[r].size() != cols.size())
+      throw ConfigError(path, lines[r], "", "expected " + std::to_string(cols.size()) + " cells, found " +
+                                                std::to_string(records[r].size()));
+    ResultRow row;
+    for (std::size_t c = 0; c < cols.size(); ++c)
+      row.set(cols[c], records[r][c]);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+bool same_point(const ResultRow& a, const ResultRow& b)
+{
+  for (const char* column : {"experiment", "config_id", "model", "cluster", "calibration", "schedule", "pp", "dp", "tp",
+                             "gpus", "global_batch", "micro_batch", "dtype"})
+    if (a.get(column) != b.get(column))
+      return false;
+  return true;
 }
 
 void write_csv(const std::string& path, const std::vector<ResultRow>& rows)

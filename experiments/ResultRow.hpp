@@ -64,4 +64,13 @@ void write_csv(const std::string& path, const std::vector<ResultRow>& rows);
 /// Quotes a cell for CSV when it contains a comma, quote or line break.
 std::string csv_escape(const std::string& cell);
 
+/// Reads a CSV that write_csv wrote. Throws ConfigError (file:line) when the header is not this
+/// version's columns, a row has the wrong number of cells, or a quote is not closed.
+std::vector<ResultRow> read_csv(const std::string& path);
+
+/// The columns that say which configuration a row is (experiment, config_id, model, cluster,
+/// calibration, schedule, pp, dp, tp, gpus, global_batch, micro_batch, dtype): two rows with equal
+/// values there are results of the same point.
+bool same_point(const ResultRow& a, const ResultRow& b);
+
 }  // namespace ddlsim::experiments

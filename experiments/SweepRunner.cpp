@@ -68,7 +68,9 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
   std::size_t next = 0;
   std::size_t done = 0;
   const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
-  auto finished = [&] {
+  auto finished = [&](std::size_t index) {
+    if (options.on_row)
+      options.on_row(index, rows[index]);
     ++done;
     if (options.on_progress)
       options.on_progress(done, points.size());
@@ -79,7 +81,7 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
       const std::size_t i = next++;
       if (!points[i].is_valid()) {  // nothing to simulate: no process needed
         rows[i] = evaluate_point(points[i], options.evaluate);
-        finished();
+        finished(i);
         continue;
       }
       int fds[2];
@@ -133,8 +135,9 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
         rows[child.index].set("status", std::string("error"));
         rows[child.index].set("message", describe_exit(status));
       }
+      const std::size_t index = child.index;
       running.erase(pids[k]);
-      finished();
+      finished(index);
     }
   }
   return rows;

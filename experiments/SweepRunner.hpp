@@ -5,6 +5,10 @@
 // once; rows come back in point order whatever order the children finish in. A child that crashes
 // or returns garbage becomes an `error` row: the sweep goes on.
 //
+// on_row sees each row as soon as its point finishes, so a caller can keep a partial CSV on disk
+// (`ddlsim run` rewrites it atomically as rows arrive: a killed sweep leaves a valid file, and
+// `--resume` skips what it holds).
+//
 //   SweepOptions opts{.jobs = 2};
 //   std::vector<ResultRow> rows = run_sweep(points, opts);
 #pragma once
@@ -21,6 +25,8 @@ struct SweepOptions {
   EvaluateOptions evaluate;
   /// Called in the parent after each finished point with (points done, points in total).
   std::function<void(std::size_t, std::size_t)> on_progress;
+  /// Called in the parent with each finished point's index (in `points`) and row, as it finishes.
+  std::function<void(std::size_t, const ResultRow&)> on_row;
 };
 
 /// Evaluates every point; see the file comment. Throws ddlsim::Error only when the system refuses
