@@ -391,19 +391,26 @@ int cmd_run(Args& args)
   return exit_ok;
 }
 
+// The arguments of a command that takes input files and -o OUTPUT and nothing else.
+void files_and_output(Args& args, const std::string& command, std::vector<std::string>& files,
+                      std::optional<std::string>& output)
+{
+  while (!args.done()) {
+    if (auto o = args.option("--output", "-o"))
+      output = *o;
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for " + command + ": " + args.peek()};
+    else
+      files.push_back(args.next());
+  }
+}
+
 // merge: the CSVs of a sharded sweep, joined in point order.
 int cmd_merge(Args& args)
 {
   std::vector<std::string> files;
   std::optional<std::string> output;
-  while (!args.done()) {
-    if (auto o = args.option("--output", "-o"))
-      output = *o;
-    else if (args.peek().rfind("-", 0) == 0)
-      throw UsageError{"unknown option for merge: " + args.peek()};
-    else
-      files.push_back(args.next());
-  }
+  files_and_output(args, "merge", files, output);
   if (files.empty() || !output)
     throw UsageError{"merge needs CSV files and -o OUT.csv"};
   // (experiment, config_id) -> row; a point in two parts must have the same configuration.
@@ -742,14 +749,7 @@ int cmd_calibrate(Args& args, const std::string& command_line)
     throw UsageError{"unknown calibrate subcommand '" + sub + "' (this release has: collect, import, fit, report)"};
   std::vector<std::string> files;
   std::optional<std::string> output;
-  while (!args.done()) {
-    if (auto o = args.option("--output", "-o"))
-      output = *o;
-    else if (args.peek().rfind("-", 0) == 0)
-      throw UsageError{"unknown option for calibrate import: " + args.peek()};
-    else
-      files.push_back(args.next());
-  }
+  files_and_output(args, "calibrate import", files, output);
   if (files.empty())
     throw UsageError{"calibrate import needs at least one trace file"};
   if (!output)
