@@ -197,20 +197,26 @@ void print_diagnostics(const std::vector<Diagnostic>& diagnostics)
   }
 }
 
-// Loads the experiment and resolves every point; structural problems are fatal (ConfigError).
+// Loads the experiment and resolves every point its `where:` constraint keeps; structural problems
+// are fatal (ConfigError).
 std::vector<experiments::PointConfig> resolve_points(const experiments::Experiment& exp)
 {
   std::vector<experiments::PointConfig> points;
   std::vector<Diagnostic> problems;
   for (std::size_t i = 0; i < exp.point_count(); ++i) {
     try {
-      points.push_back(exp.point(i));
+      experiments::PointConfig p = exp.point(i);
+      if (exp.accepts(p))  // `where:` leaves rejected points out: no row
+        points.push_back(std::move(p));
     } catch (const ConfigError& e) {
       problems.insert(problems.end(), e.diagnostics().begin(), e.diagnostics().end());
     }
   }
   if (!problems.empty())
     throw ConfigError(problems);
+  if (points.empty())
+    throw ConfigError(exp.get_file(), 0, "where", "the constraint '" + exp.where() + "' leaves none of the " +
+                                                     std::to_string(exp.point_count()) + " points");
   return points;
 }
 

@@ -145,6 +145,10 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
     } else {
       for (auto it = sweep.begin(); it != sweep.end(); ++it) {
         const std::string key = it->first.Scalar();
+        if (key == "zip") {
+          exp.load_zip(it->second, diags, yaml_line(it->first));
+          continue;
+        }
         if (!valid_key(key) || key == "name" || key.rfind("sweep", 0) == 0 || key.rfind("output", 0) == 0) {
           diags.error(it->first, "sweep." + key, "cannot sweep over '" + key + "'");
           continue;
@@ -153,11 +157,22 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
           diags.error(it->second, "sweep." + key, "expected a non-empty list of values", yaml_line(it->first));
           continue;
         }
-        exp.axes_.push_back({key, it->second.size()});
+        exp.axes_.push_back({{key}, it->second.size(), -1, false});
       }
     }
   }
   YamlMap top(base, "", diags);
+  if (auto where = top.string("where")) {
+    try {
+      exp.where_ = std::make_shared<const Constraint>(*where);
+    } catch (const std::invalid_argument& e) {
+      top.report("where", e.what());
+    }
+  }
+  for (const auto& o : exp.overrides_)
+    for (const auto& axis : exp.axes_)
+      if (axis.zip >= 0 && std::find(axis.keys.begin(), axis.keys.end(), o.key) != axis.keys.end())
+        diags.error_at_line(0, o.key, "a key of a zip group cannot be fixed by --set: edit the zip group");
   exp.name_ = top.required_string("name");
   exp.description_ = top.string("description", "");
   if (auto output = top.map("output")) {
@@ -168,6 +183,81 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
   if (exp.point_count() > 10'000'000)
     throw ConfigError(path, yaml_line(sweep), "sweep", "the sweep has more than 10^7 points");
   return exp;
+}
+
+// sweep.zip: one mapping of keys to equal-length lists (one axis), or a list of such mappings.
+void Experiment::load_zip(const YAML::Node& zip, Diagnostics& diags, int line)
+{
+  auto group = [&](const YAML::Node& mapping, int index, bool single) {
+    const std::string where = single ? "sweep.zip" : "sweep.zip[" + std::to_string(index) + "]";
+    if (!mapping.IsMap() || mapping.size() == 0) {
+      diags.error(mapping, where, "expected a mapping of dotted.key: [values] whose lists have one length", line);
+      return;
+    }
+    Axis axis{{}, 0, index, single};
+    for (auto it = mapping.begin(); it != mapping.end(); ++it) {
+      const std::string key = it->first.Scalar();
+      if (!valid_key(key) || key == "name" || key.rfind("sweep", 0) == 0 || key.rfind("output", 0) == 0 || key == "where") {
+        diags.error(it->first, where + "." + key, "cannot sweep over '" + key + "'");
+        return;
+      }
+      if (!it->second.IsSequence() || it->second.size() == 0) {
+        diags.error(it->second, where + "." + key, "expected a non-empty list of values", yaml_line(it->first));
+        return;
+      }
+      if (axis.size != 0 && it->second.size() != axis.size) {
+        diags.error(it->second, where + "." + key,
+                    "has " + std::to_string(it->second.size()) + " values; the group's first list has " +
+                        std::to_string(axis.size) + " (zipped values move together)",
+                    yaml_line(it->first));
+        return;
+      }
+      axis.size = it->second.size();
+      axis.keys.push_back(key);
+    }
+    axes_.push_back(std::move(axis));
+  };
+  if (zip.IsMap()) {
+    group(zip, 0, true);
+  } else if (zip.IsSequence() && zip.size() > 0) {
+    for (std::size_t g = 0; g < zip.size(); ++g)
+      group(zip[g], static_cast<int>(g), false);
+  } else {
+    diags.error(zip, "sweep.zip", "expected a mapping of keys to equal-length lists, or a list of such mappings", line);
+  }
+}
+
+YAML::Node Experiment::axis_list(const YAML::Node& sweep, const Axis& axis, std::size_t key) const
+{
+  if (axis.zip < 0)
+    return sweep[axis.keys[key]];
+  const YAML::Node zip = sweep["zip"];
+  return axis.zip_mapping ? zip[axis.keys[key]] : zip[static_cast<std::size_t>(axis.zip)][axis.keys[key]];
+}
+
+bool Experiment::accepts(const PointConfig& p) const
+{
+  if (!where_)
+    return true;
+  const double gpus = p.cluster.gpu_count();
+  const std::map<std::string, double> values{
+      {"pp", p.parallelism.pp},
+      {"dp", p.parallelism.dp},
+      {"tp", p.parallelism.tp},
+      {"gpus", gpus},
+      {"nodes", p.cluster.nodes},
+      {"gpus_per_node", p.cluster.gpus_per_node},
+      {"micro_batch", p.training.micro_batch},
+      {"global_batch", static_cast<double>(p.training.global_batch)},
+      {"num_micro_batches", static_cast<double>(p.training.global_batch) /
+                                (static_cast<double>(p.training.micro_batch) * std::max(1, p.parallelism.dp))},
+      {"virtual_stages", p.parallelism.virtual_stages},
+  };
+  try {
+    return where_->accepts(values);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(file_, 0, "where", std::string(e.what()) + " (point " + std::to_string(p.index) + ")");
+  }
 }
 
 std::size_t Experiment::point_count() const
@@ -186,8 +276,10 @@ std::vector<std::pair<std::string, std::string>> Experiment::axis_values(std::si
   std::size_t stride = point_count();
   for (const auto& axis : axes_) {
     stride /= axis.size;
-    const YAML::Node v = doc["sweep"][axis.key][(index / stride) % axis.size];
-    values.emplace_back(axis.key, v.IsScalar() ? v.Scalar() : YAML::Dump(v));
+    for (std::size_t k = 0; k < axis.keys.size(); ++k) {
+      const YAML::Node v = axis_list(doc["sweep"], axis, k)[(index / stride) % axis.size];
+      values.emplace_back(axis.keys[k], v.IsScalar() ? v.Scalar() : YAML::Dump(v));
+    }
   }
   return values;
 }
@@ -212,12 +304,16 @@ YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
   if (index == std::numeric_limits<std::size_t>::max())
     return doc;
   std::size_t stride = point_count();
+  const YAML::Node sweep = doc["sweep"];
   for (const auto& axis : axes_) {
     stride /= axis.size;
-    YAML::Node value = doc["sweep"][axis.key][(index / stride) % axis.size];
-    set_path(doc, axis.key, value, diags, "");
+    for (std::size_t k = 0; k < axis.keys.size(); ++k) {
+      YAML::Node value = axis_list(sweep, axis, k)[(index / stride) % axis.size];
+      set_path(doc, axis.keys[k], value, diags, "");
+    }
   }
   doc.remove("sweep");
+  doc.remove("where");
   return doc;
 }
 
@@ -348,7 +444,7 @@ PointConfig Experiment::point(std::size_t index) const
   auto blame = [&](std::initializer_list<std::string> keys) {
     for (const auto& key : keys)
       for (const auto& axis : axes_)
-        if (axis.key == key)
+        if (std::find(axis.keys.begin(), axis.keys.end(), key) != axis.keys.end())
           return key;
     return *keys.begin();
   };

@@ -16,6 +16,10 @@
 //   sweep:                           # cartesian product, first axis varies slowest
 //     parallelism.pp: [1, 2, 4, 8]
 //     training.micro_batch: [1, 2, 4, 8, 16, 32]
+//     zip:                           # one axis whose keys move together (lists of equal length);
+//       parallelism.dp: [8, 4, 2, 1] #   a list of such mappings makes several zipped axes
+//       training.global_batch: [256, 128, 64, 32]
+//   where: pp * dp * tp == gpus && micro_batch <= 16   # keep only these points (Constraint.hpp)
 //   output: {csv: results/gpipe_microbatch.csv}
 //
 // `--set key=value` overrides a key (and fixes a swept key to one value); `--set sweep.KEY=[..]`
@@ -29,6 +33,7 @@
 #pragma once
 
 #include "calibration/Profile.hpp"
+#include "experiments/Constraint.hpp"
 #include "common/Dtype.hpp"
 #include "models/Memory.hpp"
 #include "models/Model.hpp"
@@ -38,6 +43,7 @@
 #include "sim/Schedules.hpp"
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -128,6 +134,11 @@ public:
   const std::string& get_file() const { return file_; }
   const std::string& get_description() const { return description_; }
   std::size_t point_count() const;
+  /// False when the file's `where:` constraint rejects this point (such points are left out of the
+  /// sweep: no row). Throws ConfigError (file:line: where) when the constraint cannot be evaluated.
+  bool accepts(const PointConfig& point) const;
+  /// The constraint as written, or empty.
+  std::string where() const { return where_ ? where_->text() : std::string(); }
   /// Values of the sweep axes at point `index`, in axis order (empty without a sweep).
   std::vector<std::pair<std::string, std::string>> axis_values(std::size_t index) const;
   /// Resolves point `index`. Throws ConfigError when the file or a swept value is malformed; a point
@@ -138,9 +149,13 @@ public:
 
 private:
   struct Axis {
-    std::string key;
+    std::vector<std::string> keys;  ///< one key, or the keys of a zip group (their values move together)
     std::size_t size = 0;
+    int zip = -1;                   ///< -1: a plain axis; else its group in sweep.zip (a list of groups)
+    bool zip_mapping = false;       ///< sweep.zip is one mapping, not a list of them
   };
+  YAML::Node axis_list(const YAML::Node& sweep, const Axis& axis, std::size_t key) const;
+  void load_zip(const YAML::Node& zip, Diagnostics& diags, int line);
   struct Override {
     std::string key;
     std::string value;
@@ -156,6 +171,7 @@ private:
   std::vector<Axis> axes_;
   std::vector<Override> overrides_;
   std::optional<std::string> output_csv_;
+  std::shared_ptr<const Constraint> where_;
 };
 
 }  // namespace ddlsim::experiments

@@ -96,4 +96,24 @@ rc, _, err = run(binary, "run", demo, "-o", full, "--shard", "3/3")
 checks += 1
 check(rc == 2 and "--shard" in err, f"--shard 3/3 is a usage error: {rc} {err}")
 
+# Zipped axes and a where constraint through the CLI: the kept points, with their full-product ids.
+zipped = os.path.join(d, "zip.yaml")
+with open(zipped, "w") as f:
+    f.write("name: zipped\nmodel: gpt2-small\ncluster: dgx-h100x2\ncalibration: h100-sxm\n"
+            "training: {global_batch: 64, micro_batch: 1, dtype: bf16}\nparallelism: {schedule: 1f1b, pp: 1, dp: 16}\n"
+            "sweep:\n  training.micro_batch: [1, 2, 4]\n  zip:\n    parallelism.pp: [1, 2, 4, 8]\n"
+            "    parallelism.dp: [16, 8, 4, 2]\n  parallelism.tp: [1, 2]\nwhere: pp * dp * tp == gpus\n")
+zcsv = os.path.join(d, "zip.csv")
+rc, _, err = run(binary, "run", zipped, "-o", zcsv, "--quiet")
+zrows = read_csv(zcsv) if rc == 0 else []
+checks += 2
+check(len(zrows) == 12 and all(int(r["pp"]) * int(r["dp"]) * int(r["tp"]) == 16 for r in zrows),
+      f"where keeps the 12 points of 16 GPUs out of 24: {len(zrows)} {err}")
+check([int(r["config_id"]) for r in zrows] == list(range(0, 24, 2)), "kept points keep their full-product ids")
+with open(zipped, "a") as f:
+    f.write("output: {csv: x.csv}\n")
+rc, _, err = run(binary, "run", zipped, "-o", zcsv, "--set", "where=gpus > 100")
+checks += 1
+check(rc == 1 and "leaves none of the 24 points" in err, f"a constraint that keeps nothing is an error: {rc} {err}")
+
 finish("cli_sweep", checks)

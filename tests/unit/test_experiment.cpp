@@ -1,4 +1,5 @@
 #include "common/DataPath.hpp"
+#include "experiments/Constraint.hpp"
 #include "experiments/Experiment.hpp"
 #include "sim/ClusterSpec.hpp"
 
@@ -6,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <unistd.h>
 
 using namespace ddlsim;
@@ -205,4 +208,65 @@ TEST_CASE("cluster files: fat trees, heterogeneous nodes and stragglers; errors 
   CHECK(errors(head + "fabric: {}\nnode_gpus:\n  - {nodes: [2], speed: 0.5}\n").find("c.yaml:9: node_gpus[0].nodes: node indices go from 0 to 1") !=
         std::string::npos);
   CHECK(errors(head + "fabric: {}\nstragglers:\n  - {gpu: 1, speed: 0}\n").find("stragglers[0].speed") != std::string::npos);
+}
+
+TEST_CASE("zipped axes move together; a where constraint keeps only the points it accepts")
+{
+  const std::string text = base + "parallelism: {pp: 1, dp: 4}\nsweep:\n  training.micro_batch: [1, 2]\n"
+                                  "  zip:\n    parallelism.pp: [1, 2, 4]\n    parallelism.dp: [4, 2, 1]\n"
+                                  "where: pp * dp == gpus && micro_batch * dp <= 4\n";
+  const auto exp = Experiment::load(write_temp(text));
+  REQUIRE(exp.point_count() == 6);  // 2 micro-batches x 3 zipped (pp, dp) pairs
+  std::vector<std::tuple<int, int, int>> kept;
+  for (std::size_t i = 0; i < exp.point_count(); ++i) {
+    const PointConfig p = exp.point(i);
+    CHECK(p.parallelism.pp * p.parallelism.dp == 4);  // zipped values stay paired
+    if (exp.accepts(p))
+      kept.emplace_back(p.training.micro_batch, p.parallelism.pp, p.parallelism.dp);
+  }
+  // micro_batch x dp <= 4: (1,1,4) (1,2,2) (1,4,1) (2,2,2) (2,4,1); (2,1,4) is rejected.
+  CHECK(kept == std::vector<std::tuple<int, int, int>>{{1, 1, 4}, {1, 2, 2}, {1, 4, 1}, {2, 2, 2}, {2, 4, 1}});
+  const auto values = exp.axis_values(4);
+  REQUIRE(values.size() == 3);
+  CHECK(values[1] == std::pair<std::string, std::string>{"parallelism.pp", "2"});
+  CHECK(values[2] == std::pair<std::string, std::string>{"parallelism.dp", "2"});
+}
+
+TEST_CASE("zip groups of unequal lengths and bad constraints name file, line and key")
+{
+  auto errors = load_errors(base + "sweep:\n  zip:\n    parallelism.pp: [1, 2]\n    parallelism.dp: [4, 2, 1]\n");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].line == 9);
+  CHECK(errors[0].key == "sweep.zip.parallelism.dp");
+  CHECK(errors[0].message.find("has 3 values; the group's first list has 2") != std::string::npos);
+  errors = load_errors(base + "where: pp * * 2\n");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].key == "where");
+  CHECK(errors[0].line == 6);
+  CHECK(errors[0].message.find("at character 6") != std::string::npos);
+  errors = load_errors(base + "where: stages > 2\n");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].message.find("unknown name 'stages'") != std::string::npos);
+  errors = load_errors(base + "sweep:\n  zip: [1, 2]\n");
+  REQUIRE(errors.size() == 2);  // each entry of the list is not a mapping
+  CHECK(errors[0].key == "sweep.zip[0]");
+  CHECK(errors[1].key == "sweep.zip[1]");
+}
+
+TEST_CASE("constraint expressions: precedence, logic words, comparisons, errors")
+{
+  const std::map<std::string, double> v{{"pp", 4}, {"dp", 2}, {"tp", 8}, {"micro_batch", 3}};
+  CHECK(Constraint("pp * dp + tp == 16").accepts(v));
+  CHECK(Constraint("pp + dp * tp == 20").accepts(v));
+  CHECK(Constraint("(pp + dp) * tp == 48").accepts(v));
+  CHECK(Constraint("-pp + 5 == 1").accepts(v));
+  CHECK(Constraint("micro_batch % 2 == 1 and not (dp > 2)").accepts(v));
+  CHECK_FALSE(Constraint("pp < 4 || dp >= 3").accepts(v));
+  CHECK(Constraint("pp <= 4 && pp != 3 && 1").accepts(v));
+  CHECK(Constraint("!0").accepts(v));
+  CHECK_THROWS_WITH_AS(Constraint("pp / (dp - 2) > 1").accepts(v), "division by zero", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(Constraint("gpus > 1").accepts(v), "no value for 'gpus'", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(Constraint("pp == (dp"), "at character 10: expected ')'", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(Constraint("pp ==="), "at character 6: unexpected '='", std::invalid_argument);
+  CHECK_THROWS_AS(Constraint(""), std::invalid_argument);
 }
