@@ -12,6 +12,7 @@
 #include "experiments/Bench.hpp"
 #include "experiments/CrossCheck.hpp"
 #include "experiments/Experiment.hpp"
+#include "experiments/Search.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "models/Memory.hpp"
 #include "models/ModelLoader.hpp"
@@ -62,6 +63,14 @@ commands:
                              join the parts with `ddlsim merge`
       --cfg=NAME:VALUE       pass a setting to SimGrid (repeatable)
       --log=SETTING          pass a log setting to SimGrid (repeatable)
+  search microbatch EXPERIMENT.yaml
+                             the memory-aware micro-batch size search: per mini-batch (doubling
+                             from the experiment's), the fastest micro-batch size and count against
+                             GPipe's M = 4 x pp, and the largest trainable mini-batch of each
+      -o, --output FILE      every point tried (default results/NAME-microbatch.csv)
+      -j, --jobs N           parallel simulations
+      --max-batch B          the largest mini-batch tried (default 16 x the experiment's)
+      --set KEY=VALUE        as for run (the file must resolve to one point)
   merge CSV... -o OUT.csv    join the CSVs of a sharded sweep: rows in point order, a point present
                              twice must agree; refuses CSVs of other ddlsim versions
   validate EXPERIMENT.yaml   check the file and every sweep point; print every problem
@@ -409,6 +418,90 @@ void files_and_output(Args& args, const std::string& command, std::vector<std::s
     else
       files.push_back(args.next());
   }
+}
+
+// search microbatch: the memory-aware micro-batch size search (experiments/Search.hpp).
+int cmd_search(Args& args)
+{
+  if (args.done())
+    throw UsageError{"search needs a kind: microbatch"};
+  const std::string kind = args.next();
+  if (kind != "microbatch")
+    throw UsageError{"unknown search '" + kind + "' (this release has: microbatch)"};
+  std::optional<std::string> file, output;
+  std::vector<std::string> sets;
+  experiments::MicrobatchSearchOptions options;
+  while (!args.done()) {
+    if (auto o = args.option("--output", "-o"))
+      output = *o;
+    else if (auto j = args.option("--jobs", "-j"))
+      options.jobs = parse_int(*j, "--jobs", 1, 1024);
+    else if (auto m = args.option("--max-batch"))
+      options.max_batch = parse_int(*m, "--max-batch", 1, 1 << 30);
+    else if (auto v = args.option("--set"))
+      sets.push_back(*v);
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for search microbatch: " + args.peek()};
+    else if (!file)
+      file = args.next();
+    else
+      throw UsageError{"search microbatch takes one experiment file"};
+  }
+  if (!file)
+    throw UsageError{"search microbatch needs an experiment file"};
+  const auto exp = experiments::Experiment::load(*file, sets);
+  if (exp.point_count() != 1)
+    throw UsageError{"search microbatch searches one configuration: fix the swept keys with --set (the file has " +
+                     std::to_string(exp.point_count()) + " points)"};
+  const auto points = resolve_points(exp);
+  if (nothing_valid(points))
+    return exit_bad_input;
+  const experiments::PointConfig& base = points.front();
+  const experiments::MicrobatchSearch search = experiments::search_microbatch(base, options);
+  const std::string csv = output ? *output : "results/" + exp.get_name() + "-microbatch.csv";
+  experiments::write_csv(csv, search.rows);
+
+  const int pp = base.parallelism.pp, dp = base.parallelism.dp;
+  std::printf("micro-batch search: %s on %s, %s, pp %d, dp %d, tp %d; baseline M = %d x pp = %d\n", base.model_label.c_str(),
+              base.cluster_label.c_str(), std::string(sim::schedule_table.name(base.parallelism.schedule)).c_str(), pp, dp,
+              base.parallelism.tp, options.baseline_factor, options.baseline_factor * pp);
+  std::printf("%12s | %8s %8s %14s %10s | %8s %8s %14s %10s | %8s\n", "mini-batch", "best b", "M", "samples/s", "memory",
+              "base b", "M", "samples/s", "memory", "gain");
+  auto cells = [&](const std::optional<std::size_t>& r, char* out, std::size_t n) {
+    if (!r) {
+      std::snprintf(out, n, "%8s %8s %14s %10s", "-", "-", "-", "-");
+      return;
+    }
+    const auto& row = search.rows[*r];
+    const bool ok = row.get("status") == "ok";
+    const std::string memory = row.get("peak_memory_bytes");
+    std::snprintf(out, n, "%8s %8s %14.6g %9.1fG", row.get("micro_batch").c_str(),
+                  row.get("num_micro_batches").c_str(), ok ? std::stod(row.get("throughput_samples_per_s")) : 0.0,
+                  memory.empty() ? 0.0 : std::stod(memory) / 1e9);
+    if (!ok)
+      std::snprintf(out, n, "%8s %8s %14s %9.1fG", row.get("micro_batch").c_str(), row.get("num_micro_batches").c_str(),
+                    row.get("status").c_str(), memory.empty() ? 0.0 : std::stod(memory) / 1e9);
+  };
+  for (const auto& b : search.batches) {
+    char best[96], baseline[96], gain[32] = "-";
+    cells(b.best, best, sizeof best);
+    cells(b.baseline, baseline, sizeof baseline);
+    if (b.best && b.baseline && search.rows[*b.baseline].get("status") == "ok")
+      std::snprintf(gain, sizeof gain, "%+.1f%%",
+                    100 * (std::stod(search.rows[*b.best].get("throughput_samples_per_s")) /
+                               std::stod(search.rows[*b.baseline].get("throughput_samples_per_s")) -
+                           1));
+    std::printf("%12lld | %s | %s | %8s\n", b.global_batch, best, baseline, gain);
+  }
+  std::printf("largest trainable mini-batch: %lld with the search, %lld with the baseline", search.largest_batch,
+              search.largest_baseline_batch);
+  if (search.largest_baseline_batch > 0)
+    std::printf(" (%+.0f%%)",
+                100.0 * (static_cast<double>(search.largest_batch) / static_cast<double>(search.largest_baseline_batch) - 1));
+  if (search.stopped_at_max)
+    std::printf(" (the search stopped at --max-batch with points still fitting)");
+  std::printf("\n%zu points simulated; every point: %s\n", search.rows.size(), csv.c_str());
+  return exit_ok;
 }
 
 // merge: the CSVs of a sharded sweep, joined in point order.
@@ -893,6 +986,8 @@ int dispatch(Args& args)
     return cmd_execute(args);
   if (command == "merge")
     return cmd_merge(args);
+  if (command == "search")
+    return cmd_search(args);
   if (command == "validate")
     return cmd_validate(args);
   if (command == "model")

@@ -1,0 +1,71 @@
+"""`ddlsim search microbatch` on the shipped experiments/microbatch_search.yaml: the table's best
+micro-batch per mini-batch is the fastest of the points the CSV holds for it, the gain is computed
+from those rows, the baseline is already best where it is the only candidate (M = 4K at the first
+mini-batch), the search beats it at larger mini-batches, and the largest trainable mini-batches are
+checked with `ddlsim run` one step (dp x 4K samples) beyond them: nothing fits there."""
+import os
+import re
+import sys
+
+from common import ROOT, check, finish, read_csv, run, workdir
+
+binary = sys.argv[1]
+checks = 0
+d = workdir()
+exp = os.path.join(ROOT, "experiments", "microbatch_search.yaml")
+csv_path = os.path.join(d, "search.csv")
+rc, out, err = run(binary, "search", "microbatch", exp, "--max-batch", "16384", "-o", csv_path, "-j", "2")
+checks += 1
+check(rc == 0 and "largest trainable mini-batch" in out, f"search runs: {rc} {err}")
+rows = read_csv(csv_path) if rc == 0 else []
+table = {}
+for line in out.splitlines():
+    m = re.match(r"\s*(\d+) \|(.*)\|(.*)\|\s*(\S+)\s*$", line)
+    if m:
+        table[int(m.group(1))] = (m.group(2).split(), m.group(3).split(), m.group(4))
+checks += 1
+check(len(table) >= 5, f"one table line per mini-batch: {sorted(table)}")
+dp, k = 4, 4
+gains = {}
+for batch, (best, base, gain) in table.items():
+    ok = [r for r in rows if int(r["global_batch"]) == batch and r["status"] == "ok"]
+    if not ok:
+        continue
+    fastest = max(ok, key=lambda r: float(r["throughput_samples_per_s"]))
+    checks += 1
+    check(best[0] == fastest["micro_batch"], f"B={batch}: the best micro-batch is the fastest row ({best[0]} vs {fastest['micro_batch']})")
+    baseline = [r for r in rows if int(r["global_batch"]) == batch and int(r["num_micro_batches"] or 0) == 4 * k]
+    if baseline and baseline[0]["status"] == "ok":
+        expected = 100 * (float(fastest["throughput_samples_per_s"]) / float(baseline[0]["throughput_samples_per_s"]) - 1)
+        gains[batch] = expected
+        checks += 1
+        check(gain == f"{expected:+.1f}%", f"B={batch}: gain {gain} = {expected:+.1f}% from the rows")
+checks += 2
+check(abs(gains.get(64, 1)) < 1e-9, f"at B = 64 the baseline (b = 1, M = 16) is the only fitting layout and is best: {gains.get(64)}")
+check(gains.get(2048, 0) > 5, f"at B = 2048 more, smaller micro-batches beat M = 4K: {gains.get(2048)}")
+
+m = re.search(r"largest trainable mini-batch: (\d+) with the search, (\d+) with the baseline \(\+(\d+)%\)", out)
+checks += 1
+check(m is not None, f"the largest trainable mini-batches are printed: {out[-300:]}")
+if m:
+    largest, largest_base = int(m.group(1)), int(m.group(2))
+    check(largest > largest_base, f"the search trains a larger mini-batch than the baseline: {largest} vs {largest_base}")
+    checks += 1
+    step = dp * 4 * k
+    # One step beyond the search's largest: every power-of-two micro-batch (M <= 1024) is out of memory.
+    beyond = largest + step
+    per_replica = beyond // dp
+    sizes = [b for b in (2 ** i for i in range(20)) if b <= per_replica and per_replica % b == 0 and per_replica // b <= 1024]
+    probe = os.path.join(d, "beyond.csv")
+    rc, _, err = run(binary, "run", exp, "-o", probe, "--quiet", "--set", f"training.global_batch={beyond}",
+                     "--set", "sweep.training.micro_batch=[" + ",".join(map(str, sizes)) + "]")
+    checks += 2
+    check(rc == 0 and all(r["status"] != "ok" for r in read_csv(probe)), f"nothing fits at B = {beyond}: {err}")
+    rc, _, err = run(binary, "run", exp, "-o", probe, "--quiet", "--set", f"training.global_batch={largest_base + step}",
+                     "--set", f"training.micro_batch={(largest_base + step) // (dp * 4 * k)}")
+    check(rc == 0 and read_csv(probe)[0]["status"] == "oom", f"the baseline does not fit one step beyond its largest: {err}")
+
+rc, out, err = run(binary, "search", "microbatch", os.path.join(ROOT, "experiments", "demo.yaml"))
+checks += 1
+check(rc == 2 and "one configuration" in err, f"a sweep file needs its axes fixed: {rc} {err}")
+finish("cli_search", checks)
