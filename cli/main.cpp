@@ -71,6 +71,11 @@ commands:
       -j, --jobs N           parallel simulations
       --max-batch B          the largest mini-batch tried (default 16 x the experiment's)
       --set KEY=VALUE        as for run (the file must resolve to one point)
+  search grid EXPERIMENT.yaml
+                             every pp x tp (P_r) x dp (P_c) shape of the cluster's GPUs, ranked by
+                             throughput, with pure data and pure model parallelism marked
+      --no-pipeline          only pp = 1: the P_r x P_c grid
+      -o, -j, --set          as for search microbatch (default CSV results/NAME-grid.csv)
   merge CSV... -o OUT.csv    join the CSVs of a sharded sweep: rows in point order, a point present
                              twice must agree; refuses CSVs of other ddlsim versions
   validate EXPERIMENT.yaml   check the file and every sweep point; print every problem
@@ -420,14 +425,90 @@ void files_and_output(Args& args, const std::string& command, std::vector<std::s
   }
 }
 
+// search grid: every pp x tp x dp shape of the cluster's GPUs, ranked (experiments/Search.hpp).
+int cmd_search_grid(Args& args)
+{
+  std::optional<std::string> file, output;
+  std::vector<std::string> sets;
+  experiments::GridSearchOptions options;
+  while (!args.done()) {
+    if (auto o = args.option("--output", "-o"))
+      output = *o;
+    else if (auto j = args.option("--jobs", "-j"))
+      options.jobs = parse_int(*j, "--jobs", 1, 1024);
+    else if (args.flag("--no-pipeline"))
+      options.pipeline = false;
+    else if (auto v = args.option("--set"))
+      sets.push_back(*v);
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for search grid: " + args.peek()};
+    else if (!file)
+      file = args.next();
+    else
+      throw UsageError{"search grid takes one experiment file"};
+  }
+  if (!file)
+    throw UsageError{"search grid needs an experiment file"};
+  const auto exp = experiments::Experiment::load(*file, sets);
+  if (exp.point_count() != 1)
+    throw UsageError{"search grid searches one configuration: fix the swept keys with --set (the file has " +
+                     std::to_string(exp.point_count()) + " points)"};
+  const experiments::PointConfig base = exp.point(0);
+  const int gpus = base.cluster.gpu_count();
+  auto make_point = [&](int pp, int tp, int dp) {
+    std::vector<std::string> shape = sets;
+    shape.push_back("parallelism.pp=" + std::to_string(pp));
+    shape.push_back("parallelism.tp=" + std::to_string(tp));
+    shape.push_back("parallelism.dp=" + std::to_string(dp));
+    return experiments::Experiment::load(*file, shape).point(0);
+  };
+  const experiments::GridSearch search = experiments::search_grid(gpus, make_point, options);
+  const std::string csv = output ? *output : "results/" + exp.get_name() + "-grid.csv";
+  experiments::write_csv(csv, search.rows);
+  std::printf("grid search: %s on %s (%d GPUs), %s; pp x tp (P_r) x dp (P_c) = %d\n", base.model_label.c_str(),
+              base.cluster_label.c_str(), gpus, std::string(sim::schedule_table.name(base.parallelism.schedule)).c_str(), gpus);
+  std::printf("%5s %5s %5s %5s %14s %10s %16s %14s %10s  %s\n", "rank", "pp", "tp", "dp", "samples/s", "vs best",
+              "comm_bytes/GPU", "exposed_comm_s", "memory", "");
+  const double best = search.ranking.empty() ? 0 : std::stod(search.rows[search.ranking.front()].get("throughput_samples_per_s"));
+  auto label = [&](const experiments::ResultRow& row) {
+    const int pp = std::stoi(row.get("pp")), tp = std::stoi(row.get("tp")), dp = std::stoi(row.get("dp"));
+    if (dp == gpus)
+      return "pure data parallel";
+    if (tp == gpus)
+      return "pure model parallel (tensor)";
+    if (pp == gpus)
+      return "pure model parallel (pipeline)";
+    return "";
+  };
+  int rank = 0;
+  for (std::size_t r : search.ranking) {
+    const auto& row = search.rows[r];
+    const double t = std::stod(row.get("throughput_samples_per_s"));
+    std::printf("%5d %5s %5s %5s %14.6g %9.1f%% %16.4g %14.4g %9.1fG  %s\n", ++rank, row.get("pp").c_str(), row.get("tp").c_str(),
+                row.get("dp").c_str(), t, 100 * (t / best - 1), std::stod(row.get("comm_bytes_per_gpu")),
+                std::stod(row.get("exposed_comm_time_s")), std::stod(row.get("peak_memory_bytes")) / 1e9, label(row));
+  }
+  std::size_t others = 0;
+  for (const auto& row : search.rows)
+    if (row.get("status") != "ok") {
+      ++others;
+      std::printf("%5s %5s %5s %5s %14s  %s\n", "-", row.get("pp").c_str(), row.get("tp").c_str(), row.get("dp").c_str(),
+                  row.get("status").c_str(), label(row));
+    }
+  std::printf("%zu shapes, %zu ok; every shape: %s\n", search.rows.size(), search.rows.size() - others, csv.c_str());
+  return exit_ok;
+}
+
 // search microbatch: the memory-aware micro-batch size search (experiments/Search.hpp).
 int cmd_search(Args& args)
 {
   if (args.done())
-    throw UsageError{"search needs a kind: microbatch"};
+    throw UsageError{"search needs a kind: microbatch or grid"};
   const std::string kind = args.next();
+  if (kind == "grid")
+    return cmd_search_grid(args);
   if (kind != "microbatch")
-    throw UsageError{"unknown search '" + kind + "' (this release has: microbatch)"};
+    throw UsageError{"unknown search '" + kind + "' (this release has: microbatch, grid)"};
   std::optional<std::string> file, output;
   std::vector<std::string> sets;
   experiments::MicrobatchSearchOptions options;

@@ -123,4 +123,30 @@ MicrobatchSearch search_microbatch(const PointConfig& base, const MicrobatchSear
   return std::move(search);
 }
 
+GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp, int dp)>& make_point,
+                       const GridSearchOptions& options)
+{
+  std::vector<PointConfig> points;
+  for (int pp = 1; pp <= gpus; ++pp) {
+    if (gpus % pp != 0 || (!options.pipeline && pp > 1))
+      continue;
+    for (int tp = 1; tp <= gpus / pp; ++tp) {
+      if ((gpus / pp) % tp != 0)
+        continue;
+      PointConfig p = make_point(pp, tp, gpus / (pp * tp));
+      p.index = points.size();
+      points.push_back(std::move(p));
+    }
+  }
+  GridSearch search;
+  search.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
+  for (std::size_t r = 0; r < search.rows.size(); ++r)
+    if (search.rows[r].get("status") == "ok")
+      search.ranking.push_back(r);
+  std::stable_sort(search.ranking.begin(), search.ranking.end(), [&](std::size_t a, std::size_t b) {
+    return std::stod(search.rows[a].get("throughput_samples_per_s")) > std::stod(search.rows[b].get("throughput_samples_per_s"));
+  });
+  return search;
+}
+
 }  // namespace ddlsim::experiments

@@ -16,6 +16,7 @@
 
 #include "experiments/SweepRunner.hpp"
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -45,5 +46,26 @@ struct MicrobatchSearch {
 /// Runs the search from `base` (its global batch is the first mini-batch). Throws Error when the
 /// base point is invalid.
 MicrobatchSearch search_microbatch(const PointConfig& base, const MicrobatchSearchOptions& options);
+
+// Grid search (Gholami et al., SPAA 2018, extended with pipeline stages): every way of writing the
+// cluster's GPU count P as pp x tp x dp (tp is the P_r of the model x data grid, dp its P_c), each
+// simulated at the experiment's other settings; the rows ranked by throughput. With `pipeline`
+// false only pp = 1: the P_r x P_c grid itself.
+
+struct GridSearchOptions {
+  int jobs = 1;
+  bool pipeline = true;  ///< also vary pp
+};
+
+struct GridSearch {
+  std::vector<ResultRow> rows;       ///< every shape, in order of (pp, tp, dp)
+  std::vector<std::size_t> ranking;  ///< rows that are ok, fastest first
+};
+
+/// Every shape of `gpus` GPUs. `make_point(pp, tp, dp)` resolves the experiment at that shape, with
+/// the checks of an experiment file (tensor parallelism dividing the heads, enough blocks for pp),
+/// so an impossible shape is an `invalid` row that says why.
+GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp, int dp)>& make_point,
+                       const GridSearchOptions& options);
 
 }  // namespace ddlsim::experiments

@@ -96,11 +96,13 @@ if files:
     check({e["pid"] for e in events} == set(range(16)), "events on all 16 GPUs")
     check(any(e["name"] == "F s3 mb0" for e in events), "ops named by phase, stage and micro-batch")
 
-# Every shipped experiment runs as shipped (simulation only): no error rows.
+# Every shipped experiment runs (simulation only; the large ones at smoke size): no error rows.
+smoke = {"grid_shapes.yaml": ["--set", "sweep.cluster=[dgx-a100x8]", "--set", "sweep.parallelism.tp=[1,2,64]"]}
 shipped = sorted(f for f in os.listdir(os.path.join(ROOT, "experiments")) if f.endswith(".yaml"))
 for name in shipped:
     out_csv = os.path.join(tmp, "shipped_" + name + ".csv")
-    rc, _, err = run(binary, "run", os.path.join(ROOT, "experiments", name), "-o", out_csv, "--quiet", "-j", "2")
+    rc, _, err = run(binary, "run", os.path.join(ROOT, "experiments", name), "-o", out_csv, "--quiet", "-j", "2",
+                     *smoke.get(name, []))
     statuses = {r["status"] for r in read_csv(out_csv)} if rc == 0 else set()
     checks += 1
     check(rc == 0 and statuses and statuses <= {"ok", "oom", "invalid"} and "ok" in statuses,
