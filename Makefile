@@ -14,7 +14,7 @@ DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev l
 
 BENCH := resnet50-dp64 gpt3-13b-64-flow gpt3-175b-1024 gpt3-175b-8192
 
-.PHONY: deps build demo test bench crosscheck clean
+.PHONY: deps build demo test bench crosscheck results clean
 
 deps:
 	@missing=""; for p in $(DEBS); do \
@@ -41,6 +41,22 @@ test: build
 crosscheck: build
 	$(BUILD)/bin/ddlsim execute experiments/crosscheck_host.yaml --backend host -o results/crosscheck_host.csv
 	$(PYTHON) plots/plot_crosscheck.py results/crosscheck_host.csv -o results/crosscheck_host.png
+
+# The seed studies' figures and tables (docs/results.md): every shipped seed experiment and search.
+results: build
+	$(BUILD)/bin/ddlsim run experiments/gpipe_bm.yaml -o results/gpipe_bm.csv -j $(JOBS) --quiet
+	$(PYTHON) plots/plot_bm.py results/gpipe_bm.csv -o docs/figures/gpipe_bm.png
+	$(BUILD)/bin/ddlsim run experiments/gpipe_bm.yaml -o results/gantt.csv --quiet --trace-dir results/timeline \
+	  --set sweep.parallelism.pp=[4] --set sweep.training.micro_batch=[16]
+	$(PYTHON) plots/plot_gantt.py results/timeline/gpipe_bm_0.json -o docs/figures/gantt_gpipe_k4.png
+	$(BUILD)/bin/ddlsim search microbatch experiments/microbatch_search.yaml --max-batch 16384 -j $(JOBS) \
+	  -o results/microbatch_search.csv | tee results/microbatch_search.txt
+	$(PYTHON) plots/plot_memory.py results/microbatch_search.csv --global-batch 2048 --global-batch 4096 \
+	  --global-batch 8192 -o docs/figures/microbatch_memory.png
+	$(BUILD)/bin/ddlsim run experiments/grid_shapes.yaml -o results/grid_shapes.csv -j $(JOBS) --quiet
+	$(PYTHON) plots/plot_grid.py results/grid_shapes.csv -o docs/figures/grid_shapes.png
+	for e in parallelism_compare normalization sync_async; do \
+	  $(BUILD)/bin/ddlsim run experiments/$$e.yaml -o results/$$e.csv -j $(JOBS) --quiet || exit 1; done
 
 bench: build
 	rm -f results/bench.csv

@@ -379,7 +379,11 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.tp_fidelity =
         par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);
-    if (auto ps = par->map("ps")) {
+    // `ps: null` (e.g. one value of a sweep over parameter-server settings) means no parameter server.
+    const bool no_ps = par->has("ps") && par->yaml()["ps"].IsNull();
+    if (no_ps)
+      par->node("ps");
+    if (auto ps = no_ps ? std::nullopt : par->map("ps")) {
       ParameterServerSpec spec;
       spec.servers = static_cast<int>(ps->integer("servers", 1, 1, 1 << 16));
       const std::string placement = ps->string("placement", "dedicated");

@@ -9,8 +9,9 @@ Run it with Debian's python3 (python3-matplotlib).
 """
 import argparse
 import csv
-import os
 import sys
+
+from ddlsim_csv import save
 
 
 def load_rows(path):
@@ -65,10 +66,7 @@ def main():
                  f"mean absolute error {mape:.1f}% over {len(rows)} points", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
-    out = args.output or os.path.splitext(args.csv)[0] + ".png"
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    print(out)
+    save(fig, args.output, args.csv)
 
 
 if __name__ == "__main__":

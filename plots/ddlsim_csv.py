@@ -1,0 +1,36 @@
+"""Shared helpers of the plot scripts: read a ddlsim CSV (refusing files that are not one) and set up
+matplotlib without a display. Run the scripts with Debian's python3 (python3-matplotlib)."""
+import csv
+import sys
+
+
+def load_rows(path, required):
+    """The CSV's rows; exits with a message naming the file when columns in `required` are missing."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        sys.exit(f"{path}: {e.strerror}")
+    missing = set(required) - set(rows[0].keys() if rows else required)
+    if not rows or missing:
+        sys.exit(f"{path}: not a ddlsim results CSV (missing columns: {', '.join(sorted(missing)) or 'all rows'})")
+    return rows
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, output, source):
+    """Writes the figure to `output`, or next to `source` with .png; prints the path."""
+    import os
+
+    out = output or os.path.splitext(source)[0] + ".png"
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(out)
