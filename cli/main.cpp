@@ -3,6 +3,7 @@
 //   0 success, 1 bad input (the message names file:line and key), 2 usage error.
 #include "calibration/Profile.hpp"
 #include "calibration/ProfileFit.hpp"
+#include "cli/MpiSweep.hpp"
 #include "common/AtomicFile.hpp"
 #include "common/DataPath.hpp"
 #include "common/Dtype.hpp"
@@ -61,6 +62,8 @@ commands:
                              (same point, same configuration) and simulate only the rest
       --shard I/N            only the points whose index mod N is I (0 <= I < N), for job arrays;
                              join the parts with `ddlsim merge`
+      --mpi                  under mpirun: the ranks share the points, rank 0 writes the CSV
+                             (built when MPI is found: libopenmpi-dev)
       --cfg=NAME:VALUE       pass a setting to SimGrid (repeatable)
       --log=SETTING          pass a log setting to SimGrid (repeatable)
   search microbatch EXPERIMENT.yaml
@@ -298,7 +301,7 @@ int cmd_run(Args& args)
   std::vector<std::string> sets;
   experiments::SweepOptions options;
   bool quiet = false;
-  bool resume = false;
+  bool resume = false, mpi = false;
   int shard_index = 0, shard_count = 1;
   while (!args.done()) {
     if (auto v = args.option("--output", "-o"))
@@ -317,6 +320,8 @@ int cmd_run(Args& args)
       quiet = true;
     else if (args.flag("--resume"))
       resume = true;
+    else if (args.flag("--mpi"))
+      mpi = true;
     else if (auto shard = args.option("--shard")) {
       const auto slash = shard->find('/');
       if (slash == std::string::npos)
@@ -350,10 +355,16 @@ int cmd_run(Args& args)
       if (done == total)
         std::fputc('\n', stderr);
     };
+  // Under MPI each rank takes every size-th point of the shard, and rank 0 writes the CSV.
+  cli::MpiWorld world;
+  if (mpi)
+    world = cli::mpi_start();
   // This shard's points; with --resume, the rows the CSV already holds for them are kept.
   std::vector<experiments::PointConfig> todo;
   std::vector<std::size_t> todo_index;  // into `points`
   std::map<std::size_t, experiments::ResultRow> done;  // by point index
+  std::vector<std::size_t> todo_elsewhere;  // under MPI: points other ranks simulate
+  std::size_t to_simulate = 0;
   std::vector<experiments::ResultRow> previous;
   if (resume && std::filesystem::exists(csv))
     previous = experiments::read_csv(csv);
@@ -367,8 +378,13 @@ int cmd_run(Args& args)
       done.emplace(i, *kept);
       continue;
     }
-    todo.push_back(points[i]);
-    todo_index.push_back(i);
+    // Every rank counts the same points to simulate, so they agree on who takes which.
+    if (static_cast<int>(to_simulate++ % static_cast<std::size_t>(world.size)) == world.rank) {
+      todo.push_back(points[i]);
+      todo_index.push_back(i);
+    } else {
+      todo_elsewhere.push_back(i);
+    }
   }
   auto rows_so_far = [&] {
     std::vector<experiments::ResultRow> rows;
@@ -384,13 +400,28 @@ int cmd_run(Args& args)
   options.on_row = [&](std::size_t k, const experiments::ResultRow& row) {
     done.emplace(todo_index[k], row);
     const auto now = std::chrono::steady_clock::now();
-    if (std::chrono::duration<double>(now - last_write).count() >= checkpoint_s) {
+    if (!mpi && std::chrono::duration<double>(now - last_write).count() >= checkpoint_s) {
       experiments::write_csv(csv, rows_so_far());
       last_write = now;
     }
   };
   if (!todo.empty())
     experiments::run_sweep(todo, options);
+  if (mpi) {
+    std::map<std::size_t, std::string> mine;
+    for (std::size_t i : todo_index)
+      mine[i] = done.at(i).serialize();
+    const auto gathered = cli::mpi_gather(mine, world);
+    cli::mpi_stop();
+    if (world.rank != 0)
+      return exit_ok;  // rank 0 writes the CSV
+    for (const auto& [i, text] : gathered)
+      if (auto row = experiments::ResultRow::deserialize(text))
+        done.emplace(i, std::move(*row));
+    for (std::size_t i : todo_elsewhere)
+      if (!done.count(i))
+        throw Error("MPI: no row came back for point " + std::to_string(i));
+  }
   const auto rows = rows_so_far();
   experiments::write_csv(csv, rows);
 
@@ -402,10 +433,12 @@ int cmd_run(Args& args)
     for (const auto& [status, n] : counts)
       summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
     std::cerr << "ddlsim: wrote " << rows.size() << " row(s) (" << summary << ") to " << csv;
-    if (rows.size() > todo.size())
-      std::cerr << "; " << rows.size() - todo.size() << " kept from the earlier run";
+    if (rows.size() > todo.size() + todo_elsewhere.size())
+      std::cerr << "; " << rows.size() - todo.size() - todo_elsewhere.size() << " kept from the earlier run";
     if (shard_count > 1)
       std::cerr << "; shard " << shard_index << "/" << shard_count << " of " << points.size() << " points";
+    if (mpi)
+      std::cerr << "; " << world.size << " MPI ranks";
     std::cerr << '\n';
   }
   return exit_ok;
@@ -1058,7 +1091,8 @@ int dispatch(Args& args)
   }
   if (command == "--version") {
     std::cout << "ddlsim " << config::version << " (git " << config::git_hash << ", SimGrid "
-              << config::simgrid_version << ", CUDA toolkit " << (config::have_cuda ? "found" : "not found") << " at build time)\n";
+              << config::simgrid_version << ", CUDA toolkit " << (config::have_cuda ? "found" : "not found") << ", MPI "
+              << (config::have_mpi ? "found" : "not found") << " at build time)\n";
     return exit_ok;
   }
   if (command == "run")

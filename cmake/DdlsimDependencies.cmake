@@ -6,3 +6,12 @@ find_package(Boost 1.74 REQUIRED)                                   # libboost-g
 if(DDLSIM_BUILD_TESTS)
   find_package(doctest REQUIRED)                                    # doctest-dev
 endif()
+# Optional: `ddlsim run --mpi` spreads one sweep over MPI ranks (libopenmpi-dev). Only the C API,
+# called from C++ (the project enables no C compiler; the deprecated C++ bindings are skipped).
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI COMPONENTS CXX QUIET)
+if(MPI_CXX_FOUND)
+  set(DDLSIM_HAVE_MPI ON)
+else()
+  set(DDLSIM_HAVE_MPI OFF)
+endif()

@@ -4,6 +4,7 @@ and `--resume` completes it to the same CSV as an uninterrupted run (no duplicat
 disagree. Rows are compared without sim_wall_time_s, the one column that measures the host."""
 import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,6 +96,21 @@ check(rc == 1 and "cut.csv:" in err and "line end" in err, f"a cut CSV is refuse
 rc, _, err = run(binary, "run", demo, "-o", full, "--shard", "3/3")
 checks += 1
 check(rc == 2 and "--shard" in err, f"--shard 3/3 is a usage error: {rc} {err}")
+
+# MPI: two ranks share the points and rank 0 writes the same CSV as the local run.
+rc, version, _ = run(binary, "--version")
+mpirun = shutil.which("mpirun")
+mpi_csv = os.path.join(d, "mpi.csv")
+if "MPI found" in version and mpirun:
+    p = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", binary, "run", demo, "-o", mpi_csv,
+                        "--mpi", *slow], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    checks += 1
+    check(p.returncode == 0 and "2 MPI ranks" in p.stderr and rows_of(mpi_csv) == rows_of(full),
+          f"mpirun -np 2 ddlsim run --mpi equals the local run: {p.returncode} {p.stderr[-400:]}")
+else:
+    rc, _, err = run(binary, "run", demo, "-o", mpi_csv, "--mpi", *slow)
+    checks += 1
+    check(rc == 1 and "without MPI" in err and not os.path.exists(mpi_csv), f"--mpi without MPI is refused: {rc} {err}")
 
 # Zipped axes and a where constraint through the CLI: the kept points, with their full-product ids.
 zipped = os.path.join(d, "zip.yaml")
