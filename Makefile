@@ -1,6 +1,7 @@
 # The README's two set-up commands, on a fresh Debian 12 machine as root:
 #   make demo   install missing packages, build, run experiments/demo.yaml -> results/demo.csv + results/demo.png
 #   make test   install missing packages, build, run the whole CTest suite (unit, sim, cli)
+#   (make sanitize: the suite again under ASan + UBSan; CI runs both)
 # Other targets: deps (packages only), build, bench (every bench/ scenario, medians of 3 ->
 # results/bench.csv), crosscheck (experiments/crosscheck_host.yaml simulated and run on this CPU ->
 # results/crosscheck_host.csv + .png), clean. BUILD=dir and JOBS=n override the defaults.
@@ -14,7 +15,7 @@ DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev l
 
 BENCH := resnet50-dp64 gpt3-13b-64-flow gpt3-175b-1024 gpt3-175b-8192
 
-.PHONY: deps build demo test bench crosscheck results clean
+.PHONY: deps build demo test sanitize bench crosscheck results clean
 
 deps:
 	@missing=""; for p in $(DEBS); do \
@@ -37,6 +38,15 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the test
+# that triggers it). The CUDA targets are left out (their code never runs here), and so is the timed
+# cross-check, whose error bound does not hold for instrumented code.
+sanitize: deps
+	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Debug -DDDLSIM_CUDA=OFF \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+	cmake --build $(BUILD)-sanitize -j $(JOBS)
+	cd $(BUILD)-sanitize && ctest --output-on-failure -j $(JOBS) -E cli_execute
 
 crosscheck: build
 	$(BUILD)/bin/ddlsim execute experiments/crosscheck_host.yaml --backend host -o results/crosscheck_host.csv

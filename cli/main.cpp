@@ -62,6 +62,8 @@ commands:
                              (same point, same configuration) and simulate only the rest
       --shard I/N            only the points whose index mod N is I (0 <= I < N), for job arrays;
                              join the parts with `ddlsim merge`
+      --point-timeout S      kill a point still simulating after S seconds: an `error` row, and
+                             the sweep goes on (a crashing point is an `error` row too)
       --mpi                  under mpirun: the ranks share the points, rank 0 writes the CSV
                              (built when MPI is found: libopenmpi-dev)
       --cfg=NAME:VALUE       pass a setting to SimGrid (repeatable)
@@ -322,6 +324,12 @@ int cmd_run(Args& args)
       resume = true;
     else if (args.flag("--mpi"))
       mpi = true;
+    else if (auto t = args.option("--point-timeout")) {
+      char* end = nullptr;
+      options.point_timeout_s = std::strtod(t->c_str(), &end);
+      if (end == t->c_str() || *end != '\0' || !(options.point_timeout_s > 0))
+        throw UsageError{"--point-timeout needs a positive number of seconds, not '" + *t + "'"};
+    }
     else if (auto shard = args.option("--shard")) {
       const auto slash = shard->find('/');
       if (slash == std::string::npos)

@@ -3,7 +3,9 @@
 #include "common/Error.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +21,8 @@ struct Child {
   std::size_t index;
   int fd;
   std::string output;
+  std::chrono::steady_clock::time_point started;
+  bool timed_out = false;
 };
 
 void write_all(int fd, const std::string& text)
@@ -37,6 +41,10 @@ void write_all(int fd, const std::string& text)
 // Child side: simulate, send the row, and leave without running the parent's exit handlers.
 [[noreturn]] void run_child(const PointConfig& point, const EvaluateOptions& options, int fd)
 {
+  // Test hook (tests/cli/test_cli_sweep.py): DDLSIM_CRASH_POINT=N makes point N's process abort, as
+  // a crashing simulation would, so that the test sees the sweep report it and go on.
+  if (const char* crash = std::getenv("DDLSIM_CRASH_POINT"); crash && std::to_string(point.index) == crash)
+    std::abort();
   std::string text;
   try {
     text = evaluate_point(point, options).serialize();
@@ -96,7 +104,7 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
         run_child(points[i], options.evaluate, fds[1]);
       }
       ::close(fds[1]);
-      running.emplace(pid, Child{i, fds[0], {}});
+      running.emplace(pid, Child{i, fds[0], {}, std::chrono::steady_clock::now(), false});
     }
     if (running.empty())
       continue;
@@ -107,7 +115,22 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
       polls.push_back({child.fd, POLLIN, 0});
       pids.push_back(pid);
     }
-    if (::poll(polls.data(), polls.size(), -1) < 0 && errno != EINTR)
+    // Wake up for the first child to pass the time limit, if there is one.
+    int wait_ms = -1;
+    if (options.point_timeout_s > 0) {
+      const auto now = std::chrono::steady_clock::now();
+      double soonest = options.point_timeout_s;
+      for (auto& [pid, child] : running) {
+        const double left = options.point_timeout_s - std::chrono::duration<double>(now - child.started).count();
+        if (left <= 0 && !child.timed_out) {
+          child.timed_out = true;
+          ::kill(pid, SIGKILL);  // its pipe then closes, and it is collected below
+        }
+        soonest = std::min(soonest, std::max(left, 0.0));
+      }
+      wait_ms = static_cast<int>(soonest * 1000) + 1;
+    }
+    if (::poll(polls.data(), polls.size(), wait_ms) < 0 && errno != EINTR)
       throw Error(std::string("poll failed: ") + std::strerror(errno));
     for (std::size_t k = 0; k < polls.size(); ++k) {
       if (polls[k].revents == 0)
@@ -128,12 +151,15 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
       }
       auto row = ResultRow::deserialize(child.output);
       const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (row && clean) {
+      if (row && clean && !child.timed_out) {
         rows[child.index] = std::move(*row);
       } else {
         rows[child.index] = describe_point(points[child.index]);
         rows[child.index].set("status", std::string("error"));
-        rows[child.index].set("message", describe_exit(status));
+        char limit[96];
+        std::snprintf(limit, sizeof limit, "simulation process ran past --point-timeout %g s and was killed",
+                      options.point_timeout_s);
+        rows[child.index].set("message", child.timed_out ? std::string(limit) : describe_exit(status));
       }
       const std::size_t index = child.index;
       running.erase(pids[k]);

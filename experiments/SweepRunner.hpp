@@ -2,8 +2,9 @@
 //
 // SimGrid's engine is a per-process singleton, so every point is simulated in a child process
 // (fork costs about a millisecond and keeps results bit-identical). Up to `jobs` children run at
-// once; rows come back in point order whatever order the children finish in. A child that crashes
-// or returns garbage becomes an `error` row: the sweep goes on.
+// once; rows come back in point order whatever order the children finish in. A child that crashes,
+// returns garbage or runs past `point_timeout_s` becomes an `error` row naming the signal or the
+// limit: the sweep goes on.
 //
 // on_row sees each row as soon as its point finishes, so a caller can keep a partial CSV on disk
 // (`ddlsim run` rewrites it atomically as rows arrive: a killed sweep leaves a valid file, and
@@ -27,6 +28,8 @@ struct SweepOptions {
   std::function<void(std::size_t, std::size_t)> on_progress;
   /// Called in the parent with each finished point's index (in `points`) and row, as it finishes.
   std::function<void(std::size_t, const ResultRow&)> on_row;
+  /// A point still running after this many seconds is killed and becomes an `error` row (0: no limit).
+  double point_timeout_s = 0;
 };
 
 /// Evaluates every point; see the file comment. Throws ddlsim::Error only when the system refuses

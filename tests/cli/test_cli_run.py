@@ -107,5 +107,16 @@ for name in shipped:
     checks += 1
     check(rc == 0 and statuses and statuses <= {"ok", "oom", "invalid"} and "ok" in statuses,
           f"shipped experiment {name} runs: {rc} {statuses} {err}")
+    # Determinism: a second run (here with another -j) gives the same bytes but for the host's wall time.
+    again = os.path.join(tmp, "again_" + name + ".csv")
+    run(binary, "run", os.path.join(ROOT, "experiments", name), "-o", again, "--quiet", "-j", "1", *smoke.get(name, []))
+
+    def without_wall_time(path):
+        rows = read_csv(path) if os.path.exists(path) else []
+        for r in rows:
+            r.pop("sim_wall_time_s")
+        return rows
+    checks += 1
+    check(rc == 0 and without_wall_time(out_csv) == without_wall_time(again), f"{name}: two runs give the same CSV")
 
 finish("cli_run", checks)
