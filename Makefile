@@ -1,10 +1,12 @@
 # The README's two set-up commands, on a fresh Debian 12 machine as root:
 #   make demo   install missing packages, build, run experiments/demo.yaml -> results/demo.csv + results/demo.png
 #   make test   install missing packages, build, run the whole CTest suite (unit, sim, cli)
-#   (make sanitize: the suite again under ASan + UBSan; CI runs both)
-# Other targets: deps (packages only), build, bench (every bench/ scenario, medians of 3 ->
-# results/bench.csv), crosscheck (experiments/crosscheck_host.yaml simulated and run on this CPU ->
-# results/crosscheck_host.csv + .png), clean. BUILD=dir and JOBS=n override the defaults.
+#   (make sanitize: the suite again under ASan + UBSan; make fuzz: the libFuzzer targets, FUZZ_SECONDS
+#   each; CI runs all three, fuzz for 20 s a target)
+# Other targets: deps (packages only), build, bench (every `ddlsim bench` scenario, medians of 3 ->
+# results/bench.csv and docs/performance.md), crosscheck (experiments/crosscheck_host.yaml simulated
+# and run on this CPU -> results/crosscheck_host.csv + .png), clean. BUILD=dir and JOBS=n override
+# the defaults.
 
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -13,12 +15,14 @@ PYTHON := /usr/bin/python3
 DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev libopenmpi-dev \
         python3 python3-matplotlib
 
-BENCH := resnet50-dp64 gpt3-13b-64-flow gpt3-175b-1024 gpt3-175b-8192
+# Real PyTorch profiler traces whose import rate `make bench` also measures, when the folder exists.
+KINETO_DIR ?= ../shared/data/traces/kineto
 
-.PHONY: deps build demo test sanitize bench crosscheck results clean
+.PHONY: deps build demo test sanitize fuzz bench crosscheck results clean
 
-deps:
-	@missing=""; for p in $(DEBS); do \
+# Installs the Debian packages in $(1) that are missing (apt-get, as root or through sudo).
+define install_debs
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -27,6 +31,10 @@ deps:
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_debs,$(DEBS))
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -40,13 +48,24 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the test
-# that triggers it). The CUDA targets are left out (their code never runs here), and so is the timed
-# cross-check, whose error bound does not hold for instrumented code.
+# that triggers it). The CUDA targets are left out (their code never runs here); the timed
+# cross-check runs without its accuracy bounds, which do not hold for instrumented code.
 sanitize: deps
 	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Debug -DDDLSIM_CUDA=OFF \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 	cmake --build $(BUILD)-sanitize -j $(JOBS)
-	cd $(BUILD)-sanitize && ctest --output-on-failure -j $(JOBS) -E cli_execute
+	cd $(BUILD)-sanitize && DDLSIM_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
+
+# The libFuzzer targets of the input loaders (tests/fuzz), FUZZ_SECONDS each, JOBS at a time, in a
+# clang build with ASan + UBSan. A finding stops its target and is saved under $(BUILD)-fuzz/fuzz/crashes.
+FUZZ_SECONDS ?= 600
+FUZZ_DEBS := clang libclang-rt-14-dev
+fuzz: deps
+	$(call install_debs,$(FUZZ_DEBS))
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDLSIM_FUZZ=ON \
+	  -DDDLSIM_CUDA=OFF -DDDLSIM_BUILD_TESTS=OFF
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target ddlsim_fuzzers
+	FUZZ_JOBS=$(JOBS) tests/fuzz/run_fuzzers.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
 
 crosscheck: build
 	$(BUILD)/bin/ddlsim execute experiments/crosscheck_host.yaml --backend host -o results/crosscheck_host.csv
@@ -68,9 +87,23 @@ results: build
 	for e in parallelism_compare normalization sync_async; do \
 	  $(BUILD)/bin/ddlsim run experiments/$$e.yaml -o results/$$e.csv -j $(JOBS) --quiet || exit 1; done
 
+# Every scenario of `ddlsim bench --list` (sweeps at -j 1 and -j 2), and the traces in KINETO_DIR,
+# medians of 3 -> results/bench.csv; then docs/performance.md from it, which also says how far the
+# figures moved since the previous run (kept as results/bench-previous.csv).
 bench: build
-	rm -f results/bench.csv
-	for s in $(BENCH); do $(BUILD)/bin/ddlsim bench $$s --repeat 3 -o results/bench.csv || exit 1; done
+	mkdir -p results && if [ -f results/bench.csv ]; then mv results/bench.csv results/bench-previous.csv; fi
+	cp /proc/loadavg results/bench-loadavg.txt 2>/dev/null || rm -f results/bench-loadavg.txt
+	$(BUILD)/bin/ddlsim bench --list | while read -r name kind rest; do \
+	  if [ "$$kind" = sweep ]; then set -- -j1 -j2; else set -- ""; fi; \
+	  for jobs in "$$@"; do \
+	    $(BUILD)/bin/ddlsim bench $$name $$jobs --repeat 3 -o results/bench.csv </dev/null || exit 1; \
+	  done; \
+	done
+	if ls $(KINETO_DIR)/*.json* >/dev/null 2>&1; then \
+	  $(BUILD)/bin/ddlsim bench import $(KINETO_DIR)/*.json* --repeat 3 -o results/bench.csv; \
+	else echo "no traces in $(KINETO_DIR): the real-trace import rates are left out"; fi
+	$(PYTHON) bench/performance_md.py results/bench.csv --build $(BUILD) --previous results/bench-previous.csv \
+	  --loadavg results/bench-loadavg.txt -o docs/performance.md
 
 clean:
 	rm -rf $(BUILD)

@@ -90,13 +90,18 @@ commands:
       --layers               one row per layer, with output shape and kernel shapes
       --dtype DTYPE          element type for the byte columns (default bf16)
       --list                 list the shipped model names
-  bench SCENARIO             time one simulated iteration of a scenario (bench/*.yaml or a path):
-                             wall time, peak memory, activity rate, and a bare SimGrid DAG of the
-                             same size for comparison
-      --list                 list the scenarios
+  bench SCENARIO             time a scenario (bench/*.yaml, a built-in one, or a path), by kind:
+                             simulation: one simulated iteration's wall time, peak memory and
+                               activity rate, next to a bare SimGrid DAG of the same size;
+                             sweep: a whole sweep's points per second at -j N;
+                             import: a synthetic Kineto trace through the importer, MB per second
+  bench import TRACE...      the import rate of trace files (Kineto, nccl-tests; gzip or not)
+      --list                 list the scenarios and their kinds
       --repeat N             median of N runs (default 1)
-      -o, --output FILE      append the figures to a CSV
-      --no-compare           skip the bare SimGrid DAG
+      -o, --output FILE      append the figures to a CSV (one row per scenario, units in the names)
+      --no-compare           simulation: skip the bare SimGrid DAG
+      -j, --jobs N           sweep: points simulated at once (default 1)
+      --trace-size BYTES     import: the synthetic trace's JSON size, e.g. 4MB (default 64MB)
   execute EXPERIMENT.yaml    simulate every point and run it for real, side by side: CSV with
                              measured_iteration_time_s and error_pct, and the mean absolute error
       --backend host|cuda    host: CPU threads, calibrated on this machine in the same run;
@@ -736,97 +741,119 @@ int cmd_model(Args& args)
   return exit_ok;
 }
 
+// bench: simulation, sweep and trace-import speed (experiments/Bench.hpp).
+void print_bench(const experiments::BenchResult& r)
+{
+  const auto& s = r.scenario;
+  auto bytes    = [](double b) { return format_quantity(b, Dimension::bytes); };
+  std::printf("scenario %s (%s): %s\n", s.name.c_str(), std::string(experiments::bench_kind_table.name(s.kind)).c_str(),
+              s.description.c_str());
+  switch (s.kind) {
+  case experiments::BenchKind::simulation:
+    std::printf("  GPUs                      %d (%d simulated devices)\n", r.gpus, r.run.devices);
+    std::printf("  simulated iteration       %.6g s\n", r.run.simulated_s);
+    std::printf("  wall time                 %.3f s (median of %d)\n", r.run.wall_time_s, r.repeat);
+    std::printf("  peak memory (RSS)         %s (the resource guard estimated %s)\n", bytes(r.run.max_rss_bytes).c_str(),
+                bytes(r.run.estimated_memory_bytes).c_str());
+    std::printf("  SimGrid activities        %llu (%.0f per second; the guard estimated %.0f)\n",
+                static_cast<unsigned long long>(r.run.activities), r.activities_per_s(), r.run.estimated_activities);
+    if (r.bare) {
+      std::printf("  bare SimGrid DAG          %llu activities on %d hosts in %.3f s (%.0f per second), %s\n",
+                  static_cast<unsigned long long>(r.bare->activities), r.bare->devices, r.bare->wall_time_s,
+                  r.bare_activities_per_s(), bytes(r.bare->max_rss_bytes).c_str());
+      std::printf("  ddlsim / bare SimGrid     %.2fx wall time per activity\n",
+                  r.bare_activities_per_s() / r.activities_per_s());
+    }
+    break;
+  case experiments::BenchKind::sweep:
+    std::printf("  points                    %zu (%zu ok), -j %d\n", r.sweep.points, r.sweep.points_ok, r.sweep.jobs);
+    std::printf("  wall time                 %.3f s (median of %d)\n", r.sweep.wall_time_s, r.repeat);
+    std::printf("  points per second         %.1f\n", r.points_per_s());
+    std::printf("  peak memory (RSS)         %s (the largest process)\n", bytes(r.sweep.max_rss_bytes).c_str());
+    break;
+  case experiments::BenchKind::trace_import:
+    std::printf("  input                     %s%s\n", bytes(static_cast<double>(r.import.input_bytes)).c_str(),
+                r.import.gzip ? (", gzip (" + bytes(static_cast<double>(r.import.json_bytes)) + " of JSON)").c_str()
+                              : ", not compressed");
+    std::printf("  imported                  %zu kernels, %zu collectives\n", r.import.kernels, r.import.collectives);
+    std::printf("  wall time                 %.3f s (median of %d)\n", r.import.wall_time_s, r.repeat);
+    std::printf("  import rate               %.1f MB/s of input", r.import_MB_per_s());
+    if (r.import.gzip)
+      std::printf(" (%.1f MB/s of JSON)", r.json_MB_per_s());
+    std::printf("\n  peak memory (RSS)         %s\n", bytes(r.import.max_rss_bytes).c_str());
+    break;
+  }
+}
+
 int cmd_bench(Args& args)
 {
-  std::optional<std::string> name;
-  int repeat = 1;
+  std::vector<std::string> names;
   std::optional<std::string> csv;
-  bool compare = true;
+  experiments::BenchOptions options;
+  std::optional<int> jobs;
+  std::optional<std::uint64_t> trace_size;
+  bool no_compare = false, import_files = false;
   while (!args.done()) {
-    if (args.peek() == "--list") {
-      args.next();
-      for (const auto& scenario : shipped_names("bench")) {
-        const auto exp = experiments::Experiment::load(resolve_input_or_throw(scenario, "bench", "benchmark").string());
-        std::printf("%-24s %s\n", scenario.c_str(), exp.get_description().c_str());
-      }
+    if (args.flag("--list")) {
+      for (const auto& s : experiments::bench_scenarios())
+        std::printf("%-24s %-11s %s\n", s.name.c_str(), std::string(experiments::bench_kind_table.name(s.kind)).c_str(),
+                    s.description.c_str());
       return exit_ok;
     }
-    if (auto r = args.option("--repeat")) {
-      try {
-        repeat = std::stoi(*r);
-      } catch (const std::exception&) {
-        repeat = 0;
-      }
-      if (repeat < 1 || repeat > 100)
-        throw UsageError{"--repeat expects an integer from 1 to 100"};
-    } else if (auto o = args.option("--output", "-o")) {
+    if (auto r = args.option("--repeat"))
+      options.repeat = parse_int(*r, "--repeat", 1, 100);
+    else if (auto o = args.option("--output", "-o"))
       csv = *o;
-    } else if (args.peek() == "--no-compare") {
-      args.next();
-      compare = false;
-    } else if (args.peek().rfind("-", 0) == 0) {
+    else if (auto j = args.option("--jobs", "-j"))
+      jobs = parse_int(*j, "--jobs", 1, 1024);
+    else if (auto t = args.option("--trace-size")) {
+      double bytes = 0;
+      try {
+        bytes = parse_quantity(*t, Dimension::bytes);
+      } catch (const UnitError& e) {
+        throw UsageError{"--trace-size: " + std::string(e.what())};
+      }
+      if (!(bytes >= 1e3 && bytes <= 1e11))
+        throw UsageError{"--trace-size expects 1kB to 100GB, not '" + *t + "'"};
+      trace_size = static_cast<std::uint64_t>(bytes);
+    } else if (args.flag("--no-compare"))
+      no_compare = true;
+    else if (args.peek().rfind("-", 0) == 0)
       throw UsageError{"unknown option for bench: " + args.peek()};
-    } else if (!name) {
-      name = args.next();
-    } else {
+    else if (names.empty() && !import_files && args.flag("import"))
+      import_files = true;
+    else if (names.empty() || import_files)
+      names.push_back(args.next());
+    else
       throw UsageError{"bench takes one scenario (ddlsim bench --list shows them)"};
-    }
   }
-  if (!name)
-    throw UsageError{"bench needs a scenario name or experiment file (ddlsim bench --list shows them)"};
-  const auto path = resolve_input_or_throw(*name, "bench", "benchmark");
-  const auto exp = experiments::Experiment::load(path.string());
-  const experiments::PointConfig point = exp.point(0);
-  if (!point.is_valid())
-    throw ConfigError(point.problems);
-
-  // Median of `repeat` runs (wall time and memory of each child), then the bare DAG of that size.
-  std::vector<experiments::BenchMeasurement> runs;
-  for (int i = 0; i < repeat; ++i)
-    runs.push_back(experiments::measure_point(point, {}));
-  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.wall_time_s < b.wall_time_s; });
-  const experiments::BenchMeasurement m = runs[runs.size() / 2];
-  if (m.status != "ok")
-    throw Error("benchmark point ended with status " + m.status + ": " + m.message);
-  std::optional<experiments::BenchMeasurement> bare;
-  if (compare && m.devices >= 2) {
-    std::vector<experiments::BenchMeasurement> bares;
-    for (int i = 0; i < repeat; ++i)
-      bares.push_back(experiments::measure_bare_dag(m.activities, m.devices));
-    std::sort(bares.begin(), bares.end(), [](const auto& a, const auto& b) { return a.wall_time_s < b.wall_time_s; });
-    bare = bares[bares.size() / 2];
-  }
-
-  auto rate = [](const experiments::BenchMeasurement& x) { return static_cast<double>(x.activities) / x.wall_time_s; };
-  std::printf("scenario %s: %s\n", exp.get_name().c_str(), exp.get_description().c_str());
-  std::printf("  GPUs                      %d (%d simulated devices)\n", point.parallelism.gpus(), m.devices);
-  std::printf("  simulated iteration       %.6g s\n", m.simulated_s);
-  std::printf("  wall time                 %.3f s (median of %d)\n", m.wall_time_s, repeat);
-  std::printf("  peak memory (RSS)         %s\n", format_quantity(m.max_rss_bytes, Dimension::bytes).c_str());
-  std::printf("  SimGrid activities        %llu (%.0f per second)\n", static_cast<unsigned long long>(m.activities), rate(m));
-  if (bare) {
-    std::printf("  bare SimGrid DAG          %llu activities on %d hosts in %.3f s (%.0f per second), %s\n",
-                static_cast<unsigned long long>(bare->activities), bare->devices, bare->wall_time_s, rate(*bare),
-                format_quantity(bare->max_rss_bytes, Dimension::bytes).c_str());
-    std::printf("  ddlsim / bare SimGrid     %.2fx wall time per activity\n", rate(*bare) / rate(m));
-  }
-  if (csv) {
-    const std::filesystem::path parent = std::filesystem::path(*csv).parent_path();
-    if (!parent.empty())
-      std::filesystem::create_directories(parent);
-    const bool fresh = !std::filesystem::exists(*csv);
-    std::FILE* f = std::fopen(csv->c_str(), "a");
-    if (f == nullptr)
-      throw Error("cannot write " + *csv);
-    if (fresh)
-      std::fprintf(f, "scenario,gpus,devices,simulated_iteration_s,wall_time_s,max_rss_bytes,activities,"
-                      "activities_per_s,bare_wall_time_s,bare_activities_per_s,overhead_ratio,repeat\n");
-    std::fprintf(f, "%s,%d,%d,%.10g,%.6f,%.0f,%llu,%.0f,%s,%s,%s,%d\n", exp.get_name().c_str(), point.parallelism.gpus(),
-                 m.devices, m.simulated_s, m.wall_time_s, m.max_rss_bytes, static_cast<unsigned long long>(m.activities),
-                 rate(m), bare ? experiments::format_number(bare->wall_time_s).c_str() : "",
-                 bare ? experiments::format_number(rate(*bare)).c_str() : "",
-                 bare ? experiments::format_number(rate(*bare) / rate(m)).c_str() : "", repeat);
-    std::fclose(f);
+  if (names.empty())
+    throw UsageError{import_files ? "bench import needs trace files"
+                                  : "bench needs a scenario name or experiment file (ddlsim bench --list shows them)"};
+  std::vector<experiments::BenchScenario> scenarios;
+  for (const auto& name : names)
+    scenarios.push_back(import_files ? experiments::trace_file_scenario(name) : experiments::find_bench_scenario(name));
+  // Each option belongs to one kind: say so rather than ignore it.
+  const experiments::BenchKind kind = scenarios.front().kind;
+  auto only_for                     = [&](bool given, const char* option, experiments::BenchKind k) {
+    if (given && kind != k)
+      throw UsageError{std::string(option) + " is for " + std::string(experiments::bench_kind_table.name(k)) +
+                       " scenarios; " + scenarios.front().name + " is a " +
+                       std::string(experiments::bench_kind_table.name(kind)) + " scenario"};
+  };
+  only_for(no_compare, "--no-compare", experiments::BenchKind::simulation);
+  only_for(jobs.has_value(), "--jobs", experiments::BenchKind::sweep);
+  only_for(trace_size.has_value(), "--trace-size", experiments::BenchKind::trace_import);
+  if (trace_size && import_files)
+    throw UsageError{"--trace-size is for the synthetic import scenarios, not for trace files"};
+  options.compare         = !no_compare;
+  options.jobs            = jobs.value_or(1);
+  options.synthetic_bytes = trace_size.value_or(0);
+  for (const auto& scenario : scenarios) {
+    const experiments::BenchResult result = experiments::run_bench(scenario, options);
+    print_bench(result);
+    if (csv)
+      experiments::append_bench_csv(*csv, result);
   }
   return exit_ok;
 }

@@ -199,4 +199,13 @@ std::string format_quantity(double value, Dimension dimension)
   return buf;
 }
 
+std::string format_count(double value)
+{
+  if (value == std::trunc(value) && std::fabs(value) < 9.0e15)
+    return std::to_string(static_cast<long long>(value));
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
 }  // namespace ddlsim

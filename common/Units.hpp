@@ -41,4 +41,9 @@ double parse_quantity(std::string_view text, Dimension dimension);
 /// Formats an SI value with a readable prefix, e.g. format_quantity(1.5e9, Dimension::bytes) == "1.50 GB".
 std::string format_quantity(double value, Dimension dimension);
 
+/// A count as text: whole numbers below 2^53 exactly ("108", "85899345920"), anything else (a
+/// fraction, 1e300, nan) as %.17g. For numbers read from input, which may be any double: casting
+/// those to an integer type would be undefined behaviour when out of range.
+std::string format_count(double value);
+
 }  // namespace ddlsim

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -57,6 +58,9 @@ void Diagnostics::throw_if_any() const
 
 std::string read_text_file(const std::string& path)
 {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path, 0, "", "cannot read file: it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ConfigError(path, 0, "", std::string("cannot open file: ") + std::strerror(errno));
@@ -276,7 +280,7 @@ void YamlMap::check_unknown_keys()
 {
   for (const auto& [key, nodes] : entries_)
     if (!used_.count(key))
-      diags_->error(nodes.first, key_path(key), "unknown key");
+      diags_->error(nodes.first, key_path(key), "unknown key", yaml_line(nodes.second));  // a swept key has no mark of its own
 }
 
 }  // namespace ddlsim

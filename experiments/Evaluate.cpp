@@ -315,6 +315,14 @@ sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
   return a;
 }
 
+// The resource guard's estimate (Resources.hpp), beside the replay's own count and the process's size.
+void set_estimate_columns(ResultRow& row, const PointConfig& point)
+{
+  const ResourceEstimate e = estimate_resources(point);
+  row.set("sim_activities_estimate", e.activities);
+  row.set("sim_memory_estimate_bytes", e.memory_bytes);
+}
+
 // Data parallelism through parameter servers: workers hold the model, weights and gradients and
 // their activations; servers hold 1/S of the weights and the optimizer state each.
 ResultRow evaluate_parameter_server(const PointConfig& point, const calibration::CostModel& cost,
@@ -362,6 +370,7 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
     return row;
   }
 
+  set_estimate_columns(row, point);
   const sim::PsGraph g = sim::build_parameter_server(plan);
   const auto seconds = sim::compute_durations(
       g.graph, model, cost, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
@@ -615,6 +624,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     for (auto& stage : pipe.stages)
       stage.activation_bytes *= options.work_scale;
     row.set("work_scale", options.work_scale);
+    set_estimate_columns(row, point);
     sim::TaskGraph graph = sim::build_schedule(pipe);
     std::string measured = apply_measured_collectives(graph, cluster, point.profile, aggregate ? par.tp : 1);
     if (fold.fitted > 0)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace ddlsim::experiments {
@@ -97,7 +98,13 @@ std::optional<T> resolve_component(YamlMap& top, const std::string& key, const s
   try {
     return load_file(*path);
   } catch (const ConfigError& e) {
-    top.diagnostics().append(e.diagnostics());
+    // Problems inside the file name their own line; a file that cannot be read at all is
+    // reported at the key that names it.
+    for (const Diagnostic& d : e.diagnostics())
+      if (d.line == 0 && d.key.empty())
+        top.report(key, "'" + label + "' (" + d.file + "): " + d.message);
+      else
+        top.diagnostics().append({d});
     return std::nullopt;
   }
 }
@@ -143,8 +150,13 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
     if (!sweep.IsMap()) {
       diags.error(sweep, "sweep", "expected a mapping of dotted.key: [values]");
     } else {
+      std::set<std::string> seen;
       for (auto it = sweep.begin(); it != sweep.end(); ++it) {
         const std::string key = it->first.Scalar();
+        if (!seen.insert(key).second) {  // yaml-cpp keeps both entries; lookups would see only the first
+          diags.error(it->first, "sweep." + key, "duplicate key");
+          continue;
+        }
         if (key == "zip") {
           exp.load_zip(it->second, diags, yaml_line(it->first));
           continue;
@@ -197,6 +209,10 @@ void Experiment::load_zip(const YAML::Node& zip, Diagnostics& diags, int line)
     Axis axis{{}, 0, index, single};
     for (auto it = mapping.begin(); it != mapping.end(); ++it) {
       const std::string key = it->first.Scalar();
+      if (std::find(axis.keys.begin(), axis.keys.end(), key) != axis.keys.end()) {
+        diags.error(it->first, where + "." + key, "duplicate key");
+        return;
+      }
       if (!valid_key(key) || key == "name" || key.rfind("sweep", 0) == 0 || key.rfind("output", 0) == 0 || key == "where") {
         diags.error(it->first, where + "." + key, "cannot sweep over '" + key + "'");
         return;
@@ -317,6 +333,51 @@ YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
   return doc;
 }
 
+void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags) const
+{
+  const ResourceEstimate cost = estimate_resources(p);
+  const bool activities = cost.activities > p.limits.max_activities;
+  if (!activities && !(cost.memory_bytes > p.limits.max_memory_bytes))
+    return;
+  // Blame the key this point sweeps, else the largest factor of the cost that the file sets.
+  std::vector<std::pair<double, std::string>> factors = {
+      {static_cast<double>(p.micro_batches()), "training.global_batch"},
+      {static_cast<double>(p.parallelism.dp), "parallelism.dp"},
+      {static_cast<double>(p.parallelism.pp) * p.parallelism.virtual_stages, "parallelism.pp"},
+      {static_cast<double>(p.parallelism.tp), "parallelism.tp"}};
+  std::stable_sort(factors.begin(), factors.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string key = activities ? "limits.max_activities" : "limits.max_memory";
+  for (const auto& [factor, name] : factors)
+    if (find_path(doc, name).IsDefined()) {
+      key = name;
+      break;
+    }
+  const auto swept = std::find_if(factors.begin(), factors.end(), [&](const auto& factor) {
+    return std::any_of(axes_.begin(), axes_.end(), [&](const Axis& axis) {
+      return std::find(axis.keys.begin(), axis.keys.end(), factor.second) != axis.keys.end();
+    });
+  });
+  if (swept != factors.end() && find_path(doc, swept->second).IsDefined())
+    key = swept->second;
+  char text[512];
+  const auto& par = p.parallelism;
+  const std::string shape = std::to_string(p.micro_batches()) + " micro-batches x pp " + std::to_string(par.pp) +
+                            (par.virtual_stages > 1 ? " x v " + std::to_string(par.virtual_stages) : "") + " x dp " +
+                            std::to_string(par.dp) + " x tp " + std::to_string(par.tp);
+  if (activities)
+    std::snprintf(text, sizeof text,
+                  "this point would need about %.3g SimGrid activities (%s), over limits.max_activities = %.3g: "
+                  "make it smaller, or raise the limit (limits: {max_activities: N} or --set limits.max_activities=N)",
+                  cost.activities, shape.c_str(), p.limits.max_activities);
+  else
+    std::snprintf(text, sizeof text,
+                  "simulating this point would take about %s of memory (%.3g tasks, %s), over limits.max_memory = %s: "
+                  "make it smaller, or raise the limit (limits: {max_memory: 64GiB} or --set limits.max_memory=64GiB)",
+                  format_quantity(cost.memory_bytes, Dimension::bytes).c_str(), cost.tasks, shape.c_str(),
+                  format_quantity(p.limits.max_memory_bytes, Dimension::bytes).c_str());
+  diags.error_at_line(yaml_line(find_path(doc, key)), key, text);
+}
+
 PointConfig Experiment::point(std::size_t index) const
 {
   Diagnostics diags(file_);
@@ -433,6 +494,12 @@ PointConfig Experiment::point(std::size_t index) const
     output->string("csv");
     output->check_unknown_keys();
   }
+  if (auto limits = top.map("limits")) {
+    p.limits.max_activities =
+        limits->quantity("max_activities", Dimension::count, p.limits.max_activities, Bound::positive);
+    p.limits.max_memory_bytes = limits->quantity("max_memory", Dimension::bytes, p.limits.max_memory_bytes, Bound::positive);
+    limits->check_unknown_keys();
+  }
   top.check_unknown_keys();
   diags.throw_if_any();
   p.model = std::move(*model);
@@ -532,6 +599,8 @@ PointConfig Experiment::point(std::size_t index) const
       problem("parallelism.balance", "balance adds up to " + std::to_string(sum) + " blocks but model '" +
                                          p.model_label + "' has " + std::to_string(blocks));
   }
+  if (diags.empty())
+    check_resources(p, doc, diags);
   p.problems = diags.list();
   return p;
 }

@@ -21,6 +21,8 @@
 //       training.global_batch: [256, 128, 64, 32]
 //   where: pp * dp * tp == gpus && micro_batch <= 16   # keep only these points (Constraint.hpp)
 //   output: {csv: results/gpipe_microbatch.csv}
+//   limits: {max_activities: 1e8, max_memory: 16GiB}  # resource guard (Resources.hpp): a point whose
+//                                    # estimated cost is over a limit is invalid, not simulated
 //
 // `--set key=value` overrides a key (and fixes a swept key to one value); `--set sweep.KEY=[..]`
 // replaces an axis. Structural problems (syntax, unknown keys, wrong types, unknown names) are
@@ -34,6 +36,7 @@
 
 #include "calibration/Profile.hpp"
 #include "experiments/Constraint.hpp"
+#include "experiments/Resources.hpp"
 #include "common/Dtype.hpp"
 #include "models/Memory.hpp"
 #include "models/Model.hpp"
@@ -115,6 +118,7 @@ struct PointConfig {
   calibration::CalibrationProfile profile;
   TrainingSpec training;
   ParallelismSpec parallelism;
+  ResourceLimits limits;
   /// Why this point cannot be simulated as written (pp x dp x tp != GPUs, ...); empty when it can.
   std::vector<Diagnostic> problems;
   bool is_valid() const { return problems.empty(); }
@@ -162,6 +166,8 @@ private:
     std::string origin;
   };
   YAML::Node document_for(std::size_t index, Diagnostics& diags) const;
+  /// The resource guard: reports a point whose estimated cost is over its limits (Resources.hpp).
+  void check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags) const;
 
   std::string file_;
   std::string text_;

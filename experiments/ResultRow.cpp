@@ -43,7 +43,8 @@ const std::vector<std::string>& csv_columns()
       "gpu_utilization",  "compute_costs",       "collective_times",
       "backend",          "device",              "measured_iteration_time_s",
       "measured_min_s",   "measured_max_s",      "measured_throughput_samples_per_s",
-      "error_pct",        "work_scale"};
+      "error_pct",        "work_scale",          "sim_activities_estimate",
+      "sim_memory_estimate_bytes"};
   return columns;
 }
 

@@ -201,7 +201,7 @@ Tensor build_layer(ModelBuilder& b, Entry& e, const std::vector<Tensor>& xs)
     if (auto in = m.quantity("in", Dimension::count)) {
       const TensorShape& s = one().shape;
       if (*in != s.features * s.height * s.width)
-        m.report("in", "says " + std::to_string(static_cast<long long>(*in)) + " input features, but the input is " +
+        m.report("in", "says " + format_count(*in) + " input features, but the input is " +
                            s.to_string());
     }
     return b.linear(one(), out, bias, e.name);
@@ -275,7 +275,9 @@ TensorShape parse_input(YamlMap& root, YAML::Node first_layer)
   // Without `input`, a first linear layer's `in` gives the features.
   if (first_layer.IsMap() && first_layer["in"] && first_layer["in"].IsScalar()) {
     try {
-      return TensorShape::sequence(1, parse_quantity(first_layer["in"].as<std::string>(), Dimension::count));
+      const double features = parse_quantity(first_layer["in"].as<std::string>(), Dimension::count);
+      if (features >= 1 && features <= static_cast<double>(max_size))  // else the layer reports its `in`
+        return TensorShape::sequence(1, features);
     } catch (const std::exception&) {
     }
   }
@@ -367,6 +369,10 @@ Model parse_layer_list(YamlMap& root, const std::string& name)
   }
 
   // Build in that order; blocks must stay contiguous.
+  if (!(input.elements() > 0)) {
+    root.report("input", "the model input must have at least one element");
+    return {};
+  }
   ModelBuilder builder(name, input);
   std::vector<Tensor> outputs(entries.size());
   std::set<std::string> finished_blocks;

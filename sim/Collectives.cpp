@@ -104,7 +104,7 @@ std::vector<std::vector<int>> by_node(const std::vector<int>& group, int gpus_pe
 int tree_chunks(double bytes)
 {
   constexpr double chunk = 4.0 * 1024 * 1024;
-  return std::clamp(static_cast<int>(std::ceil(bytes / chunk)), 1, 16);
+  return static_cast<int>(std::clamp(std::ceil(bytes / chunk), 1.0, 16.0));  // clamp first: bytes may be huge
 }
 
 CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, int gpus_per_node)
@@ -165,6 +165,25 @@ std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node)
   }
   }
   return out;
+}
+
+std::uint64_t message_count(const CollectiveTask& c, int gpus_per_node)
+{
+  const std::uint64_t n = c.group.size();
+  if (n < 2)
+    return 0;
+  const std::uint64_t ring_steps = (n - 1) * (c.kind == CollectiveKind::all_reduce ? 2 : 1);
+  switch (effective_algorithm(c, gpus_per_node)) {
+  case CollectiveAlgorithm::ring: return ring_steps * n;
+  case CollectiveAlgorithm::tree: return 2 * (n - 1) * static_cast<std::uint64_t>(tree_chunks(c.bytes));
+  case CollectiveAlgorithm::hierarchical: {
+    const auto nodes = by_node(c.group, gpus_per_node);
+    const std::uint64_t m = nodes.front().size(), count = nodes.size();
+    // reduce-scatter and all-gather inside each node, m rings of 2 (N - 1) steps across them
+    return 2 * count * (m - 1) * m + m * 2 * (count - 1) * count;
+  }
+  }
+  return ring_steps * n;
 }
 
 void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send)

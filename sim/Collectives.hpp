@@ -55,6 +55,11 @@ CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, int gpus_per_no
 /// Messages of collective `c`; GPU g is on node g / gpus_per_node. Empty for groups of one.
 std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node);
 
+/// How many messages decompose(c, gpus_per_node) holds (joins left out: they carry no data and
+/// are no SimGrid activity), computed without building them: O(n log n) for n members. What the
+/// resource guard (experiments/Resources.hpp) counts a flow-level collective as.
+std::uint64_t message_count(const CollectiveTask& c, int gpus_per_node);
+
 /// Calls send(src, dst, bytes) with the total bytes each member sends to each peer in `c`'s
 /// decomposition, without building the messages for a ring (O(n) instead of O(n^2)).
 void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send);

@@ -2,6 +2,9 @@
 
 #include "common/Error.hpp"
 
+#include <cerrno>
+#include <cstring>
+
 #include <zlib.h>
 
 namespace ddlsim::traces {
@@ -10,7 +13,7 @@ std::string read_maybe_gzip(const std::string& path)
 {
   gzFile f = gzopen(path.c_str(), "rb");  // reads uncompressed files as they are
   if (f == nullptr)
-    throw TraceError(path + ": cannot open");
+    throw TraceError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::string text;
   char buffer[1 << 16];
   for (;;) {

@@ -2,6 +2,7 @@
 
 #include "common/Error.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -28,7 +29,12 @@ public:
 private:
   [[noreturn]] void fail(const std::string& message) const
   {
-    throw TraceError(origin_ + ": byte " + std::to_string(pos_) + ": " + message);
+    // A multi-line document also gets the line: "trace.json:2: byte 46: ...".
+    const auto upto = text_.substr(0, std::min(pos_, text_.size()));
+    const auto newlines = std::count(upto.begin(), upto.end(), '\n');
+    const bool multi_line = text_.find('\n') != std::string_view::npos;
+    throw TraceError(origin_ + (multi_line ? ":" + std::to_string(newlines + 1) : std::string()) + ": byte " +
+                     std::to_string(pos_) + ": " + message);
   }
 
   void skip_space()

@@ -1,6 +1,7 @@
 #include "traces/KinetoImporter.hpp"
 
 #include "common/Error.hpp"
+#include "common/Units.hpp"
 #include "traces/Gzip.hpp"
 #include "traces/Json.hpp"
 
@@ -99,22 +100,22 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
     if (const std::string* name = gpu.string("name"))
       set.provenance["device"] = *name;
     if (const double* sms = gpu.number("numSms"))
-      set.provenance["sm_count"] = std::to_string(static_cast<long long>(*sms));
+      set.provenance["sm_count"] = format_count(*sms);
     if (const double* mem = gpu.number("totalGlobalMem"))
-      set.provenance["device_memory_bytes"] = std::to_string(static_cast<long long>(*mem));
+      set.provenance["device_memory_bytes"] = format_count(*mem);
     const double* major = gpu.number("computeMajor");
     const double* minor = gpu.number("computeMinor");
     if (major && minor)
       set.provenance["compute_capability"] =
-          std::to_string(static_cast<int>(*major)) + "." + std::to_string(static_cast<int>(*minor));
+          format_count(*major) + "." + format_count(*minor);
   }
   if (const JsonValue* dist = root.find("distributedInfo")) {
     if (const std::string* nccl = dist->string("nccl_version"))
       set.provenance["nccl_version"] = *nccl;
     if (const double* world = dist->number("world_size"))
-      set.provenance["world_size"] = std::to_string(static_cast<long long>(*world));
+      set.provenance["world_size"] = format_count(*world);
     if (const double* rank = dist->number("rank"))
-      set.provenance["rank"] = std::to_string(static_cast<long long>(*rank));
+      set.provenance["rank"] = format_count(*rank);
   }
 
   auto skip = [&](const std::string& reason) { ++set.skipped[reason]; };

@@ -1,6 +1,7 @@
 #include "traces/NcclTestsImporter.hpp"
 
 #include "common/Error.hpp"
+#include "common/Units.hpp"
 #include "traces/Gzip.hpp"
 #include "traces/Json.hpp"
 #include "traces/KinetoImporter.hpp"
@@ -69,8 +70,11 @@ TraceSet from_text(const std::string& text, const std::string& path)
         const auto bracket = line.find("] ");
         if (bracket != std::string::npos && !set.provenance.count("device"))
           set.provenance["device"] = line.substr(bracket + 2);
-      } else if (line.find("nccl-tests version") != std::string::npos) {
-        set.provenance["nccl_tests"] = line.substr(line.find("version") + 8);
+      } else if (const auto v = line.find("nccl-tests version"); v != std::string::npos) {
+        // "# nccl-tests version 2.13.8 nccl-headers=..."; the version may be missing at the line's end
+        const auto rest = line.find_first_not_of(' ', v + 18);
+        if (rest != std::string::npos)
+          set.provenance["nccl_tests"] = line.substr(rest);
       }
       continue;
     }
@@ -111,7 +115,7 @@ TraceSet from_json(const JsonValue& root, const std::string& path)
   if (collective.empty())
     collective = collective_from_file(path);
   if (const double* version = root.number("nccl_version"))
-    set.provenance["nccl_version"] = std::to_string(static_cast<long long>(*version));
+    set.provenance["nccl_version"] = format_count(*version);
   int ranks = 0;
   if (const JsonValue* config = root.find("config"))
     if (const JsonValue* devices = config->find("devices"); devices && devices->is_array()) {
@@ -169,11 +173,19 @@ TraceSet import_nccl_tests(const std::string& path)
 TraceSet import_trace(const std::string& path)
 {
   const std::string text = read_maybe_gzip(path);
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw TraceError(path + ": the file is empty");
   if (!looks_like_json(text))
     return checked(from_text(text, path), path);
   const JsonValue root = parse_json(text, path);
-  if (root.find("traceEvents"))
-    return import_kineto(root, path);
+  if (root.find("traceEvents")) {
+    TraceSet set = import_kineto(root, path);
+    if (set.kernels.empty() && set.collectives.empty())
+      throw TraceError(path + ": traceEvents: no GPU kernel and no NCCL collective among its " +
+                       std::to_string(set.skipped_total()) +
+                       " skipped events (a CPU-only profile? record with ProfilerActivity.CUDA)");
+    return set;
+  }
   if (root.find("results"))
     return checked(from_json(root, path), path);
   throw TraceError(path + ": neither a Kineto trace (traceEvents) nor nccl-tests output (results)");

@@ -6,8 +6,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 
 namespace ddlsim::traces {
@@ -82,13 +87,7 @@ public:
       fail(key, "must be a number");
     return v->as_number();
   }
-  int integer(const char* key, int fallback) const
-  {
-    const double v = number(key, false, fallback);
-    if (v != static_cast<double>(static_cast<int>(v)))
-      fail(key, "must be an integer");
-    return static_cast<int>(v);
-  }
+  int integer(const char* key, int fallback) const { return as_int(key, number(key, false, fallback), "must be an integer"); }
   std::string string(const char* key, bool required) const
   {
     const JsonValue* v = record_.find(key);
@@ -113,11 +112,18 @@ public:
       const JsonValue& e = v->as_array()[i];
       if (!e.is_number())
         fail(key, "must be an array of 3 integers");
-      out[i] = static_cast<int>(e.as_number());
+      out[i] = as_int(key, e.as_number(), "must be an array of 3 integers");
     }
     return out;
   }
   [[noreturn]] void fail(const char* key, const std::string& what) const { throw TraceError(where_ + ": " + key + ": " + what); }
+  // A whole number in int's range (casting anything else to int is undefined behaviour).
+  int as_int(const char* key, double v, const char* what) const
+  {
+    if (!(v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max()) || v != std::trunc(v))
+      fail(key, what);
+    return static_cast<int>(v);
+  }
 
 private:
   const JsonValue& record_;
@@ -128,9 +134,12 @@ private:
 
 TraceSet read_jsonl(const std::string& path)
 {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw TraceError(path + ": cannot read: it is a directory");
   std::ifstream in(path);
   if (!in)
-    throw TraceError(path + ": cannot open");
+    throw TraceError(path + ": cannot open (" + std::strerror(errno) + ")");
   TraceSet set;
   std::map<std::string, std::set<std::string>> provenance;
   std::string line;
@@ -188,6 +197,9 @@ TraceSet read_jsonl(const std::string& path)
       joined += (joined.empty() ? "" : "; ") + v;
     set.provenance[key] = joined;
   }
+  if (set.kernels.empty() && set.collectives.empty())
+    throw TraceError(path + ": holds no kernel or collective record (an empty file? `ddlsim calibrate import` or "
+                            "`calibrate collect` write them)");
   return set;
 }
 

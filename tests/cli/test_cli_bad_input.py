@@ -1,11 +1,15 @@
-"""Bad input: exit code 1 (2 for usage), a message naming file:line and key, and no CSV written."""
+"""The bad-input catalogue: each bad input gets its exact exit code (1 bad input, 2 usage), a
+message naming the place of the error (file:line: key, or file:line for a trace), and nothing
+written. One table row per case; every case runs in a fresh folder with relative paths, so the
+expected message is exact."""
 import os
+import shutil
 import sys
+import tempfile
 
-from common import check, finish, read_csv, run, workdir
+from common import FIXTURES, check, finish, read_csv, run, workdir
 
 binary = sys.argv[1]
-tmp = workdir()
 checks = 0
 
 GOOD = """name: t
@@ -15,74 +19,214 @@ calibration: h100-sxm
 training: {global_batch: 16, micro_batch: 2, dtype: bf16}
 parallelism: {schedule: gpipe, pp: 2, dp: 2}
 """
+NODE4 = open(os.path.join(FIXTURES, "node4.yaml")).read()
 
-# (label, experiment text, extra args, exit code, substrings the message must contain)
+
+def inline_cluster(nodes, gpus, extra=""):
+    return (f"cluster: {{name: c, nodes: {nodes}, gpus_per_node: {gpus}, gpu: {{memory: 80GiB}}, "
+            f"intra_node: {{bandwidth: 100GBps}}, nic: {{bandwidth: 100GBps}}, fabric: {{latency: 1us}}{extra}}}")
+
+
+def exp(old=None, new=None, append=""):
+    """GOOD with one replacement and/or lines appended."""
+    text = GOOD if old is None else GOOD.replace(old, new)
+    assert old is None or text != GOOD, old
+    return text + append
+
+
+RUN = ["run", "exp.yaml", "-o", "out.csv"]
+IMPORT = ["calibrate", "import", "trace.json", "-o", "out.jsonl"]
+FIT = ["calibrate", "fit", "records.jsonl", "--base", "h100-sxm", "-o", "out.yaml"]
+KERNEL = '{"type":"kernel","name":"k","duration_s":1e-05,"op":"gemm","flop":1e9,"dtype":"bf16"}\n'
+
+# (label, argv, {file: text}, exit code, substrings of stderr). A text of None makes a directory.
 CASES = [
-    ("malformed YAML", "name: t\ntraining: {global_batch: 16\n", [], 1, ["exp.yaml:", "YAML syntax error"]),
-    ("unknown top-level key", GOOD + "trainig: {}\n", [], 1, ["exp.yaml:7: trainig: unknown key"]),
-    ("unknown nested key", GOOD.replace("dp: 2}", "dp: 2, ppp: 1}"), [], 1,
+    # --- syntax errors
+    ("malformed flow mapping", RUN, {"exp.yaml": "name: t\ntraining: {global_batch: 16\n"}, 1,
+     ["exp.yaml:3: YAML syntax error"]),
+    ("tab in indentation", RUN, {"exp.yaml": exp("model: gpt2-small", "model:\tgpt2-small\n\t x: 1")}, 1,
+     ["exp.yaml:3: YAML syntax error: illegal tab"]),
+    ("duplicate key", RUN, {"exp.yaml": exp(append="name: u\n")}, 1, ["exp.yaml:7: name: duplicate key"]),
+    ("binary garbage", RUN, {"exp.yaml": "\x00\x01\x02 {[:\n"}, 1, ["exp.yaml:1:"]),
+    ("empty experiment file", RUN, {"exp.yaml": ""}, 1, ["exp.yaml:1: an experiment file must be a mapping"]),
+    ("a list instead of a mapping", RUN, {"exp.yaml": "- 1\n- 2\n"}, 1, ["exp.yaml:1: an experiment file must be a mapping"]),
+    ("a sweep key given twice", RUN,
+     {"exp.yaml": exp(append="sweep:\n  zip: {parallelism.pp: [1, 2]}\n  zip: {parallelism.dp: [1, 2]}\n")}, 1,
+     ["exp.yaml:9: sweep.zip: duplicate key"]),
+    ("bad where expression", RUN, {"exp.yaml": exp(append="where: pp ** 2\n")}, 1,
+     ["exp.yaml:7: where: at character 5: unexpected '*'"]),
+    # --- unknown keys
+    ("unknown top-level key", RUN, {"exp.yaml": exp(append="trainig: {}\n")}, 1, ["exp.yaml:7: trainig: unknown key"]),
+    ("unknown nested key", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, ppp: 1}")}, 1,
      ["exp.yaml:6: parallelism.ppp: unknown key"]),
-    ("pp x dp does not match the GPUs", GOOD.replace("dp: 2}", "dp: 3}"), [], 1,
-     ["exp.yaml:6: parallelism.pp:", "does not match the 4 GPUs"]),
-    ("global batch not divisible", GOOD.replace("global_batch: 16", "global_batch: 10"), [], 1,
-     ["exp.yaml:5: training.global_batch:", "not divisible by micro_batch x dp = 2 x 2 = 4"]),
-    ("wrong type", GOOD.replace("micro_batch: 2", "micro_batch: four"), [], 1,
+    ("unknown swept key", RUN, {"exp.yaml": exp(append="sweep: {parallelism.dq: [1]}\n")}, 1,
+     ["exp.yaml:7: parallelism.dq: unknown key"]),
+    ("unknown key in a cluster file", RUN, {"exp.yaml": exp("node4.yaml", "c.yaml"), "c.yaml": NODE4 + "gpus_per_nod: 3\n"},
+     1, ["c.yaml:7: gpus_per_nod: unknown key"]),
+    ("unknown key and name in a model file", RUN,
+     {"exp.yaml": exp("gpt2-small", "m.yaml"), "m.yaml": open(os.path.join(FIXTURES, "bad_model.yaml")).read()}, 1,
+     ["m.yaml:4: layers[0].type: unknown value 'convolution'", "m.yaml:5: layers[1].widht: unknown key"]),
+    ("unknown parameter in a profile", RUN,
+     {"exp.yaml": exp("h100-sxm", "p.yaml"), "p.yaml": open(os.path.join(FIXTURES, "bad_profile.yaml")).read()}, 1,
+     ["p.yaml:7: parameters.peak_flops_fp64: unknown key", "p.yaml:6: parameters.compute_efficiency.value"]),
+    ("unknown --set key", RUN + ["--set", "training.foo=1"], {"exp.yaml": GOOD}, 1,
+     ["--set training.foo=1: training.foo: unknown key"]),
+    ("unknown limit", RUN, {"exp.yaml": exp(append="limits: {max_flows: 3}\n")}, 1, ["exp.yaml:7: limits.max_flows: unknown key"]),
+    # --- wrong types
+    ("text for an integer", RUN, {"exp.yaml": exp("micro_batch: 2", "micro_batch: four")}, 1,
      ["exp.yaml:5: training.micro_batch: 'four' is not an integer"]),
-    ("zero size", GOOD.replace("global_batch: 16", "global_batch: 0"), [], 1,
-     ["exp.yaml:5: training.global_batch:", "out of range"]),
-    ("absurd micro-batch count", GOOD.replace("micro_batch: 2", "micro_batch: 10000000"), [], 1,
-     ["training.micro_batch", "out of range"]),
-    ("unknown enum value", GOOD.replace("dtype: bf16", "dtype: fp13"), [], 1,
+    ("fraction for an integer", RUN, {"exp.yaml": exp("pp: 2", "pp: 1.5")}, 1, ["exp.yaml:6: parallelism.pp: '1.5' is not an integer"]),
+    ("text for a boolean", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, tp_aggregate: maybe}")}, 1,
+     ["exp.yaml:6: parallelism.tp_aggregate: 'maybe' is not a boolean"]),
+    ("list for a mapping", RUN, {"exp.yaml": exp("training: {global_batch: 16, micro_batch: 2, dtype: bf16}", "training: [16, 2]")},
+     1, ["exp.yaml:5: training: expected a mapping"]),
+    ("unknown enum value", RUN, {"exp.yaml": exp("dtype: bf16", "dtype: fp13")}, 1,
      ["exp.yaml:5: training.dtype: unknown value 'fp13' (expected one of: fp32, tf32, fp16, bf16, fp8)"]),
-    ("unknown model", GOOD.replace("gpt2-small", "gpt-17"), [], 1, ["exp.yaml:2: model: unknown name 'gpt-17'"]),
-    ("missing cluster file", GOOD.replace("node4.yaml", "nowhere.yaml"), [], 1, ["nowhere.yaml", "cannot open"]),
-    ("bad unit in an inline cluster",
-     GOOD.replace("cluster: node4.yaml", "cluster: {name: c, nodes: 1, gpus_per_node: 4, gpu: {memory: 80GiB}, "
-                                         "intra_node: {bandwidth: 10 furlongs}}"), [], 1,
-     ["exp.yaml:3: cluster.intra_node.bandwidth: unknown unit 'furlongs'"]),
-    ("missing required key", GOOD.replace("calibration: h100-sxm\n", ""), [], 1, ["calibration: missing required key"]),
-    ("unknown --set key", GOOD, ["--set", "training.foo=1"], 1, ["--set training.foo=1: training.foo: unknown key"]),
-    ("malformed --set", GOOD, ["--set", "training.micro_batch"], 1, ["expected --set dotted.key=value"]),
-    ("every sweep point invalid", GOOD + "sweep: {parallelism.dp: [3, 5]}\n", [], 1,
-     ["exp.yaml:7: parallelism.dp:", "does not match"]),
-    ("empty sweep axis", GOOD + "sweep: {parallelism.dp: []}\n", [], 1,
-     ["exp.yaml:7: sweep.parallelism.dp: expected a non-empty list"]),
-    ("unknown option", GOOD, ["--frobnicate"], 2, ["unknown option for run: --frobnicate"]),
-    ("bad -j", GOOD, ["-j", "zero"], 2, ["--jobs expects an integer"]),
+    ("unknown unit", RUN, {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(1, 4).replace("100GBps}, nic", "10 furlongs}, nic"))},
+     1, ["exp.yaml:3: cluster.intra_node.bandwidth: unknown unit 'furlongs'"]),
+    ("not-a-number quantity", RUN, {"exp.yaml": exp("dtype: bf16}", "dtype: bf16, memory_reserve: .nan}")}, 1,
+     ["exp.yaml:5: training.memory_reserve: '.nan' is not a number"]),
+    ("number past double range", RUN, {"exp.yaml": exp("global_batch: 16", "global_batch: 1e400")}, 1,
+     ["exp.yaml:5: training.global_batch: '1e400' is not an integer"]),
+    # --- negative or zero sizes
+    ("zero global batch", RUN, {"exp.yaml": exp("global_batch: 16", "global_batch: 0")}, 1,
+     ["exp.yaml:5: training.global_batch: '0' is out of range"]),
+    ("negative micro-batch", RUN, {"exp.yaml": exp("micro_batch: 2", "micro_batch: -2")}, 1,
+     ["exp.yaml:5: training.micro_batch: '-2' is out of range [1, 1000000]"]),
+    ("negative memory reserve", RUN, {"exp.yaml": exp("dtype: bf16}", "dtype: bf16, memory_reserve: -1GiB}")}, 1,
+     ["exp.yaml:5: training.memory_reserve: '-1GiB' must not be negative"]),
+    ("zero bandwidth", RUN, {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(1, 4).replace("100GBps}, nic", "0GBps}, nic"))},
+     1, ["exp.yaml:3: cluster.intra_node.bandwidth: '0GBps' must be greater than 0"]),
+    ("zero GPU memory", RUN, {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(1, 4).replace("80GiB", "0GiB"))}, 1,
+     ["exp.yaml:3: cluster.gpu.memory: '0GiB' must be greater than 0"]),
+    ("zero max_activities", RUN, {"exp.yaml": exp(append="limits: {max_activities: 0}\n")}, 1,
+     ["exp.yaml:7: limits.max_activities: '0' must be greater than 0"]),
+    # --- absurd values
+    ("10^9 GPUs", RUN, {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(1000000000, 1))}, 1,
+     ["exp.yaml:3: cluster.nodes: '1000000000' is out of range [1, 131072]"]),
+    ("10^6-way data parallelism: over the activity limit", RUN,
+     {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(16384, 64)).replace("pp: 2, dp: 2", "pp: 1, dp: 1048576")
+      .replace("global_batch: 16, micro_batch: 2", "global_batch: 1048576, micro_batch: 1")}, 1,
+     ["exp.yaml:6: parallelism.dp: this point would need about 2.2e+12 SimGrid activities", "over limits.max_activities = 1e+08"]),
+    ("10^9 micro-batches: over the activity limit", RUN,
+     {"exp.yaml": exp("global_batch: 16, micro_batch: 2", "global_batch: 1000000000, micro_batch: 1").replace("pp: 2, dp: 2", "pp: 4, dp: 1")
+      .replace("gpipe", "1f1b")}, 1,
+     ["exp.yaml:5: training.global_batch: this point would need about", "1000000000 micro-batches x pp 4"]),
+    ("10^6 micro-batches under a lower limit", RUN,
+     {"exp.yaml": exp("global_batch: 16, micro_batch: 2", "global_batch: 1000000, micro_batch: 1").replace("pp: 2, dp: 2", "pp: 4, dp: 1")
+      + "limits: {max_activities: 1e6}\n"}, 1,
+     ["exp.yaml:5: training.global_batch: this point would need about 1.4e+07 SimGrid activities", "limits.max_activities = 1e+06"]),
+    ("over the memory limit", RUN, {"exp.yaml": exp(append="limits: {max_memory: 1MiB}\n")}, 1,
+     ["exp.yaml:5: training.global_batch: simulating this point would take about", "over limits.max_memory = 1.05 MB"]),
+    ("absurd micro-batch size", RUN, {"exp.yaml": exp("micro_batch: 2", "micro_batch: 10000000")}, 1,
+     ["exp.yaml:5: training.micro_batch: '10000000' is out of range"]),
+    ("absurd layer repeat", RUN,
+     {"exp.yaml": exp("gpt2-small", "{name: m, input: {features: 16}, layers: [{name: l, type: linear, out: 16, repeat: 100000000}]}")},
+     1, ["exp.yaml:2: model.layers[0].repeat: '100000000' is out of range [1, 100000]"]),
+    # --- contradictory parallelism
+    ("pp x dp does not match the GPUs", RUN, {"exp.yaml": exp("dp: 2}", "dp: 3}")}, 1,
+     ["exp.yaml:6: parallelism.pp: pp x dp x tp = 2 x 3 x 1 = 6 does not match the 4 GPUs"]),
+    ("global batch not divisible", RUN, {"exp.yaml": exp("global_batch: 16", "global_batch: 10")}, 1,
+     ["exp.yaml:5: training.global_batch: global_batch 10 is not divisible by micro_batch x dp = 2 x 2 = 4"]),
+    ("tp does not divide the heads", RUN,
+     {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(1, 5)).replace("pp: 2, dp: 2", "pp: 1, dp: 1, tp: 5")
+      .replace("global_batch: 16", "global_batch: 2")}, 1,
+     ["exp.yaml:6: parallelism.tp: tp = 5 does not divide the 12 attention heads"]),
+    ("parameter servers with a pipeline", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, ps: {servers: 1}}")}, 1,
+     ["exp.yaml:6: parallelism.ps: parameter servers are simulated for pure data parallelism"]),
+    ("virtual stages without interleaving", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, virtual_stages: 2}")}, 1,
+     ["exp.yaml:6: parallelism.virtual_stages: virtual_stages > 1 needs schedule: interleaved"]),
+    ("balance of the wrong length", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, partition: explicit, balance: [1, 2, 3]}")}, 1,
+     ["exp.yaml:6: parallelism.balance: balance lists 3 stages but pp = 2"]),
+    ("more stages than blocks", RUN,
+     {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(8, 8)).replace("pp: 2, dp: 2", "pp: 64, dp: 1")
+      .replace("global_batch: 16", "global_batch: 2").replace("gpt2-small", "mlp-toy")}, 1,
+     ["exp.yaml:6: parallelism.pp: pp = 64 stages for a model of only"]),
+    ("every sweep point contradictory", RUN, {"exp.yaml": exp(append="sweep: {parallelism.dp: [3, 5]}\n")}, 1,
+     ["exp.yaml:7: parallelism.dp:", "does not match the 4 GPUs"]),
+    ("zipped lists of unequal length", RUN,
+     {"exp.yaml": exp(append="sweep: {zip: {parallelism.dp: [1, 2], training.global_batch: [8]}}\n")}, 1,
+     ["exp.yaml:7: sweep.zip.training.global_batch: has 1 values"]),
+    # --- missing and unreadable files
+    ("missing experiment", ["run", "nowhere.yaml", "-o", "out.csv"], {}, 1, ["nowhere.yaml: cannot open file"]),
+    ("missing cluster file", RUN, {"exp.yaml": exp("node4.yaml", "nowhere.yaml")}, 1,
+     ["exp.yaml:3: cluster: 'nowhere.yaml'", "cannot open file: No such file or directory"]),
+    ("missing model file", RUN, {"exp.yaml": exp("gpt2-small", "./m.yaml")}, 1,
+     ["exp.yaml:2: model: './m.yaml'", "cannot open file: No such file or directory"]),
+    ("model file is a directory", RUN, {"exp.yaml": exp("gpt2-small", "./m.yaml"), "m.yaml": None}, 1,
+     ["exp.yaml:2: model: './m.yaml'", "it is a directory"]),
+    ("missing calibration profile", RUN, {"exp.yaml": exp("h100-sxm", "./p.yaml")}, 1,
+     ["exp.yaml:4: calibration: './p.yaml'", "cannot open file"]),
+    ("experiment is a directory", RUN, {"exp.yaml": None}, 1, ["exp.yaml: cannot read file: it is a directory"]),
+    ("missing trace", IMPORT, {}, 1, ["trace.json: cannot open (No such file or directory)"]),
+    ("trace is a directory", IMPORT, {"trace.json": None}, 1, ["trace.json: cannot read"]),
+    ("missing records", FIT, {}, 1, ["records.jsonl: cannot open (No such file or directory)"]),
+    # --- empty and broken traces
+    ("empty trace file", IMPORT, {"trace.json": ""}, 1, ["trace.json: the file is empty"]),
+    ("trace without GPU events", IMPORT, {"trace.json": '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm"}]}'},
+     1, ["trace.json: traceEvents: no GPU kernel and no NCCL collective"]),
+    ("truncated trace", IMPORT, {"trace.json": '{"traceEvents": [\n{"ph": "X", "cat": "kernel"'}, 1,
+     ["trace.json:2: byte 45: expected '}', the text ends (truncated?)"]),
+    ("JSON that is no trace", IMPORT, {"trace.json": '{"hello": 1}'}, 1,
+     ["trace.json: neither a Kineto trace (traceEvents) nor nccl-tests output (results)"]),
+    ("nccl-tests text without rows", IMPORT, {"trace.json": "# nccl-tests version 2.13.8\n# nothing ran\n"}, 1,
+     ["trace.json: no nccl-tests result rows"]),
+    ("empty records file", FIT, {"records.jsonl": ""}, 1, ["records.jsonl: holds no kernel or collective record"]),
+    ("record of the wrong type", FIT, {"records.jsonl": KERNEL + '{"type":"kernel","name":"k","duration_s":"fast"}\n'}, 1,
+     ["records.jsonl:2: duration_s: must be a number"]),
+    ("record with an out-of-range integer", FIT, {"records.jsonl": KERNEL + '{"type":"kernel","name":"k","duration_s":1,"device":1e17}\n'},
+     1, ["records.jsonl:2: device: must be an integer"]),
+    ("records with nothing to fit", FIT, {"records.jsonl": '{"type":"kernel","name":"k","duration_s":1e-05}\n'}, 1,
+     ["nothing to fit"]),
+    # --- usage errors
+    ("unknown option", RUN + ["--frobnicate"], {"exp.yaml": GOOD}, 2, ["unknown option for run: --frobnicate"]),
+    ("bad -j", RUN + ["-j", "zero"], {"exp.yaml": GOOD}, 2, ["--jobs expects an integer"]),
+    ("malformed --set", RUN + ["--set", "training.micro_batch"], {"exp.yaml": GOOD}, 1, ["expected --set dotted.key=value"]),
+    ("bad --point-timeout", RUN + ["--point-timeout", "-3"], {"exp.yaml": GOOD}, 2,
+     ["--point-timeout needs a positive number of seconds"]),
 ]
 
-for label, text, extra, code, needles in CASES:
-    path = os.path.join(tmp, "exp.yaml")
-    out_csv = os.path.join(tmp, "out.csv")
-    with open(path, "w") as f:
-        f.write(text)
-    rc, out, err = run(binary, "run", path, "-o", out_csv, *extra, cwd=tmp)
+outputs = ("out.csv", "out.jsonl", "out.yaml")
+for label, argv, files, code, needles in CASES:
+    tmp = tempfile.mkdtemp(prefix="ddlsim_bad_")
+    shutil.copy(os.path.join(FIXTURES, "node4.yaml"), tmp)
+    for name, text in files.items():
+        if text is None:
+            os.mkdir(os.path.join(tmp, name))
+        else:
+            with open(os.path.join(tmp, name), "w") as f:
+                f.write(text)
+    rc, out, err = run(binary, *argv, cwd=tmp)
     checks += 3
     check(rc == code, f"{label}: exit {code}, got {rc} ({err.strip()})")
-    check(all(n.replace("exp.yaml", path) in err or n in err for n in needles), f"{label}: message {needles!r} in {err!r}")
-    check(not os.path.exists(out_csv), f"{label}: nothing written")
+    check(all(n in err for n in needles), f"{label}: message {needles!r} in {err!r}")
+    check(not any(os.path.exists(os.path.join(tmp, o)) for o in outputs), f"{label}: nothing written")
+    shutil.rmtree(tmp)
+checks += 1
+check(len(CASES) >= 40, f"the catalogue holds {len(CASES)} cases")
 
+tmp = workdir()
 # validate reports every problem of a file at once.
 with open(os.path.join(tmp, "two.yaml"), "w") as f:
     f.write(GOOD.replace("dtype: bf16", "dtype: fp13") + "extra: 1\n")
-rc, out, err = run(binary, "validate", os.path.join(tmp, "two.yaml"))
+rc, out, err = run(binary, "validate", "two.yaml", cwd=tmp)
 checks += 1
-check(rc == 1 and "training.dtype" in err and "extra: unknown key" in err, f"validate lists both: {err}")
-rc, out, err = run(binary, "validate", os.path.join(tmp, "missing.yaml"))
-checks += 1
-check(rc == 1 and "cannot open file" in err, f"validate of a missing file: {err}")
+check(rc == 1 and "two.yaml:5: training.dtype" in err and "two.yaml:7: extra: unknown key" in err, f"validate lists both: {err}")
 
-# A sweep with some impossible points: those become `invalid` rows and the others still run.
+# A sweep with some impossible points: those become `invalid` rows and the others still run; a
+# point over the resource limits is one of them.
 with open(os.path.join(tmp, "mixed.yaml"), "w") as f:
-    f.write(GOOD + "sweep: {parallelism.dp: [1, 2, 3]}\n")
-rc, out, err = run(binary, "validate", os.path.join(tmp, "mixed.yaml"))
+    f.write(GOOD + "sweep: {parallelism.dp: [1, 2, 3], training.global_batch: [16, 4000000]}\nlimits: {max_activities: 1e6}\n")
+rc, out, err = run(binary, "validate", "mixed.yaml", cwd=tmp)
 checks += 1
-check(rc == 0 and "3 point(s), 1 valid, 2 invalid" in out, f"validate counts points: {out} {err}")
-mixed_csv = os.path.join(tmp, "mixed.csv")
-rc, out, err = run(binary, "run", os.path.join(tmp, "mixed.yaml"), "-o", mixed_csv)
-rows = read_csv(mixed_csv) if rc == 0 else []
-checks += 1
-check([r["status"] for r in rows] == ["invalid", "ok", "invalid"], f"mixed sweep rows: {rows and [r['status'] for r in rows]}")
+check(rc == 0 and "6 point(s), 1 valid, 5 invalid" in out, f"validate counts points: {out} {err}")
+rc, out, err = run(binary, "run", "mixed.yaml", "-o", "mixed.csv", cwd=tmp)
+rows = read_csv(os.path.join(tmp, "mixed.csv")) if rc == 0 else []
+checks += 2
+check([r["status"] for r in rows] == ["invalid", "invalid", "ok", "invalid", "invalid", "invalid"],
+      f"mixed sweep rows: {rows and [r['status'] for r in rows]}")
+check(len(rows) == 6 and "mixed.yaml:7: training.global_batch: this point would need about" in rows[3]["message"],
+      f"the guard's row names the swept key: {rows and rows[3]['message']}")
 
 # Usage errors exit 2.
 for args in (["run"], ["frobnicate"], [], ["model"], ["run", "a.yaml", "b.yaml"]):

@@ -56,9 +56,13 @@ check(os.path.exists(os.path.join(work, "host-profile.yaml")) and os.path.exists
 rc, out, err = run(binary, "calibrate", "report", os.path.join(work, "host-profile.yaml"))
 checks += 1
 check(rc == 0 and "gemm" in out and "measured" in out, f"the host profile reads back: {err}")
+# Under `make sanitize` the code is instrumented (several times slower, unevenly), so the accuracy
+# bounds below do not apply; everything else is checked all the same.
+sanitized = os.environ.get("DDLSIM_SANITIZED") == "1"
 # A loose bound here (this machine is shared with other tests); the shipped 16-point run is the measured claim.
-checks += 1
-check(errors and max(errors) < 50, f"simulated and measured agree to within 50% on the smoke points: {errors}")
+if not sanitized:
+    checks += 1
+    check(errors and max(errors) < 50, f"simulated and measured agree to within 50% on the smoke points: {errors}")
 
 # The shipped cross-check, all 16 points: the claim of the README (mean absolute error at most 10%).
 # A timing measurement on a shared machine: one more full run (calibration included) when the first
@@ -70,11 +74,13 @@ for attempt in (1, 2):
     rows = read_csv(full_csv) if rc == 0 else []
     mape = sum(abs(float(r["error_pct"])) for r in rows) / len(rows) if rows else float("nan")
     print(f"crosscheck_host run {attempt}: mean absolute error {mape:.2f}% over {len(rows)} points")
-    if rc != 0 or mape <= 10.0:
+    if rc != 0 or mape <= 10.0 or sanitized:
         break
-checks += 2
+checks += 1
 check(len(rows) == 16 and all(r["status"] == "ok" for r in rows), f"16 points simulated and executed: {rc} {err}")
-check(mape <= 10.0 and f"mean absolute error {mape:.2f}%" in out, f"mean absolute error at most 10%: {mape:.2f}% ({out.strip()})")
+if not sanitized:
+    checks += 1
+    check(mape <= 10.0 and f"mean absolute error {mape:.2f}%" in out, f"mean absolute error at most 10%: {mape:.2f}% ({out.strip()})")
 if importlib.util.find_spec("matplotlib") is not None:
     png = os.path.join(d, "full.png")
     p = subprocess.run([sys.executable, os.path.join(ROOT, "plots", "plot_crosscheck.py"), full_csv, "-o", png],

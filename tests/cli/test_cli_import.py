@@ -20,7 +20,7 @@ with open(bad, "w") as f:
 out = os.path.join(out_dir, "bad.jsonl")
 rc, _, err = run(binary, "calibrate", "import", os.path.join(FIXTURES, "kineto_small.json"), bad, "-o", out)
 checks += 1
-check(rc == 1 and "cut.json: byte" in err and "truncated" in err and not os.path.exists(out),
+check(rc == 1 and "cut.json:9: byte 765:" in err and "truncated" in err and not os.path.exists(out),
       f"a truncated trace: exit 1, named, nothing written: {rc} {err}")
 
 # nccl-tests output (fixtures in its text and -J JSON formats) in one import with a Kineto trace.

@@ -107,6 +107,14 @@ for name in shipped:
     checks += 1
     check(rc == 0 and statuses and statuses <= {"ok", "oom", "invalid"} and "ok" in statuses,
           f"shipped experiment {name} runs: {rc} {statuses} {err}")
+    # The resource guard's closed-form count (experiments/Resources.hpp) against the replay's own:
+    # never below it, and within 5% above.
+    for r in read_csv(out_csv) if rc == 0 else []:
+        if r["status"] == "ok":
+            real, estimate = float(r["sim_activities"]), float(r["sim_activities_estimate"])
+            checks += 1
+            check(real <= estimate <= 1.05 * real,
+                  f"{name} point {r['config_id']}: estimated {estimate:.0f} activities, replayed {real:.0f}")
     # Determinism: a second run (here with another -j) gives the same bytes but for the host's wall time.
     again = os.path.join(tmp, "again_" + name + ".csv")
     run(binary, "run", os.path.join(ROOT, "experiments", name), "-o", again, "--quiet", "-j", "1", *smoke.get(name, []))

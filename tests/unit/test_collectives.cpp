@@ -101,3 +101,26 @@ TEST_CASE("analytic times are the closed forms")
   CHECK(analytic_seconds({.algorithm = CollectiveAlgorithm::hierarchical, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S},
                          c) == doctest::Approx(6 * (1e-6 + S / 4 / 100e9) + 2 * (3e-6 + S / 8 / 25e9)));
 }
+
+TEST_CASE("message_count equals the messages decompose builds, for every algorithm and group shape")
+{
+  // Groups: contiguous, strided (a dp group with tp = 2), spread over nodes evenly and unevenly.
+  const std::vector<std::vector<int>> groups = {
+      {0, 1}, {0, 1, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, {0, 2, 4, 6, 8, 10, 12, 14}, {0, 1, 8, 9, 16, 17},
+      {0, 1, 2, 8}, {3, 11, 19, 27, 35}};
+  int checked = 0;
+  for (const auto& group : groups)
+    for (auto kind : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter})
+      for (auto algorithm : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::hierarchical})
+        for (double bytes : {1e3, 3e7, 1e9}) {
+          const CollectiveTask c{.kind = kind, .algorithm = algorithm, .group = group, .bytes = bytes};
+          std::uint64_t messages = 0;
+          for (const Message& m : decompose(c, 8))
+            messages += m.src >= 0 ? 1 : 0;
+          CAPTURE(group.size());
+          CAPTURE(static_cast<int>(algorithm));
+          CHECK(message_count(c, 8) == messages);
+          ++checked;
+        }
+  CHECK(checked == 7 * 3 * 3 * 3);
+}

@@ -1,8 +1,10 @@
-// The JSON reader and the Kineto importer on small fixtures, including corrupt and truncated input.
+// The JSON reader and the Kineto importer on small fixtures, including corrupt and truncated input, and
+// the synthetic trace the import benchmark makes.
 #include "common/Error.hpp"
 #include "traces/Json.hpp"
 #include "traces/KinetoImporter.hpp"
 #include "traces/NcclTestsImporter.hpp"
+#include "traces/SyntheticKineto.hpp"
 
 #include <doctest/doctest.h>
 
@@ -196,4 +198,31 @@ TEST_CASE("every truncation of a trace is refused cleanly, and so are flipped by
       } catch (const TraceError&) {
       }
     }
+}
+
+TEST_CASE("a synthetic Kineto trace has the size asked for, imports fully and is the same every time")
+{
+  for (const bool gzip : {false, true}) {
+    CAPTURE(gzip);
+    const std::string path     = temp_path(gzip ? "synthetic.json.gz" : "synthetic.json");
+    const SyntheticKineto made = write_synthetic_kineto(path, 2'000'000, gzip);
+    CHECK(made.json_bytes >= 2'000'000);
+    CHECK(made.json_bytes < 2'010'000);
+    CHECK(made.file_bytes == std::filesystem::file_size(path));
+    CHECK((gzip ? made.file_bytes < made.json_bytes / 4 : made.file_bytes == made.json_bytes));
+    const TraceSet set = import_trace(path);
+    CHECK(set.kernels.size() == made.kernels);
+    CHECK(set.collectives.size() == made.collectives);
+    CHECK(set.skipped_total() == 0);
+    CHECK(made.kernels > 500);
+    CHECK(made.collectives > 20);
+    CHECK(made.events > 4 * made.kernels);
+    CHECK(set.provenance.at("device") == "NVIDIA H100 80GB HBM3");
+    for (const auto& c : set.collectives)
+      CHECK((c.bytes > 0 && c.group_size != 0) == (c.source == "kernel")); // annotations carry no group size
+  }
+  const std::string a = temp_path("a.json"), b = temp_path("b.json");
+  write_synthetic_kineto(a, 300'000, false);
+  write_synthetic_kineto(b, 300'000, false);
+  CHECK(read(a) == read(b));
 }

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Writes docs/performance.md from the CSV `make bench` collects (results/bench.csv): the machine,
+build, date and commit, then one table per benchmark kind with the prose that explains it.
+
+    python3 bench/performance_md.py results/bench.csv --build build [--previous OLD.csv]
+        [--loadavg LOADAVG] -o docs/performance.md
+
+Standard library only. The machine is this one (/proc/cpuinfo, /proc/meminfo, /etc/os-release);
+the compiler and build type come from the build folder's CMakeCache.txt, SimGrid's version and
+ddlsim's commit from `ddlsim --version`.
+"""
+import argparse
+import csv
+import datetime
+import os
+import platform
+import re
+import subprocess
+import sys
+import textwrap
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def command_output(args, cwd=None):
+    try:
+        return subprocess.run(args, capture_output=True, text=True, check=False, cwd=cwd).stdout.strip()
+    except OSError:
+        return ""
+
+
+def machine(build):
+    cpuinfo = read("/proc/cpuinfo")
+    models = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    mem = re.search(r"^MemTotal:\s*(\d+) kB", read("/proc/meminfo"), re.M)
+    os_name = re.search(r'^PRETTY_NAME="?([^"\n]+)"?', read("/etc/os-release"), re.M)
+    cache = read(os.path.join(build, "CMakeCache.txt"))
+    cxx = re.search(r"^CMAKE_CXX_COMPILER:\w+=(.+)$", cache, re.M)
+    build_type = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", cache, re.M)
+    compiler = command_output([cxx.group(1), "--version"]).splitlines()[:1] if cxx else []
+    version = command_output([os.path.join(build, "bin", "ddlsim"), "--version"])
+    simgrid = re.search(r"SimGrid ([^,)]+)", version)
+    ddlsim = re.match(r"(ddlsim \S+) \(git (\w+)", version)
+    return {
+        "cpu": models[0] if models else platform.processor() or "unknown",
+        "cores": os.cpu_count(),
+        "memory": f"{int(mem.group(1)) / 2**20:.0f} GiB" if mem else "unknown",
+        "os": (os_name.group(1) if os_name else platform.system()) + f", Linux {platform.release()}",
+        "compiler": compiler[0] if compiler else "unknown",
+        "build_type": (build_type.group(1) or "(none)") if build_type else "unknown",
+        "simgrid": simgrid.group(1) if simgrid else "unknown",
+        "ddlsim": f"{ddlsim.group(1)} (git {ddlsim.group(2)})" if ddlsim else "ddlsim (version unknown)",
+    }
+
+
+def commit(root):
+    head = command_output(["git", "rev-parse", "--short=12", "HEAD"], cwd=root) or "unknown"
+    dirty = command_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
+    return head + (" with uncommitted changes" if dirty else "")
+
+
+def load_line(path):
+    """What else the machine was doing when the run began, from a copy of /proc/loadavg."""
+    fields = read(path).split() if path else []
+    if len(fields) < 3:
+        return []
+    one, five, fifteen = (float(x) for x in fields[:3])
+    busy = ("the machine was otherwise idle" if five < 0.5 else
+            "other work shared the machine, which shows in the spreads and in the -j 2 speed-up")
+    return [f"**Load.** {one:.2f}, {five:.2f}, {fifteen:.2f} (1, 5 and 15 minutes) as the run began: {busy}.  "]
+
+
+def descriptions(build):
+    """scenario -> description, from `ddlsim bench --list`."""
+    out = {}
+    for line in command_output([os.path.join(build, "bin", "ddlsim"), "bench", "--list"]).splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3:
+            out[parts[0]] = parts[2]
+    return out
+
+
+def num(text):
+    return float(text) if text not in ("", None) else None
+
+
+def count(x):
+    return f"{x:,.0f}"
+
+
+def seconds(x):
+    return f"{x:.3g} s" if x < 1 else f"{x:.2f} s"
+
+
+def megabytes(x):
+    return f"{x / 1e6:,.1f} MB" if x >= 1e6 else f"{x / 1e3:,.0f} kB"
+
+
+def activity_estimates(rows):
+    """A sentence comparing the guard's activity estimates with the counts the replays made."""
+    off = [(r["scenario"], num(r.get("estimated_activities")), num(r["activities"])) for r in rows]
+    off = [(n, e, a) for n, e, a in off if e is not None and a and e != a]
+    if not off:
+        return "Its activity count equals the replay's on every scenario here."
+    return "Its activity count differs from the replay's on " + ", ".join(
+        f"`{n}` ({100 * (e / a - 1):+.1f}%)" for n, e, a in off) + "."
+
+
+def estimate(row):
+    """The resource guard's memory estimate, and how it compares with the measured peak."""
+    e, m = num(row.get("estimated_memory_bytes")), num(row.get("max_rss_bytes"))
+    if e is None or not m:
+        return "-"
+    return f"{megabytes(e)}, {e / m:.2f}x"
+
+
+def spread(row):
+    s = num(row.get("wall_time_spread_pct"))
+    return "" if s is None or row.get("repeat") == "1" else f" ±{s / 2:.0f}%"
+
+
+def bullets(*items):
+    """Markdown bullets wrapped at 100 columns."""
+    return [textwrap.fill(item, width=100, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False)
+            for item in items]
+
+
+# The figure that sums up a row, per kind: what the reproducibility check compares.
+HEADLINE = {"simulation": "activities_per_s", "sweep": "points_per_s", "import": "json_MB_per_s"}
+
+
+def key(row):
+    return (row["scenario"], row.get("kind") or "simulation", row.get("jobs", ""))
+
+
+def reproducibility(rows, previous_path):
+    """A paragraph comparing each row's headline figure with the previous run's, when there is one."""
+    if not previous_path or not os.path.exists(previous_path):
+        return []
+    with open(previous_path) as f:
+        before = {key(r): r for r in csv.DictReader(f)}
+    changes = []
+    for r in rows:
+        field = HEADLINE[r.get("kind") or "simulation"]
+        old = before.get(key(r))
+        if old and num(old.get(field)) and num(r.get(field)):
+            changes.append((abs(num(r[field]) / num(old[field]) - 1) * 100, r["scenario"] +
+                            (f" -j {r['jobs']}" if r.get("jobs") else "")))
+    if not changes:
+        return []
+    changes.sort()
+    median = changes[len(changes) // 2][0]
+    worst, where = changes[-1]
+    return ["## Reproducibility", ""] + bullets(
+        f"Against the run of `make bench` before this one (`{previous_path}`), the figure that sums up each row "
+        f"(activities/s, points/s, MB/s of JSON) moved by {median:.1f}% at the median of {len(changes)} rows and "
+        f"by {worst:.1f}% at most (`{where}`). Within a run, ± after a wall time is half the spread of its repeats.") + [""]
+
+
+def simulation_section(rows):
+    lines = [
+        "## Simulation rate",
+        "",
+        "One training iteration of each `simulation` scenario (`bench/*.yaml` with one point), and a bare",
+        "SimGrid DAG of the same size.",
+        "",
+        "| scenario | GPUs (simulated devices) | simulated iteration | wall time | peak memory (guard's estimate) "
+        "| activities | activities/s | bare SimGrid DAG, same size | ddlsim / SimGrid |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    ratios = []
+    for r in rows:
+        ratio = num(r["overhead_ratio"])
+        if ratio is not None:
+            ratios.append((ratio, r["scenario"]))
+        bare = num(r["bare_wall_time_s"])
+        lines.append(
+            f"| `{r['scenario']}` | {count(num(r['gpus']))} ({count(num(r['devices']))}) "
+            f"| {num(r['simulated_iteration_s']):.4g} s | {seconds(num(r['wall_time_s']))}{spread(r)} "
+            f"| {megabytes(num(r['max_rss_bytes']))} ({estimate(r)}) | {count(num(r['activities']))} "
+            f"| {count(num(r['activities_per_s']))} "
+            f"| {seconds(bare) if bare is not None else '-'} | {f'{ratio:.2f}x' if ratio is not None else '-'} |")
+    over = [name for ratio, name in ratios if ratio > 1.5]
+    if ratios:
+        goal = ("every scenario is within the 1.5x goal" if not over else
+                "above the 1.5x goal: " + ", ".join(f"`{n}`" for n in over))
+        summary = (f"The ratio runs from {min(ratios)[0]:.2f}x to {max(ratios)[0]:.2f}x here; {goal}.")
+    else:
+        summary = "No scenario was compared with the bare DAG (`--no-compare`)."
+    lines += [""] + bullets(
+        "**The guard's estimate** is the memory the resource guard (`experiments/Resources.hpp`) predicts for "
+        "the point before building anything, the figure it compares with `limits.max_memory`; it is meant to "
+        "stay above the measured peak. " + activity_estimates(rows),
+        "**Wall time and peak memory** are those of the child process that builds the model, plans the point, "
+        "builds the platform and replays the iteration (`ddlsim bench` forks it and reads its `getrusage`). "
+        "± is half the spread (largest minus smallest) of the repeats around the median.",
+        "**The bare SimGrid DAG** (`sim/BareDag.cpp`) runs as many Execs and Comms, created just in time, on as "
+        "many hosts, with no task graph, cost model or metrics: SimGrid's own cost for a workload of that size. "
+        "The ratio is ddlsim's wall time per activity over SimGrid's. " + summary + " Where ddlsim is the slower, "
+        "the difference is the platform (a fat tree or a cluster of nodes, where the bare DAG has one star "
+        "zone) and the task graph's bookkeeping; it shows most where the replay itself is short.",
+        "**The GPT-3 scenarios** run Megatron-LM's layout (tp 8 inside a node, pp 16, 1F1B, micro-batch 1, full "
+        "recomputation, 192 micro-batches per replica). Pipeline and data-parallel traffic is flow-level; "
+        "tensor-parallel collectives are analytic, and each tensor-parallel group is one simulated device "
+        "(`tp_aggregate`, which a CLI test shows changes no number of the CSV). At 8,192 GPUs most of the time "
+        "is SimGrid's solver over 1,024 hosts' concurrent flows (the bare DAG's rate falls the same way).",
+        "**`gpt3-13b-64-flow`** keeps every collective at flow level: over a million activities for 64 GPUs. "
+        "Flow-level tensor parallelism at 1,024 GPUs would need about 66 M messages. That is why the large "
+        "scenarios use analytic tensor parallelism.")
+    return lines
+
+
+def sweep_section(rows):
+    lines = [
+        "## Sweep throughput",
+        "",
+        "A whole `sweep` scenario through the runner `ddlsim run` uses (`experiments/SweepRunner.hpp`): one",
+        "forked process per point, `-j` of them at once.",
+        "",
+        "| scenario | points (ok) | -j | wall time | points/s | vs -j 1 | peak memory (largest process) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    single = {r["scenario"]: num(r["points_per_s"]) for r in rows if r["jobs"] == "1"}
+    for r in rows:
+        rate = num(r["points_per_s"])
+        base = single.get(r["scenario"])
+        lines.append(
+            f"| `{r['scenario']}` | {r['points']} ({r['points_ok']}) | {r['jobs']} | {seconds(num(r['wall_time_s']))}{spread(r)} "
+            f"| {rate:,.1f} | {f'{rate / base:.2f}x' if base else '-'} | {megabytes(num(r['max_rss_bytes']))} |")
+    lines += [""] + bullets(
+        "**Wall time** runs from the first fork to the last row back in the parent: every point's process "
+        "start, model, plan, platform and replay, and the row's trip home. Expanding and checking the sweep "
+        "beforehand (`Experiment::load` and every point's configuration) is not in it.",
+        "**-j 2 on 2 cores** can at best halve the wall time, and comes near that only on an otherwise idle "
+        "machine: at -j 1 other work can take the second core, at -j 2 it takes a share of both point "
+        "processes' cores (see **Load** above). The parent's forking and reading of rows takes a little too. "
+        "A point of a few milliseconds costs about as much to start as to simulate, which is why the sweep's "
+        "points are not smaller.")
+    return lines
+
+
+def import_section(rows, names):
+    lines = [
+        "## Trace import",
+        "",
+        "`traces::import_trace`, as `ddlsim calibrate import` runs it: read (and gunzip), parse the JSON,",
+        "keep the kernels and collectives. The built-in scenarios import a synthetic trace; the others",
+        "are trace files given to `ddlsim bench import`.",
+        "",
+        "| trace | gzip | on disk | JSON | kernels | collectives | wall time | MB/s (on disk) | MB/s (JSON) | peak memory |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        name = f"`{r['scenario']}`" if r["scenario"] in names else r["scenario"]
+        lines.append(
+            f"| {name} | {r['gzip']} | {megabytes(num(r['input_bytes']))} | {megabytes(num(r['json_bytes']))} "
+            f"| {count(num(r['kernels']))} | {count(num(r['collectives']))} | {seconds(num(r['wall_time_s']))}{spread(r)} "
+            f"| {num(r['import_MB_per_s']):,.1f} | {num(r['json_MB_per_s']):,.1f} | {megabytes(num(r['max_rss_bytes']))} |")
+    lines += [""] + bullets(
+        "**The synthetic trace** (`traces/SyntheticKineto.hpp`) has a real one's shape: rank 0 of an 8-GPU job "
+        "on H100s, each kernel launch a `cpu_op` with its input shapes and the small ops nested in it, the "
+        "`cudaLaunchKernel` runtime event, the `ac2g` flow pair and the `kernel` event with Kineto's arguments; "
+        "one launch in 25 is an NCCL kernel with its collective's size, group and dtype, and its `nccl:` "
+        "annotation. It is written from a fixed seed into a fresh temporary folder (`TMPDIR`), imported, and "
+        "deleted: the project ships no third-party trace. Gzipped, it shrinks about as much as real traces do.",
+        "**MB/s** is bytes over the import's wall time (MB = 10^6 bytes), of the file as it is on disk and of "
+        "its JSON; for a gzipped file the second is the one to compare. The file is read from the page cache "
+        "(it was just written, or read by the previous repeat): the figure is the importer's, not the disk's. "
+        "The wall time is the import alone, timed inside the child that runs it; peak memory is that child's, "
+        "mostly the parsed JSON tree.",
+        "**Real traces**, when `../shared/data/traces/kineto` (or `KINETO_DIR=...`) holds some: PyTorch profiler "
+        "traces from HolisticTraceAnalysis' test data, imported the same way. `make bench` leaves them out "
+        "when the folder is absent.")
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("csv", help="the bench CSV (results/bench.csv)")
+    parser.add_argument("--build", default="build", help="the build folder the figures came from")
+    parser.add_argument("--command", default="make bench", help="the command that regenerates the page")
+    parser.add_argument("--previous", help="an earlier run's CSV, to say how far the figures moved")
+    parser.add_argument("--loadavg", help="/proc/loadavg as it was when the run began")
+    parser.add_argument("-o", "--output", default="docs/performance.md")
+    args = parser.parse_args()
+
+    with open(args.csv) as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        sys.exit(f"{args.csv}: no rows")
+    by_kind = {}
+    for r in rows:
+        by_kind.setdefault(r.get("kind") or "simulation", []).append(r)
+    m = machine(args.build)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repeats = sorted({r["repeat"] for r in rows}, key=int)
+    names = descriptions(args.build)
+
+    lines = [
+        "# Performance",
+        "",
+    ] + textwrap.wrap(
+        "How fast ddlsim simulates one training iteration (against SimGrid itself), runs a whole sweep, and "
+        f"imports profiler traces. Regenerate the figures and this page with `{args.command}`: every scenario of "
+        "`ddlsim bench --list` (sweeps at -j 1 and -j 2), medians of 3 runs, into `results/bench.csv`, from which "
+        "`bench/performance_md.py` writes this page; a few minutes. One scenario: "
+        "`ddlsim bench NAME --repeat 3`.", width=100, break_on_hyphens=False) + [
+        "",
+        f"**Machine.** {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['os']}.  ",
+        f"**Build.** {m['compiler']}, SimGrid {m['simgrid']}, `{m['build_type']}` build; {m['ddlsim']}.  ",
+    ] + load_line(args.loadavg) + [
+        f"**Date.** {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, commit {commit(root)}. "
+        f"Medians of {' or '.join(repeats)} run{'s' if repeats != ['1'] else ''} each.",
+        "",
+    ]
+    sections = [("simulation", simulation_section), ("sweep", sweep_section)]
+    for kind, section in sections:
+        if kind in by_kind:
+            lines += section(by_kind[kind]) + [""]
+    if "import" in by_kind:
+        lines += import_section(by_kind["import"], names) + [""]
+    lines += reproducibility(rows, args.previous)
+    text = "\n".join(lines).rstrip() + "\n"
+    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
+    tmp = args.output + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, args.output)
+    print(f"wrote {args.output} from {args.csv} ({len(rows)} rows)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+// The resource guard's closed form (experiments/Resources.hpp) against the task graph the schedule
+// builder really makes for the same point: its size, and its SimGrid activities counted from the
+// graph (one per compute task and transfer, message_count() per flow-level collective).
+#include "calibration/TableCostModel.hpp"
+#include "experiments/Evaluate.hpp"
+#include "experiments/Experiment.hpp"
+#include "experiments/Resources.hpp"
+#include "sim/Collectives.hpp"
+#include "sim/Schedules.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace ddlsim;
+using namespace ddlsim::experiments;
+
+namespace {
+
+PointConfig point_of(const std::string& text)
+{
+  const auto path =
+      std::filesystem::temp_directory_path() / ("ddlsim_resources_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(path) << text;
+  const PointConfig p = Experiment::load(path.string()).point(0);
+  std::filesystem::remove(path);
+  return p;
+}
+
+struct Built {
+  double tasks      = 0;
+  double activities = 0;
+};
+
+Built build(const PointConfig& p)
+{
+  const auto cost        = calibration::make_cost_model(p.profile);
+  const sim::TaskGraph g = sim::build_schedule(plan_point(p, *cost).pipeline);
+  Built b{.tasks = static_cast<double>(g.size())};
+  for (sim::TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == sim::TaskKind::collective) {
+      const auto& c = g.collective(id);
+      if (c.fidelity == sim::CollectiveFidelity::flow)
+        b.activities += static_cast<double>(sim::message_count(c, p.cluster.gpus_per_node));
+    } else {
+      b.activities += 1;
+    }
+  return b;
+}
+
+std::string experiment(const std::string& model, int nodes, int gpus, const std::string& training,
+                       const std::string& parallelism)
+{
+  return "name: r\nmodel: " + model + "\ncluster: {name: c, nodes: " + std::to_string(nodes) +
+         ", gpus_per_node: " + std::to_string(gpus) +
+         ", gpu: {memory: 1TiB}, intra_node: {bandwidth: 300GBps}, nic: {bandwidth: 50GBps}, fabric: {latency: 2us}}\n"
+         "calibration: h100-sxm\ntraining: {" +
+         training + "}\nparallelism: {" + parallelism + "}\n";
+}
+
+} // namespace
+
+TEST_CASE("the resource estimate equals the built graph's tasks and activities")
+{
+  const std::vector<std::string> cases = {
+      // GPipe and 1F1B pipelines with data parallelism, ring and hierarchical all-reduce
+      experiment("gpt2-small", 2, 8, "global_batch: 64, micro_batch: 2", "schedule: gpipe, pp: 4, dp: 4"),
+      experiment("gpt2-small", 2, 8, "global_batch: 64, micro_batch: 4",
+                 "schedule: 1f1b, pp: 2, dp: 8, dp_collective: hierarchical"),
+      // interleaved, two chunks per GPU
+      experiment("gpt2-small", 1, 8, "global_batch: 64, micro_batch: 2",
+                 "schedule: interleaved, pp: 4, dp: 2, virtual_stages: 2"),
+      // flow-level tensor parallelism inside the node, tree all-reduce across replicas
+      experiment("gpt2-small", 2, 4, "global_batch: 32, micro_batch: 2",
+                 "schedule: 1f1b, pp: 2, dp: 2, tp: 2, dp_collective: tree"),
+      // synchronised batch norm, and gradient buckets
+      experiment("{name: rn, resnet: {depth: 50, image: 224, classes: 1000, normalization: sync_batch_norm}}", 1, 8,
+                 "global_batch: 64, micro_batch: 4", "pp: 2, dp: 4"),
+      experiment("resnet50", 1, 8, "global_batch: 64, micro_batch: 8", "pp: 1, dp: 8, dp_bucket: 25MiB"),
+      // analytic data-parallel collectives are timers: no activities
+      experiment("gpt2-small", 1, 8, "global_batch: 64, micro_batch: 2", "pp: 2, dp: 4, dp_fidelity: analytic"),
+  };
+  for (const auto& text : cases) {
+    CAPTURE(text);
+    const PointConfig p = point_of(text);
+    REQUIRE(p.is_valid());
+    const ResourceEstimate e = estimate_resources(p);
+    const Built b            = build(p);
+    CHECK(e.tasks == b.tasks);
+    CHECK(e.activities == b.activities);
+    CHECK(e.devices == p.parallelism.gpus());
+    CHECK(e.memory_bytes > 24.0 * (1 << 20));
+  }
+}
+
+TEST_CASE("a point over its limits is invalid, naming the key and the limit")
+{
+  auto text = experiment("gpt2-small", 1, 4, "global_batch: 4000000, micro_batch: 1", "schedule: 1f1b, pp: 4, dp: 1");
+  PointConfig p = point_of(text);
+  CHECK(p.is_valid()); // 1.4e7 activities: under the default 1e8
+  p = point_of(text + "limits: {max_activities: 1e7}\n");
+  REQUIRE(p.problems.size() == 1);
+  CHECK(p.problems[0].key == "training.global_batch");
+  CHECK(p.problems[0].line == 5); // training: {global_batch: ...}
+  CHECK(p.problems[0].message.find("over limits.max_activities = 1e+07") != std::string::npos);
+  p = point_of(text + "limits: {max_memory: 100MiB}\n");
+  REQUIRE(p.problems.size() == 1);
+  CHECK(p.problems[0].message.find("over limits.max_memory = 104.86 MB") != std::string::npos);
+}
