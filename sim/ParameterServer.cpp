@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 namespace ddlsim::sim {
@@ -103,27 +104,53 @@ StalenessStats observed_staleness(const PsPlan& plan, const PsGraph& g, const st
 {
   const int W = plan.workers, S = plan.servers, K = plan.iterations;
   auto index = [&](int k, int w, int j) { return static_cast<std::size_t>((k * W + w) * S + j); };
+  // A worker's updates on one server end in iteration order (update k+1 needs the pull after update
+  // k), so the newest iteration of `other` that server has applied by time t is the number of its
+  // updates ended by t, minus one. Per server, one pass over the updates and pulls in time order
+  // keeps those counts and their minimum: O(K W S log(K W)) rather than comparing every pull with
+  // every update (K^2 W^2 S comparisons: 7e10 for 65,536 workers over 4 iterations).
   StalenessStats stats;
   double sum = 0;
   std::size_t count = 0;
-  for (int k = 0; k < K; ++k)
-    for (int w = 0; w < W; ++w)
-      for (int j = 0; j < S; ++j) {
-        const double pulled = timings[g.pulls[index(k, w, j)]].start_s;
-        int staleness = 0;
-        for (int other = 0; other < W; ++other) {
-          if (other == w)
-            continue;
-          int newest = -1;  // newest iteration of `other` applied on server j before the pull
-          for (int i = 0; i < K; ++i)
-            if (timings[g.updates[index(i, other, j)]].end_s <= pulled)
-              newest = i;
-          staleness = std::max(staleness, std::max(0, k - newest));
-        }
-        stats.max = std::max(stats.max, static_cast<double>(staleness));
-        sum += staleness;
-        ++count;
+  struct Event {
+    double time;
+    bool pull;  // updates first at equal times: an update ending as the pull starts is applied
+    int iteration;
+    int worker;
+  };
+  for (int j = 0; j < S; ++j) {
+    std::vector<Event> events;
+    events.reserve(static_cast<std::size_t>(2 * K * W));
+    for (int k = 0; k < K; ++k)
+      for (int w = 0; w < W; ++w) {
+        events.push_back({timings[g.updates[index(k, w, j)]].end_s, false, k, w});
+        events.push_back({timings[g.pulls[index(k, w, j)]].start_s, true, k, w});
       }
+    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+      return a.time != b.time ? a.time < b.time : (a.pull != b.pull ? !a.pull : a.worker < b.worker);
+    });
+    std::vector<int> applied(static_cast<std::size_t>(W), 0);  // updates of each worker ended so far
+    std::multiset<int> counts(applied.begin(), applied.end());
+    for (const Event& e : events) {
+      int& mine = applied[static_cast<std::size_t>(e.worker)];
+      if (!e.pull) {
+        counts.erase(counts.find(mine));
+        counts.insert(++mine);
+        continue;
+      }
+      // The least advanced other worker: the smallest count, unless that is this worker's alone.
+      int staleness = 0;
+      if (W > 1) {
+        auto least = counts.begin();
+        if (*least == mine && counts.count(mine) == 1)
+          ++least;
+        staleness = std::max(0, e.iteration - (*least - 1));
+      }
+      stats.max = std::max(stats.max, static_cast<double>(staleness));
+      sum += staleness;
+      ++count;
+    }
+  }
   stats.mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
   return stats;
 }
