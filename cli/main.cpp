@@ -221,29 +221,6 @@ void print_diagnostics(const std::vector<Diagnostic>& diagnostics)
   }
 }
 
-// Loads the experiment and resolves every point its `where:` constraint keeps; structural problems
-// are fatal (ConfigError).
-std::vector<experiments::PointConfig> resolve_points(const experiments::Experiment& exp)
-{
-  std::vector<experiments::PointConfig> points;
-  std::vector<Diagnostic> problems;
-  for (std::size_t i = 0; i < exp.point_count(); ++i) {
-    try {
-      experiments::PointConfig p = exp.point(i);
-      if (exp.accepts(p))  // `where:` leaves rejected points out: no row
-        points.push_back(std::move(p));
-    } catch (const ConfigError& e) {
-      problems.insert(problems.end(), e.diagnostics().begin(), e.diagnostics().end());
-    }
-  }
-  if (!problems.empty())
-    throw ConfigError(problems);
-  if (points.empty())
-    throw ConfigError(exp.get_file(), 0, "where", "the constraint '" + exp.where() + "' leaves none of the " +
-                                                     std::to_string(exp.point_count()) + " points");
-  return points;
-}
-
 // True, after printing every point's problems, when no point can be simulated: that is bad input,
 // and nothing is written.
 bool nothing_valid(const std::vector<experiments::PointConfig>& points)
@@ -281,7 +258,7 @@ int cmd_validate(Args& args)
   if (!file)
     throw UsageError{"validate needs an experiment file"};
   const auto exp = experiments::Experiment::load(*file, sets);
-  const auto points = resolve_points(exp);
+  const auto points = exp.points();
   std::size_t valid = 0;
   for (const auto& p : points) {
     if (p.is_valid()) {
@@ -352,7 +329,7 @@ int cmd_run(Args& args)
     throw UsageError{"run needs an experiment file"};
 
   const auto exp = experiments::Experiment::load(*file, sets);
-  const auto points = resolve_points(exp);
+  const auto points = exp.points();
   if (nothing_valid(points))
     return exit_bad_input;
   const std::string csv = output ? *output : exp.output_csv().value_or("results/" + exp.get_name() + ".csv");
@@ -580,7 +557,7 @@ int cmd_search(Args& args)
   if (exp.point_count() != 1)
     throw UsageError{"search microbatch searches one configuration: fix the swept keys with --set (the file has " +
                      std::to_string(exp.point_count()) + " points)"};
-  const auto points = resolve_points(exp);
+  const auto points = exp.points();
   if (nothing_valid(points))
     return exit_bad_input;
   const experiments::PointConfig& base = points.front();
@@ -1090,7 +1067,7 @@ int cmd_execute(Args& args)
     options.cuda_runner = runner.string();
   }
   const auto exp = experiments::Experiment::load(*file, sets);
-  const auto points = resolve_points(exp);
+  const auto points = exp.points();
   if (nothing_valid(points))
     return exit_bad_input;
   const std::string csv =

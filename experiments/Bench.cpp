@@ -145,18 +145,6 @@ template <typename Measure> auto median_of(int repeat, double& spread_pct, Measu
   return median;
 }
 
-// The points of the experiment's sweep that its `where:` keeps.
-std::vector<PointConfig> sweep_points(const Experiment& exp)
-{
-  std::vector<PointConfig> points;
-  for (std::size_t i = 0; i < exp.point_count(); ++i)
-    if (PointConfig p = exp.point(i); exp.accepts(p))
-      points.push_back(std::move(p));
-  if (points.empty())
-    throw ConfigError(exp.get_file(), 0, "where", "the constraint leaves no point to benchmark");
-  return points;
-}
-
 // A fresh folder under the system's temporary folder (TMPDIR), removed with the object.
 class ScratchDir {
 public:
@@ -291,8 +279,7 @@ BenchMeasurement measure_point(const PointConfig& point, const EvaluateOptions& 
   if (!row->get("sim_memory_estimate_bytes").empty())
     m.estimated_memory_bytes = std::stod(row->get("sim_memory_estimate_bytes"));
   // Simulated devices: GPUs, or tensor-parallel groups when they are folded into one device.
-  const bool folded = row->get("collective_fidelity").find("+aggregated") != std::string::npos;
-  m.devices         = point.parallelism.gpus() / (folded ? point.parallelism.tp : 1);
+  m.devices = point.parallelism.gpus() / (folds_tensor_groups(point) ? point.parallelism.tp : 1);
   return m;
 }
 
@@ -396,7 +383,7 @@ BenchResult run_bench(const BenchScenario& scenario, const BenchOptions& options
     break;
   }
   case BenchKind::sweep: {
-    const std::vector<PointConfig> points = sweep_points(Experiment::load(scenario.experiment_file));
+    const std::vector<PointConfig> points = Experiment::load(scenario.experiment_file).points();
     const int jobs                        = std::max(1, options.jobs);
     r.sweep = median_of(r.repeat, r.wall_time_spread_pct, [&] { return measure_sweep(points, jobs); });
     break;

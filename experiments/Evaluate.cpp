@@ -144,44 +144,6 @@ double rank_capacity(const PointConfig& point, int rank)
   return capacity;
 }
 
-// The tensor-parallel collectives of a stage, from each layer's role (models::TpRole): row layers
-// all-reduce their output in forward; column layers all-reduce their input gradient in backward;
-// gathered layers (the grid's) all-gather their output in forward and all-reduce the input
-// gradient in backward. Sizes are the full tensors per sample.
-std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d)
-{
-  std::vector<sim::TpCollective> out;
-  for (std::size_t i = layers.begin; i < layers.end; ++i) {
-    const models::Layer& l = model.layers()[i];
-    double input = 0;
-    for (std::size_t in : l.inputs)
-      input += model.layers()[in].output_elements();
-    if (l.inputs.empty())
-      input = model.input_shape().elements();
-    const bool first = i == 0;  // the model input needs no gradient
-    switch (l.tp) {
-    case models::TpRole::row:
-      out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_reduce,
-                     .bytes_per_sample = l.output_elements() * d});
-      break;
-    case models::TpRole::column:
-      if (!first)
-        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
-                       .bytes_per_sample = input * d});
-      break;
-    case models::TpRole::gathered:
-      out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
-                     .bytes_per_sample = l.output_elements() * d});
-      if (!first)
-        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
-                       .bytes_per_sample = input * d});
-      break;
-    case models::TpRole::split:
-    case models::TpRole::replicated: break;
-    }
-  }
-  return out;
-}
 
 // Result columns of a replay covering `iterations` iterations.
 // Result columns of a replay covering `iterations` iterations. With tensor-parallel groups folded
@@ -315,12 +277,15 @@ sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
   return a;
 }
 
-// The resource guard's estimate (Resources.hpp), beside the replay's own count and the process's size.
-void set_estimate_columns(ResultRow& row, const PointConfig& point)
+// The resource guard (Resources.hpp): its estimate beside the replay's own count and the process's
+// size, and why the point is over its limits (empty when it is not). Experiment::point() has refused
+// such points already; a point changed since (the micro-batch search's) is refused here.
+std::string check_estimate(ResultRow& row, const PointConfig& point)
 {
   const ResourceEstimate e = estimate_resources(point);
   row.set("sim_activities_estimate", e.activities);
   row.set("sim_memory_estimate_bytes", e.memory_bytes);
+  return over_limits(point, e);
 }
 
 // Data parallelism through parameter servers: workers hold the model, weights and gradients and
@@ -370,7 +335,11 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
     return row;
   }
 
-  set_estimate_columns(row, point);
+  if (const std::string over = check_estimate(row, point); !over.empty()) {
+    row.set("status", std::string(status_table.name(Status::invalid)));
+    row.set("message", over);
+    return row;
+  }
   const sim::PsGraph g = sim::build_parameter_server(plan);
   const auto seconds = sim::compute_durations(
       g.graph, model, cost, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
@@ -393,6 +362,52 @@ bool par_partition_searches(const PointConfig& point)
 }
 
 }  // namespace
+
+// The tensor-parallel collectives of a stage, from each layer's role (models::TpRole): row layers
+// all-reduce their output in forward; column layers all-reduce their input gradient in backward;
+// gathered layers (the grid's) all-gather their output in forward and all-reduce the input
+// gradient in backward. Sizes are the full tensors per sample.
+std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d)
+{
+  std::vector<sim::TpCollective> out;
+  for (std::size_t i = layers.begin; i < layers.end; ++i) {
+    const models::Layer& l = model.layers()[i];
+    double input = 0;
+    for (std::size_t in : l.inputs)
+      input += model.layers()[in].output_elements();
+    if (l.inputs.empty())
+      input = model.input_shape().elements();
+    const bool first = i == 0;  // the model input needs no gradient
+    switch (l.tp) {
+    case models::TpRole::row:
+      out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_reduce,
+                     .bytes_per_sample = l.output_elements() * d});
+      break;
+    case models::TpRole::column:
+      if (!first)
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = input * d});
+      break;
+    case models::TpRole::gathered:
+      out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                     .bytes_per_sample = l.output_elements() * d});
+      if (!first)
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = input * d});
+      break;
+    case models::TpRole::split:
+    case models::TpRole::replicated: break;
+    }
+  }
+  return out;
+}
+
+bool folds_tensor_groups(const PointConfig& point)
+{
+  const auto& par = point.parallelism;
+  return par.tp > 1 && par.tp_fidelity == sim::CollectiveFidelity::analytic && par.tp_aggregate &&
+         point.cluster.speed.empty() && point.cluster.gpus_per_node % par.tp == 0;
+}
 
 PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cost)
 {
@@ -612,8 +627,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     }
 
     const auto& par = point.parallelism;
-    const bool aggregate = par.tp > 1 && par.tp_fidelity == sim::CollectiveFidelity::analytic && par.tp_aggregate &&
-                           point.cluster.speed.empty() && point.cluster.gpus_per_node % par.tp == 0;
+    const bool aggregate = folds_tensor_groups(point);
     sim::PipelinePlan pipe = plan.pipeline;
     sim::ClusterSpec cluster = point.cluster;
     TensorFold fold;
@@ -624,7 +638,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     for (auto& stage : pipe.stages)
       stage.activation_bytes *= options.work_scale;
     row.set("work_scale", options.work_scale);
-    set_estimate_columns(row, point);
+    if (const std::string over = check_estimate(row, point); !over.empty())
+      return fail(Status::invalid, over);
     sim::TaskGraph graph = sim::build_schedule(pipe);
     std::string measured = apply_measured_collectives(graph, cluster, point.profile, aggregate ? par.tp : 1);
     if (fold.fitted > 0)

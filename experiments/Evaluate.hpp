@@ -41,6 +41,15 @@ struct PointPlan {
 /// transfer sizes, synchronized-batch-norm points and memory of a valid point.
 PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cost);
 
+/// True when the point is simulated with each tensor-parallel group folded into one device: analytic
+/// tp collectives with `tp_aggregate`, no per-GPU speeds, and groups that fill nodes evenly.
+bool folds_tensor_groups(const PointConfig& point);
+
+/// The tensor-parallel collectives of `layers` (each layer's models::TpRole): their layer, phase,
+/// kind and bytes per sample (at `dtype_bytes` per element).
+std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers,
+                                                  double dtype_bytes);
+
 /// The batch size batch-norm statistics see: the micro-batch for batch_norm, micro-batch x dp for
 /// sync_batch_norm; 0 when the model has no batch norm.
 long long bn_batch(const PointConfig& point);

@@ -333,11 +333,32 @@ YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
   return doc;
 }
 
+std::vector<PointConfig> Experiment::points() const
+{
+  std::vector<PointConfig> points;
+  std::vector<Diagnostic> problems;
+  for (std::size_t i = 0; i < point_count(); ++i) {
+    try {
+      PointConfig p = point(i);
+      if (accepts(p))  // `where:` leaves rejected points out: no row
+        points.push_back(std::move(p));
+    } catch (const ConfigError& e) {
+      problems.insert(problems.end(), e.diagnostics().begin(), e.diagnostics().end());
+    }
+  }
+  if (!problems.empty())
+    throw ConfigError(problems);
+  if (points.empty())
+    throw ConfigError(file_, 0, "where",
+                      "the constraint '" + where() + "' leaves none of the " + std::to_string(point_count()) + " points");
+  return points;
+}
+
 void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags) const
 {
   const ResourceEstimate cost = estimate_resources(p);
-  const bool activities = cost.activities > p.limits.max_activities;
-  if (!activities && !(cost.memory_bytes > p.limits.max_memory_bytes))
+  const std::string message   = over_limits(p, cost);
+  if (message.empty())
     return;
   // Blame the key this point sweeps, else the largest factor of the cost that the file sets.
   std::vector<std::pair<double, std::string>> factors = {
@@ -346,7 +367,7 @@ void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Di
       {static_cast<double>(p.parallelism.pp) * p.parallelism.virtual_stages, "parallelism.pp"},
       {static_cast<double>(p.parallelism.tp), "parallelism.tp"}};
   std::stable_sort(factors.begin(), factors.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::string key = activities ? "limits.max_activities" : "limits.max_memory";
+  std::string key = cost.activities > p.limits.max_activities ? "limits.max_activities" : "limits.max_memory";
   for (const auto& [factor, name] : factors)
     if (find_path(doc, name).IsDefined()) {
       key = name;
@@ -359,23 +380,7 @@ void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Di
   });
   if (swept != factors.end() && find_path(doc, swept->second).IsDefined())
     key = swept->second;
-  char text[512];
-  const auto& par = p.parallelism;
-  const std::string shape = std::to_string(p.micro_batches()) + " micro-batches x pp " + std::to_string(par.pp) +
-                            (par.virtual_stages > 1 ? " x v " + std::to_string(par.virtual_stages) : "") + " x dp " +
-                            std::to_string(par.dp) + " x tp " + std::to_string(par.tp);
-  if (activities)
-    std::snprintf(text, sizeof text,
-                  "this point would need about %.3g SimGrid activities (%s), over limits.max_activities = %.3g: "
-                  "make it smaller, or raise the limit (limits: {max_activities: N} or --set limits.max_activities=N)",
-                  cost.activities, shape.c_str(), p.limits.max_activities);
-  else
-    std::snprintf(text, sizeof text,
-                  "simulating this point would take about %s of memory (%.3g tasks, %s), over limits.max_memory = %s: "
-                  "make it smaller, or raise the limit (limits: {max_memory: 64GiB} or --set limits.max_memory=64GiB)",
-                  format_quantity(cost.memory_bytes, Dimension::bytes).c_str(), cost.tasks, shape.c_str(),
-                  format_quantity(p.limits.max_memory_bytes, Dimension::bytes).c_str());
-  diags.error_at_line(yaml_line(find_path(doc, key)), key, text);
+  diags.error_at_line(yaml_line(find_path(doc, key)), key, message);
 }
 
 PointConfig Experiment::point(std::size_t index) const

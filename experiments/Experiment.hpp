@@ -148,6 +148,9 @@ public:
   /// Resolves point `index`. Throws ConfigError when the file or a swept value is malformed; a point
   /// that is well formed but cannot be simulated comes back with PointConfig::problems filled.
   PointConfig point(std::size_t index) const;
+  /// Every point the `where:` constraint keeps, resolved, in sweep order. Throws ConfigError with
+  /// the problems of every malformed point, or when the constraint keeps none.
+  std::vector<PointConfig> points() const;
 
   const std::optional<std::string>& output_csv() const { return output_csv_; }
 

@@ -1,10 +1,13 @@
 #include "experiments/Resources.hpp"
 
+#include "common/Units.hpp"
+#include "experiments/Evaluate.hpp"
 #include "experiments/Experiment.hpp"
 #include "sim/Collectives.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace ddlsim::experiments {
 namespace {
@@ -56,38 +59,27 @@ ResourceEstimate estimate_resources(const PointConfig& point)
   if (par.ps) {
     e = parameter_server(point);
   } else {
-    // As evaluate_point() does: analytic tensor parallelism folds each tp group into one device.
-    const bool folded = par.tp > 1 && par.tp_fidelity == sim::CollectiveFidelity::analytic && par.tp_aggregate &&
-                        point.cluster.speed.empty() && point.cluster.gpus_per_node % par.tp == 0;
+    const bool folded  = folds_tensor_groups(point); // as evaluate_point() simulates it
     const int tp       = folded ? 1 : par.tp;
     const int per_node = folded ? point.cluster.gpus_per_node / par.tp : point.cluster.gpus_per_node;
     const double M = point.micro_batches(), C = static_cast<double>(par.pp) * par.virtual_stages;
     const double members       = static_cast<double>(par.dp) * tp;
     const models::Model& model = point.model;
 
-    // Per micro-batch and replica over the whole model: the tensor-parallel collectives (the roles
-    // of evaluate's tensor_collectives()) and the synchronised-norm points, each splitting a pass.
-    double tp_collectives = 0, sync_points = 0;
-    for (std::size_t i = 0; i < model.size(); ++i) {
-      const models::Layer& l = model.layers()[i];
-      const double backward  = i == 0 ? 0 : 1; // the model input needs no gradient
-      if (l.tp == models::TpRole::row || l.tp == models::TpRole::column)
-        tp_collectives += l.tp == models::TpRole::row ? 1 : backward;
-      else if (l.tp == models::TpRole::gathered)
-        tp_collectives += 1 + backward;
-      sync_points += l.norm_channels > 0 ? 1 : 0;
-    }
-    if (tp < 2)
-      tp_collectives = 0;
-    if (par.dp < 2)
-      sync_points = 0;
+    // Per micro-batch and replica over the whole model: the tensor-parallel collectives and the
+    // synchronised-norm points (as plan_point() places them), each splitting a pass.
+    const models::StageRange all{0, model.size()};
+    const double tp_collectives = tp < 2 ? 0 : static_cast<double>(tensor_collectives(model, all, 1.0).size());
+    double sync_points          = 0;
+    if (par.dp > 1)
+      for (const models::Layer& l : model.layers())
+        sync_points += l.norm_channels > 0 ? 1 : 0;
     // Gradient buckets: each chunk's last bucket, plus those the whole model's gradients close as
     // evaluate's gradient_buckets() fills them (from the last layer; a bucket closes at the cap).
     double buckets = C;
     if (par.dp > 1 && par.dp_bucket > 0) {
       const double d = dtype_bytes(point.training.dtype);
-      const models::StageRange all{0, model.size()};
-      double bytes = 0;
+      double bytes   = 0;
       for (std::size_t i = model.size(); i-- > 0;) {
         bytes += model.held_parameters(i, all, tp) * d;
         if (bytes >= par.dp_bucket) {
@@ -128,6 +120,30 @@ ResourceEstimate estimate_resources(const PointConfig& point)
   }
   e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices;
   return e;
+}
+
+std::string over_limits(const PointConfig& point, const ResourceEstimate& cost)
+{
+  const bool activities = cost.activities > point.limits.max_activities;
+  if (!activities && !(cost.memory_bytes > point.limits.max_memory_bytes))
+    return {};
+  const auto& par         = point.parallelism;
+  const std::string shape = std::to_string(point.micro_batches()) + " micro-batches x pp " + std::to_string(par.pp) +
+                            (par.virtual_stages > 1 ? " x v " + std::to_string(par.virtual_stages) : "") + " x dp " +
+                            std::to_string(par.dp) + " x tp " + std::to_string(par.tp);
+  char text[512];
+  if (activities)
+    std::snprintf(text, sizeof text,
+                  "this point would need about %.3g SimGrid activities (%s), over limits.max_activities = %.3g: "
+                  "make it smaller, or raise the limit (limits: {max_activities: N} or --set limits.max_activities=N)",
+                  cost.activities, shape.c_str(), point.limits.max_activities);
+  else
+    std::snprintf(text, sizeof text,
+                  "simulating this point would take about %s of memory (%.3g tasks, %s), over limits.max_memory = %s: "
+                  "make it smaller, or raise the limit (limits: {max_memory: 64GiB} or --set limits.max_memory=64GiB)",
+                  format_quantity(cost.memory_bytes, Dimension::bytes).c_str(), cost.tasks, shape.c_str(),
+                  format_quantity(point.limits.max_memory_bytes, Dimension::bytes).c_str());
+  return text;
 }
 
 } // namespace ddlsim::experiments

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ddlsim::experiments {
 
@@ -41,5 +42,9 @@ struct ResourceEstimate {
 
 /// Estimates a valid point's cost (doubles: counts of absurd points exceed 64-bit integers).
 ResourceEstimate estimate_resources(const PointConfig& point);
+
+/// Why `point`, at `cost`, is over its limits (which limit, the estimate, how to raise it); empty
+/// when it is within them.
+std::string over_limits(const PointConfig& point, const ResourceEstimate& cost);
 
 } // namespace ddlsim::experiments

@@ -109,3 +109,19 @@ TEST_CASE("a point over its limits is invalid, naming the key and the limit")
   REQUIRE(p.problems.size() == 1);
   CHECK(p.problems[0].message.find("over limits.max_memory = 104.86 MB") != std::string::npos);
 }
+
+TEST_CASE("evaluate_point refuses a point changed past its limits after it was resolved")
+{
+  // The micro-batch search changes global_batch and micro_batch of a resolved point; the guard of
+  // Experiment::point() never saw the new values, so evaluation checks them (before any engine).
+  PointConfig p =
+      point_of(experiment("gpt2-small", 1, 4, "global_batch: 64, micro_batch: 1", "schedule: 1f1b, pp: 4, dp: 1") +
+               "limits: {max_activities: 1e6}\n");
+  REQUIRE(p.is_valid());
+  p.training.global_batch = 4'000'000;
+  const ResultRow row     = evaluate_point(p, {});
+  CHECK(row.get("status") == "invalid");
+  CHECK(row.get("message").find("over limits.max_activities = 1e+06") != std::string::npos);
+  CHECK(std::stod(row.get("sim_activities_estimate")) > 1e6);
+  CHECK(row.get("sim_activities").empty());
+}
