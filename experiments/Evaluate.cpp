@@ -542,8 +542,7 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
   row.set("optimizer", std::string(models::optimizer_table.name(p.training.optimizer)));
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
-  const bool folded = p.parallelism.tp > 1 && p.parallelism.tp_fidelity == sim::CollectiveFidelity::analytic &&
-                      p.parallelism.tp_aggregate;
+  const bool folded = folds_tensor_groups(p);
   row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)) +
                                      ";tp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.tp_fidelity)) +
                                      (folded ? "+aggregated" : ""));

@@ -125,3 +125,18 @@ TEST_CASE("evaluate_point refuses a point changed past its limits after it was r
   CHECK(std::stod(row.get("sim_activities_estimate")) > 1e6);
   CHECK(row.get("sim_activities").empty());
 }
+
+TEST_CASE("the CSV says tensor groups are folded exactly when the simulation folds them")
+{
+  const std::string analytic = "pp: 1, dp: 2, tp: 4, tp_fidelity: analytic";
+  PointConfig p              = point_of(experiment("gpt2-small", 1, 8, "global_batch: 8, micro_batch: 4", analytic));
+  CHECK(folds_tensor_groups(p));
+  CHECK(describe_point(p).get("collective_fidelity") == "dp=flow;tp=analytic+aggregated");
+  // A straggler gives each GPU its own speed: the groups are simulated GPU by GPU.
+  std::string text = experiment("gpt2-small", 1, 8, "global_batch: 8, micro_batch: 4", analytic);
+  text.replace(text.find("fabric: {latency: 2us}"), 22, "fabric: {latency: 2us}, stragglers: [{gpu: 1, speed: 0.5}]");
+  p = point_of(text);
+  REQUIRE(p.is_valid());
+  CHECK_FALSE(folds_tensor_groups(p));
+  CHECK(describe_point(p).get("collective_fidelity") == "dp=flow;tp=analytic");
+}
