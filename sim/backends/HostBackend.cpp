@@ -111,6 +111,9 @@ ExecutionResult execute_on_host(const Workload& w, const HostOptions& options)
   Progress progress(n);
   std::barrier start(static_cast<std::ptrdiff_t>(devices.size()) + 1);
   std::barrier end(static_cast<std::ptrdiff_t>(devices.size()) + 1);
+  // Each device stamps its own start and end: the main thread may be scheduled late after the start
+  // barrier (a loaded machine), and a stamp taken there could fall after the devices finished.
+  std::vector<clock::time_point> started(devices.size());
   std::vector<clock::time_point> finished(devices.size());
   const int total = options.warmup + options.iterations;
 
@@ -156,6 +159,7 @@ ExecutionResult execute_on_host(const Workload& w, const HostOptions& options)
       pin_to_core(device);
     for (int iteration = 0; iteration < total; ++iteration) {
       start.arrive_and_wait();
+      started[static_cast<std::size_t>(device)] = clock::now();
       std::vector<bool> mine_done(self.tasks.size(), false);
       std::size_t remaining = self.tasks.size();
       while (remaining > 0 && !progress.failed()) {
@@ -227,8 +231,8 @@ ExecutionResult execute_on_host(const Workload& w, const HostOptions& options)
   for (int iteration = 0; iteration < total; ++iteration) {
     progress.reset();
     start.arrive_and_wait();
-    const auto t0 = clock::now();
     end.arrive_and_wait();
+    const auto t0 = *std::min_element(started.begin(), started.end());
     const auto t1 = *std::max_element(finished.begin(), finished.end());
     if (iteration >= options.warmup)
       result.iterations_s.push_back(std::chrono::duration<double>(t1 - t0).count());
