@@ -135,17 +135,38 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
   return buckets;
 }
 
-// Memory of the smallest GPU among the data-parallel replicas of pipeline rank `rank`.
+// Memory of the smallest GPU of pipeline rank `rank` (its replicas and tensor ranks).
 double rank_capacity(const PointConfig& point, int rank)
 {
+  const auto& par = point.parallelism;
+  const int per_rank = par.replicas() * par.tp;
   double capacity = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < point.parallelism.dp; ++r)
-    capacity = std::min(capacity, point.cluster.memory_of(rank * point.parallelism.dp + r));
+  for (int g = 0; g < per_rank; ++g)
+    capacity = std::min(capacity, point.cluster.memory_of(rank * per_rank + g));
   return capacity;
 }
 
 
-// Result columns of a replay covering `iterations` iterations.
+// tokens_per_s and mfu of an iteration of t seconds. Model flop as PaLM counts them (appendix B):
+// per token 6 N + 12 l h s for a transformer; a network without attention counts its forward and
+// backward flop per sample. MFU divides by the GPUs' dense peak for the training dtype (the profile's
+// peak_flops_<dtype>); left empty when the profile has none.
+void fill_model_flop_columns(ResultRow& row, const PointConfig& point, double t)
+{
+  const models::Model& model = point.model;
+  const double samples_per_s = static_cast<double>(point.training.global_batch) / t;
+  double flop_per_sample = model.forward_flop_per_sample() + model.backward_flop_per_sample();
+  if (model.has(models::LayerKind::attention)) {
+    const double seq = model.input_shape().tokens;
+    row.set("tokens_per_s", samples_per_s * seq);
+    flop_per_sample = seq * model_flop_per_token(model);
+  }
+  const calibration::Parameter* peak =
+      point.profile.find("peak_flops_" + std::string(dtype_table.name(point.training.dtype)));
+  if (peak != nullptr && peak->value > 0)
+    row.set("mfu", samples_per_s * flop_per_sample / (point.parallelism.gpus() * peak->value));
+}
+
 // Result columns of a replay covering `iterations` iterations. With tensor-parallel groups folded
 // into one simulated device each, `gpus_per_device` GPUs share a device's numbers and
 // `extra_bytes_per_gpu` is their tensor-parallel traffic, which the replay did not carry.
@@ -176,6 +197,7 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
   row.set("sim_activities", static_cast<long long>(result.activities));
   row.set("sim_wall_time_s", result.wall_time_s);
   row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / (n * gpus_per_device));
+  fill_model_flop_columns(row, point, t);
 }
 
 // Tensor-parallel groups folded into one device: the ranks of a group run identical work and
@@ -255,6 +277,10 @@ TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pip
       b.bytes *= tp;
     for (auto& p : stage.sync_points)
       p.bytes *= tp;
+    for (auto& u : stage.units)
+      u.bytes *= tp;
+    for (auto& r : stage.rings)
+      r.kv_bytes_per_sample *= tp;
   }
   fold.bytes_per_gpu = bytes / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
   fold.seconds_per_gpu = seconds / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
@@ -367,9 +393,15 @@ bool par_partition_searches(const PointConfig& point)
 // all-reduce their output in forward; column layers all-reduce their input gradient in backward;
 // gathered layers (the grid's) all-gather their output in forward and all-reduce the input
 // gradient in backward. Sizes are the full tensors per sample.
-std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d)
+std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d,
+                                                  bool sequence_parallel)
 {
   std::vector<sim::TpCollective> out;
+  // Sequence parallelism (Korthikanti et al. 2022): the tensors between the tensor-parallel regions
+  // are split over the sequence, so a row layer reduce-scatters its output (forward) and all-gathers
+  // its output gradient before its backward; a column layer all-gathers its input before its
+  // forward and reduce-scatters its input gradient. Same bytes as the all-reduces they replace.
+  const bool sp = sequence_parallel && model.has(models::LayerKind::attention);
   for (std::size_t i = layers.begin; i < layers.end; ++i) {
     const models::Layer& l = model.layers()[i];
     double input = 0;
@@ -380,10 +412,24 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
     const bool first = i == 0;  // the model input needs no gradient
     switch (l.tp) {
     case models::TpRole::row:
+      if (sp) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = l.output_elements() * d});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = l.output_elements() * d, .before = true});
+        break;
+      }
       out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_reduce,
                      .bytes_per_sample = l.output_elements() * d});
       break;
     case models::TpRole::column:
+      if (sp && !first) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = input * d});
+        break;
+      }
       if (!first)
         out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
                        .bytes_per_sample = input * d});
@@ -409,6 +455,30 @@ bool folds_tensor_groups(const PointConfig& point)
          point.cluster.speed.empty() && point.cluster.gpus_per_node % par.tp == 0;
 }
 
+sim::ComputeOptions compute_options(const PointConfig& point)
+{
+  const auto& par = point.parallelism;
+  return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
+          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp};
+}
+
+models::MemoryOptions memory_options(const PointConfig& point)
+{
+  const auto& par = point.parallelism;
+  return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
+          .reserve_bytes = point.training.memory_reserve, .tp = par.tp, .sequence_parallel = par.sequence_parallel,
+          .cp = par.cp, .zero = par.zero, .shard = par.shard_group()};
+}
+
+double model_flop_per_token(const models::Model& model)
+{
+  double attention = 0;
+  for (const auto& l : model.layers())
+    if (l.kind == models::LayerKind::attention)
+      attention += 12 * l.output.features * l.output.tokens;
+  return 6 * model.parameter_count() + attention;
+}
+
 PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cost)
 {
   const models::Model& model = point.model;
@@ -416,8 +486,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   const Dtype dtype = point.training.dtype;
   const double d = dtype_bytes(dtype);
   const auto& par = point.parallelism;
-  const sim::ComputeOptions compute{.dtype = dtype, .optimizer = point.training.optimizer,
-                                    .recompute = point.training.recompute, .tp = par.tp};
+  const sim::ComputeOptions compute = compute_options(point);
 
   // Forward + backward seconds of each block at this micro-batch size: what the partitioners balance.
   std::vector<double> block_seconds;
@@ -429,7 +498,10 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   PointPlan plan;
   auto& pipe = plan.pipeline;
   pipe.schedule = par.schedule;
-  pipe.dp = par.dp;
+  pipe.dp = par.replicas();
+  pipe.cp = par.cp;
+  pipe.zero = par.zero;
+  pipe.shard = par.shard_group();
   pipe.micro_batches = point.micro_batches();
   pipe.micro_batch_size = mb;
   pipe.dp_algorithm = par.dp_collective;
@@ -441,10 +513,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   const int chunks = par.pp * par.virtual_stages;
   const bool interleaved = par.virtual_stages > 1;
 
-  const models::StageMemoryModel memory(
-      model, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-              .reserve_bytes = point.training.memory_reserve, .tp = par.tp},
-      mb);
+  const models::StageMemoryModel memory(model, memory_options(point), mb);
   auto stage_memory = [&](int s, models::StageRange blocks) {
     return memory.stage(blocks, sim::in_flight_micro_batches(par.schedule, par.pp, s, pipe.micro_batches));
   };
@@ -483,7 +552,23 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     if (par.dp_bucket > 0)
       stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp);
     if (par.tp > 1)
-      stage.tp_collectives = tensor_collectives(model, layers, d);
+      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel);
+    if (par.zero >= 3)
+      for (std::size_t b = ranges[s].begin; b < ranges[s].end; ++b) {
+        const models::StageRange unit = model.blocks()[b].layers;
+        double params = 0;
+        for (std::size_t i = unit.begin; i < unit.end; ++i)
+          params += model.held_parameters(i, layers, par.tp);
+        stage.units.push_back({.begin = unit.begin, .end = unit.end, .bytes = params * d});
+      }
+    if (par.cp > 1)
+      for (std::size_t i = layers.begin; i < layers.end; ++i)
+        if (const models::Layer& l = model.layers()[i]; l.kind == models::LayerKind::attention) {
+          // K and V of every token on this tensor rank: kv_heads / tp heads (one when replicated).
+          const double kv_per_rank = std::max(1.0, static_cast<double>(l.kv_heads) / par.tp);
+          const double head_dim = l.output.features / l.heads;
+          stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d});
+        }
     pipe.stages.push_back(std::move(stage));
     plan.stage_blocks.push_back(ranges[s]);
   }
@@ -527,13 +612,26 @@ ResultRow describe_point(const PointConfig& p)
   ResultRow row;
   row.set("config_id", static_cast<long long>(p.index));
   row.set("experiment", p.experiment);
-  row.set("model", p.model_label);
+  row.set("model", p.model.get_name().empty() ? p.model_label : p.model.get_name());
   row.set("cluster", p.cluster_label);
   row.set("calibration", p.calibration_label);
   row.set("schedule", std::string(sim::schedule_table.name(p.parallelism.schedule)));
   row.set("pp", static_cast<long long>(p.parallelism.pp));
   row.set("dp", static_cast<long long>(p.parallelism.dp));
   row.set("tp", static_cast<long long>(p.parallelism.tp));
+  row.set("cp", static_cast<long long>(p.parallelism.cp));
+  row.set("zero", static_cast<long long>(p.parallelism.zero));
+  row.set("sequence_parallel", std::string(p.parallelism.sequence_parallel ? "true" : "false"));
+  if (p.parallelism.zero > 0)
+    row.set("zero_group", static_cast<long long>(p.parallelism.shard_group()));
+  if (p.model.has(models::LayerKind::attention)) {
+    row.set("seq", static_cast<long long>(p.model.input_shape().tokens));
+    for (const auto& l : p.model.layers())
+      if (l.kind == models::LayerKind::attention) {
+        row.set("attention", std::string(l.kernels.front().name.find("flash") != std::string::npos ? "flash" : "eager"));
+        break;
+      }
+  }
   row.set("gpus", static_cast<long long>(p.parallelism.gpus()));
   row.set("global_batch", p.training.global_batch);
   row.set("micro_batch", static_cast<long long>(p.training.micro_batch));
@@ -644,10 +742,9 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     if (fold.fitted > 0)
       measured += "; tp fitted " + std::to_string(fold.fitted) + "/" + std::to_string(fold.total);
     row.set("collective_times", measured);
-    auto seconds = sim::compute_durations(
-        graph, point.model, cost,
-        {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-         .tp = par.tp, .scale = options.work_scale});
+    sim::ComputeOptions compute = compute_options(point);
+    compute.scale = options.work_scale;
+    auto seconds = sim::compute_durations(graph, point.model, cost, compute);
     if (aggregate)
       for (sim::TaskId id = 0; id < graph.size(); ++id)
         if (graph.kind(id) == sim::TaskKind::compute) {
@@ -660,10 +757,16 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
 
     fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,
                         aggregate ? fold.seconds_per_gpu : 0.0);
+    for (const auto& l : point.model.layers())
+      if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
+        row.set("message", "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +
+                               " K/V heads, each GPU computes one (Megatron); their weights are counted at 1/tp");
+        break;
+      }
     if (!options.trace_dir.empty()) {
       write_timeline(point, graph, result, options.trace_dir);
       // Device (s, r, t) holds pipeline rank s mod pp; folded groups stand for tp GPUs.
-      const int members = aggregate ? par.dp : par.dp * par.tp;
+      const int members = aggregate ? par.replicas() : par.replicas() * par.tp;
       write_device_table(point, result, options.trace_dir, aggregate ? par.tp : 1, [&](int d) {
         return plan.stage_memory[static_cast<std::size_t>(d / members)].total();
       });

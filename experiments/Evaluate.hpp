@@ -13,6 +13,7 @@
 #include "experiments/Experiment.hpp"
 #include "experiments/ResultRow.hpp"
 #include "models/Memory.hpp"
+#include "sim/OpCosts.hpp"
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
 
@@ -46,9 +47,18 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
 bool folds_tensor_groups(const PointConfig& point);
 
 /// The tensor-parallel collectives of `layers` (each layer's models::TpRole): their layer, phase,
-/// kind and bytes per sample (at `dtype_bytes` per element).
+/// kind and bytes per sample (at `dtype_bytes` per element); with `sequence_parallel` (a sequence
+/// model) each all-reduce becomes a reduce-scatter and an all-gather.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers,
-                                                  double dtype_bytes);
+                                                  double dtype_bytes, bool sequence_parallel = false);
+
+/// The options of a point for the cost and memory models (tp, sequence and context parallelism, ZeRO).
+sim::ComputeOptions compute_options(const PointConfig& point);
+models::MemoryOptions memory_options(const PointConfig& point);
+
+/// Model flop per token as PaLM's appendix B counts them: 6 N + 12 l h s (N all parameters; per
+/// attention layer 12 x query width x sequence). What `mfu` divides by the GPUs' dense peak.
+double model_flop_per_token(const models::Model& model);
 
 /// The batch size batch-norm statistics see: the micro-batch for batch_norm, micro-batch x dp for
 /// sync_batch_norm; 0 when the model has no batch norm.

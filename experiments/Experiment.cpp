@@ -1,9 +1,11 @@
 #include "experiments/Experiment.hpp"
 
 #include "common/DataPath.hpp"
+#include "common/Units.hpp"
 #include "models/ModelLoader.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -260,6 +262,9 @@ bool Experiment::accepts(const PointConfig& p) const
       {"pp", p.parallelism.pp},
       {"dp", p.parallelism.dp},
       {"tp", p.parallelism.tp},
+      {"cp", p.parallelism.cp},
+      {"zero", p.parallelism.zero},
+      {"seq", p.model.input_shape().tokens},
       {"gpus", gpus},
       {"nodes", p.cluster.nodes},
       {"gpus_per_node", p.cluster.gpus_per_node},
@@ -267,6 +272,7 @@ bool Experiment::accepts(const PointConfig& p) const
       {"global_batch", static_cast<double>(p.training.global_batch)},
       {"num_micro_batches", static_cast<double>(p.training.global_batch) /
                                 (static_cast<double>(p.training.micro_batch) * std::max(1, p.parallelism.dp))},
+      {"sequence_parallel", p.parallelism.sequence_parallel ? 1.0 : 0.0},
       {"virtual_stages", p.parallelism.virtual_stages},
   };
   try {
@@ -383,6 +389,46 @@ void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Di
   diags.error_at_line(yaml_line(find_path(doc, key)), key, message);
 }
 
+// The checks of the 2024-2026 recipes: sequence length, grouped-query attention under tensor
+// parallelism, context parallelism, ZeRO sharding groups.
+template <typename Problem, typename Blame>
+void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
+{
+  const auto& par = p.parallelism;
+  const double tokens = p.model.input_shape().tokens;
+  const bool sequence_model = p.model.has(models::LayerKind::attention);
+  if (p.training.seq > 0 && (!sequence_model || tokens != p.training.seq))
+    problem("training.seq", "model '" + p.model_label + "' has no sequence length to set (training.seq applies to the "
+                            "gpt, llama and bert generators)");
+  if (p.training.attention && !sequence_model)
+    problem("training.attention", "model '" + p.model_label + "' has no attention layer");
+  if (par.cp > 1 && !sequence_model)
+    problem("parallelism.cp", "context parallelism splits a sequence: model '" + p.model_label + "' has no attention layer");
+  else if (par.cp > 1 && std::fmod(tokens, 2.0 * par.cp) != 0)
+    problem(blame({"training.seq", "parallelism.cp"}),
+            "the sequence of " + format_count(tokens) + " tokens is not divisible by 2 x cp = " +
+                std::to_string(2 * par.cp) + " (ring attention balances the causal mask with 2 cp chunks)");
+  for (const auto& l : p.model.layers()) {
+    if (l.kind != models::LayerKind::attention || par.tp == 1)
+      continue;
+    if (l.heads % par.tp != 0) {
+      problem("parallelism.tp", "tp = " + std::to_string(par.tp) + " does not divide the " + std::to_string(l.heads) +
+                                    " attention heads of layer '" + l.name + "'");
+    } else if (l.kv_heads % par.tp != 0 && par.tp % l.kv_heads != 0) {
+      problem("parallelism.tp", "tp = " + std::to_string(par.tp) + " neither divides the " +
+                                    std::to_string(l.kv_heads) + " K/V heads of layer '" + l.name +
+                                    "' nor is a multiple of them (Megatron replicates K/V heads only then)");
+    }
+    break;
+  }
+  if (par.zero_group > 0 && par.zero == 0)
+    problem("parallelism.zero_group", "zero_group needs zero: 1, 2 or 3");
+  else if (par.zero_group > 0 && par.replicas() % par.zero_group != 0)
+    problem(blame({"parallelism.zero_group", "parallelism.dp", "parallelism.cp"}),
+            "zero_group = " + std::to_string(par.zero_group) + " does not divide dp x cp = " +
+                std::to_string(par.replicas()) + " (hybrid sharding: shard inside a group, replicate across groups)");
+}
+
 PointConfig Experiment::point(std::size_t index) const
 {
   Diagnostics diags(file_);
@@ -395,9 +441,21 @@ PointConfig Experiment::point(std::size_t index) const
   YamlMap top(doc, "", diags);
   top.required_string("name");
   top.string("description");
+  // training.seq and training.attention shape the model: read them first (training: checks them again).
+  models::ModelOptions model_options;
+  if (const YAML::Node t = doc["training"]; t.IsMap()) {
+    Diagnostics quiet(file_);
+    YamlMap peek(t, "training", quiet);
+    model_options.seq = static_cast<int>(peek.integer("seq", 0, 1, 1 << 26));
+    if (peek.has("attention"))
+      model_options.attention = peek.choice("attention", models::attention_kind_table, models::AttentionKind::flash);
+    if (!quiet.empty())
+      model_options = {};  // reported below, at its key
+  }
   auto model = resolve_component<models::Model>(
-      top, "model", "models/zoo", dir_, p.model_label, [](const auto& path) { return models::load_model_file(path); },
-      [](YamlMap& m) { return models::parse_model(m); });
+      top, "model", "models/zoo", dir_, p.model_label,
+      [&](const auto& path) { return models::load_model_file(path, model_options); },
+      [&](YamlMap& m) { return models::parse_model(m, model_options); });
   auto cluster = resolve_component<sim::ClusterSpec>(
       top, "cluster", "sim/clusters", dir_, p.cluster_label,
       [](const auto& path) { return sim::load_cluster_file(path); }, [](YamlMap& m) { return sim::parse_cluster(m); });
@@ -418,6 +476,9 @@ PointConfig Experiment::point(std::size_t index) const
     p.training.recompute = training->choice("recompute", models::recompute_table, models::Recompute::none);
     p.training.memory_reserve =
         training->quantity("memory_reserve", Dimension::bytes, p.training.memory_reserve, Bound::non_negative);
+    p.training.seq = static_cast<int>(training->integer("seq", 0, 1, 1 << 26));
+    if (training->has("attention"))
+      p.training.attention = training->choice("attention", models::attention_kind_table, models::AttentionKind::flash);
     training->check_unknown_keys();
   } else {
     top.report("training", "missing required key");
@@ -434,6 +495,10 @@ PointConfig Experiment::point(std::size_t index) const
       p.parallelism.dp = static_cast<int>(par->integer("dp", 1, 1, 1 << 20));
     }
     p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
+    p.parallelism.cp = static_cast<int>(par->integer("cp", 1, 1, 1 << 20));
+    p.parallelism.zero = static_cast<int>(par->integer("zero", 0, 0, 3));
+    p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 1, 1 << 20));
+    p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
     p.parallelism.virtual_stages = static_cast<int>(par->integer("virtual_stages", 1, 1, 1024));
     p.parallelism.dp_collective =
         par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
@@ -538,26 +603,18 @@ PointConfig Experiment::point(std::size_t index) const
       problem("parallelism.ps.servers", "dp: auto leaves no GPU for workers beside " + std::to_string(par.ps->servers) +
                                             " dedicated servers");
   } else if (dp_auto) {
-    const int per_replica = p.parallelism.pp * p.parallelism.tp;
+    const int per_replica = p.parallelism.pp * p.parallelism.tp * p.parallelism.cp;
     if (p.cluster.gpu_count() % per_replica == 0)
       p.parallelism.dp = p.cluster.gpu_count() / per_replica;
     else
-      problem(blame({"parallelism.pp", "parallelism.tp", "parallelism.dp"}), "dp: auto cannot fill the " + std::to_string(p.cluster.gpu_count()) +
-                                    " GPUs of cluster '" + p.cluster.name + "' with replicas of pp x tp = " +
-                                    std::to_string(per_replica) + " GPUs");
+      problem(blame({"parallelism.pp", "parallelism.tp", "parallelism.cp", "parallelism.dp"}),
+              "dp: auto cannot fill the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +
+                  p.cluster.name + "' with replicas of pp x tp x cp = " + std::to_string(per_replica) + " GPUs");
   }
-  if (par.tp > 1)
-    for (const auto& l : p.model.layers())
-      if (l.kind == models::LayerKind::attention) {
-        const auto heads = static_cast<long long>(l.kernels.front().gemm.batch);  // the QK^T batched GEMM
-        if (heads % par.tp != 0) {
-          problem("parallelism.tp", "tp = " + std::to_string(par.tp) + " does not divide the " + std::to_string(heads) +
-                                        " attention heads of layer '" + l.name + "'");
-          break;
-        }
-      }
-  if (par.ps && (par.pp != 1 || par.tp != 1))
-    problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp and tp must be 1");
+  check_modern_parallelism(p, problem, blame);
+  if (par.ps && (par.pp != 1 || par.tp != 1 || par.cp != 1 || par.zero != 0))
+    problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp, tp and cp must be 1, "
+                              "zero 0");
   if (par.ps && par.ps->hosts.empty() && !par.ps->dedicated && par.ps->servers > par.dp)
     problem("parallelism.ps.servers", "colocated servers need as many workers (" + std::to_string(par.dp) + ")");
   if (par.ps && par.ps->consistency != sim::Consistency::ssp && par.ps->staleness != 0)
@@ -567,10 +624,12 @@ PointConfig Experiment::point(std::size_t index) const
             "dp workers + servers on other GPUs = " + std::to_string(par.gpus()) + " does not match the " +
                 std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" + p.cluster.name + "'");
   else if (diags.empty() && par.gpus() != p.cluster.gpu_count())
-    problem(blame({"parallelism.pp", "parallelism.dp", "parallelism.tp"}), "pp x dp x tp = " + std::to_string(par.pp) + " x " + std::to_string(par.dp) + " x " +
-                                  std::to_string(par.tp) + " = " + std::to_string(par.gpus()) +
-                                  " does not match the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +
-                                  p.cluster.name + "'");
+    problem(blame({"parallelism.pp", "parallelism.dp", "parallelism.tp", "parallelism.cp"}),
+            "pp x dp x tp" + std::string(par.cp > 1 ? " x cp" : "") + " = " + std::to_string(par.pp) + " x " +
+                std::to_string(par.dp) + " x " + std::to_string(par.tp) +
+                (par.cp > 1 ? " x " + std::to_string(par.cp) : "") + " = " + std::to_string(par.gpus()) +
+                " does not match the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +
+                p.cluster.name + "'");
   const long long per_step = static_cast<long long>(p.training.micro_batch) * par.dp;
   if (p.training.global_batch % per_step != 0)
     problem(blame({"training.global_batch", "training.micro_batch", "parallelism.dp"}), "global_batch " + std::to_string(p.training.global_batch) +

@@ -5,8 +5,14 @@
 //   cluster: dgx-h100x2              # shipped name, path, or inline mapping
 //   calibration: h100-sxm            # shipped profile name or path
 //   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam,
-//              recompute: none, memory_reserve: 1GiB}          # recompute: none | selective | full
-//   parallelism: {schedule: 1f1b, pp: 4, dp: 4, tp: 1,     # dp: auto = GPUs / (pp x tp)
+//              recompute: none, memory_reserve: 1GiB,      # recompute: none | selective | full
+//              seq: 8192, attention: flash}                # override the model's sequence length and
+//                                                          # attention kernel (transformers: eager | flash)
+//   parallelism: {schedule: 1f1b, pp: 4, dp: 4, tp: 1,     # dp: auto = GPUs / (pp x tp x cp)
+//                 cp: 1,                                   # context parallelism (ring attention)
+//                 sequence_parallel: false,                # Megatron SP inside each tp group
+//                 zero: 0,                                 # 0-3: sharded data parallelism (ZeRO/FSDP)
+//                 zero_group: 0,                           # GPUs per shard group (HSDP); 0 = dp x cp
 //                 dp_collective: ring, dp_fidelity: flow,  # ring | tree | hierarchical; flow | analytic
 //                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
 //                 tp_collective: ring, tp_fidelity: flow,  # tensor-parallel collectives
@@ -40,6 +46,7 @@
 #include "common/Dtype.hpp"
 #include "models/Memory.hpp"
 #include "models/Model.hpp"
+#include "models/ModelBuilder.hpp"
 #include "models/Partition.hpp"
 #include "sim/ClusterSpec.hpp"
 #include "sim/ParameterServer.hpp"
@@ -61,6 +68,8 @@ struct TrainingSpec {
   models::Optimizer optimizer = models::Optimizer::adam;
   models::Recompute recompute = models::Recompute::none;
   double memory_reserve = 1024.0 * 1024 * 1024;  ///< bytes per GPU kept for CUDA context, NCCL and the allocator
+  int seq = 0;  ///< tokens per sample set by the run (0: the model's own); the model is built with it
+  std::optional<models::AttentionKind> attention;  ///< set by the run; else the model's own
 };
 
 /// Parameter-server data parallelism instead of all-reduce (see sim/ParameterServer.hpp).
@@ -93,6 +102,10 @@ struct ParallelismSpec {
   int pp = 1;
   int dp = 1;
   int tp = 1;
+  int cp = 1;              ///< context parallelism: each sample's sequence split over cp GPUs (ring attention)
+  int zero = 0;            ///< sharded data parallelism: 1 optimizer states, 2 + gradients, 3 + parameters
+  int zero_group = 0;      ///< GPUs a ZeRO shard group spans (hybrid sharding); 0 means dp x cp
+  bool sequence_parallel = false;  ///< Megatron sequence parallelism inside each tensor-parallel group
   int virtual_stages = 1;  ///< model chunks per device (interleaved schedule)
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
@@ -103,7 +116,11 @@ struct ParallelismSpec {
   models::Partitioner partition = models::Partitioner::optimal;
   std::vector<int> balance;  ///< blocks per stage when partition is explicit
   std::optional<ParameterServerSpec> ps;  ///< set: workers = dp, synchronised through parameter servers
-  int gpus() const { return ps ? ps->gpus(dp) : pp * dp * tp; }
+  int gpus() const { return ps ? ps->gpus(dp) : pp * dp * tp * cp; }
+  /// GPUs that hold the same weights and average their gradients: dp x cp.
+  int replicas() const { return dp * cp; }
+  /// GPUs a ZeRO shard group spans (1 without ZeRO).
+  int shard_group() const { return zero == 0 ? 1 : zero_group > 0 ? zero_group : dp * cp; }
 };
 
 /// One fully resolved configuration, ready to simulate.

@@ -63,21 +63,27 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     const int tp       = folded ? 1 : par.tp;
     const int per_node = folded ? point.cluster.gpus_per_node / par.tp : point.cluster.gpus_per_node;
     const double M = point.micro_batches(), C = static_cast<double>(par.pp) * par.virtual_stages;
-    const double members       = static_cast<double>(par.dp) * tp;
+    const int R = par.replicas();  // replicas of a stage: dp x cp
+    const double members       = static_cast<double>(R) * tp;
     const models::Model& model = point.model;
+    const double B             = static_cast<double>(model.blocks().size());
 
     // Per micro-batch and replica over the whole model: the tensor-parallel collectives and the
     // synchronised-norm points (as plan_point() places them), each splitting a pass.
     const models::StageRange all{0, model.size()};
-    const double tp_collectives = tp < 2 ? 0 : static_cast<double>(tensor_collectives(model, all, 1.0).size());
+    const auto tensor = tp < 2 ? std::vector<sim::TpCollective>{}
+                               : tensor_collectives(model, all, 1.0, par.sequence_parallel);
+    const double tp_collectives = static_cast<double>(tensor.size());
     double sync_points          = 0;
-    if (par.dp > 1)
-      for (const models::Layer& l : model.layers())
-        sync_points += l.norm_channels > 0 ? 1 : 0;
+    double attention_layers     = 0;
+    for (const models::Layer& l : model.layers()) {
+      sync_points += R > 1 && l.norm_channels > 0 ? 1 : 0;
+      attention_layers += l.kind == models::LayerKind::attention ? 1 : 0;
+    }
     // Gradient buckets: each chunk's last bucket, plus those the whole model's gradients close as
     // evaluate's gradient_buckets() fills them (from the last layer; a bucket closes at the cap).
     double buckets = C;
-    if (par.dp > 1 && par.dp_bucket > 0) {
+    if (R > 1 && par.dp_bucket > 0) {
       const double d = dtype_bytes(point.training.dtype);
       double bytes   = 0;
       for (std::size_t i = model.size(); i-- > 0;) {
@@ -88,34 +94,64 @@ ResourceEstimate estimate_resources(const PointConfig& point)
         }
       }
     }
+    // Gradient reductions per chunk set: ZeRO-3 one per unit (block), else the buckets (or one per
+    // chunk); ZeRO 2 and 3 after every micro-batch, else once.
+    const bool bucketed       = R > 1 && (par.zero >= 3 || par.dp_bucket > 0 || par.zero == 2);
+    const double per_backward = par.zero >= 3 ? B : par.dp_bucket > 0 ? buckets : C;
+    const double reductions   = R < 2 ? 0 : per_backward * (par.zero >= 2 ? M : 1);
+    const int shard           = par.zero > 0 ? par.shard_group() : R;
+    const int groups          = R / shard;
 
-    std::vector<int> dp_group, tp_group;
-    for (int r = 0; r < par.dp; ++r)
+    std::vector<int> shard_group, across_group, tp_group, dp_group;
+    for (int r = 0; r < shard; ++r)
+      shard_group.push_back(r * tp);
+    for (int j = 0; j < groups; ++j)
+      across_group.push_back(j * shard * tp);
+    for (int r = 0; r < R; ++r)
       dp_group.push_back(r * tp);
     for (int t = 0; t < tp; ++t)
       tp_group.push_back(t);
-    const double dp_messages =
+    const auto reduce_kind = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
+    // One reduction: a collective per shard group, and with hybrid sharding an all-reduce per shard.
+    const double hybrid = par.zero > 0 && groups > 1 ? shard : 0;
+    const double reduction_messages =
+        groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, per_node) +
+        hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, per_node);
+    const double sync_messages =
         messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, per_node);
-    // Tensor-parallel collectives are all-reduces or all-gathers: count the larger.
-    const double tp_messages =
-        messages(sim::CollectiveKind::all_reduce, par.tp_collective, par.tp_fidelity, tp_group, per_node);
+    const double gather_messages =
+        groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, per_node);
+    double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
+    for (const sim::TpCollective& c : tensor)
+      tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, per_node);
+    // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 once after the step.
+    const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : C;
+    // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
+    // and cp - 1 transfers per GPU.
+    const double ring_layers = par.cp > 1 ? attention_layers : 0;
 
-    const double passes        = members * M * (2 * C + 2 * sync_points + tp_collectives); // compute segments
-    const double bucket_splits = par.dp > 1 && par.dp_bucket > 0 ? members * (buckets - C) : 0;
-    const double optimizer     = members * C;
-    const double transfers     = par.pp > 1 ? 2 * M * (C - 1) * members : 0;
-    const double collectives =
-        (par.dp > 1 ? tp * (M * 2 * sync_points + (par.dp_bucket > 0 ? buckets : C)) : 0) + par.dp * M * tp_collectives;
-    e.devices    = static_cast<double>(par.pp) * par.dp * tp;
+    const double passes = members * M * (2 * C + 2 * sync_points + tp_collectives + 2 * ring_layers * (par.cp + 1) +
+                                         (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
+    const double bucket_splits =
+        bucketed && par.zero < 3 ? members * (per_backward - C) * (par.zero >= 2 ? M : 1) : 0;
+    const double optimizer = members * C;
+    const double transfers = (par.pp > 1 ? 2 * M * (C - 1) * members : 0) + members * M * 2 * ring_layers * (par.cp - 1);
+    const double reduction_tasks = tp * reductions * (groups + hybrid);
+    const double gather_tasks    = tp * gathers * groups;
+    const double collectives     = (R > 1 ? tp * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +
+                               R * M * tp_collectives;
+    e.devices    = static_cast<double>(par.pp) * R * tp;
     e.tasks      = passes + bucket_splits + optimizer + transfers + collectives;
     e.activities = passes + bucket_splits + optimizer + transfers +
-                   (par.dp > 1 ? tp * (M * 2 * sync_points + (par.dp_bucket > 0 ? buckets : C)) * dp_messages : 0) +
-                   par.dp * M * tp_collectives * tp_messages;
+                   (R > 1 ? tp * M * 2 * sync_points * sync_messages : 0) + tp * reductions * reduction_messages +
+                   tp * gathers * gather_messages + R * M * tp_messages;
     // Every task waits for about two others (stream order and one transfer or collective); a
     // collective waits for each of its members.
-    e.edges = 2 * e.tasks + (par.dp > 1 ? tp * M * 2 * sync_points * par.dp : 0) + par.dp * M * tp_collectives * tp;
+    e.edges = 2 * e.tasks + (R > 1 ? tp * M * 2 * sync_points * R : 0) + R * M * tp_collectives * tp +
+              (reduction_tasks + gather_tasks) * shard;
     const double in_flight =
-        e.devices * std::max({1.0, dp_messages / std::max(1, par.dp), tp_messages / std::max(1, tp)});
+        e.devices * std::max({1.0, sync_messages / std::max(1, R), reduction_messages / std::max(1, R),
+                              tp_messages / std::max(1.0, tp * std::max(1.0, tp_collectives))});
     e.memory_bytes = bytes_per_message * in_flight;
   }
   e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices;
@@ -130,7 +166,8 @@ std::string over_limits(const PointConfig& point, const ResourceEstimate& cost)
   const auto& par         = point.parallelism;
   const std::string shape = std::to_string(point.micro_batches()) + " micro-batches x pp " + std::to_string(par.pp) +
                             (par.virtual_stages > 1 ? " x v " + std::to_string(par.virtual_stages) : "") + " x dp " +
-                            std::to_string(par.dp) + " x tp " + std::to_string(par.tp);
+                            std::to_string(par.dp) + " x tp " + std::to_string(par.tp) +
+                            (par.cp > 1 ? " x cp " + std::to_string(par.cp) : "");
   char text[512];
   if (activities)
     std::snprintf(text, sizeof text,

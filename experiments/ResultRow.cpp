@@ -44,7 +44,9 @@ const std::vector<std::string>& csv_columns()
       "backend",          "device",              "measured_iteration_time_s",
       "measured_min_s",   "measured_max_s",      "measured_throughput_samples_per_s",
       "error_pct",        "work_scale",          "sim_activities_estimate",
-      "sim_memory_estimate_bytes"};
+      "sim_memory_estimate_bytes", "cp",          "zero",
+      "zero_group",       "sequence_parallel",   "seq",
+      "attention",        "tokens_per_s",        "mfu"};
   return columns;
 }
 

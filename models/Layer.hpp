@@ -26,10 +26,13 @@ enum class LayerKind {
   attention,
   embedding,
   layer_norm,
+  rms_norm,
   batch_norm,
   sync_batch_norm,
   group_norm,
   activation,
+  swiglu,
+  rotary,
   dropout,
   add,
   concat,
@@ -37,18 +40,21 @@ enum class LayerKind {
   custom
 };
 
-inline constexpr EnumTable<LayerKind, 15> layer_kind_table{{{
+inline constexpr EnumTable<LayerKind, 18> layer_kind_table{{{
     {"linear", LayerKind::linear, "fully connected: y = x W + b on the last dimension (flattens C x H x W)"},
     {"conv2d", LayerKind::conv2d, "2-D convolution (cuDNN), optional groups"},
     {"pooling", LayerKind::pooling, "max or average pooling, or global average pooling"},
     {"attention", LayerKind::attention, "self-attention core on fused QKV: batched GEMMs QK^T and PV with softmax"},
     {"embedding", LayerKind::embedding, "token (and learned position) embedding lookup"},
     {"layer_norm", LayerKind::layer_norm, "layer normalisation over the features of each token"},
+    {"rms_norm", LayerKind::rms_norm, "RMSNorm over the features of each token: no mean, no bias (Llama)"},
     {"batch_norm", LayerKind::batch_norm, "batch normalisation, statistics over the local micro-batch"},
     {"sync_batch_norm", LayerKind::sync_batch_norm,
      "batch normalisation with statistics all-reduced across the data-parallel replicas"},
     {"group_norm", LayerKind::group_norm, "group normalisation (statistics per sample and channel group)"},
     {"activation", LayerKind::activation, "element-wise nonlinearity (relu, gelu, tanh, sigmoid, silu)"},
+    {"swiglu", LayerKind::swiglu, "SwiGLU gate: silu(a) * b on the two halves of its input (Llama's MLP)"},
+    {"rotary", LayerKind::rotary, "rotary position embedding (RoPE) applied to Q and K of a fused QKV; no parameters"},
     {"dropout", LayerKind::dropout, "dropout: keeps a one-byte mask per element for backward"},
     {"add", LayerKind::add, "element-wise sum of its inputs (residual connection)"},
     {"concat", LayerKind::concat, "concatenation of its inputs along channels/features"},
@@ -156,6 +162,8 @@ struct Layer {
   double norm_channels = 0;         ///< channels whose batch statistics sync_batch_norm all-reduces
   bool recompute_cheap = false;     ///< selective recomputation drops this layer's stash and recomputes it
   std::uint32_t block = 0;          ///< index of the block (pipeline partition unit) holding this layer
+  int heads = 0;                    ///< attention and rotary layers: query heads
+  int kv_heads = 0;                 ///< attention and rotary layers: key/value heads (grouped-query attention)
   TpRole tp = TpRole::replicated;   ///< how tensor parallelism splits it
   std::vector<Kernel> kernels;      ///< forward kernels, in launch order
 

@@ -30,13 +30,28 @@ double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype)
   return state + master;
 }
 
+TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard)
+{
+  if (zero_stage < 0 || zero_stage > 3 || shard < 1)
+    throw std::invalid_argument("ZeRO stage must be 0-3 and the shard group >= 1 GPU");
+  const double d = dtype_bytes(dtype);
+  const double n = shard;
+  TrainingState s;
+  s.weights = parameters * d / (zero_stage >= 3 ? n : 1.0);
+  s.gradients = parameters * d / (zero_stage >= 2 ? n : 1.0);
+  s.optimizer_state = parameters * optimizer_bytes_per_parameter(optimizer, dtype) / (zero_stage >= 1 ? n : 1.0);
+  return s;
+}
+
 StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& options, int micro_batch_size)
     : model_(&model), options_(options), micro_batch_(micro_batch_size)
 {
   if (micro_batch_size < 1)
     throw std::invalid_argument("micro-batch size must be >= 1");
-  if (options.tp < 1)
-    throw std::invalid_argument("tp must be >= 1");
+  if (options.tp < 1 || options.cp < 1)
+    throw std::invalid_argument("tp and cp must be >= 1");
+  if (options.zero < 0 || options.zero > 3 || options.shard < 1)
+    throw std::invalid_argument("ZeRO stage must be 0-3 and the shard group >= 1 GPU");
   const double d = dtype_bytes(options.dtype);
   const double tp = options.tp;
   const auto& layers = model.layers();
@@ -45,18 +60,24 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
   stash_.assign(nb + 1, 0.0);
   cheap_.assign(nb + 1, 0.0);
   boundary_.assign(nb + 1, 0.0);
-  std::vector<double> block_cheap(nb, 0.0), block_full(nb, 0.0), block_workspace(nb, 0.0);
+  std::vector<double> block_cheap(nb, 0.0), block_full(nb, 0.0), block_workspace(nb, 0.0), block_params(nb, 0.0);
+  // Sequence and context parallelism split the tokens of a sequence model's activations.
+  const bool sequence_model = model.has(LayerKind::attention);
+  const double cp = sequence_model ? options.cp : 1.0;
   for (std::size_t b = 0; b < nb; ++b) {
     const StageRange r = model.blocks()[b].layers;
     double params = 0, stash = 0, cheap = 0, workspace = 0;
     for (std::size_t i = r.begin; i < r.end; ++i) {
       const Layer& l = layers[i];
       const double share = tp_divides(l.tp) ? 1.0 / tp : 1.0;
+      const bool sp = options.sequence_parallel && sequence_model && !l.output.image;
+      const double stash_share = (sp ? 1.0 / tp : share) / cp;  // of the layer's private stash
       params += l.parameters * share;
       const double split = model.owned_split_stash_elements(i);
-      stash += (model.owned_stash_elements(i) - split + split / tp) * d + l.stashed_mask_bytes * share;
+      const double whole = model.owned_stash_elements(i) - split;
+      stash += ((sp ? whole / tp : whole) + split / tp) * d / cp + l.stashed_mask_bytes * stash_share;
       if (l.recompute_cheap) {
-        const double dropped = (l.stashed_elements * d + l.stashed_mask_bytes) * share;
+        const double dropped = (l.stashed_elements * d + l.stashed_mask_bytes) * stash_share;
         cheap += dropped;
         block_cheap[b] = std::max(block_cheap[b], dropped);
       }
@@ -65,21 +86,24 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
         gradients += layers[in].output_elements();
       if (l.inputs.empty())
         gradients += model.input_shape().elements();
-      workspace = std::max(workspace, (l.workspace_elements() + gradients) * d * share);
+      workspace = std::max(workspace, (l.workspace_elements() + gradients) * d * share / cp);
       if (l.tied_parameters > 0)
         tied_layers_.push_back(i);
     }
-    const double input = model.crossing_elements(r.begin) * d;
+    const double input = model.crossing_elements(r.begin) * d / cp / (options.sequence_parallel && sequence_model ? tp : 1.0);
     params_[b + 1] = params_[b] + params;
+    block_params[b] = params;
     stash_[b + 1] = stash_[b] + stash;
     cheap_[b + 1] = cheap_[b] + cheap;
     boundary_[b + 1] = boundary_[b] + input;
-    block_full[b] = stash + model.crossing_stash_elements(r.begin) * d;
+    block_full[b] = stash + model.crossing_stash_elements(r.begin) * d / cp /
+                            (options.sequence_parallel && sequence_model ? tp : 1.0);
     block_workspace[b] = workspace;
   }
   max_cheap_ = sparse_table(block_cheap);
   max_full_ = sparse_table(block_full);
   max_workspace_ = sparse_table(block_workspace);
+  max_block_params_ = sparse_table(block_params);
 }
 
 double StageMemoryModel::range_max(const std::vector<std::vector<double>>& table, StageRange blocks) const
@@ -111,14 +135,19 @@ MemoryBreakdown StageMemoryModel::stage(StageRange blocks, int in_flight) const
   const double d = dtype_bytes(options_.dtype);
   MemoryBreakdown m;
   m.parameters = parameters(blocks);
-  m.weights = m.parameters * d;
-  m.gradients = m.parameters * d;
-  m.optimizer_state = m.parameters * optimizer_bytes_per_parameter(options_.optimizer, options_.dtype);
+  const TrainingState state =
+      training_state(m.parameters, options_.dtype, options_.optimizer, options_.zero, options_.shard);
+  m.weights = state.weights;
+  m.gradients = state.gradients;
+  m.optimizer_state = state.optimizer_state;
 
   const double n = std::max(in_flight, 0);
   const double b = micro_batch_;
   const std::size_t first_layer = model_->blocks()[blocks.begin].layers.begin;
-  const double received = model_->crossing_stash_elements(first_layer) * d;
+  const bool sequence_model = model_->has(LayerKind::attention);
+  const double token_split =
+      sequence_model ? options_.cp * (options_.sequence_parallel ? static_cast<double>(options_.tp) : 1.0) : 1.0;
+  const double received = model_->crossing_stash_elements(first_layer) * d / token_split;
   const double stash = stash_[blocks.end] - stash_[blocks.begin];
   switch (options_.recompute) {
   case Recompute::none: m.activations = n * b * (stash + received); break;
@@ -131,6 +160,12 @@ MemoryBreakdown StageMemoryModel::stage(StageRange blocks, int in_flight) const
     break;
   }
   m.workspace = b * range_max(max_workspace_, blocks);
+  // ZeRO buffers: the largest block's unsharded gradients before their reduce-scatter (stages 2, 3)
+  // and its gathered weights with the next block's prefetched (stage 3).
+  if (options_.zero >= 2 && options_.shard > 1) {
+    const double block = range_max(max_block_params_, blocks) * d;
+    m.workspace += block * (options_.zero >= 3 ? 3.0 : 1.0);
+  }
   m.reserve = options_.reserve_bytes;
   return m;
 }

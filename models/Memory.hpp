@@ -19,7 +19,17 @@
 // plus the gradient buffers live during that layer's backward (its input and output gradients).
 // Tensor parallelism (tp GPUs per group) divides the weights, work and private stash of the layers
 // it splits and the stashed tensors that are split; replicated layers and tensors stay whole
-// (Korthikanti et al.: s h (10 + 24/t) + 5 a s^2 / t bytes per GPT layer and sample).
+// (Korthikanti et al.: s h (10 + 24/t) + 5 a s^2 / t bytes per GPT layer and sample). With sequence
+// parallelism the replicated layers of a sequence model (norms, dropout, residual adds) work on s/t
+// tokens, so their stash divides by t too: s h 34/t + 5 a s^2 / t. Context parallelism (cp GPUs per
+// sequence) divides every activation of a sequence model by cp (each GPU keeps its s/cp tokens).
+//
+// Sharded data parallelism (ZeRO, Rajbhandari et al. 2020; FSDP) over a group of N GPUs divides the
+// training state: stage 1 the optimizer state, stage 2 also the gradients, stage 3 also the weights.
+// With mixed-precision Adam (2 + 2 + 12 bytes per parameter): 16 P, 4 P + 12 P/N, 2 P + 14 P/N, 16 P/N.
+// The buffers this needs are workspace: stage 2 and 3 the unsharded gradients of the largest block
+// before they are reduce-scattered, stage 3 the gathered weights of the largest block and of the
+// next one (prefetched).
 //
 //   StageMemoryModel mem(model, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam}, 4);  // micro-batch 4
 //   MemoryBreakdown m = mem.stage({0, 13}, 8);   // blocks [0, 13) with 8 micro-batches in flight
@@ -60,7 +70,21 @@ struct MemoryOptions {
   Recompute recompute = Recompute::none;
   double reserve_bytes = 0;  ///< CUDA context, NCCL buffers, allocator slack
   int tp = 1;                ///< tensor-parallel GPUs sharing each layer (see Layer::tp)
+  bool sequence_parallel = false;  ///< replicated per-token layers split over tp too (Megatron SP)
+  int cp = 1;                ///< context-parallel GPUs sharing each sequence
+  int zero = 0;              ///< ZeRO stage 0-3
+  int shard = 1;             ///< GPUs of the ZeRO shard group
 };
+
+/// Parts of the training state a GPU keeps under ZeRO `stage` with a shard group of `shard` GPUs,
+/// for `parameters` held parameters (already divided by tp and pp): bytes.
+struct TrainingState {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer_state = 0;
+  double total() const { return weights + gradients + optimizer_state; }
+};
+TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard);
 
 struct MemoryBreakdown {
   double weights = 0;          ///< bytes
@@ -100,6 +124,7 @@ private:
   std::vector<std::vector<double>> max_cheap_;      // sparse tables over blocks
   std::vector<std::vector<double>> max_full_;
   std::vector<std::vector<double>> max_workspace_;
+  std::vector<std::vector<double>> max_block_params_;  // parameters of the largest block (ZeRO buffers)
   std::vector<std::size_t> tied_layers_;
 };
 

@@ -88,6 +88,20 @@ Kernel norm_kernel(std::string name, double elements, double channels)
   return k;
 }
 
+// RMSNorm: one fused pass reads x and writes y (the sum of squares is a register reduction, ~4 flop
+// per element); backward reads dY and x, one reduction, writes dx. Only a scale, no shift.
+Kernel rms_norm_kernel(std::string name, double elements, double channels)
+{
+  Kernel k = make_kernel(std::move(name), KernelKind::pointwise);
+  k.forward_flop = 4 * elements;
+  k.forward_sample_elements = 2 * elements;
+  k.forward_fixed_elements = channels;
+  k.backward_flop = 8 * elements;
+  k.backward_sample_elements = 3 * elements;
+  k.backward_fixed_elements = 2 * channels;
+  return k;
+}
+
 double activation_flop(Activation f)
 {
   switch (f) {
@@ -131,7 +145,9 @@ Layer& ModelBuilder::add_layer(LayerKind kind, std::string name, const std::vect
   switch (kind) {
   case LayerKind::linear:
   case LayerKind::conv2d: l.tp = TpRole::gathered; break;
-  case LayerKind::attention: l.tp = TpRole::split; break;
+  case LayerKind::attention:
+  case LayerKind::rotary:
+  case LayerKind::swiglu: l.tp = TpRole::split; break;
   case LayerKind::embedding: l.tp = TpRole::row; break;  // vocabulary-parallel: all-reduce of the lookup
   default: l.tp = TpRole::replicated; break;
   }
@@ -203,23 +219,92 @@ Tensor ModelBuilder::pool(Tensor x, const PoolOptions& o, std::string name)
 
 Tensor ModelBuilder::attention(Tensor qkv, int heads, bool dropout, std::string name)
 {
+  return attention(qkv, {.heads = heads, .kv_heads = heads, .dropout = dropout}, std::move(name));
+}
+
+Tensor ModelBuilder::attention(Tensor qkv, const AttentionOptions& o, std::string name)
+{
+  const int kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
   const double s = qkv.shape.tokens;
-  const double h = qkv.shape.features / 3;
-  if (qkv.shape.image || heads < 1 || std::floor(h) != h || static_cast<long long>(h) % heads != 0)
-    throw std::invalid_argument("attention '" + name + "' needs a fused QKV input of tokens x (3 x hidden) with hidden "
-                                "divisible by heads (" + std::to_string(heads) + "), got " + qkv.shape.to_string());
-  const double a = heads;
-  const double d = h / a;
+  const double a = o.heads;
+  const double d = qkv.shape.features / (a + 2.0 * kv);  // head dimension
+  if (qkv.shape.image || o.heads < 1 || kv < 1 || o.heads % kv != 0 || std::floor(d) != d || d < 1)
+    throw std::invalid_argument("attention '" + name + "' needs a fused QKV input of tokens x (heads + 2 kv_heads) x "
+                                "head_dim with kv_heads (" + std::to_string(kv) + ") dividing heads (" +
+                                std::to_string(o.heads) + "), got " + qkv.shape.to_string());
+  const double h = a * d;
   Layer& l = add_layer(LayerKind::attention, std::move(name), {qkv}, TensorShape::sequence(s, h));
+  l.heads = o.heads;
+  l.kv_heads = kv;
   l.stash_inputs = true;  // Q, K and V
-  l.recompute_cheap = true;
-  l.stashed_elements = a * s * s * (dropout ? 2 : 1);  // softmax output (and the dropped-out probabilities)
-  l.stashed_mask_bytes = dropout ? a * s * s : 0;
-  l.kernels.push_back(batched_gemm_kernel(l.name + ".scores", a, s, s, d));
-  l.kernels.push_back(pointwise_kernel(l.name + ".softmax", a * s * s, a * s * s, 5 * a * s * s));
-  if (dropout)
-    l.kernels.push_back(pointwise_kernel(l.name + ".dropout", a * s * s, a * s * s, a * s * s));
-  l.kernels.push_back(batched_gemm_kernel(l.name + ".context", a, s, d, s));
+  if (o.kind == AttentionKind::eager) {
+    l.recompute_cheap = true;
+    l.stashed_elements = a * s * s * (o.dropout ? 2 : 1);  // softmax output (and the dropped-out probabilities)
+    l.stashed_mask_bytes = o.dropout ? a * s * s : 0;
+    l.kernels.push_back(batched_gemm_kernel(l.name + ".scores", a, s, s, d));
+    l.kernels.push_back(pointwise_kernel(l.name + ".softmax", a * s * s, a * s * s, 5 * a * s * s));
+    if (o.dropout)
+      l.kernels.push_back(pointwise_kernel(l.name + ".dropout", a * s * s, a * s * s, a * s * s));
+    l.kernels.push_back(batched_gemm_kernel(l.name + ".context", a, s, d, s));
+    return {layers_.size() - 1, l.output};
+  }
+  // FlashAttention: the two GEMMs of the fused kernel, priced by their flop; memory traffic is Q, K,
+  // V and O once (K and V at kv_heads), never the s x s scores. It keeps the output (the next layer's
+  // stashed input) and one fp32 log-sum-exp per head and row. Backward: dV = P^T dO, dP = dO V^T,
+  // dS -> dQ, dK (the forward's GEMMs twice over), plus QK^T recomputed: 2.5 x the forward's flop.
+  // Causal: only the blocks on and below the diagonal run, half the square (FlashAttention-2).
+  const double fraction = o.causal ? 0.5 : 1.0;
+  l.stashed_mask_bytes = 4 * a * s;  // log-sum-exp (dropout keeps only its RNG state: the mask is regenerated)
+  Kernel scores = batched_gemm_kernel(l.name + ".flash_qk", a, s, s, d);
+  Kernel context = batched_gemm_kernel(l.name + ".flash_pv", a, s, d, s);
+  for (Kernel* k : {&scores, &context}) {
+    k->forward_flop *= fraction;
+    k->backward_flop *= fraction;
+  }
+  scores.backward_flop += scores.forward_flop;  // QK^T recomputed
+  scores.forward_sample_elements = a * s * d + kv * s * d;                // Q, K
+  context.forward_sample_elements = kv * s * d + a * s * d;               // V, O
+  scores.backward_sample_elements = 2 * scores.forward_sample_elements;  // Q, K read; dQ, dK written
+  context.backward_sample_elements = 2 * context.forward_sample_elements + a * s * d;  // V, O, dO; dV
+  l.kernels.push_back(scores);
+  l.kernels.push_back(context);
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::rotary(Tensor qkv, int heads, int kv_heads, std::string name)
+{
+  const double features = qkv.shape.features;
+  if (qkv.shape.image || heads < 1 || kv_heads < 1 || std::fmod(features, heads + 2.0 * kv_heads) != 0)
+    throw std::invalid_argument("rotary '" + name + "' needs a fused QKV input of tokens x (heads + 2 kv_heads) x "
+                                "head_dim, got " + qkv.shape.to_string());
+  const double d = features / (heads + 2.0 * kv_heads);
+  const double rotated = qkv.shape.tokens * (heads + kv_heads) * d;  // Q and K; V passes through
+  Layer& l = add_layer(LayerKind::rotary, std::move(name), {qkv}, qkv.shape);
+  l.heads = heads;
+  l.kv_heads = kv_heads;
+  // In place on Q and K: read x and the cos/sin tables, write the rotation (~3 flop per element);
+  // backward rotates the gradient by the opposite angle, nothing kept.
+  Kernel k = pointwise_kernel(l.name, rotated, rotated, 3 * rotated);
+  k.backward_flop = k.forward_flop;
+  k.backward_sample_elements = 2 * rotated;
+  l.kernels.push_back(k);
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::swiglu(Tensor x, std::string name)
+{
+  const double features = x.shape.features;
+  if (x.shape.image || std::fmod(features, 2.0) != 0)
+    throw std::invalid_argument("swiglu '" + name + "' needs tokens x (2 x ffn_hidden) features (gate and up), got " +
+                                x.shape.to_string());
+  Layer& l = add_layer(LayerKind::swiglu, std::move(name), {x}, TensorShape::sequence(x.shape.tokens, features / 2));
+  l.stash_inputs = true;  // both halves, for the gradient of the product and of silu
+  const double e = l.output.elements();
+  // silu(a) * b: ~6 flop per output element; reads 2e, writes e. Backward reads dY, a, b, writes da, db.
+  Kernel k = pointwise_kernel(l.name, 2 * e, e, 6 * e);
+  k.backward_flop = 12 * e;
+  k.backward_sample_elements = 5 * e;
+  l.kernels.push_back(k);
   return {layers_.size() - 1, l.output};
 }
 
@@ -250,8 +335,10 @@ Tensor ModelBuilder::norm(Tensor x, Normalization kind, std::string name, int gr
   const LayerKind layer_kind = kind == Normalization::batch_norm        ? LayerKind::batch_norm
                                : kind == Normalization::sync_batch_norm ? LayerKind::sync_batch_norm
                                : kind == Normalization::group_norm      ? LayerKind::group_norm
+                               : kind == Normalization::rms_norm        ? LayerKind::rms_norm
                                                                          : LayerKind::layer_norm;
-  if (kind != Normalization::layer_norm && !x.shape.image)
+  const bool per_token = kind == Normalization::layer_norm || kind == Normalization::rms_norm;
+  if (!per_token && !x.shape.image)
     throw std::invalid_argument(std::string(normalization_table.name(kind)) + " '" + name +
                                 "' needs an image input (channels x height x width); use layer_norm for sequences");
   const double channels = x.shape.features;
@@ -259,11 +346,12 @@ Tensor ModelBuilder::norm(Tensor x, Normalization kind, std::string name, int gr
     throw std::invalid_argument("group_norm '" + name + "': " + std::to_string(static_cast<long long>(channels)) +
                                 " channels are not divisible into " + std::to_string(groups) + " groups");
   Layer& l = add_layer(layer_kind, std::move(name), {x}, x.shape);
-  l.parameters = 2 * channels;
+  l.parameters = kind == Normalization::rms_norm ? channels : 2 * channels;
   l.stash_inputs = true;
   if (kind == Normalization::sync_batch_norm)
     l.norm_channels = channels;
-  l.kernels.push_back(norm_kernel(l.name, x.shape.elements(), channels));
+  l.kernels.push_back(kind == Normalization::rms_norm ? rms_norm_kernel(l.name, x.shape.elements(), channels)
+                                                      : norm_kernel(l.name, x.shape.elements(), channels));
   return {layers_.size() - 1, l.output};
 }
 

@@ -42,14 +42,35 @@ inline constexpr EnumTable<PoolMode, 2> pool_mode_table{{{
     {"avg", PoolMode::avg, "average over the window; keeps nothing"},
 }}};
 
-enum class Normalization { batch_norm, sync_batch_norm, group_norm, layer_norm };
-inline constexpr EnumTable<Normalization, 4> normalization_table{{{
+enum class Normalization { batch_norm, sync_batch_norm, group_norm, layer_norm, rms_norm };
+inline constexpr EnumTable<Normalization, 5> normalization_table{{{
     {"batch_norm", Normalization::batch_norm, "statistics over each replica's micro-batch"},
     {"sync_batch_norm", Normalization::sync_batch_norm,
      "statistics over all data-parallel replicas (all-reduce in forward and backward)"},
     {"group_norm", Normalization::group_norm, "statistics per sample over channel groups"},
     {"layer_norm", Normalization::layer_norm, "statistics per sample (per token) over all features"},
+    {"rms_norm", Normalization::rms_norm, "root mean square per token over all features, scale only (Llama)"},
 }}};
+
+/// How the attention core is computed.
+///   eager  cuBLAS QK^T, softmax, PV: the a x s x s scores and probabilities are written to memory and
+///          the probabilities kept for backward (Megatron's unfused path)
+///   flash  FlashAttention (Dao 2022-2023): one fused kernel per pass, no s x s tensor in memory; it
+///          keeps only the output and the log-sum-exp per row and recomputes QK^T in the backward pass
+///          (counted in the backward's flop); with a causal mask it skips the blocks above the diagonal
+enum class AttentionKind { eager, flash };
+inline constexpr EnumTable<AttentionKind, 2> attention_kind_table{{{
+    {"eager", AttentionKind::eager, "QK^T, softmax and PV as separate kernels; the s x s probabilities kept"},
+    {"flash", AttentionKind::flash, "FlashAttention: fused, no s x s tensor kept, QK^T recomputed in backward"},
+}}};
+
+struct AttentionOptions {
+  int heads = 1;
+  int kv_heads = 0;  ///< key/value heads (grouped-query attention); 0 means heads (multi-head)
+  bool dropout = false;
+  AttentionKind kind = AttentionKind::eager;
+  bool causal = false;  ///< decoder mask: flash computes only the blocks on and below the diagonal
+};
 
 /// An output of a layer being built; producer is the layer index, or `model_input`.
 struct Tensor {
@@ -99,6 +120,15 @@ public:
   /// Attention core on a fused QKV input of 3 x hidden features: softmax(Q K^T / sqrt(d)) V with
   /// `heads` heads, optional dropout on the probabilities. Output: tokens x hidden.
   Tensor attention(Tensor qkv, int heads, bool dropout, std::string name);
+  /// Attention core on a fused QKV input of (heads + 2 kv_heads) x head_dim features (grouped-query
+  /// attention when kv_heads < heads; each K/V head serves heads / kv_heads query heads). Output:
+  /// tokens x (heads x head_dim).
+  Tensor attention(Tensor qkv, const AttentionOptions& options, std::string name);
+  /// Rotary position embedding (Su et al. 2021) on the Q and K parts of a fused QKV input of
+  /// (heads + 2 kv_heads) head_dim features: an element-wise rotation, no parameters, nothing kept.
+  Tensor rotary(Tensor qkv, int heads, int kv_heads, std::string name);
+  /// SwiGLU gate (Shazeer 2020): silu(a) * b on the halves a, b of its input. Output: half the features.
+  Tensor swiglu(Tensor x, std::string name);
   /// Token lookup in a vocab x hidden table, plus a learned `positions` x hidden position table when
   /// positions > 0. Input: tokens x 1 (token ids).
   Tensor embedding(Tensor tokens, double vocab, double hidden, double positions, std::string name);

@@ -37,30 +37,60 @@ template <typename Make> Model run_generator(YamlMap& g, std::size_t errors_befo
   }
 }
 
-Model parse_generator(YamlMap& root, const std::string& kind, const std::string& name)
+Model parse_generator(YamlMap& root, const std::string& kind, const std::string& name, const ModelOptions& options)
 {
   const std::size_t before = root.diagnostics().list().size();
   auto g = root.map(kind);
   if (!g)
     return {};
+  // The run's options override the file's sequence length and attention kernel.
+  auto seq = [&](int from_file) { return options.seq > 0 ? options.seq : from_file; };
+  auto attention = [&](AttentionKind fallback) {
+    const AttentionKind file = g->choice("attention", attention_kind_table, fallback);
+    return options.attention ? *options.attention : file;
+  };
   if (kind == "gpt") {
     GptConfig c{.name = name};
     c.layers = required_int(*g, "layers", 1, 100000);
     c.hidden = required_int(*g, "hidden");
     c.heads = required_int(*g, "heads");
-    c.seq = required_int(*g, "seq");
+    c.seq = seq(required_int(*g, "seq"));
     c.vocab = get_int(*g, "vocab", c.vocab);
     c.ffn_hidden = get_int(*g, "ffn_hidden", 0, 0);
     c.tied_embeddings = g->boolean("tied_embeddings", true);
     c.dropout = g->boolean("dropout", true);
+    c.attention = attention(c.attention);
     return run_generator(*g, before, [&] { return make_gpt(c); });
+  }
+  if (kind == "llama") {
+    LlamaConfig c{.name = name};
+    c.layers = required_int(*g, "layers", 1, 100000);
+    c.hidden = required_int(*g, "hidden");
+    c.heads = required_int(*g, "heads");
+    c.kv_heads = get_int(*g, "kv_heads", c.heads);
+    c.ffn_hidden = required_int(*g, "ffn_hidden");
+    c.seq = seq(required_int(*g, "seq"));
+    c.vocab = required_int(*g, "vocab");
+    c.ffn = g->choice("ffn", feed_forward_table, c.ffn);
+    c.norm = g->choice("norm", normalization_table, c.norm);
+    if (c.norm != Normalization::rms_norm && c.norm != Normalization::layer_norm)
+      g->report("norm", "a transformer takes rms_norm or layer_norm");
+    c.positions = g->choice("positions", positions_table, c.positions);
+    c.tied_embeddings = g->boolean("tied_embeddings", false);
+    c.bias = g->boolean("bias", false);
+    c.dropout = g->boolean("dropout", false);
+    c.attention = attention(c.attention);
+    if (g->has("kv_heads") && c.heads % c.kv_heads != 0)
+      g->report("kv_heads", "kv_heads = " + std::to_string(c.kv_heads) + " does not divide heads = " +
+                                std::to_string(c.heads) + " (each K/V head serves a whole group of query heads)");
+    return run_generator(*g, before, [&] { return make_llama(c); });
   }
   if (kind == "bert") {
     BertConfig c{.name = name};
     c.layers = required_int(*g, "layers", 1, 100000);
     c.hidden = required_int(*g, "hidden");
     c.heads = required_int(*g, "heads");
-    c.seq = get_int(*g, "seq", c.seq);
+    c.seq = seq(get_int(*g, "seq", c.seq));
     c.vocab = get_int(*g, "vocab", c.vocab);
     c.type_vocab = get_int(*g, "type_vocab", c.type_vocab, 0);
     c.ffn_hidden = get_int(*g, "ffn_hidden", 0, 0);
@@ -109,7 +139,7 @@ Model parse_generator(YamlMap& root, const std::string& kind, const std::string&
   return run_generator(*g, before, [&] { return make_mlp(c); });
 }
 
-const std::vector<std::string> generator_keys = {"gpt", "bert", "resnet", "vgg", "alexnet", "amoebanet", "mlp"};
+const std::vector<std::string> generator_keys = {"gpt", "llama", "bert", "resnet", "vgg", "alexnet", "amoebanet", "mlp"};
 
 // ---------------------------------------------------------------------------------------------
 // Layer lists
@@ -174,7 +204,8 @@ std::vector<std::string> type_keys(LayerKind kind)
   case LayerKind::linear: return {"out", "bias", "in"};
   case LayerKind::conv2d: return {"out_channels", "kernel", "stride", "padding", "groups", "bias"};
   case LayerKind::pooling: return {"mode", "global", "kernel", "stride", "padding"};
-  case LayerKind::attention: return {"heads", "dropout"};
+  case LayerKind::attention: return {"heads", "kv_heads", "dropout", "kernel", "causal"};
+  case LayerKind::rotary: return {"heads", "kv_heads"};
   case LayerKind::embedding: return {"vocab", "hidden", "positions"};
   case LayerKind::group_norm: return {"groups"};
   case LayerKind::activation: return {"function"};
@@ -227,8 +258,18 @@ Tensor build_layer(ModelBuilder& b, Entry& e, const std::vector<Tensor>& xs)
   }
   case LayerKind::attention: {
     const int heads = required_int(m, "heads");
-    return b.attention(one(), heads, m.boolean("dropout", false), e.name);
+    return b.attention(one(), {.heads = heads, .kv_heads = get_int(m, "kv_heads", heads),
+                               .dropout = m.boolean("dropout", false),
+                               .kind = m.choice("kernel", attention_kind_table, AttentionKind::eager),
+                               .causal = m.boolean("causal", false)},
+                       e.name);
   }
+  case LayerKind::rotary: {
+    const int heads = required_int(m, "heads");
+    return b.rotary(one(), heads, get_int(m, "kv_heads", heads), e.name);
+  }
+  case LayerKind::swiglu: return b.swiglu(one(), e.name);
+  case LayerKind::rms_norm: return b.norm(one(), Normalization::rms_norm, e.name);
   case LayerKind::embedding: {
     const double vocab = m.required_quantity("vocab", Dimension::count);
     const double hidden = m.required_quantity("hidden", Dimension::count);
@@ -408,7 +449,7 @@ Model parse_layer_list(YamlMap& root, const std::string& name)
 
 }  // namespace
 
-Model parse_model(YamlMap& map)
+Model parse_model(YamlMap& map, const ModelOptions& options)
 {
   const std::string name = map.required_string("name");
   map.string("description");  // free text for people
@@ -434,20 +475,20 @@ Model parse_model(YamlMap& map)
   } else {
     if (map.has("input"))
       map.report("input", "'input' belongs to a layer list; a generator sets its own input");
-    model = parse_generator(map, given[0], name);
+    model = parse_generator(map, given[0], name, options);
   }
   map.check_unknown_keys();
   return model;
 }
 
-Model load_model_file(const std::filesystem::path& path)
+Model load_model_file(const std::filesystem::path& path, const ModelOptions& options)
 {
-  return parse_yaml_file(path.string(), [](YamlMap& map) { return parse_model(map); });
+  return parse_yaml_file(path.string(), [&](YamlMap& map) { return parse_model(map, options); });
 }
 
-Model load_model(const std::string& name_or_path)
+Model load_model(const std::string& name_or_path, const ModelOptions& options)
 {
-  return load_model_file(resolve_input_or_throw(name_or_path, "models/zoo", "model"));
+  return load_model_file(resolve_input_or_throw(name_or_path, "models/zoo", "model"), options);
 }
 
 }  // namespace ddlsim::models

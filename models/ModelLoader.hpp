@@ -1,10 +1,15 @@
 // Model files: a generator with its sizes, or a list of layers.
 //
-// Generator form: one of the keys gpt, bert, resnet, vgg, alexnet, amoebanet, mlp with its sizes
-// (see Zoo.hpp for what each builds):
+// Generator form: one of the keys gpt, llama, bert, resnet, vgg, alexnet, amoebanet, mlp with its
+// sizes (see Zoo.hpp for what each builds):
 //
 //   name: gpt3-175b
-//   gpt: {layers: 96, hidden: 12288, heads: 96, seq: 2048, vocab: 50257}
+//   gpt: {layers: 96, hidden: 12288, heads: 96, seq: 2048, vocab: 50257}   # attention: eager | flash
+//
+//   name: llama3-8b
+//   llama: {layers: 32, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, seq: 8192, vocab: 128256}
+//          # ffn: swiglu | gelu, norm: rms_norm | layer_norm, positions: rope | learned,
+//          # tied_embeddings: false, bias: false, dropout: false, attention: flash | eager
 //
 //   name: resnet50-gn
 //   resnet: {depth: 50, image: 224, classes: 1000, normalization: group_norm, groups: 32}
@@ -34,20 +39,30 @@
 #include "common/YamlReader.hpp"
 #include "models/Model.hpp"
 
+#include "models/ModelBuilder.hpp"
+
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace ddlsim::models {
 
+/// What a run sets on the model it loads (an experiment's `training.seq` and `training.attention`):
+/// they override the transformer generators' own `seq` and `attention`; other models ignore them.
+struct ModelOptions {
+  int seq = 0;  ///< tokens per sample; 0 keeps the model's own
+  std::optional<AttentionKind> attention;
+};
+
 /// Reads a model description from `map` (a model file's root or an experiment's inline `model:`),
 /// recording every problem in the map's Diagnostics. The result is unusable when diagnostics were added.
-Model parse_model(YamlMap& map);
+Model parse_model(YamlMap& map, const ModelOptions& options = {});
 
 /// Loads a model file. Throws ConfigError (file:line: key: message) on any problem.
-Model load_model_file(const std::filesystem::path& path);
+Model load_model_file(const std::filesystem::path& path, const ModelOptions& options = {});
 
 /// Loads a shipped model by name (models/zoo/NAME.yaml) or a model file by path.
 /// Throws ConfigError when the name is unknown, listing the shipped names.
-Model load_model(const std::string& name_or_path);
+Model load_model(const std::string& name_or_path, const ModelOptions& options = {});
 
 }  // namespace ddlsim::models

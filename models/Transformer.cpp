@@ -1,4 +1,4 @@
-// GPT and BERT generators (declared in Zoo.hpp).
+// GPT, Llama and BERT generators (declared in Zoo.hpp).
 #include "models/Zoo.hpp"
 
 #include <stdexcept>
@@ -19,11 +19,12 @@ void check_transformer(const std::string& name, int layers, int hidden, int head
 // Tensor parallelism as Megatron-LM splits a layer: QKV and the first MLP GEMM by column, the
 // projections by row, attention heads and GeLU on the split tensors; norms, dropout and residuals
 // replicated. Per layer that is two all-reduces of s x h in forward and two in backward.
-Tensor attention_body(ModelBuilder& b, Tensor x, double h, int heads, bool dropout, const std::string& p)
+Tensor attention_body(ModelBuilder& b, Tensor x, double h, const AttentionOptions& attention, const std::string& p)
 {
+  const bool dropout = attention.dropout;
   Tensor t = b.linear(x, 3 * h, true, p + ".qkv");
   b.set_tp(TpRole::column);
-  t = b.attention(t, heads, dropout, p + ".attention");
+  t = b.attention(t, attention, p + ".attention");
   t = b.linear(t, h, true, p + ".proj");
   b.set_tp(TpRole::row);
   return dropout ? b.dropout(t, p + ".attn_dropout") : t;
@@ -59,7 +60,9 @@ Model make_gpt(const GptConfig& c)
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = "layer" + std::to_string(i);
     b.block(p);
-    Tensor a = attention_body(b, b.norm(x, Normalization::layer_norm, p + ".ln1"), h, c.heads, c.dropout, p);
+    const AttentionOptions attention{.heads = c.heads, .kv_heads = c.heads, .dropout = c.dropout, .kind = c.attention,
+                                     .causal = true};
+    Tensor a = attention_body(b, b.norm(x, Normalization::layer_norm, p + ".ln1"), h, attention, p);
     x = b.add({x, a}, p + ".residual1");
     Tensor m = mlp_body(b, b.norm(x, Normalization::layer_norm, p + ".ln2"), h, f, c.dropout, p);
     x = b.add({x, m}, p + ".residual2");
@@ -73,6 +76,71 @@ Model make_gpt(const GptConfig& c)
     b.tie_last_to(embedding_layer, static_cast<double>(c.vocab) * h);
   b.softmax_loss(x, "loss");
   b.set_tp(TpRole::split);  // cross-entropy on the vocabulary shards
+  return b.build();
+}
+
+Model make_llama(const LlamaConfig& c)
+{
+  check_transformer(c.name, c.layers, c.hidden, c.heads, c.seq, c.vocab, c.ffn_hidden);
+  const int kv = c.kv_heads > 0 ? c.kv_heads : c.heads;
+  if (c.ffn_hidden < 1)
+    throw std::invalid_argument(c.name + ": ffn_hidden must be positive");
+  if (kv > c.heads || c.heads % kv != 0)
+    throw std::invalid_argument(c.name + ": kv_heads (" + std::to_string(kv) + ") must divide heads (" +
+                                std::to_string(c.heads) + ")");
+  const double h = c.hidden;
+  const double d = h / c.heads;
+  const double f = c.ffn_hidden;
+  const bool learned = c.positions == Positions::learned;
+  ModelBuilder b(c.name, TensorShape::sequence(c.seq, 1));
+
+  b.block("embedding");
+  Tensor x = b.embedding(b.input(), c.vocab, h, learned ? c.seq : 0, "embedding");
+  const std::size_t embedding_layer = b.layer_count() - 1;
+  if (c.dropout)
+    x = b.dropout(x, "embedding_dropout");
+
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = "layer" + std::to_string(i);
+    b.block(p);
+    Tensor t = b.linear(b.norm(x, c.norm, p + ".attention_norm"), (c.heads + 2.0 * kv) * d, c.bias, p + ".qkv");
+    b.set_tp(TpRole::column);
+    if (!learned)
+      t = b.rotary(t, c.heads, kv, p + ".rope");
+    t = b.attention(t, {.heads = c.heads, .kv_heads = kv, .dropout = c.dropout, .kind = c.attention, .causal = true},
+                    p + ".attention");
+    t = b.linear(t, h, c.bias, p + ".proj");
+    b.set_tp(TpRole::row);
+    if (c.dropout)
+      t = b.dropout(t, p + ".attn_dropout");
+    x = b.add({x, t}, p + ".residual1");
+
+    Tensor m = b.norm(x, c.norm, p + ".mlp_norm");
+    if (c.ffn == FeedForward::swiglu) {
+      m = b.linear(m, 2 * f, c.bias, p + ".gate_up");
+      b.set_tp(TpRole::column);
+      m = b.swiglu(m, p + ".swiglu");
+    } else {
+      m = b.linear(m, f, c.bias, p + ".fc1");
+      b.set_tp(TpRole::column);
+      m = b.activation(m, Activation::gelu, p + ".gelu");
+      b.set_tp(TpRole::split);
+    }
+    m = b.linear(m, h, c.bias, p + ".down");
+    b.set_tp(TpRole::row);
+    if (c.dropout)
+      m = b.dropout(m, p + ".mlp_dropout");
+    x = b.add({x, m}, p + ".residual2");
+  }
+
+  b.block("head");
+  x = b.norm(x, c.norm, "final_norm");
+  x = b.linear(x, c.vocab, false, "lm_head");
+  b.set_tp(TpRole::column);  // vocabulary-parallel logits
+  if (c.tied_embeddings)
+    b.tie_last_to(embedding_layer, static_cast<double>(c.vocab) * h);
+  b.softmax_loss(x, "loss");
+  b.set_tp(TpRole::split);
   return b.build();
 }
 
@@ -95,7 +163,7 @@ Model make_bert(const BertConfig& c)
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = "layer" + std::to_string(i);
     b.block(p);
-    Tensor a = attention_body(b, x, h, c.heads, true, p);
+    Tensor a = attention_body(b, x, h, {.heads = c.heads, .kv_heads = c.heads, .dropout = true}, p);
     x = b.norm(b.add({x, a}, p + ".residual1"), Normalization::layer_norm, p + ".ln1");
     Tensor m = mlp_body(b, x, h, f, true, p);
     x = b.norm(b.add({x, m}, p + ".residual2"), Normalization::layer_norm, p + ".ln2");

@@ -33,8 +33,50 @@ struct GptConfig {
   int ffn_hidden = 0;           ///< MLP width; 0 means 4 x hidden
   bool tied_embeddings = true;  ///< the LM head reuses the token embedding (GPT-2, Megatron default)
   bool dropout = true;
+  AttentionKind attention = AttentionKind::eager;
 };
 Model make_gpt(const GptConfig& config);
+
+/// Llama-class decoder (Touvron et al. 2023, Llama 2; Dubey et al. 2024, Llama 3), the shape most
+/// dense LLMs of 2023-2026 share (Mistral, Qwen, DeepSeek's dense models). Blocks: embedding, one per
+/// layer, head (final norm, untied LM head, loss). Per layer, pre-norm:
+///   attention  norm, fused QKV GEMM of hidden x (heads + 2 kv_heads) head_dim (grouped-query when
+///              kv_heads < heads, multi-query when 1), RoPE on Q and K, attention core (FlashAttention
+///              by default, causal), output projection, residual add
+///   MLP        norm, SwiGLU (gate and up fused: hidden x 2 ffn_hidden, the gate's silu * product,
+///              down: ffn_hidden x hidden), residual add; or a GeLU MLP (ffn: gelu)
+/// No biases, no dropout (as the released models), RMSNorm, untied embeddings. Parameters per layer:
+/// 2 h^2 + 2 h kv d + 3 h f + 2 h (RMSNorm); plus vocab x h twice and a final norm.
+/// Tensor parallelism as Megatron-Core: QKV and gate/up by column (K/V heads split over tp), the
+/// projections by row, the core, RoPE and the gate split, norms and adds replicated.
+enum class FeedForward { swiglu, gelu };
+inline constexpr EnumTable<FeedForward, 2> feed_forward_table{{{
+    {"swiglu", FeedForward::swiglu, "SwiGLU: gate and up (hidden x ffn_hidden each), silu(gate) * up, down"},
+    {"gelu", FeedForward::gelu, "two matrices with a GeLU between them (GPT)"},
+}}};
+enum class Positions { rope, learned };
+inline constexpr EnumTable<Positions, 2> positions_table{{{
+    {"rope", Positions::rope, "rotary embeddings on Q and K: no parameters, an element-wise kernel per layer"},
+    {"learned", Positions::learned, "a learned seq x hidden table added to the token embeddings"},
+}}};
+struct LlamaConfig {
+  std::string name = "llama";
+  int layers = 32;
+  int hidden = 4096;
+  int heads = 32;
+  int kv_heads = 0;      ///< 0 means heads (multi-head attention)
+  int ffn_hidden = 11008;
+  int seq = 4096;
+  int vocab = 32000;
+  FeedForward ffn = FeedForward::swiglu;
+  Normalization norm = Normalization::rms_norm;
+  Positions positions = Positions::rope;
+  bool tied_embeddings = false;
+  bool bias = false;
+  bool dropout = false;
+  AttentionKind attention = AttentionKind::flash;
+};
+Model make_llama(const LlamaConfig& config);
 
 /// BERT encoder (Devlin et al. 2019) with post-LN layers, pooler, and the masked-LM head (decoder
 /// tied to the token embedding). Blocks: embedding, one per layer, head.

@@ -65,9 +65,10 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch)
 }
 
 std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp,
-                                         double scale)
+                                         double scale, bool sequence_parallel, int cp)
 {
-  const double share = models::tp_divides(layer.tp) ? 1.0 / tp : 1.0;
+  const bool per_token = !layer.output.image;
+  const double share = models::tp_divides(layer.tp) || (sequence_parallel && per_token) ? 1.0 / tp : 1.0;
   std::vector<KernelLaunch> out;
   for (const auto& k : layer.kernels) {
     // The samples this kernel really runs: scaled rows are whole (at least one row, batch or image).
@@ -85,10 +86,18 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
                         .conv_batch = static_cast<int>(std::lround(rows)), .layer = &layer};
     launch.work.flop *= share;
     launch.work.bytes *= share;
-    if (k.kind == models::KernelKind::gemm)
-      launch.gemm.m = std::round(launch.gemm.m * rows);  // one GEMM over the micro-batch's rows
-    else if (k.kind == models::KernelKind::batched_gemm)
+    if (cp > 1) {  // s/cp tokens of each sample; the weights are read whole
+      const double fixed = (phase == Phase::backward ? k.backward_fixed_elements : k.forward_fixed_elements) *
+                           dtype_bytes(dtype) * share;
+      launch.work.flop /= cp;
+      launch.work.bytes = (launch.work.bytes - fixed) / cp + fixed;
+    }
+    if (k.kind == models::KernelKind::gemm) {
+      launch.gemm.m = std::max(1.0, std::round(launch.gemm.m * rows / cp));  // one GEMM over the micro-batch's rows
+    } else if (k.kind == models::KernelKind::batched_gemm) {
       launch.gemm.batch = std::round(launch.gemm.batch * rows);
+      launch.gemm.m = std::max(1.0, std::round(launch.gemm.m / cp));  // this GPU's queries
+    }
     const bool two_kernels = phase == Phase::backward && (k.kind == models::KernelKind::gemm ||
                                                           k.kind == models::KernelKind::batched_gemm ||
                                                           k.kind == models::KernelKind::conv2d);
@@ -139,12 +148,14 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
   }
   std::vector<KernelLaunch> out;
   for (std::size_t l = begin; l < end; ++l) {
-    for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp, options.scale))
+    for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp, options.scale,
+                                       options.sequence_parallel, options.cp))
       out.push_back(launch);
     if (phase == Phase::backward &&
         (options.recompute == models::Recompute::full ||
          (options.recompute == models::Recompute::selective && layers[l].recompute_cheap)))
-      for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp, options.scale))
+      for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp, options.scale,
+                                         options.sequence_parallel, options.cp))
         out.push_back(launch);
   }
   return out;

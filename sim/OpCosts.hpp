@@ -29,6 +29,12 @@ struct ComputeOptions {
   models::Optimizer optimizer = models::Optimizer::adam;
   models::Recompute recompute = models::Recompute::none;
   int tp = 1;  ///< layers that tensor parallelism splits do 1/tp of their work on each GPU
+  /// Megatron sequence parallelism: the replicated per-token layers (norms, dropout, adds) of a
+  /// sequence model also do 1/tp of their work (on s/tp tokens)
+  bool sequence_parallel = false;
+  /// Context parallelism: each GPU computes s/cp tokens of every sample (GEMM rows / cp; the
+  /// attention core's queries / cp against all keys, balanced over the causal mask by ring attention)
+  int cp = 1;
   /// Runs every kernel at this fraction of its rows (GEMM rows, batched-GEMM batch, convolution
   /// batch, at least 1; memory-bound kernels' per-sample bytes): a smaller step with the same
   /// layers, for executing a large model on a small machine (`ddlsim execute --scale`). Weights stay.
@@ -64,9 +70,10 @@ struct KernelLaunch {
 calibration::BenchPoint launch_point(const KernelLaunch& launch);
 
 /// Launches of one layer's forward or backward pass over `samples` samples, on one of `tp` GPUs
-/// (work / tp when the layer divides; the shapes stay the whole layer's).
+/// (work / tp when the layer divides, or with `sequence_parallel` for a per-token replicated layer;
+/// the shapes stay the whole layer's) and one of `cp` GPUs sharing each sequence (rows / cp).
 std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp = 1,
-                                         double scale = 1);
+                                         double scale = 1, bool sequence_parallel = false, int cp = 1);
 
 /// Launches of layers [begin, end) in `phase` for `samples` samples: recomputation included in
 /// backward; Phase::optimizer gives the one fused update of the parameters those layers hold.

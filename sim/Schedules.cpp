@@ -10,12 +10,14 @@ namespace {
 constexpr TaskId no_task = std::numeric_limits<TaskId>::max();
 
 // One pass of a stage as compute segments and collectives: blocking ones (synchronized batch norm
-// across the replicas, tensor-parallel ones inside the group) and gradient buckets (not blocking).
+// across the replicas, tensor-parallel ones inside the group), gradient buckets (not blocking),
+// ZeRO-3 parameter gathers (not blocking; the next compute segment waits for them) and ring
+// attention (a compute segment of one layer run in cp chunks with K/V transfers between them).
 struct Step {
-  enum class Kind { compute, dp_sync, tp_sync, bucket } kind = Kind::compute;
-  std::size_t begin = 0, end = 0;  // compute: layers [begin, end)
+  enum class Kind { compute, dp_sync, tp_sync, bucket, gather, ring } kind = Kind::compute;
+  std::size_t begin = 0, end = 0;  // compute and ring: layers [begin, end)
   CollectiveKind collective = CollectiveKind::all_reduce;
-  double bytes = 0;                // collectives: total bytes (per-sample sizes already scaled)
+  double bytes = 0;                // collectives: total bytes (per-sample sizes already scaled); ring: K/V bytes
 };
 
 std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const PipelinePlan& plan, bool last_backward)
@@ -28,24 +30,45 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
   };
   std::vector<Event> events;
   const double b = plan.micro_batch_size;
+  const bool forward = phase == Phase::forward;
   if (plan.dp > 1) {
     for (const SyncPoint& p : stage.sync_points)
       events.push_back({p.layer, {Step::Kind::dp_sync, 0, 0, CollectiveKind::all_reduce, p.bytes}});
-    if (phase == Phase::backward && last_backward)
-      for (const GradientBucket& g : stage.buckets)
-        events.push_back({g.layer, {Step::Kind::bucket, 0, 0, CollectiveKind::all_reduce, g.bytes}});
+    // ZeRO 2 and 3 reduce-scatter every micro-batch's gradients; otherwise the last backward's only.
+    const CollectiveKind reduce = plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    if (!forward && (last_backward || plan.zero >= 2)) {
+      if (plan.zero >= 3)
+        for (const ShardUnit& u : stage.units)
+          events.push_back({u.begin, {Step::Kind::bucket, 0, 0, reduce, u.bytes}});
+      else if (!stage.buckets.empty())
+        for (const GradientBucket& g : stage.buckets)
+          events.push_back({g.layer, {Step::Kind::bucket, 0, 0, reduce, g.bytes}});
+      else if (plan.zero == 2)
+        events.push_back({stage.layers.begin, {Step::Kind::bucket, 0, 0, reduce, stage.gradient_bytes}});
+    }
+    if (plan.zero >= 3 && plan.shard > 1)
+      for (const ShardUnit& u : stage.units)
+        events.push_back({forward ? u.begin : u.end,
+                          {Step::Kind::gather, u.begin, u.end, CollectiveKind::all_gather, u.bytes}});
   }
   if (plan.tp > 1)
     for (const TpCollective& c : stage.tp_collectives)
-      if (c.phase == phase)
-        events.push_back({phase == Phase::forward ? c.layer + 1 : c.layer,
-                          {Step::Kind::tp_sync, 0, 0, c.kind, c.bytes_per_sample * b}});
-  const bool forward = phase == Phase::forward;
-  // Forward: increasing position; backward: decreasing, a bucket before a blocking event at one position.
+      if (c.phase == phase) {
+        const std::size_t position = forward ? (c.before ? c.layer : c.layer + 1) : (c.before ? c.layer + 1 : c.layer);
+        events.push_back({position, {Step::Kind::tp_sync, 0, 0, c.kind, c.bytes_per_sample * b}});
+      }
+  if (plan.cp > 1)
+    for (const RingAttention& r : stage.rings)
+      events.push_back({forward ? r.layer : r.layer + 1,
+                        {Step::Kind::ring, r.layer, r.layer + 1, CollectiveKind::all_gather,
+                         r.kv_bytes_per_sample * b * (forward ? 1 : 2)}});
+  // Forward: increasing position; backward: decreasing. At one position: a bucket first (it closes
+  // the work after it), a gather last (it opens the work after it).
+  auto rank = [](const Step& s) { return s.kind == Step::Kind::bucket ? 0 : s.kind == Step::Kind::gather ? 2 : 1; };
   std::stable_sort(events.begin(), events.end(), [&](const Event& x, const Event& y) {
     if (x.position != y.position)
       return forward ? x.position < y.position : x.position > y.position;
-    return x.step.kind == Step::Kind::bucket && y.step.kind != Step::Kind::bucket;
+    return rank(x.step) < rank(y.step);
   });
   std::vector<Step> steps;
   if (forward) {
@@ -54,7 +77,7 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
       if (e.position > start)
         steps.push_back({Step::Kind::compute, start, e.position, CollectiveKind::all_reduce, 0});
       steps.push_back(e.step);
-      start = std::max(start, e.position);
+      start = std::max(start, e.step.kind == Step::Kind::ring ? e.step.end : e.position);
     }
     if (start < stage.layers.end)
       steps.push_back({Step::Kind::compute, start, stage.layers.end, CollectiveKind::all_reduce, 0});
@@ -64,7 +87,7 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
       if (e.position < end)
         steps.push_back({Step::Kind::compute, e.position, end, CollectiveKind::all_reduce, 0});
       steps.push_back(e.step);
-      end = std::min(end, e.position);
+      end = std::min(end, e.step.kind == Step::Kind::ring ? e.step.begin : e.position);
     }
     if (end > stage.layers.begin)
       steps.push_back({Step::Kind::compute, stage.layers.begin, end, CollectiveKind::all_reduce, 0});
@@ -78,6 +101,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   const int m_count = plan.micro_batches;
   const int dp = plan.dp;
   const int tp = plan.tp;
+  const int cp = plan.cp;
+  const int shard = plan.zero > 0 ? plan.shard : dp;  // replicas per reduction group
   const int members = dp * tp;  // GPUs per stage: member q = r * tp + t
   const int chunks = static_cast<int>(plan.stages.size());
   TaskGraph g(plan.devices());
@@ -90,8 +115,17 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   };
   // The last task of each device in program order: compute on its stream, or a blocking collective.
   std::vector<TaskId> last(static_cast<std::size_t>(plan.devices()), no_task);
-  // Gradient-bucket all-reduces of each chunk and tensor rank (not blocking; the optimizer waits).
+  // Gradient reductions of each chunk and tensor rank (not blocking; the optimizer waits for them).
   std::vector<std::vector<TaskId>> bucket_tasks(static_cast<std::size_t>(chunks * tp));
+  // One communication stream per reduction group: its reductions run one after another, and so do
+  // its ZeRO-3 gathers (on their own stream). Keyed by (chunk, tensor rank, group).
+  const int groups = dp / shard;
+  std::vector<TaskId> reduce_chain(static_cast<std::size_t>(chunks * tp * groups), no_task);
+  std::vector<TaskId> gather_chain(static_cast<std::size_t>(chunks * tp * groups), no_task);
+  // ZeRO-3: per device, the gather the next compute task waits for, and the program position when
+  // the previous gather was issued (a gather waits for the compute two units back: one prefetch).
+  std::vector<TaskId> pending_gather(static_cast<std::size_t>(plan.devices()), no_task);
+  std::vector<TaskId> at_previous_gather(static_cast<std::size_t>(plan.devices()), no_task);
 
   for (const StagePlan& stage : plan.stages) {
     for (const SyncPoint& p : stage.sync_points)
@@ -103,6 +137,12 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     for (const TpCollective& c : stage.tp_collectives)
       if (c.layer < stage.layers.begin || c.layer >= stage.layers.end)
         throw std::invalid_argument("tensor-parallel collective outside its stage");
+    for (const ShardUnit& u : stage.units)
+      if (u.begin < stage.layers.begin || u.end > stage.layers.end || u.begin >= u.end)
+        throw std::invalid_argument("ZeRO unit outside its stage");
+    for (const RingAttention& r : stage.rings)
+      if (r.layer < stage.layers.begin || r.layer >= stage.layers.end)
+        throw std::invalid_argument("ring attention layer outside its stage");
   }
 
   // A collective over `group` (member indices) of chunk s that waits for each member's program.
@@ -114,7 +154,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                      .group = {},
                      .bytes = step.bytes,
                      .stage = s,
-                     .micro_batch = step.kind == Step::Kind::bucket ? -1 : p.micro_batch,
+                     .micro_batch = step.kind == Step::Kind::bucket && plan.zero < 2 ? -1 : p.micro_batch,
                      .phase = p.phase,
                      .role = tensor                                ? CollectiveRole::tensor_parallel
                              : step.kind == Step::Kind::dp_sync ? CollectiveRole::sync_batch_norm
@@ -133,6 +173,20 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     }
     return id;
   };
+  // Members of tensor rank t in reduction group j (replicas j * shard ... (j + 1) * shard - 1).
+  auto reduce_group = [&](int t, int j) {
+    std::vector<int> group;
+    for (int r = j * shard; r < (j + 1) * shard; ++r)
+      group.push_back(r * tp + t);
+    return group;
+  };
+  // Hybrid sharding: shard i of every group, all-reduced across the groups.
+  auto replicate_group = [&](int t, int i) {
+    std::vector<int> group;
+    for (int j = 0; j < groups; ++j)
+      group.push_back((j * shard + i) * tp + t);
+    return group;
+  };
   auto dp_group = [&](int t) {
     std::vector<int> group;
     for (int r = 0; r < dp; ++r)
@@ -144,6 +198,51 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     for (int t = 0; t < tp; ++t)
       group.push_back(r * tp + t);
     return group;
+  };
+  // A gradient reduction of `bytes` for chunk s and tensor rank t over every reduction group (plus,
+  // with hybrid sharding, the all-reduce of each shard across the groups): its tasks, on each
+  // group's communication stream. `wait` (if any) must finish first.
+  auto reduce_gradients = [&](int s, int t, const PipelinePass& p, const Step& step) {
+    std::vector<TaskId> done;
+    for (int j = 0; j < groups; ++j) {
+      TaskId& chain = reduce_chain[static_cast<std::size_t>((s * tp + t) * groups + j)];
+      const TaskId id = add_group_collective(s, p, step, reduce_group(t, j));
+      if (chain != no_task)
+        g.add_dependency(chain, id);
+      chain = id;
+      done.push_back(id);
+    }
+    if (plan.zero > 0 && groups > 1 && shard > 0) {
+      std::vector<TaskId> scattered = done;
+      Step across = step;
+      across.collective = CollectiveKind::all_reduce;
+      across.bytes = step.bytes / shard;
+      for (int i = 0; i < shard; ++i) {
+        const TaskId id = add_group_collective(s, p, across, replicate_group(t, i));
+        for (TaskId before : scattered)
+          g.add_dependency(before, id);
+        done.push_back(id);
+      }
+    }
+    return done;
+  };
+  // A compute task of member q (its stream order, and any collective or gather it must wait for).
+  auto add_compute = [&](int s, int q, const PipelinePass& p, std::size_t begin, std::size_t end, double share) {
+    const TaskId id = g.add_compute({.device = device(s, q), .phase = p.phase, .stage = s,
+                                     .micro_batch = p.micro_batch, .samples = plan.micro_batch_size,
+                                     .layer_begin = static_cast<std::uint32_t>(begin),
+                                     .layer_end = static_cast<std::uint32_t>(end), .share = share});
+    const auto dev = static_cast<std::size_t>(device(s, q));
+    TaskId& before = last[dev];
+    if (before != no_task && g.kind(before) == TaskKind::collective)
+      g.add_dependency(before, id);  // the stream order covers a compute predecessor
+    if (pending_gather[dev] != no_task) {
+      g.add_dependency(pending_gather[dev], id);
+      pending_gather[dev] = no_task;
+    }
+    before = id;
+    pass(s, q, p.micro_batch, p.phase).push_back(id);
+    return id;
   };
 
   for (int rank = 0; rank < k; ++rank) {
@@ -168,26 +267,72 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           break;
         case Step::Kind::bucket:
           for (int t = 0; t < tp; ++t) {
-            // One communication stream: NCCL runs the buckets' all-reduces one after another.
             auto& buckets = bucket_tasks[static_cast<std::size_t>(s * tp + t)];
-            const TaskId id = add_group_collective(s, p, step, dp_group(t));
-            if (!buckets.empty())
-              g.add_dependency(buckets.back(), id);
-            buckets.push_back(id);
+            for (TaskId id : reduce_gradients(s, t, p, step))
+              buckets.push_back(id);
           }
           break;
-        case Step::Kind::compute:
+        case Step::Kind::gather:
+          // ZeRO-3: the unit's parameters, gathered on each group's gather stream once the compute
+          // before the previous gather is done; the unit's first compute task waits for it.
+          for (int t = 0; t < tp; ++t)
+            for (int j = 0; j < groups; ++j) {
+              CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
+                               .fidelity = plan.dp_fidelity, .group = {}, .bytes = step.bytes, .stage = s,
+                               .micro_batch = p.micro_batch, .phase = p.phase, .role = CollectiveRole::parameters};
+              const std::vector<int> group = reduce_group(t, j);
+              for (int q : group)
+                c.group.push_back(device(s, q));
+              const TaskId id = g.add_collective(std::move(c));
+              TaskId& chain = gather_chain[static_cast<std::size_t>((s * tp + t) * groups + j)];
+              if (chain != no_task)
+                g.add_dependency(chain, id);
+              chain = id;
+              for (int q : group) {
+                const auto dev = static_cast<std::size_t>(device(s, q));
+                if (at_previous_gather[dev] != no_task)
+                  g.add_dependency(at_previous_gather[dev], id);
+                at_previous_gather[dev] = last[dev];
+                pending_gather[dev] = id;
+              }
+            }
+          break;
+        case Step::Kind::ring: {
+          // Ring attention: chunk 0 on the GPU's own K/V; before chunk j it receives the block the
+          // GPU before it in the cp ring received at step j - 1 (its own block at step 1).
+          auto ring_next = [&](int q, int by) {
+            const int r = q / tp, t = q % tp;
+            const int c = r % cp;
+            return ((r - c + (c + by + cp) % cp) * tp) + t;
+          };
+          std::vector<TaskId> incoming(static_cast<std::size_t>(members), no_task);
+          std::vector<TaskId> before_ring(static_cast<std::size_t>(members), no_task);
+          const double share = 1.0 / cp;
           for (int q = 0; q < members; ++q) {
-            const TaskId id = g.add_compute({.device = device(s, q), .phase = p.phase, .stage = s,
-                                             .micro_batch = p.micro_batch, .samples = plan.micro_batch_size,
-                                             .layer_begin = static_cast<std::uint32_t>(step.begin),
-                                             .layer_end = static_cast<std::uint32_t>(step.end)});
-            TaskId& before = last[static_cast<std::size_t>(device(s, q))];
-            if (before != no_task && g.kind(before) == TaskKind::collective)
-              g.add_dependency(before, id);  // the stream order covers a compute predecessor
-            before = id;
-            pass(s, q, p.micro_batch, p.phase).push_back(id);
+            before_ring[static_cast<std::size_t>(q)] = last[static_cast<std::size_t>(device(s, q))];
+            add_compute(s, q, p, step.begin, step.end, share);
           }
+          for (int j = 1; j < cp; ++j) {
+            std::vector<TaskId> arrived(static_cast<std::size_t>(members), no_task);
+            for (int q = 0; q < members; ++q) {
+              const int next = ring_next(q, 1);
+              const TaskId x = g.add_transfer({.src = device(s, q), .dst = device(s, next), .bytes = step.bytes / cp,
+                                               .phase = p.phase, .stage = s, .micro_batch = p.micro_batch,
+                                               .kind = TransferKind::context, .server = j});
+              const TaskId wait = j == 1 ? before_ring[static_cast<std::size_t>(q)] : incoming[static_cast<std::size_t>(q)];
+              if (wait != no_task)
+                g.add_dependency(wait, x);
+              arrived[static_cast<std::size_t>(next)] = x;
+            }
+            for (int q = 0; q < members; ++q)
+              g.add_dependency(arrived[static_cast<std::size_t>(q)], add_compute(s, q, p, step.begin, step.end, share));
+            incoming = std::move(arrived);
+          }
+          break;
+        }
+        case Step::Kind::compute:
+          for (int q = 0; q < members; ++q)
+            add_compute(s, q, p, step.begin, step.end, 1.0);
           break;
         }
       }
@@ -216,37 +361,52 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       }
   }
 
-  // Flush: per chunk and tensor rank, all-reduce the gradients across replicas, then step the optimizer.
+  // Flush: per chunk and tensor rank, reduce the gradients across replicas (unless buckets did),
+  // step the optimizer (on its shard with ZeRO), then with ZeRO 1 and 2 gather the parameters.
+  const double optimizer_share = plan.zero > 0 ? 1.0 / shard : 1.0;
   for (int s = 0; s < chunks; ++s) {
     const auto& stage = plan.stages[static_cast<std::size_t>(s)];
     for (int t = 0; t < tp; ++t) {
       const std::vector<TaskId>& buckets = bucket_tasks[static_cast<std::size_t>(s * tp + t)];
       const bool bucketed = dp > 1 && !buckets.empty();
-      TaskId reduced = no_task;
+      std::vector<TaskId> reduced;
       if (dp > 1 && !bucketed) {
-        CollectiveTask ar{.kind = CollectiveKind::all_reduce, .algorithm = plan.dp_algorithm,
-                          .fidelity = plan.dp_fidelity, .group = {}, .bytes = stage.gradient_bytes, .stage = s};
+        // One reduction after the last backward: it waits for every member's program.
+        const Step flush{Step::Kind::bucket, 0, 0,
+                         plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                         stage.gradient_bytes};
+        const PipelinePass p{Phase::backward, -1, s};
         for (int q : dp_group(t))
-          ar.group.push_back(device(s, q));
-        reduced = g.add_collective(std::move(ar));
-        for (int q : dp_group(t))
-          g.add_dependency(last[static_cast<std::size_t>(device(s, q))], reduced);
+          if (last[static_cast<std::size_t>(device(s, q))] == no_task)
+            throw std::invalid_argument("a stage without tasks");
+        reduced = reduce_gradients(s, t, p, flush);
       }
       if (!plan.optimizer_step)
         continue;
+      std::vector<TaskId> steps;
       for (int q : dp_group(t)) {
         TaskId opt = g.add_compute({.device = device(s, q), .phase = Phase::optimizer, .stage = s,
                                     .micro_batch = -1, .samples = 0,
                                     .layer_begin = static_cast<std::uint32_t>(stage.layers.begin),
-                                    .layer_end = static_cast<std::uint32_t>(stage.layers.end)});
-        if (bucketed)
-          for (TaskId bucket : buckets)
-            g.add_dependency(bucket, opt);  // the stream order covers the backward
-        else if (reduced != no_task)
-          g.add_dependency(reduced, opt);
-        else if (g.kind(last[static_cast<std::size_t>(device(s, q))]) == TaskKind::collective)
+                                    .layer_end = static_cast<std::uint32_t>(stage.layers.end),
+                                    .share = optimizer_share});
+        for (TaskId before : bucketed ? buckets : reduced)
+          g.add_dependency(before, opt);  // the stream order covers the backward
+        if (!bucketed && reduced.empty() && g.kind(last[static_cast<std::size_t>(device(s, q))]) == TaskKind::collective)
           g.add_dependency(last[static_cast<std::size_t>(device(s, q))], opt);
+        steps.push_back(opt);
       }
+      if (dp > 1 && (plan.zero == 1 || plan.zero == 2))
+        for (int j = 0; j < groups; ++j) {
+          CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
+                           .fidelity = plan.dp_fidelity, .group = {}, .bytes = stage.gradient_bytes, .stage = s,
+                           .micro_batch = -1, .phase = Phase::optimizer, .role = CollectiveRole::parameters};
+          for (int q : reduce_group(t, j))
+            c.group.push_back(device(s, q));
+          const TaskId id = g.add_collective(std::move(c));
+          for (int r = j * shard; r < (j + 1) * shard; ++r)
+            g.add_dependency(steps[static_cast<std::size_t>(r)], id);
+        }
     }
   }
   return g;
@@ -331,6 +491,10 @@ TaskGraph build_schedule(const PipelinePlan& plan)
   if (plan.stages.empty() || plan.dp < 1 || plan.tp < 1 || plan.micro_batches < 1 || plan.micro_batch_size < 1 ||
       plan.virtual_stages < 1)
     throw std::invalid_argument("a pipeline plan needs >= 1 stage, replica, micro-batch, sample and chunk");
+  if (plan.cp < 1 || plan.dp % plan.cp != 0)
+    throw std::invalid_argument("cp must divide the replicas (dp x cp)");
+  if (plan.zero < 0 || plan.zero > 3 || (plan.zero > 0 && (plan.shard < 1 || plan.dp % plan.shard != 0)))
+    throw std::invalid_argument("ZeRO stage must be 0-3 with a shard group dividing the replicas");
   if (plan.stages.size() % static_cast<std::size_t>(plan.virtual_stages) != 0)
     throw std::invalid_argument("the number of model chunks must be a multiple of virtual_stages");
   if (plan.schedule != ScheduleKind::interleaved && plan.virtual_stages != 1)

@@ -92,6 +92,29 @@ struct TpCollective {
   Phase phase = Phase::forward;
   CollectiveKind kind = CollectiveKind::all_reduce;
   double bytes_per_sample = 0;  ///< full buffer per sample
+  /// true: it precedes the layer instead (in forward before the layer runs, in backward before its
+  /// backward): sequence parallelism's all-gathers of the input of a column layer and of the output
+  /// gradient of a row layer
+  bool before = false;
+};
+
+/// A unit of ZeRO stage 3 (FSDP's wrapped module, here a block): layers [begin, end) whose
+/// parameters are all-gathered before the unit's forward and again before its backward (the next
+/// unit's gather prefetched while this one computes), and whose gradients are reduce-scattered after
+/// its backward.
+struct ShardUnit {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  double bytes = 0;  ///< the unit's parameters on one tensor-parallel rank, unsharded
+};
+
+/// An attention layer under context parallelism (ring attention, as Megatron-Core's CP and
+/// torchtitan): the layer runs in cp chunks of 1/cp of its work; before chunk j a GPU receives the
+/// K/V block of the GPU j places before it in the cp ring (forward), and K/V with their gradients
+/// (backward), so the ring's transfers overlap the attention compute.
+struct RingAttention {
+  std::size_t layer = 0;
+  double kv_bytes_per_sample = 0;  ///< K and V of the whole sequence on one tensor-parallel rank
 };
 
 struct StagePlan {
@@ -105,12 +128,31 @@ struct StagePlan {
   std::vector<GradientBucket> buckets;
   /// Tensor-parallel collectives (tp > 1), in increasing layer order.
   std::vector<TpCollective> tp_collectives;
+  /// ZeRO stage 3: the units, in increasing layer order, covering the stage.
+  std::vector<ShardUnit> units;
+  /// Context parallelism (cp > 1): the attention layers.
+  std::vector<RingAttention> rings;
 };
 
 struct PipelinePlan {
   ScheduleKind schedule = ScheduleKind::gpipe;
   int virtual_stages = 1;     ///< v: model chunks per device (interleaved); stages holds pp x v chunks
+  /// Replicas of each stage that hold the same weights: data-parallel x context-parallel ranks.
+  /// Replica r is context rank r mod cp of data rank r / cp (a cp group is contiguous, as Megatron's
+  /// order tp-cp-dp-pp); gradients are reduced over all dp x cp replicas.
   int dp = 1;
+  int cp = 1;                 ///< context-parallel ranks sharing each sequence (a divisor of dp)
+  /// Sharded data parallelism (ZeRO) over groups of `shard` consecutive replicas (all dp x cp, or
+  /// fewer: hybrid sharding, with an all-reduce of each shard across the groups):
+  ///   0  gradients all-reduced (bucketed in the last backward pass), every replica steps the optimizer
+  ///   1  gradients reduce-scattered in the last backward pass, the optimizer steps its shard, then the
+  ///      parameters are all-gathered (Megatron's distributed optimizer)
+  ///   2  as 1, but the gradients are reduce-scattered after every micro-batch's backward (FSDP
+  ///      SHARD_GRAD_OP, DeepSpeed ZeRO-2)
+  ///   3  as 2, and each unit's parameters are all-gathered before its forward and its backward
+  ///      (FSDP FULL_SHARD, ZeRO-3); no gather after the step
+  int zero = 0;
+  int shard = 1;
   int tp = 1;                 ///< tensor-parallel GPUs per stage and replica (P_r of the grid)
   int micro_batches = 1;      ///< M, per replica and iteration
   int micro_batch_size = 1;   ///< samples per micro-batch
@@ -129,8 +171,9 @@ struct PipelinePlan {
 };
 
 /// Builds the iteration's TaskGraph. Throws std::invalid_argument on an empty plan, sizes < 1, a
-/// chunk count not divisible by virtual_stages, M not divisible by pp for interleaving, or a sync
-/// point or bucket outside its stage.
+/// chunk count not divisible by virtual_stages, M not divisible by pp for interleaving, cp or the
+/// shard group not dividing dp, a ZeRO stage outside 0-3, or a sync point, bucket, unit or ring
+/// outside its stage.
 TaskGraph build_schedule(const PipelinePlan& plan);
 
 }  // namespace ddlsim::sim

@@ -81,6 +81,9 @@ std::string TaskGraph::label(TaskId id) const
       return "push w" + std::to_string(t.stage) + "->ps" + std::to_string(t.server) + " it" + std::to_string(t.micro_batch);
     if (t.kind == TransferKind::pull)
       return "pull ps" + std::to_string(t.server) + "->w" + std::to_string(t.stage) + " it" + std::to_string(t.micro_batch);
+    if (t.kind == TransferKind::context)
+      return std::string(t.phase == Phase::forward ? "cp kv" : "cp dkv") + " s" + std::to_string(t.stage) + " mb" +
+             std::to_string(t.micro_batch) + " step" + std::to_string(t.server);
     int to = t.phase == Phase::forward ? t.stage + 1 : t.stage - 1;
     return std::string(t.phase == Phase::forward ? "act" : "grad") + " s" + std::to_string(t.stage) + "->s" +
            std::to_string(to) + " mb" + std::to_string(t.micro_batch);
@@ -94,8 +97,12 @@ std::string TaskGraph::label(TaskId id) const
     case CollectiveRole::tensor_parallel:
       return "tp " + std::string(collective_kind_table.name(c.kind)) + where;
     case CollectiveRole::barrier: return "barrier ps" + std::to_string(c.stage);
+    case CollectiveRole::parameters: return "zero param all_gather" + where;
     case CollectiveRole::gradients: break;
     }
+    if (c.kind == CollectiveKind::reduce_scatter)
+      return "zero grad reduce_scatter s" + std::to_string(c.stage) +
+             (c.micro_batch >= 0 ? " mb" + std::to_string(c.micro_batch) : std::string());
     return "grad allreduce s" + std::to_string(c.stage);
   }
   }

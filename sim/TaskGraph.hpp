@@ -30,7 +30,7 @@ enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatte
 enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical };
 enum class CollectiveFidelity : std::uint8_t { flow, analytic };
 /// What a collective is for (timeline names and link-class accounting).
-enum class CollectiveRole : std::uint8_t { gradients, sync_batch_norm, tensor_parallel, barrier };
+enum class CollectiveRole : std::uint8_t { gradients, sync_batch_norm, tensor_parallel, barrier, parameters };
 
 inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"forward", Phase::forward, "forward pass of a micro-batch"},
@@ -71,7 +71,9 @@ struct ComputeTask {
   bool on_stream = true;
 };
 
-enum class TransferKind : std::uint8_t { activation, push, pull };
+/// activation: pipeline activations and their gradients; push/pull: parameter-server traffic;
+/// context: a ring-attention step passing K/V blocks (and their gradients) inside a cp group.
+enum class TransferKind : std::uint8_t { activation, push, pull, context };
 
 struct TransferTask {
   int src = 0;

@@ -7,6 +7,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
 using namespace ddlsim;
 using namespace ddlsim::models;
 
@@ -100,4 +104,57 @@ TEST_CASE("workspace is the largest layer's scratch plus gradient buffers, per m
   // The stem's 7x7 convolution lowers 3 x 49 x 112 x 112 input columns; its gradients are 3x224x224 + 64x112x112.
   const double stem = (3.0 * 49 * 112 * 112 + 3.0 * 224 * 224 + 64.0 * 112 * 112) * 4;
   CHECK(one.stage({0, 1}, 1).workspace >= stem);
+}
+
+TEST_CASE("ZeRO stages reproduce the ZeRO paper's example: 7.5B parameters on 64 GPUs")
+{
+  // Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, N_d = 64, K = 12 (mixed-precision Adam):
+  // baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB (decimal gigabytes, rounded).
+  const double psi = 7.5e9;
+  const std::vector<double> paper = {120e9, 31.4e9, 16.6e9, 1.9e9};
+  for (int stage = 0; stage <= 3; ++stage) {
+    CAPTURE(stage);
+    const double bytes = training_state(psi, Dtype::bf16, Optimizer::adam, stage, 64).total();
+    CHECK(std::abs(bytes - paper[static_cast<std::size_t>(stage)]) <= 0.05e9);
+  }
+  // A model of that size through the stage memory model: the same three terms.
+  ModelBuilder b("zero", TensorShape::sequence(1, 1));
+  b.custom({b.input()}, {.parameters = psi, .forward_flop = 1, .output_elements = 1}, "weights");
+  const Model m = b.build();
+  double previous = 1e300;
+  const double base_workspace =
+      StageMemoryModel(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam}, 1).stage({0, 1}, 1).workspace;
+  for (int stage = 0; stage <= 3; ++stage) {
+    const MemoryBreakdown mem =
+        StageMemoryModel(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam, .zero = stage, .shard = 64}, 1)
+            .stage({0, 1}, 1);
+    const double state = mem.weights + mem.gradients + mem.optimizer_state;
+    CHECK(state == doctest::Approx(training_state(psi, Dtype::bf16, Optimizer::adam, stage, 64).total()));
+    CHECK(state < previous);
+    previous = state;
+    // Buffers: stage 2 the largest block's unsharded gradients, stage 3 also its gathered weights and
+    // the next block's (here the model is one block of 7.5B parameters, 2 bytes each).
+    const double buffers = stage == 2 ? 2 * psi : stage == 3 ? 3 * 2 * psi : 0;
+    CHECK(mem.workspace == doctest::Approx(base_workspace + buffers));
+  }
+  CHECK_THROWS_AS(training_state(psi, Dtype::bf16, Optimizer::adam, 4, 64), std::invalid_argument);
+}
+
+TEST_CASE("sequence parallelism and context parallelism divide a GPT layer's activations (Korthikanti et al.)")
+{
+  const double s = 1024, h = 1024, a = 16, t = 4;
+  const Model m = make_gpt({.name = "g", .layers = 4, .hidden = 1024, .heads = 16, .seq = 1024, .vocab = 32000});
+  auto per_layer = [&](int tp, bool sp, int cp) {
+    return StageMemoryModel(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam, .tp = tp,
+                                .sequence_parallel = sp, .cp = cp},
+                            1)
+               .stage({2, 3}, 1)
+               .activations;
+  };
+  // Korthikanti et al. 2022, Table 2: tensor parallelism s h (10 + 24/t) + 5 a s^2 / t bytes per layer
+  // and sample; with sequence parallelism s h 34/t + 5 a s^2 / t.
+  CHECK(per_layer(4, false, 1) == doctest::Approx(s * h * (10 + 24 / t) + 5 * a * s * s / t));
+  CHECK(per_layer(4, true, 1) == doctest::Approx(s * h * 34 / t + 5 * a * s * s / t));
+  // Context parallelism: each GPU keeps its s / cp tokens of everything.
+  CHECK(per_layer(1, false, 4) == doctest::Approx((34 * s * h + 5 * a * s * s) / 4));
 }

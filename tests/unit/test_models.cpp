@@ -8,6 +8,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
 
 using namespace ddlsim;
 using namespace ddlsim::models;
@@ -285,4 +288,99 @@ TEST_CASE("bad model files name the file, line and key")
         std::string::npos);
   CHECK(diagnostics_of("name: x\ngpt: {layers: 2, hidden: 64, heads: 4, seq: 8}\nvgg: {depth: 16}\n")
             .find("give one of") != std::string::npos);
+}
+
+TEST_CASE("the Llama zoo has Hugging Face's exact parameter counts and context lengths")
+{
+  // Counts of the models' Hugging Face checkpoints (safetensors metadata, config.json).
+  const std::vector<std::tuple<const char*, double, double>> zoo = {
+      {"llama2-7b", 6'738'415'616, 4096},    {"llama2-13b", 13'015'864'320, 4096},
+      {"llama2-70b", 68'976'648'192, 4096},  {"llama3-8b", 8'030'261'248, 8192},
+      {"llama3-70b", 70'553'706'496, 8192},  {"llama3.1-405b", 405'853'388'800, 8192},
+  };
+  for (const auto& [name, params, seq] : zoo) {
+    CAPTURE(name);
+    const Model m = load_model(name);
+    CHECK(m.parameter_count() == params);
+    CHECK(m.input_shape().tokens == seq);
+    CHECK(m.has(LayerKind::rms_norm));
+    CHECK_FALSE(m.has(LayerKind::layer_norm));
+  }
+}
+
+TEST_CASE("a Llama layer: grouped-query QKV, RoPE, SwiGLU and RMSNorm without biases")
+{
+  // Llama 3 8B's shape, 2 layers: a = 32 query heads, kv = 8, d = 128, f = 14336.
+  const double h = 4096, a = 32, kv = 8, d = 128, f = 14336, s = 1024;
+  const Model m = make_llama({.name = "l", .layers = 2, .hidden = 4096, .heads = 32, .kv_heads = 8,
+                              .ffn_hidden = 14336, .seq = 1024, .vocab = 128256});
+  const Block& layer = m.blocks()[1];
+  double params = 0;
+  bool rope = false, swiglu = false;
+  for (std::size_t i = layer.layers.begin; i < layer.layers.end; ++i) {
+    const Layer& l = m.layers()[i];
+    params += l.parameters;
+    if (l.name == "layer0.qkv") {
+      CHECK(l.kernels.front().gemm.n == (a + 2 * kv) * d);  // K and V at kv heads
+      CHECK(l.kernels.front().gemm.k == h);
+      CHECK(l.tp == TpRole::column);
+    }
+    if (l.kind == LayerKind::rotary) {
+      rope = true;
+      CHECK(l.parameters == 0);
+      CHECK(l.kernels.front().forward_sample_elements == 2 * s * (a + kv) * d);  // Q and K read and written
+    }
+    if (l.kind == LayerKind::swiglu) {
+      swiglu = true;
+      CHECK(l.output.features == f);
+    }
+    if (l.kind == LayerKind::attention) {
+      CHECK(l.heads == 32);
+      CHECK(l.kv_heads == 8);
+      CHECK(l.stashed_elements == 0);  // FlashAttention keeps no s x s tensor
+    }
+  }
+  CHECK(rope);
+  CHECK(swiglu);
+  // q, o: h^2 each; k, v: h x kv d each; gate, up, down: h f each; two RMSNorm scales of h.
+  CHECK(params == 2 * h * h + 2 * h * kv * d + 3 * h * f + 2 * h);
+  // Untied: embedding and LM head both vocab x h.
+  CHECK(m.parameter_count() == 2 * params + 2 * 128256 * h + h);
+  CHECK_THROWS_AS(make_llama({.name = "bad", .heads = 32, .kv_heads = 12}), std::invalid_argument);
+}
+
+TEST_CASE("FlashAttention: the eager core's flop, half with a causal mask, QK^T recomputed in backward")
+{
+  const double s = 2048, a = 16, d = 64;
+  auto core = [&](AttentionKind kind, bool causal) {
+    ModelBuilder b("t", TensorShape::sequence(s, 3 * a * d));
+    b.attention(b.input(), {.heads = 16, .kv_heads = 16, .kind = kind, .causal = causal}, "attention");
+    return b.build().layers().front();
+  };
+  const Layer eager = core(AttentionKind::eager, true);
+  const Layer flash = core(AttentionKind::flash, false);
+  const Layer causal = core(AttentionKind::flash, true);
+  const double gemms = 2 * (2 * a * s * s * d);  // QK^T and PV
+  CHECK(flash.forward_flop() == gemms);
+  CHECK(flash.backward_flop() == 2.5 * gemms);  // dV, dP, dQ, dK and QK^T again (Dao 2023)
+  CHECK(causal.forward_flop() == gemms / 2);
+  CHECK(causal.backward_flop() == 2.5 * gemms / 2);
+  CHECK(eager.forward_flop() > gemms);  // plus the softmax over the whole square
+  CHECK(eager.stashed_elements == a * s * s);
+  CHECK(flash.stashed_mask_bytes == 4 * a * s);  // one fp32 log-sum-exp per head and row
+}
+
+TEST_CASE("a run's sequence length and attention kernel rebuild the model")
+{
+  const Model base = load_model("llama3-8b");
+  const Model longer = load_model("llama3-8b", {.seq = 131072, .attention = AttentionKind::eager});
+  CHECK(longer.input_shape().tokens == 131072);
+  CHECK(longer.parameter_count() == base.parameter_count());  // RoPE: no position table to grow
+  bool eager = false;
+  for (const Layer& l : longer.layers())
+    eager = eager || (l.kind == LayerKind::attention && l.stashed_elements > 0);
+  CHECK(eager);
+  // A learned position table grows with the sequence: GPT-2's 1,024 rows become 2,048.
+  const Model gpt = load_model("gpt2-small", {.seq = 2048});
+  CHECK(gpt.parameter_count() - load_model("gpt2-small").parameter_count() == 1024.0 * 768);
 }

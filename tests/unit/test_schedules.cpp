@@ -2,7 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 #include <stdexcept>
 #include <tuple>
 
@@ -193,4 +196,145 @@ TEST_CASE("interleaved order: every chunk and micro-batch once per phase, chunks
       const auto& t = g.transfer(id);
       CHECK(t.dst == (t.src + (t.phase == Phase::forward ? 1 : 3)) % 4);
     }
+}
+
+namespace {
+// Bytes and counts of a graph's collectives by kind and role.
+struct Volumes {
+  std::map<std::pair<CollectiveKind, CollectiveRole>, int> count;
+  std::map<std::pair<CollectiveKind, CollectiveRole>, double> bytes;
+};
+Volumes volumes(const TaskGraph& g)
+{
+  Volumes v;
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == TaskKind::collective) {
+      const auto& c = g.collective(id);
+      v.count[{c.kind, c.role}] += 1;
+      v.bytes[{c.kind, c.role}] += c.bytes;
+    }
+  return v;
+}
+}  // namespace
+
+TEST_CASE("ZeRO stages move the collective volumes the frameworks move")
+{
+  // One stage of two layers (units of 3000 and 2000 bytes of parameters), 4 replicas, M = 3.
+  const double G = 5000;
+  const int M = 3;
+  auto zero_plan = [&](int stage) {
+    PipelinePlan p = plan(1, 4, M);
+    p.stages[0].layers = {0, 2};
+    p.stages[0].units = {{.begin = 0, .end = 1, .bytes = 3000}, {.begin = 1, .end = 2, .bytes = 2000}};
+    p.zero = stage;
+    p.shard = 4;
+    return p;
+  };
+  const auto AR = std::make_pair(CollectiveKind::all_reduce, CollectiveRole::gradients);
+  const auto RS = std::make_pair(CollectiveKind::reduce_scatter, CollectiveRole::gradients);
+  const auto AG = std::make_pair(CollectiveKind::all_gather, CollectiveRole::parameters);
+  // Stage 0 (DDP): one all-reduce of the gradients.
+  Volumes v = volumes(build_schedule(zero_plan(0)));
+  CHECK(v.count[AR] == 1);
+  CHECK(v.bytes[AR] == G);
+  CHECK(v.count.size() == 1);
+  // Stage 1 (distributed optimizer): reduce-scatter once, all-gather the parameters after the step.
+  v = volumes(build_schedule(zero_plan(1)));
+  CHECK(v.bytes[RS] == G);
+  CHECK(v.bytes[AG] == G);
+  CHECK(v.count[AR] == 0);
+  // Stage 2: the gradients of every micro-batch reduce-scattered; one gather after the step.
+  v = volumes(build_schedule(zero_plan(2)));
+  CHECK(v.bytes[RS] == M * G);
+  CHECK(v.bytes[AG] == G);
+  // Stage 3: each unit gathered before every forward and backward, reduce-scattered after every
+  // backward; nothing after the step.
+  v = volumes(build_schedule(zero_plan(3)));
+  CHECK(v.bytes[AG] == 2 * M * G);
+  CHECK(v.count[AG] == 2 * M * 2);
+  CHECK(v.bytes[RS] == M * G);
+  // Every replica steps the optimizer on its quarter of the parameters.
+  const TaskGraph g = build_schedule(zero_plan(1));
+  int steps = 0;
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == TaskKind::compute && g.compute(id).phase == Phase::optimizer) {
+      ++steps;
+      CHECK(g.compute(id).share == 0.25);
+    }
+  CHECK(steps == 4);
+  // Hybrid sharding (shard inside groups of 2, replicate across the 2 groups): a reduce-scatter in
+  // each group, then each half all-reduced across the groups.
+  PipelinePlan hybrid = zero_plan(1);
+  hybrid.shard = 2;
+  v = volumes(build_schedule(hybrid));
+  CHECK(v.count[RS] == 2);
+  CHECK(v.bytes[RS] == 2 * G);
+  CHECK(v.count[AR] == 2);
+  CHECK(v.bytes[AR] == 2 * G / 2);
+  hybrid.shard = 3;
+  CHECK_THROWS_AS(build_schedule(hybrid), std::invalid_argument);
+}
+
+TEST_CASE("ZeRO-3 gathers are prefetched: a unit's gather waits for the compute two units back, not the last")
+{
+  PipelinePlan p = plan(1, 2, 1);
+  p.stages[0].layers = {0, 3};
+  p.stages[0].units = {{.begin = 0, .end = 1, .bytes = 10}, {.begin = 1, .end = 2, .bytes = 10}, {.begin = 2, .end = 3, .bytes = 10}};
+  p.zero = 3;
+  p.shard = 2;
+  const TaskGraph g = build_schedule(p);
+  // Device 0's forward: gather u0, F(u0), gather u1, F(u1), gather u2, F(u2). The gather of u2 must not
+  // wait for F(u1) (it runs while u1 computes) but for F(u0).
+  std::vector<TaskId> gathers, forwards;
+  for (TaskId id = 0; id < g.size(); ++id) {
+    if (g.kind(id) == TaskKind::collective && g.collective(id).role == CollectiveRole::parameters &&
+        g.collective(id).phase == Phase::forward)
+      gathers.push_back(id);
+    if (g.kind(id) == TaskKind::compute && g.compute(id).device == 0 && g.compute(id).phase == Phase::forward)
+      forwards.push_back(id);
+  }
+  REQUIRE(gathers.size() == 3);
+  REQUIRE(forwards.size() == 3);
+  auto waits_for = [&](TaskId before, TaskId after) {
+    const auto& s = g.successors(before);
+    return std::find(s.begin(), s.end(), after) != s.end();
+  };
+  for (int u = 0; u < 3; ++u)
+    CHECK(waits_for(gathers[static_cast<std::size_t>(u)], forwards[static_cast<std::size_t>(u)]));
+  CHECK(waits_for(forwards[0], gathers[2]));
+  CHECK_FALSE(waits_for(forwards[1], gathers[2]));
+  CHECK(waits_for(gathers[1], gathers[2]));  // one gather stream
+}
+
+TEST_CASE("ring attention: cp chunks per attention layer and cp - 1 K/V steps around each cp group")
+{
+  // 2 data ranks x cp 4 = 8 replicas; layer 1 is the attention layer, 1000 bytes of K/V per sample.
+  const int cp = 4, M = 2;
+  PipelinePlan p = plan(1, 8, M);
+  p.cp = cp;
+  p.stages[0].layers = {0, 3};
+  p.stages[0].rings = {{.layer = 1, .kv_bytes_per_sample = 1000}};
+  const TaskGraph g = build_schedule(p);
+  int forward_steps = 0, backward_steps = 0, chunks = 0;
+  for (TaskId id = 0; id < g.size(); ++id) {
+    if (g.kind(id) == TaskKind::transfer) {
+      const auto& x = g.transfer(id);
+      CHECK(x.kind == TransferKind::context);
+      CHECK(x.dst / cp == x.src / cp);       // inside one cp group
+      CHECK(x.dst == (x.src / cp) * cp + (x.src % cp + 1) % cp);  // to the next rank of the ring
+      // A step carries 1/cp of the sequence's K/V (micro-batch of 2): forward K and V, backward
+      // K, V and their gradients.
+      (x.phase == Phase::forward ? forward_steps : backward_steps) += 1;
+      CHECK(x.bytes == (x.phase == Phase::forward ? 1 : 2) * 1000.0 * 2 / cp);
+    }
+    if (g.kind(id) == TaskKind::compute && g.compute(id).layer_begin == 1 && g.compute(id).layer_end == 2) {
+      ++chunks;
+      CHECK(g.compute(id).share == 0.25);
+    }
+  }
+  CHECK(forward_steps == 8 * (cp - 1) * M);
+  CHECK(backward_steps == 8 * (cp - 1) * M);
+  CHECK(chunks == 8 * cp * M * 2);
+  p.cp = 3;
+  CHECK_THROWS_AS(build_schedule(p), std::invalid_argument);
 }
