@@ -370,7 +370,15 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   const auto seconds = sim::compute_durations(
       g.graph, model, cost, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
   const sim::ReplayResult result = sim::replay(g.graph, point.cluster, seconds, options.replay);
-  fill_timing_columns(row, point, result, ps.iterations);
+  // Throughput credits each worker with its own pace, and each GPU is timed over its own run
+  // (ParameterServer.hpp): the makespan would time every worker at the straggler's pace.
+  const sim::PsThroughput rate = sim::ps_throughput(plan, g, result.timings);
+  sim::ReplayResult own_runs;
+  own_runs.makespan_s = ps.iterations * rate.iteration_time_s;
+  own_runs.devices = sim::ps_device_stats(plan, g, result.timings, result.devices, rate);
+  own_runs.activities = result.activities;
+  own_runs.wall_time_s = result.wall_time_s;
+  fill_timing_columns(row, point, own_runs, ps.iterations);
   const sim::StalenessStats staleness = sim::observed_staleness(plan, g, result.timings);
   row.set("staleness_max", staleness.max);
   row.set("staleness_mean", staleness.mean);

@@ -15,6 +15,18 @@ TaskId add_exchange(TaskGraph& g, const TransferTask& t)
                              .role = CollectiveRole::barrier});
   return g.add_transfer(t);
 }
+
+// Index of (iteration k, worker w, server j) in PsGraph::updates and PsGraph::pulls.
+std::size_t slot(const PsPlan& plan, int k, int w, int j)
+{
+  return static_cast<std::size_t>((k * plan.workers + w) * plan.servers + j);
+}
+
+// When the last pull (iteration K - 1) of worker w from server j ended.
+double last_pull_end(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings, int w, int j)
+{
+  return timings[g.pulls[slot(plan, plan.iterations - 1, w, j)]].end_s;
+}
 }  // namespace
 
 PsGraph build_parameter_server(const PsPlan& plan)
@@ -29,7 +41,6 @@ PsGraph build_parameter_server(const PsPlan& plan)
   PsGraph out;
   out.graph = TaskGraph(plan.devices);
   TaskGraph& g = out.graph;
-  auto index = [&](int k, int w, int j) { return static_cast<std::size_t>((k * W + w) * S + j); };
   out.updates.assign(static_cast<std::size_t>(K * W * S), 0);
   out.pulls.assign(static_cast<std::size_t>(K * W * S), 0);
   const double shard = 1.0 / S;
@@ -51,7 +62,7 @@ PsGraph build_parameter_server(const PsPlan& plan)
         }
       if (k > 0)  // the next iteration reads the pulled weights
         for (int j = 0; j < S; ++j)
-          g.add_dependency(out.pulls[index(k - 1, w, j)], first);
+          g.add_dependency(out.pulls[slot(plan, k - 1, w, j)], first);
       for (int j = 0; j < S; ++j) {
         const TaskId push = add_exchange(g, {.src = w, .dst = plan.server_devices[static_cast<std::size_t>(j)],
                                             .bytes = plan.gradient_bytes * shard, .phase = Phase::backward,
@@ -60,8 +71,8 @@ PsGraph build_parameter_server(const PsPlan& plan)
         pushes[static_cast<std::size_t>(w)].push_back(push);
       }
     }
-    // Servers apply every push as it arrives: updates are not ordered on a stream, and updates that
-    // overlap share the server's GPU (SimGrid shares a host between concurrent Execs).
+    // Servers apply the pushes one at a time as they arrive: off the stream, on the server GPU's
+    // arrival queue, so that an early push never waits for a late one of the same iteration.
     for (int w = 0; w < W; ++w)
       for (int j = 0; j < S; ++j) {
         const TaskId update = g.add_compute({.device = plan.server_devices[static_cast<std::size_t>(j)],
@@ -69,7 +80,7 @@ PsGraph build_parameter_server(const PsPlan& plan)
                                              .layer_begin = begin, .layer_end = end, .share = shard,
                                              .on_stream = false});
         g.add_dependency(pushes[static_cast<std::size_t>(w)][static_cast<std::size_t>(j)], update);
-        out.updates[index(k, w, j)] = update;
+        out.updates[slot(plan, k, w, j)] = update;
       }
     // Pulls: what each waits for is the consistency model.
     for (int j = 0; j < S; ++j) {
@@ -79,23 +90,68 @@ PsGraph build_parameter_server(const PsPlan& plan)
         barrier = g.add_collective({.group = {plan.server_devices[static_cast<std::size_t>(j)]}, .bytes = 0, .stage = j,
                                     .micro_batch = k, .role = CollectiveRole::barrier});
         for (int w = 0; w < W; ++w)
-          g.add_dependency(out.updates[index(k, w, j)], barrier);
+          g.add_dependency(out.updates[slot(plan, k, w, j)], barrier);
       }
       for (int w = 0; w < W; ++w) {
         const TaskId pull = add_exchange(g, {.src = plan.server_devices[static_cast<std::size_t>(j)], .dst = w,
                                             .bytes = plan.gradient_bytes * shard, .phase = Phase::forward,
                                             .stage = w, .micro_batch = k, .kind = TransferKind::pull, .server = j});
-        g.add_dependency(out.updates[index(k, w, j)], pull);  // its own update, in every model
+        g.add_dependency(out.updates[slot(plan, k, w, j)], pull);  // its own update, in every model
         if (plan.consistency == Consistency::bsp) {
           g.add_dependency(barrier, pull);
         } else if (plan.consistency == Consistency::ssp && k - plan.staleness >= 0) {
           for (int other = 0; other < W; ++other)
             if (other != w || plan.staleness > 0)
-              g.add_dependency(out.updates[index(k - plan.staleness, other, j)], pull);
+              g.add_dependency(out.updates[slot(plan, k - plan.staleness, other, j)], pull);
         }
-        out.pulls[index(k, w, j)] = pull;
+        out.pulls[slot(plan, k, w, j)] = pull;
       }
     }
+  }
+  return out;
+}
+
+PsThroughput ps_throughput(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings)
+{
+  const int W = plan.workers, S = plan.servers, K = plan.iterations;
+  PsThroughput x;
+  x.worker_time_s.assign(static_cast<std::size_t>(W), 0.0);
+  const double samples = static_cast<double>(plan.micro_batches) * plan.micro_batch_size;  // b
+  for (int w = 0; w < W; ++w) {
+    double& t = x.worker_time_s[static_cast<std::size_t>(w)];
+    for (int j = 0; j < S; ++j)
+      t = std::max(t, last_pull_end(plan, g, timings, w, j));
+    if (t > 0)
+      x.samples_per_s += K * samples / t;
+  }
+  x.iteration_time_s = x.samples_per_s > 0 ? W * samples / x.samples_per_s : 0.0;
+  return x;
+}
+
+std::vector<DeviceStats> ps_device_stats(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings,
+                                         const std::vector<DeviceStats>& devices, const PsThroughput& x)
+{
+  const int W = plan.workers, S = plan.servers, K = plan.iterations;
+  std::vector<double> run(devices.size(), 0.0);  // each GPU's own run
+  for (int w = 0; w < W; ++w)
+    run[static_cast<std::size_t>(w)] = x.worker_time_s[static_cast<std::size_t>(w)];
+  for (int j = 0; j < S; ++j) {
+    double& r = run[static_cast<std::size_t>(plan.server_devices[static_cast<std::size_t>(j)])];
+    for (int w = 0; w < W; ++w)
+      r = std::max(r, last_pull_end(plan, g, timings, w, j));
+  }
+  const double target = K * x.iteration_time_s;
+  std::vector<DeviceStats> out = devices;
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    DeviceStats& s = out[d];
+    if (run[d] <= 0)  // none of the plan's tasks: the whole replay (all idle)
+      run[d] = s.compute_s + s.exposed_comm_s + s.idle_s;
+    if (run[d] <= 0)
+      continue;
+    const double f = target / run[d];
+    s.idle_s = std::max(0.0, run[d] - s.compute_s - s.exposed_comm_s) * f;
+    s.compute_s *= f;
+    s.exposed_comm_s *= f;
   }
   return out;
 }
@@ -103,7 +159,6 @@ PsGraph build_parameter_server(const PsPlan& plan)
 StalenessStats observed_staleness(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings)
 {
   const int W = plan.workers, S = plan.servers, K = plan.iterations;
-  auto index = [&](int k, int w, int j) { return static_cast<std::size_t>((k * W + w) * S + j); };
   // A worker's updates on one server end in iteration order (update k+1 needs the pull after update
   // k), so the newest iteration of `other` that server has applied by time t is the number of its
   // updates ended by t, minus one. Per server, one pass over the updates and pulls in time order
@@ -123,8 +178,8 @@ StalenessStats observed_staleness(const PsPlan& plan, const PsGraph& g, const st
     events.reserve(static_cast<std::size_t>(2 * K * W));
     for (int k = 0; k < K; ++k)
       for (int w = 0; w < W; ++w) {
-        events.push_back({timings[g.updates[index(k, w, j)]].end_s, false, k, w});
-        events.push_back({timings[g.pulls[index(k, w, j)]].start_s, true, k, w});
+        events.push_back({timings[g.updates[slot(plan, k, w, j)]].end_s, false, k, w});
+        events.push_back({timings[g.pulls[slot(plan, k, w, j)]].start_s, true, k, w});
       }
     std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
       return a.time != b.time ? a.time < b.time : (a.pull != b.pull ? !a.pull : a.worker < b.worker);

@@ -25,7 +25,7 @@ public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
            const detail::Platform& platform)
       : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(platform.gpus),
-        remaining_(graph.size()), timings_(graph.size())
+        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count()))
   {
     for (TaskId id = 0; id < graph.size(); ++id)
       remaining_[id] = graph.dependency_count(id);
@@ -75,6 +75,13 @@ private:
     std::uint32_t member;  // the message's index for Kind::message
     sg4::ActivityPtr activity;
   };
+  // A device's arrival queue (off-stream compute): the task that holds it, and those waiting in the
+  // order they became ready.
+  struct ArrivalQueue {
+    bool busy = false;
+    TaskId holder = 0;
+    std::deque<TaskId> waiting;
+  };
   // A collective in flight at flow fidelity: its messages and how many waits each still has.
   struct Run {
     std::vector<Message> messages;
@@ -96,6 +103,15 @@ private:
 
   void launch(TaskId id)
   {
+    if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
+      ArrivalQueue& q = queues_[static_cast<std::size_t>(graph_.compute(id).device)];
+      if (q.busy && q.holder != id) {
+        q.waiting.push_back(id);
+        return;
+      }
+      q.busy = true;
+      q.holder = id;
+    }
     timings_[id].start_s = now();
     switch (graph_.kind(id)) {
     case TaskKind::compute: {
@@ -233,6 +249,16 @@ private:
   void finish(TaskId id)
   {
     timings_[id].end_s = now();
+    if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
+      // Hand the queue to the task that has waited longest: it launches before anything readied now.
+      ArrivalQueue& q = queues_[static_cast<std::size_t>(graph_.compute(id).device)];
+      q.busy = !q.waiting.empty();
+      if (q.busy) {
+        q.holder = q.waiting.front();
+        q.waiting.pop_front();
+        ready_.push_front(q.holder);
+      }
+    }
     for (TaskId succ : graph_.successors(id))
       if (--remaining_[succ] == 0)
         ready_.push_back(succ);
@@ -244,6 +270,7 @@ private:
   const std::vector<sg4::Host*>& gpus_;
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
+  std::vector<ArrivalQueue> queues_;      // per device
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::deque<TaskId> ready_;
   std::vector<Record> records_;

@@ -2,7 +2,9 @@
 //
 // Every task becomes SimGrid activities created just in time, when its last dependency finishes
 // (creating them all up front with add_successor is quadratic in SimGrid 3.32):
-//   compute     one Exec on the device's host (one stream per GPU: the graph serialises them)
+//   compute     one Exec on the device's host (one stream per GPU: the graph serialises them);
+//               off-stream tasks wait for the device's arrival queue and run one at a time, in
+//               the order they became ready (ties: the order the replay readied them, deterministic)
 //   transfer    a timer for the route latency, then one Comm between the two GPU hosts
 //   collective  flow fidelity: decomposed into point-to-point messages (Collectives.hpp), each a
 //               latency timer then a Comm, so that collectives contend on links like any other

@@ -3,8 +3,10 @@
 // the real backends (later) execute the very same graph.
 //
 // Compute tasks run on their device's single compute stream in the order they were added (add_compute
-// makes each depend on the previous one of its device). Transfers and collectives run on their own
-// and only occupy links. Any task starts when all its dependencies have finished.
+// makes each depend on the previous one of its device). Compute tasks off the stream (on_stream =
+// false) run one at a time on the device's second queue, in the order they become ready. Transfers
+// and collectives run on their own and only occupy links. Any task starts when all its dependencies
+// have finished (an off-stream task also waits for its queue).
 //
 //   TaskGraph g(2);
 //   TaskId f0 = g.add_compute({.device = 0, .phase = Phase::forward, .stage = 0, .micro_batch = 0, .samples = 8});
@@ -66,8 +68,9 @@ struct ComputeTask {
   std::uint32_t layer_begin = 0; ///< layers [layer_begin, layer_end) of the model
   std::uint32_t layer_end = 0;
   double share = 1;              ///< fraction of that work (a parameter server's shard of the update)
-  /// false: not ordered on the device's stream; it runs as soon as its dependencies allow and shares
-  /// the GPU with whatever else runs (a parameter server applying pushes in arrival order)
+  /// false: not on the device's stream but on its arrival queue: such tasks run one at a time in
+  /// the order they become ready, beside the stream (sharing the GPU with it): a parameter server
+  /// applying pushes in arrival order
   bool on_stream = true;
 };
 

@@ -217,6 +217,14 @@ if len(ps_rows) == 3:
     checks += 1
     check(t["ssp:0"] == t["bsp"] and t["async"] >= t["bsp"] and float(ps_rows["bsp"]["staleness_max"]) == 0
           and float(ps_rows["async"]["staleness_max"]) >= 1, f"ps throughput {t}, async staleness {ps_rows['async']['staleness_max']}")
+    # Each GPU over its own run: compute + exposed + bubble still make up iteration_time_s, which is
+    # global_batch / throughput.
+    for k, r in ps_rows.items():
+        it = float(r["iteration_time_s"])
+        parts = float(r["compute_time_s"]) + float(r["exposed_comm_time_s"]) + float(r["bubble_fraction"]) * it
+        checks += 1
+        check(abs(parts - it) <= 1e-6 * it and abs(float(r["throughput_samples_per_s"]) * it - 448) <= 1e-6 * 448,
+              f"ps {k}: time decomposes ({parts} vs {it}), throughput = global_batch / time")
 for ps in ["{servers: 2, placement: colocated}", "{hosts: [0, 8], consistency: async}"]:
     rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
                        "--set", "model=resnet50", "--set", "parallelism.pp=1", "--set", "training.global_batch=512",
