@@ -84,6 +84,8 @@ results: build
 	  --global-batch 8192 -o docs/figures/microbatch_memory.png
 	$(BUILD)/bin/ddlsim run experiments/grid_shapes.yaml -o results/grid_shapes.csv -j $(JOBS) --quiet
 	$(PYTHON) plots/plot_grid.py results/grid_shapes.csv -o docs/figures/grid_shapes.png
+	$(BUILD)/bin/ddlsim run experiments/llama3_recipes.yaml -o results/llama3_recipes.csv -j $(JOBS) --quiet
+	$(PYTHON) plots/plot_recipes.py results/llama3_recipes.csv -o docs/figures/llama3_recipes.png
 	for e in parallelism_compare normalization sync_async; do \
 	  $(BUILD)/bin/ddlsim run experiments/$$e.yaml -o results/$$e.csv -j $(JOBS) --quiet || exit 1; done
 

@@ -402,6 +402,9 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
                             "gpt, llama and bert generators)");
   if (p.training.attention && !sequence_model)
     problem("training.attention", "model '" + p.model_label + "' has no attention layer");
+  if (par.sequence_parallel && !sequence_model)
+    problem("parallelism.sequence_parallel", "sequence parallelism splits a sequence: model '" + p.model_label +
+                                                 "' has no attention layer");
   if (par.cp > 1 && !sequence_model)
     problem("parallelism.cp", "context parallelism splits a sequence: model '" + p.model_label + "' has no attention layer");
   else if (par.cp > 1 && std::fmod(tokens, 2.0 * par.cp) != 0)

@@ -87,7 +87,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
       const double d = dtype_bytes(point.training.dtype);
       double bytes   = 0;
       for (std::size_t i = model.size(); i-- > 0;) {
-        bytes += model.held_parameters(i, all, tp) * d;
+        bytes += model.held_parameters(i, all, par.tp) * d;  // as gradient_buckets() sizes them: per tensor rank
         if (bytes >= par.dp_bucket) {
           buckets += 1;
           bytes = 0;

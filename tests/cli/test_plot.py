@@ -48,6 +48,7 @@ runs = {
     "plot_bm.py": ("gpipe_bm.yaml", ["--set", "sweep.parallelism.pp=[2,4]", "--set", "sweep.training.micro_batch=[4,8,16]"]),
     "plot_grid.py": ("grid_shapes.yaml", ["--set", "sweep.cluster=[dgx-a100x8]", "--set", "sweep.parallelism.tp=[1,2,4]"]),
     "plot_memory.py": ("gpipe_bm.yaml", ["--set", "sweep.parallelism.pp=[4]"]),
+    "plot_recipes.py": ("llama3_recipes.yaml", []),
 }
 for script, (experiment, sets) in runs.items():
     source = os.path.join(tmp, script + ".csv")
