@@ -1,6 +1,7 @@
 #include "common/DataPath.hpp"
 
 #include "common/Error.hpp"
+#include "common/Suggest.hpp"
 #include "ddlsim/config.hpp"
 
 #include <algorithm>
@@ -71,7 +72,8 @@ fs::path resolve_input_or_throw(const std::string& name_or_path, const std::stri
   if (auto path = resolve_input(name_or_path, shipped_subdir, {}))
     return *path;
   throw ConfigError("<command line>", 0, key,
-                    "unknown " + key + " '" + name_or_path + "' (shipped: " + shipped_names_text(shipped_subdir) +
+                    "unknown " + key + " '" + name_or_path + "'" + did_you_mean(name_or_path, shipped_names(shipped_subdir)) +
+                        " (shipped: " + shipped_names_text(shipped_subdir) +
                         "; or give a path to a YAML file)");
 }
 

@@ -1,5 +1,7 @@
 #include "common/YamlReader.hpp"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -108,6 +110,8 @@ std::string YamlMap::key_path(const std::string& key) const { return path_.empty
 
 YAML::Node YamlMap::node(const std::string& key)
 {
+  if (std::find(asked_.begin(), asked_.end(), key) == asked_.end())
+    asked_.push_back(key);
   auto it = entries_.find(key);
   if (it == entries_.end())
     return YAML::Node(YAML::NodeType::Undefined);
@@ -280,7 +284,8 @@ void YamlMap::check_unknown_keys()
 {
   for (const auto& [key, nodes] : entries_)
     if (!used_.count(key))
-      diags_->error(nodes.first, key_path(key), "unknown key", yaml_line(nodes.second));  // a swept key has no mark of its own
+      diags_->error(nodes.first, key_path(key), "unknown key" + did_you_mean(key, asked_),
+                    yaml_line(nodes.second));  // a swept key has no mark of its own
 }
 
 }  // namespace ddlsim

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "common/EnumTable.hpp"
+#include "common/Suggest.hpp"
 #include "common/Error.hpp"
 #include "common/Units.hpp"
 
@@ -104,7 +105,10 @@ public:
       return fallback;
     if (auto value = table.parse(*text))
       return *value;
-    report(key, "unknown value '" + *text + "' (expected one of: " + table.names() + ")");
+    std::vector<std::string> names;
+    for (const auto& e : table.entries)
+      names.emplace_back(e.name);
+    report(key, "unknown value '" + *text + "'" + did_you_mean(*text, names) + " (expected one of: " + table.names() + ")");
     return fallback;
   }
 
@@ -129,6 +133,7 @@ private:
   Diagnostics* diags_;
   std::map<std::string, std::pair<YAML::Node, YAML::Node>> entries_;  // key -> (key node, value node)
   std::set<std::string> used_;
+  std::vector<std::string> asked_;  // every key an accessor asked for, present or not (for "did you mean")
 };
 
 /// Loads a YAML file and reads its root mapping with `parse(YamlMap&)`; throws ConfigError with every

@@ -1,5 +1,7 @@
 #include "experiments/Constraint.hpp"
 
+#include "common/Suggest.hpp"
+
 #include <cctype>
 #include <cmath>
 #include <stdexcept>
@@ -158,10 +160,13 @@ private:
         known = known || v == name;
       if (!known) {
         std::string list;
-        for (const auto& [v, help] : constraint_variables())
+        std::vector<std::string> names;
+        for (const auto& [v, help] : constraint_variables()) {
           list += (list.empty() ? "" : ", ") + v;
+          names.push_back(v);
+        }
         pos_ = start;
-        fail("unknown name '" + name + "' (a constraint may use: " + list + ")");
+        fail("unknown name '" + name + "'" + did_you_mean(name, names) + " (a constraint may use: " + list + ")");
       }
       return make(Constraint::Node::Kind::name, name, nullptr, nullptr);
     }

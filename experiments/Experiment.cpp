@@ -1,6 +1,7 @@
 #include "experiments/Experiment.hpp"
 
 #include "common/DataPath.hpp"
+#include "common/Suggest.hpp"
 #include "common/Units.hpp"
 #include "models/ModelLoader.hpp"
 
@@ -93,7 +94,8 @@ std::optional<T> resolve_component(YamlMap& top, const std::string& key, const s
   label = node.Scalar();
   auto path = resolve_input(label, shipped_dir, dir);
   if (!path) {
-    top.report(key, "unknown name '" + label + "' (shipped: " + shipped_names_text(shipped_dir) +
+    top.report(key, "unknown name '" + label + "'" + did_you_mean(label, shipped_names(shipped_dir)) +
+                        " (shipped: " + shipped_names_text(shipped_dir) +
                         "; or give a path to a YAML file)");
     return std::nullopt;
   }

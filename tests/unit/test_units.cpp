@@ -1,3 +1,4 @@
+#include "common/Suggest.hpp"
 #include "common/Units.hpp"
 
 #include <doctest/doctest.h>
@@ -42,4 +43,20 @@ TEST_CASE("formatting picks a readable prefix")
   CHECK(format_quantity(1.5e9, Dimension::bytes) == "1.50 GB");
   CHECK(format_quantity(2e-6, Dimension::time) == "2 us");
   CHECK(format_quantity(12, Dimension::count) == "12");
+}
+
+TEST_CASE("did you mean: the closest valid name within a third of its length")
+{
+  CHECK(edit_distance("pipline", "pipeline") == 1);
+  CHECK(edit_distance("shedule", "schedule") == 1);
+  CHECK(edit_distance("tpp", "tp") == 1);
+  CHECK(edit_distance("ab", "ba") == 1);  // neighbours swapped
+  CHECK(edit_distance("LLAMA3-8B", "llama3-8b") == 0);
+  CHECK(did_you_mean("ppp", {"dp", "pp", "tp"}) == " (did you mean 'pp'?)");
+  CHECK(did_you_mean("optimiser", {"global_batch", "micro_batch", "optimizer"}) == " (did you mean 'optimizer'?)");
+  CHECK(did_you_mean("llama3-8B", {"llama2-7b", "llama3-8b"}) == " (did you mean 'llama3-8b'?)");
+  CHECK(did_you_mean("llama3", {"gpt2-xl", "llama3-70b"}) == " (did you mean 'llama3-70b'?)");  // a prefix
+  CHECK(did_you_mean("bandwidth", {"nodes", "gpus_per_node"}).empty());  // nothing close: no guess
+  CHECK(did_you_mean("pp", {"pp"}).empty());
+  CHECK_FALSE(closest_name("x", {}).has_value());
 }
