@@ -241,10 +241,17 @@ void write_profile(const CalibrationProfile& p, std::ostream& out)
     for (const auto& [k, v] : p.provenance)
       out << "  " << k << ": " << q(v) << "\n";
   }
+  // Every quantity with its SI unit, as input files must carry units (common/Units.hpp).
+  auto with_unit = [&](double v, Dimension dimension) { return num(v) + std::string(unit_suffix(dimension)); };
   out << "parameters:\n";
-  for (const auto& [name, param] : p.parameters)
-    out << "  " << name << ": {value: " << num(param.value) << ", source: " << q(param.source)
+  for (const auto& [name, param] : p.parameters) {
+    Dimension dimension = Dimension::count;
+    for (const ParameterSpec& spec : parameter_specs())
+      if (spec.name == name)
+        dimension = spec.dimension;
+    out << "  " << name << ": {value: " << with_unit(param.value, dimension) << ", source: " << q(param.source)
         << ", description: " << q(param.description) << "}\n";
+  }
   if (!p.collectives.empty()) {
     out << "collectives:\n";
     for (const auto& c : p.collectives) {
@@ -254,8 +261,10 @@ void write_profile(const CalibrationProfile& p, std::ostream& out)
         out << "    held_out_error: " << num(c.held_out_error) << "\n";
       out << "    regimes:\n";
       for (const auto& r : c.regimes)
-        out << "      - {min_bytes: " << num(r.min_bytes) << ", max_bytes: " << num(r.max_bytes)
-            << ", alpha: " << num(r.alpha_s) << ", bandwidth: " << num(r.bandwidth) << ", r2: " << num(r.r2)
+        out << "      - {min_bytes: " << with_unit(r.min_bytes, Dimension::bytes)
+            << ", max_bytes: " << with_unit(r.max_bytes, Dimension::bytes)
+            << ", alpha: " << with_unit(r.alpha_s, Dimension::time)
+            << ", bandwidth: " << with_unit(r.bandwidth, Dimension::bandwidth) << ", r2: " << num(r.r2)
             << ", points: " << r.points << ", max_relative_error: " << num(r.max_relative_error) << "}\n";
     }
   }

@@ -78,7 +78,8 @@ double unit_factor(std::string_view unit, Dimension dimension)
   case Dimension::count:
     return prefix_factor(unit, false);
   case Dimension::bytes:
-    return unit.empty() ? 1.0 : match_units(unit, {{"B", 1.0}}, true);
+    // "80G" is decimal, as "80GB" (GiB, MiB, ... are binary).
+    return unit.empty() ? 1.0 : match_units(unit, {{"B", 1.0}, {"", 1.0}}, true);
   case Dimension::time: {
     constexpr std::array<std::pair<std::string_view, double>, 8> times{
         {{"", 1.0}, {"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}, {"min", 60.0}, {"h", 3600.0}}};
@@ -134,7 +135,7 @@ std::string_view dimension_units(Dimension dimension)
 {
   switch (dimension) {
   case Dimension::count: return "a number, optionally with k, M, G or T";
-  case Dimension::bytes: return "B, kB, MB, GB, TB, KiB, MiB, GiB, TiB";
+  case Dimension::bytes: return "B, kB, MB, GB, TB (or k, M, G, T), KiB, MiB, GiB, TiB";
   case Dimension::time: return "s, ms, us, ns, ps";
   case Dimension::bandwidth: return "Bps, KBps, MBps, GBps, TBps, KiBps.. (bytes/s) or bps, Kbps, Mbps, Gbps, Tbps (bits/s)";
   case Dimension::flop: return "flop, kflop, Mflop, Gflop, Tflop, Pflop";
@@ -168,6 +169,51 @@ double parse_quantity(std::string_view text, Dimension dimension)
   return value;
 }
 
+std::string_view unit_suffix(Dimension dimension)
+{
+  switch (dimension) {
+  case Dimension::count: return "";
+  case Dimension::bytes: return "B";
+  case Dimension::time: return "s";
+  case Dimension::bandwidth: return "Bps";
+  case Dimension::flop: return "flop";
+  case Dimension::flop_rate: return "flops";
+  }
+  return "";
+}
+
+bool needs_unit(Dimension dimension)
+{
+  return dimension == Dimension::bytes || dimension == Dimension::time || dimension == Dimension::bandwidth ||
+         dimension == Dimension::flop_rate;
+}
+
+std::string unit_hint(std::string_view number, Dimension dimension)
+{
+  const std::string n(trim(number));
+  switch (dimension) {
+  case Dimension::bandwidth: return n + "Gbps (bits per second) or " + n + "GBps (bytes per second)";
+  case Dimension::time: return n + "us or " + n + "ms";
+  case Dimension::bytes: return n + "GiB or " + n + "MiB";
+  case Dimension::flop_rate: return n + "TFlops";
+  default: return n;
+  }
+}
+
+std::optional<double> bare_number(std::string_view text)
+{
+  const std::string_view s = trim(text);
+  double number = 0;
+  const char* begin = s.data();
+  const char* end = s.data() + s.size();
+  if (begin != end && *begin == '+')
+    ++begin;
+  auto [ptr, ec] = std::from_chars(begin, end, number);
+  if (ec != std::errc() || ptr != end || ptr == begin)
+    return std::nullopt;
+  return number;
+}
+
 std::string format_quantity(double value, Dimension dimension)
 {
   std::string_view unit;
@@ -180,6 +226,17 @@ std::string format_quantity(double value, Dimension dimension)
   case Dimension::flop_rate: unit = "flop/s"; break;
   }
   char buf[64];
+  if (dimension == Dimension::bytes) {  // sizes in binary units, as GPU memory is sold (80 GiB)
+    constexpr std::array<std::pair<double, const char*>, 5> binary{
+        {{1125899906842624.0, "PiB"}, {1099511627776.0, "TiB"}, {1073741824.0, "GiB"}, {1048576.0, "MiB"}, {1024.0, "KiB"}}};
+    for (const auto& [scale, name] : binary)
+      if (std::fabs(value) >= scale) {
+        std::snprintf(buf, sizeof buf, "%.2f %s", value / scale, name);
+        return buf;
+      }
+    std::snprintf(buf, sizeof buf, "%.4g B", value);
+    return buf;
+  }
   if (dimension == Dimension::time) {
     constexpr std::array<std::pair<double, const char*>, 4> scales{{{1.0, "s"}, {1e-3, "ms"}, {1e-6, "us"}, {1e-9, "ns"}}};
     for (const auto& [scale, name] : scales)

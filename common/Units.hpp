@@ -6,9 +6,15 @@
 //   parse_quantity("1.5us", Dimension::time)        -> 1.5e-6    (seconds)
 //   parse_quantity("80GiB", Dimension::bytes)       -> 85899345920
 //   parse_quantity("312TFlops", Dimension::flop_rate) -> 3.12e14
+//   parse_quantity("80G", Dimension::bytes)         -> 8e10      (decimal, as "80GB")
 //   parse_quantity("3", Dimension::time)            -> 3         (a bare number is already SI)
+//
+// Input files are stricter than parse_quantity (YamlMap::quantity): a size, time, bandwidth or
+// compute rate must carry its unit, since "bandwidth: 400" (B/s) and "latency: 3" (s) are slips far
+// more often than intent; needs_unit() says which, unit_hint() suggests what was probably meant.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,7 +44,20 @@ std::string_view dimension_units(Dimension dimension);
 /// unknown unit, or a non-finite value. Whitespace between number and unit is allowed.
 double parse_quantity(std::string_view text, Dimension dimension);
 
-/// Formats an SI value with a readable prefix, e.g. format_quantity(1.5e9, Dimension::bytes) == "1.50 GB".
+/// True for the dimensions whose values in input files must carry a unit (bytes, time, bandwidth,
+/// flop rate); zero may stay bare.
+bool needs_unit(Dimension dimension);
+/// What a bare number probably meant, e.g. unit_hint("400", Dimension::bandwidth) == "400Gbps (bits
+/// per second) or 400GBps (bytes per second)".
+std::string unit_hint(std::string_view number, Dimension dimension);
+/// The SI unit a value of `dimension` is written with so that it reads back exactly: "B", "s",
+/// "Bps", "flop", "flops", or "" for a count.
+std::string_view unit_suffix(Dimension dimension);
+/// The value of a plain number with no unit ("400", "1e-6"), else nullopt.
+std::optional<double> bare_number(std::string_view text);
+
+/// Formats an SI value with a readable prefix: sizes in binary units (format_quantity(85899345920,
+/// Dimension::bytes) == "80.00 GiB"), the rest in decimal ones ("1.50 GB/s", "312.00 Tflop/s").
 std::string format_quantity(double value, Dimension dimension);
 
 /// A count as text: whole numbers below 2^53 exactly ("108", "85899345920"), anything else (a

@@ -172,6 +172,11 @@ std::optional<double> YamlMap::quantity(const std::string& key, Dimension dimens
   auto text = scalar(key);
   if (!text)
     return std::nullopt;
+  if (const auto bare = bare_number(*text); bare && *bare != 0 && needs_unit(dimension)) {
+    report(key, "'" + *text + "' has no unit: a " + std::string(dimension_name(dimension)) +
+                    " needs one (did you mean " + unit_hint(*text, dimension) + "?)");
+    return std::nullopt;
+  }
   try {
     double v = parse_quantity(*text, dimension);
     if (violates(v, bound)) {

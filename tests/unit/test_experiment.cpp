@@ -82,7 +82,7 @@ TEST_CASE("--set overrides a key, fixes a swept key, and replaces an axis")
   auto d = load_errors(base, {"training.micro_batchh=3"});
   REQUIRE(d.size() == 1);
   CHECK(d[0].file == "--set training.micro_batchh=3");
-  CHECK(d[0].message == "unknown key");
+  CHECK(d[0].message == "unknown key (did you mean 'micro_batch'?)");
   CHECK_THROWS_AS(Experiment::load(fixtures + "/sweep.yaml", {"novalue"}), ConfigError);
   CHECK_THROWS_AS(Experiment::load(fixtures + "/sweep.yaml", {"a.b=[1,"}), ConfigError);
 }

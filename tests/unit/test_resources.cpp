@@ -107,7 +107,7 @@ TEST_CASE("a point over its limits is invalid, naming the key and the limit")
   CHECK(p.problems[0].message.find("over limits.max_activities = 1e+07") != std::string::npos);
   p = point_of(text + "limits: {max_memory: 100MiB}\n");
   REQUIRE(p.problems.size() == 1);
-  CHECK(p.problems[0].message.find("over limits.max_memory = 104.86 MB") != std::string::npos);
+  CHECK(p.problems[0].message.find("over limits.max_memory = 100.00 MiB") != std::string::npos);
 }
 
 TEST_CASE("evaluate_point refuses a point changed past its limits after it was resolved")

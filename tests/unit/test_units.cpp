@@ -40,7 +40,8 @@ TEST_CASE("malformed quantities are refused with the accepted units")
 
 TEST_CASE("formatting picks a readable prefix")
 {
-  CHECK(format_quantity(1.5e9, Dimension::bytes) == "1.50 GB");
+  CHECK(format_quantity(1.5e9, Dimension::bytes) == "1.40 GiB");  // sizes in binary units
+  CHECK(format_quantity(80.0 * (1 << 30), Dimension::bytes) == "80.00 GiB");
   CHECK(format_quantity(2e-6, Dimension::time) == "2 us");
   CHECK(format_quantity(12, Dimension::count) == "12");
 }
@@ -59,4 +60,23 @@ TEST_CASE("did you mean: the closest valid name within a third of its length")
   CHECK(did_you_mean("bandwidth", {"nodes", "gpus_per_node"}).empty());  // nothing close: no guess
   CHECK(did_you_mean("pp", {"pp"}).empty());
   CHECK_FALSE(closest_name("x", {}).has_value());
+}
+
+TEST_CASE("sizes: 80G and 80GB are decimal, 80GiB binary; input files need a unit for sizes, times and rates")
+{
+  CHECK(parse_quantity("80G", Dimension::bytes) == 80e9);
+  CHECK(parse_quantity("80GB", Dimension::bytes) == 80e9);
+  CHECK(parse_quantity("80GiB", Dimension::bytes) == 80.0 * (1ULL << 30));
+  CHECK(needs_unit(Dimension::bandwidth));
+  CHECK(needs_unit(Dimension::time));
+  CHECK(needs_unit(Dimension::bytes));
+  CHECK(needs_unit(Dimension::flop_rate));
+  CHECK_FALSE(needs_unit(Dimension::count));
+  CHECK(bare_number("400") == 400.0);
+  CHECK(bare_number(" 1e-6 ") == 1e-6);
+  CHECK_FALSE(bare_number("400Gbps").has_value());
+  CHECK(unit_hint("400", Dimension::bandwidth) == "400Gbps (bits per second) or 400GBps (bytes per second)");
+  // What a writer emits with unit_suffix reads back to the same value.
+  for (Dimension d : {Dimension::bytes, Dimension::time, Dimension::bandwidth, Dimension::flop, Dimension::flop_rate})
+    CHECK(parse_quantity("1.25e+13" + std::string(unit_suffix(d)), d) == 1.25e13);
 }

@@ -41,7 +41,7 @@ TEST_CASE("problems name file, line and dotted key; all are reported")
   };
   CHECK(find("link.bandwidth").line == 3);
   CHECK(find("link.latncy").line == 4);
-  CHECK(find("link.latncy").message == "unknown key");
+  CHECK(find("link.latncy").message == "unknown key (did you mean 'latency'?)");
   CHECK(find("count").line == 5);
   CHECK(find("count").message.find("out of range") != std::string::npos);
   CHECK(find("extra").line == 6);
