@@ -83,7 +83,10 @@ commands:
       -o, -j, --set          as for search microbatch (default CSV results/NAME-grid.csv)
   merge CSV... -o OUT.csv    join the CSVs of a sharded sweep: rows in point order, a point present
                              twice must agree; refuses CSVs of other ddlsim versions
-  validate EXPERIMENT.yaml   check the file and every sweep point; print every problem
+  validate EXPERIMENT.yaml   check the file and every sweep point; print every problem and every
+                             point that does not fit in GPU memory (its stage and largest term);
+                             exit 1 on an out-of-memory point
+      --allow-oom            report out-of-memory points but exit 0
       --set KEY=VALUE        as for run
   model MODEL                print a model's blocks (pipeline partition units) and totals
                              (shipped name or YAML path)
@@ -245,9 +248,12 @@ int cmd_validate(Args& args)
 {
   std::optional<std::string> file;
   std::vector<std::string> sets;
+  bool allow_oom = false;
   while (!args.done()) {
     if (auto v = args.option("--set"))
       sets.push_back(*v);
+    else if (args.flag("--allow-oom"))
+      allow_oom = true;
     else if (args.peek().rfind("-", 0) == 0)
       throw UsageError{"unknown option for validate: " + args.peek()};
     else if (!file)
@@ -259,23 +265,28 @@ int cmd_validate(Args& args)
     throw UsageError{"validate needs an experiment file"};
   const auto exp = experiments::Experiment::load(*file, sets);
   const auto points = exp.points();
-  std::size_t valid = 0;
+  std::size_t valid = 0, oom = 0;
   for (const auto& p : points) {
     if (p.is_valid()) {
       ++valid;
+      // Memory is checked as `run` would, without simulating: partition and memory model only.
+      if (const auto verdict = experiments::check_memory(p); !verdict.fits()) {
+        ++oom;
+        std::cerr << "oom point " << p.index << " (" << axis_text(exp, p.index) << "): " << verdict.message << '\n';
+      }
       continue;
     }
     for (const auto& d : p.problems)
       std::cerr << "invalid point " << p.index << " (" << axis_text(exp, p.index) << "): " << d.to_string() << '\n';
   }
-  std::cout << *file << ": " << points.size() << " point(s), " << valid << " valid, " << points.size() - valid
-            << " invalid\n";
+  std::cout << *file << ": " << points.size() << " point(s), " << valid << " valid (" << oom
+            << " of them out of memory), " << points.size() - valid << " invalid\n";
   if (valid == 0) {
     if (points.size() == 1)
       print_diagnostics(points[0].problems);
     return exit_bad_input;
   }
-  return exit_ok;
+  return oom > 0 && !allow_oom ? exit_bad_input : exit_ok;
 }
 
 int cmd_run(Args& args)

@@ -314,6 +314,36 @@ std::string check_estimate(ResultRow& row, const PointConfig& point)
   return over_limits(point, e);
 }
 
+// Memory of parameter-server training: workers hold the model, weights and gradients and their
+// activations; servers hold 1/S of the weights and the optimizer state each.
+MemoryVerdict parameter_server_memory(const PointConfig& point)
+{
+  const auto& ps = *point.parallelism.ps;
+  const models::Model& model = point.model;
+  const Dtype dtype = point.training.dtype;
+  const double d = dtype_bytes(dtype);
+  const int workers = point.parallelism.dp;
+  const models::StageMemoryModel memory(
+      model, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
+              .reserve_bytes = point.training.memory_reserve},
+      point.training.micro_batch);
+  models::MemoryBreakdown worker = memory.stage({0, model.blocks().size()}, point.micro_batches());
+  worker.optimizer_state = 0;  // on the servers
+  const double server_params = model.parameter_count() / ps.servers;
+  const double server = server_params * (d + models::optimizer_bytes_per_parameter(point.training.optimizer, dtype)) +
+                        point.training.memory_reserve +
+                        (ps.server_gpu(0, workers) < workers ? worker.total() : 0.0);  // colocated with a worker
+  MemoryVerdict v;
+  v.peak_bytes = std::max(worker.total(), server);
+  v.activation_bytes = worker.activations;
+  v.capacity_bytes = point.cluster.smallest_memory();  // workers and servers fill the cluster
+  if (v.peak_bytes > v.capacity_bytes)
+    v.message = std::string(worker.total() >= server ? "a worker" : "a server") + " needs " +
+                format_quantity(v.peak_bytes, Dimension::bytes) + " > capacity " +
+                format_quantity(v.capacity_bytes, Dimension::bytes);
+  return v;
+}
+
 // Data parallelism through parameter servers: workers hold the model, weights and gradients and
 // their activations; servers hold 1/S of the weights and the optimizer state each.
 ResultRow evaluate_parameter_server(const PointConfig& point, const calibration::CostModel& cost,
@@ -339,25 +369,12 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   plan.staleness = ps.staleness;
   row.set("stage_blocks", std::to_string(model.blocks().size()));
 
-  const models::StageMemoryModel memory(
-      model, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-              .reserve_bytes = point.training.memory_reserve},
-      point.training.micro_batch);
-  models::MemoryBreakdown worker = memory.stage({0, model.blocks().size()}, plan.micro_batches);
-  worker.optimizer_state = 0;  // on the servers
-  const double server_params = model.parameter_count() / ps.servers;
-  const double server = server_params * (d + models::optimizer_bytes_per_parameter(point.training.optimizer, dtype)) +
-                        point.training.memory_reserve +
-                        (ps.server_gpu(0, workers) < workers ? worker.total() : 0.0);  // colocated with a worker
-  const double peak = std::max(worker.total(), server);
-  row.set("peak_memory_bytes", peak);
-  row.set("activation_memory_bytes", worker.activations);
-  const double capacity = point.cluster.smallest_memory();  // workers and servers fill the cluster
-  if (peak > capacity) {
+  const MemoryVerdict verdict = parameter_server_memory(point);
+  row.set("peak_memory_bytes", verdict.peak_bytes);
+  row.set("activation_memory_bytes", verdict.activation_bytes);
+  if (!verdict.fits()) {
     row.set("status", std::string(status_table.name(Status::oom)));
-    row.set("message", std::string(worker.total() >= server ? "a worker" : "a server") + " needs " +
-                           format_quantity(peak, Dimension::bytes) + " > capacity " +
-                           format_quantity(capacity, Dimension::bytes));
+    row.set("message", verdict.message);
     return row;
   }
 
@@ -606,6 +623,46 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   return plan;
 }
 
+MemoryVerdict stage_memory_verdict(const PointConfig& point, const PointPlan& plan)
+{
+  std::size_t peak_stage = 0;
+  for (std::size_t s = 0; s < plan.stage_memory.size(); ++s)
+    if (plan.stage_memory[s].total() > plan.stage_memory[peak_stage].total())
+      peak_stage = s;
+  if (plan.oom_stage >= 0)
+    peak_stage = static_cast<std::size_t>(plan.oom_stage);
+  const models::MemoryBreakdown& peak = plan.stage_memory[peak_stage];
+  MemoryVerdict v;
+  v.peak_bytes = peak.total();
+  v.activation_bytes = peak.activations;
+  v.capacity_bytes = rank_capacity(point, static_cast<int>(peak_stage));
+  if (plan.oom_stage < 0)
+    return v;
+  auto q = [](double bytes) { return format_quantity(bytes, Dimension::bytes); };
+  const std::vector<std::pair<const char*, double>> terms = {
+      {"weights", peak.weights},       {"gradients", peak.gradients}, {"optimizer", peak.optimizer_state},
+      {"activations", peak.activations}, {"workspace", peak.workspace}, {"reserve", peak.reserve}};
+  const auto largest = std::max_element(terms.begin(), terms.end(),
+                                        [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::string parts;
+  for (const auto& [name, bytes] : terms)
+    parts += std::string(parts.empty() ? "" : ", ") + name + " " + q(bytes);
+  const bool searched = par_partition_searches(point);
+  v.message = "stage " + std::to_string(peak_stage) + " (GPU " +
+              std::to_string(plan.pipeline.device(static_cast<int>(peak_stage), 0)) + ") needs " + q(peak.total()) +
+              " > capacity " + q(v.capacity_bytes) + ": " + parts + " (largest: " + largest->first + ")" +
+              (searched ? "; no partition into " + std::to_string(point.parallelism.pp) + " stages fits" : "");
+  return v;
+}
+
+MemoryVerdict check_memory(const PointConfig& point)
+{
+  if (point.parallelism.ps)
+    return parameter_server_memory(point);
+  const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(point.profile);
+  return stage_memory_verdict(point, plan_point(point, *cost));
+}
+
 long long bn_batch(const PointConfig& point)
 {
   if (point.model.has(models::LayerKind::sync_batch_norm))
@@ -709,27 +766,11 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     for (const auto& r : plan.stage_blocks)
       blocks += (blocks.empty() ? "" : "/") + std::to_string(r.size());
     row.set("stage_blocks", blocks);
-    std::size_t peak_stage = 0;
-    for (std::size_t s = 0; s < plan.stage_memory.size(); ++s)
-      if (plan.stage_memory[s].total() > plan.stage_memory[peak_stage].total())
-        peak_stage = s;
-    if (plan.oom_stage >= 0)
-      peak_stage = static_cast<std::size_t>(plan.oom_stage);
-    const models::MemoryBreakdown& peak = plan.stage_memory[peak_stage];
-    row.set("peak_memory_bytes", peak.total());
-    row.set("activation_memory_bytes", peak.activations);
-    if (plan.oom_stage >= 0) {
-      auto q = [](double bytes) { return format_quantity(bytes, Dimension::bytes); };
-      return fail(Status::oom,
-                  "stage " + std::to_string(peak_stage) + " (GPU " + std::to_string(plan.pipeline.device(int(peak_stage), 0)) +
-                      ") needs " + q(peak.total()) + " > capacity " + q(rank_capacity(point, static_cast<int>(peak_stage))) + ": weights " +
-                      q(peak.weights) + ", gradients " + q(peak.gradients) + ", optimizer " + q(peak.optimizer_state) +
-                      ", activations " + q(peak.activations) + ", workspace " + q(peak.workspace) + ", reserve " +
-                      q(peak.reserve) +
-                      (par_partition_searches(point) ? "; no partition into " + std::to_string(point.parallelism.pp) +
-                                                           " stages fits"
-                                                     : ""));
-    }
+    const MemoryVerdict verdict = stage_memory_verdict(point, plan);
+    row.set("peak_memory_bytes", verdict.peak_bytes);
+    row.set("activation_memory_bytes", verdict.activation_bytes);
+    if (!verdict.fits())
+      return fail(Status::oom, verdict.message);
 
     const auto& par = point.parallelism;
     const bool aggregate = folds_tensor_groups(point);

@@ -42,6 +42,19 @@ struct PointPlan {
 /// transfer sizes, synchronized-batch-norm points and memory of a valid point.
 PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cost);
 
+/// Whether a point fits in GPU memory, and if not, why: the GPU that needs the most, every term and
+/// the largest (the `oom` row's message).
+struct MemoryVerdict {
+  double peak_bytes = 0;        ///< the GPU that needs the most (or the first over capacity)
+  double activation_bytes = 0;  ///< its activations
+  double capacity_bytes = 0;    ///< its memory
+  std::string message;          ///< empty when it fits
+  bool fits() const { return message.empty(); }
+};
+MemoryVerdict stage_memory_verdict(const PointConfig& point, const PointPlan& plan);
+/// The memory verdict of a valid point without simulating it (no SimGrid): what `ddlsim validate` checks.
+MemoryVerdict check_memory(const PointConfig& point);
+
 /// True when the point is simulated with each tensor-parallel group folded into one device: analytic
 /// tp collectives with `tp_aggregate`, no per-GPU speeds, and groups that fill nodes evenly.
 bool folds_tensor_groups(const PointConfig& point);

@@ -230,7 +230,21 @@ with open(os.path.join(tmp, "mixed.yaml"), "w") as f:
     f.write(GOOD + "sweep: {parallelism.dp: [1, 2, 3], training.global_batch: [16, 4000000]}\nlimits: {max_activities: 1e6}\n")
 rc, out, err = run(binary, "validate", "mixed.yaml", cwd=tmp)
 checks += 1
-check(rc == 0 and "6 point(s), 1 valid, 5 invalid" in out, f"validate counts points: {out} {err}")
+check(rc == 0 and "6 point(s), 1 valid (0 of them out of memory), 5 invalid" in out, f"validate counts points: {out} {err}")
+# validate checks memory as run would: a 175B model on one GPU is no clean file (exit 1, each point
+# named with its stage and largest term) unless --allow-oom.
+with open(os.path.join(tmp, "big.yaml"), "w") as f:
+    f.write("name: big\nmodel: gpt3-175b\ncluster: h100-1gpu\ncalibration: h100-sxm\n"
+            "training: {global_batch: 8, micro_batch: 1}\nparallelism: {pp: 1, dp: 1}\n"
+            "sweep: {training.micro_batch: [1, 2]}\n")
+rc, out, err = run(binary, "validate", "big.yaml", cwd=tmp)
+checks += 2
+check(rc == 1 and "2 point(s), 2 valid (2 of them out of memory), 0 invalid" in out, f"validate fails on oom: {rc} {out}")
+check(err.count("oom point") == 2 and "(largest: " in err and "optimizer 1.91 TiB" in err and "capacity 80.00 GiB" in err,
+      f"each oom point with its largest term: {err}")
+rc, out, err = run(binary, "validate", "big.yaml", "--allow-oom", cwd=tmp)
+checks += 1
+check(rc == 0 and err.count("oom point") == 2, f"--allow-oom reports and exits 0: {rc} {err}")
 rc, out, err = run(binary, "run", "mixed.yaml", "-o", "mixed.csv", cwd=tmp)
 rows = read_csv(os.path.join(tmp, "mixed.csv")) if rc == 0 else []
 checks += 2
