@@ -1,9 +1,12 @@
 #include "experiments/ResultRow.hpp"
 
+#include <cmath>
+
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -53,7 +56,24 @@ const std::vector<std::string>& csv_columns()
 ResultRow::ResultRow() : cells_(csv_columns().size()) {}
 
 void ResultRow::set(const std::string& column, const std::string& value) { cells_[column_index(column)] = value; }
-void ResultRow::set(const std::string& column, double value) { cells_[column_index(column)] = format_number(value); }
+// Byte and count columns are whole numbers, written as such (never 6.738415616e+09); the rest
+// keeps ten significant digits.
+bool whole_number_column(const std::string& column)
+{
+  return column.find("bytes") != std::string::npos || column == "model_parameters" ||
+         column == "sim_activities_estimate";
+}
+
+void ResultRow::set(const std::string& column, double value)
+{
+  if (whole_number_column(column) && std::isfinite(value) && std::fabs(value) < 9.0e15) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", std::round(value));
+    cells_[column_index(column)] = buf;
+    return;
+  }
+  cells_[column_index(column)] = format_number(value);
+}
 void ResultRow::set(const std::string& column, long long value)
 {
   cells_[column_index(column)] = std::to_string(value);

@@ -57,3 +57,16 @@ TEST_CASE("write_csv replaces the file in one step and leaves no temporary behin
   CHECK(files == 1);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("byte and count columns are whole numbers, never in scientific notation")
+{
+  ResultRow row;
+  row.set("model_parameters", 405853388800.0);
+  row.set("peak_memory_bytes", 6.161109402e10);
+  row.set("comm_bytes_per_gpu", 1234.6);
+  row.set("iteration_time_s", 11.15902334);
+  CHECK(row.get("model_parameters") == "405853388800");
+  CHECK(row.get("peak_memory_bytes") == "61611094020");
+  CHECK(row.get("comm_bytes_per_gpu") == "1235");
+  CHECK(row.get("iteration_time_s") == "11.15902334");
+}
