@@ -1,7 +1,5 @@
 #include "experiments/ResultRow.hpp"
 
-#include <cmath>
-
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
 
