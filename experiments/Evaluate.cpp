@@ -193,7 +193,9 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
           mean([](const sim::DeviceStats& d) { return d.bytes_sent; }) / iterations / gpus_per_device + extra_bytes_per_gpu);
   row.set("inter_node_bytes_per_gpu",
           mean([](const sim::DeviceStats& d) { return d.bytes_sent_inter; }) / iterations / gpus_per_device);
-  row.set("gpu_utilization", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / result.makespan_s);
+  // Folded tensor-parallel collectives ran inside the compute tasks: they are not computation.
+  row.set("gpu_utilization",
+          (mean([](const sim::DeviceStats& d) { return d.compute_s; }) - folded_comm_s * iterations) / result.makespan_s);
   row.set("sim_activities", static_cast<long long>(result.activities));
   row.set("sim_wall_time_s", result.wall_time_s);
   row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / (n * gpus_per_device));

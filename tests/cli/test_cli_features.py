@@ -182,7 +182,8 @@ rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--q
 fold = read_csv(path) if rc == 0 else []
 same = len(fold) == 2
 for col in ["iteration_time_s", "throughput_samples_per_s", "bubble_fraction", "compute_time_s", "exposed_comm_time_s",
-            "comm_bytes_per_gpu", "inter_node_bytes_per_gpu", "peak_memory_bytes", "achieved_flop_per_s_per_gpu"]:
+            "comm_bytes_per_gpu", "inter_node_bytes_per_gpu", "peak_memory_bytes", "achieved_flop_per_s_per_gpu",
+            "gpu_utilization", "tokens_per_s", "mfu"]:
     if same:
         x, y = float(fold[0][col]), float(fold[1][col])
         same = same and abs(x - y) <= 1e-9 * max(abs(x), 1e-30)
