@@ -266,6 +266,7 @@ bool Experiment::accepts(const PointConfig& p) const
       {"tp", p.parallelism.tp},
       {"cp", p.parallelism.cp},
       {"zero", p.parallelism.zero},
+      {"zero_group", p.parallelism.zero_group},
       {"seq", p.model.input_shape().tokens},
       {"gpus", gpus},
       {"nodes", p.cluster.nodes},
@@ -502,7 +503,7 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
     p.parallelism.cp = static_cast<int>(par->integer("cp", 1, 1, 1 << 20));
     p.parallelism.zero = static_cast<int>(par->integer("zero", 0, 0, 3));
-    p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 1, 1 << 20));
+    p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 0, 1 << 20));
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
     p.parallelism.virtual_stages = static_cast<int>(par->integer("virtual_stages", 1, 1, 1024));
     p.parallelism.dp_collective =
