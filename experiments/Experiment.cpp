@@ -462,9 +462,48 @@ PointConfig Experiment::point(std::size_t index) const
       top, "model", "models/zoo", dir_, p.model_label,
       [&](const auto& path) { return models::load_model_file(path, model_options); },
       [&](YamlMap& m) { return models::parse_model(m, model_options); });
+  // A cluster file in part: `cluster: {use: NAME_OR_PATH, gpus: N}` (or nodes: K), the first N GPUs.
+  std::string subset_label;
+  std::pair<std::string, std::string> subset_problem;  // key, message: a size the cluster cannot give
   auto cluster = resolve_component<sim::ClusterSpec>(
       top, "cluster", "sim/clusters", dir_, p.cluster_label,
-      [](const auto& path) { return sim::load_cluster_file(path); }, [](YamlMap& m) { return sim::parse_cluster(m); });
+      [](const auto& path) { return sim::load_cluster_file(path); },
+      [&](YamlMap& m) {
+        if (!m.has("use"))
+          return sim::parse_cluster(m);
+        const std::string use = m.required_string("use");
+        const auto gpus = m.integer("gpus", 1, 1 << 24);
+        const auto nodes = m.integer("nodes", 1, 1 << 24);
+        m.check_unknown_keys();
+        auto path = resolve_input(use, "sim/clusters", dir_);
+        if (!path) {
+          m.report("use", "unknown cluster '" + use + "'" + did_you_mean(use, shipped_names("sim/clusters")) +
+                              " (shipped: " + shipped_names_text("sim/clusters") + "; or give a path to a YAML file)");
+          return sim::ClusterSpec{};
+        }
+        if (gpus && nodes) {
+          m.report("nodes", "give either gpus or nodes");
+          return sim::ClusterSpec{};
+        }
+        sim::ClusterSpec whole;
+        try {
+          whole = sim::load_cluster_file(*path);
+        } catch (const ConfigError& e) {
+          m.diagnostics().append(e.diagnostics());
+          return sim::ClusterSpec{};
+        }
+        const int n = gpus ? static_cast<int>(*gpus) : nodes ? static_cast<int>(*nodes) * whole.gpus_per_node : whole.gpu_count();
+        subset_label = use + " (" + std::to_string(n) + " GPUs)";
+        try {
+          return sim::first_gpus(whole, n);
+        } catch (const std::invalid_argument& e) {
+          // Well formed, but not this cluster's: the point is invalid, the sweep goes on.
+          subset_problem = {gpus ? "cluster.gpus" : "cluster.nodes", e.what()};
+          return whole;
+        }
+      });
+  if (!subset_label.empty())
+    p.cluster_label = subset_label;
   std::optional<calibration::CalibrationProfile> profile;
   if (top.has("calibration") && !top.node("calibration").IsScalar())
     top.report("calibration", "expected a shipped profile name or a path to a profile YAML");
@@ -617,6 +656,8 @@ PointConfig Experiment::point(std::size_t index) const
               "dp: auto cannot fill the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +
                   p.cluster.name + "' with replicas of pp x tp x cp = " + std::to_string(per_replica) + " GPUs");
   }
+  if (!subset_problem.first.empty())
+    problem(subset_problem.first, subset_problem.second);
   check_modern_parallelism(p, problem, blame);
   if (par.ps && (par.pp != 1 || par.tp != 1 || par.cp != 1 || par.zero != 0))
     problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp, tp and cp must be 1, "

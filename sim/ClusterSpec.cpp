@@ -1,5 +1,7 @@
 #include "sim/ClusterSpec.hpp"
 
+#include <stdexcept>
+
 #include "common/DataPath.hpp"
 
 namespace ddlsim::sim {
@@ -110,6 +112,34 @@ ClusterSpec parse_cluster(YamlMap& map)
   if (c.nodes > 1 && !fabric)
     map.report("fabric", "a cluster of more than one node needs a 'fabric' section");
   map.check_unknown_keys();
+  return c;
+}
+
+ClusterSpec first_gpus(const ClusterSpec& cluster, int gpus)
+{
+  const int total = cluster.gpu_count();
+  if (gpus < 1 || gpus > total)
+    throw std::invalid_argument(std::to_string(gpus) + " GPUs: cluster '" + cluster.name + "' has " +
+                                std::to_string(total));
+  if (gpus > cluster.gpus_per_node && gpus % cluster.gpus_per_node != 0)
+    throw std::invalid_argument(std::to_string(gpus) + " GPUs are not a whole number of " +
+                                std::to_string(cluster.gpus_per_node) + "-GPU nodes of cluster '" + cluster.name + "'");
+  ClusterSpec c = cluster;
+  if (gpus < cluster.gpus_per_node) {
+    c.nodes = 1;
+    c.gpus_per_node = gpus;
+  } else {
+    c.nodes = gpus / cluster.gpus_per_node;
+  }
+  auto first = [&](auto& per_gpu) {
+    if (!per_gpu.empty())
+      per_gpu.resize(static_cast<std::size_t>(gpus));
+  };
+  first(c.speed);
+  first(c.memory);
+  first(c.gpu_names);
+  c.description = "the first " + std::to_string(gpus) + " GPUs of " + cluster.name +
+                  (cluster.description.empty() ? "" : " (" + cluster.description + ")");
   return c;
 }
 

@@ -82,6 +82,12 @@ struct ClusterSpec {
   double latency(int src_gpu, int dst_gpu) const;
 };
 
+/// The first `gpus` GPUs of `cluster` (whole nodes, or part of the first node when fewer than a node's
+/// GPUs), with their per-GPU memory, speed and names: one cluster file serves every size of a sweep
+/// (`cluster: {use: dgx-h100x128, gpus: 512}`). Throws std::invalid_argument when `gpus` is not
+/// in [1, the cluster's GPUs] or not a whole number of nodes above one node.
+ClusterSpec first_gpus(const ClusterSpec& cluster, int gpus);
+
 /// Reads a cluster description (a cluster file's root, or an inline `cluster:` mapping), recording
 /// problems in the map's Diagnostics.
 ClusterSpec parse_cluster(YamlMap& map);

@@ -242,4 +242,24 @@ rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--q
 checks += 1
 check(rc == 1 and "parallelism.ps.staleness: staleness applies to consistency: ssp" in err, f"bad ps: {err}")
 
+# A cluster file in part: the first N GPUs of dgx-h100x128, N swept; a size the cluster cannot give
+# is an invalid row (the sweep goes on), and a misspelt cluster gets a guess.
+path = os.path.join(out_dir, "subset.csv")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                   "--set", "cluster={use: dgx-h100x128, gpus: 16}", "--set", "parallelism.pp=1",
+                   "--set", "sweep.cluster.gpus=[4, 16, 64, 12]")
+rows = read_csv(path) if rc == 0 else []
+checks += 2
+check([(r["cluster"], r["gpus"], r["dp"], r["status"]) for r in rows] ==
+      [("dgx-h100x128 (4 GPUs)", "4", "4", "ok"), ("dgx-h100x128 (16 GPUs)", "16", "16", "ok"),
+       ("dgx-h100x128 (64 GPUs)", "64", "64", "invalid"), ("dgx-h100x128 (12 GPUs)", "1024", "1024", "invalid")],
+      f"cluster subsets: {err} {[(r['cluster'], r['gpus'], r['dp'], r['status'], r['message']) for r in rows]}")
+check(len(rows) == 4 and "global_batch 16 is not divisible" in rows[2]["message"]
+      and "cluster.gpus: 12 GPUs are not a whole number of 8-GPU nodes" in rows[3]["message"],
+      f"subset messages: {[r['message'] for r in rows]}")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                   "--set", "cluster={use: dgx-h100x12, gpus: 16}")
+checks += 1
+check(rc == 1 and "cluster.use: unknown cluster 'dgx-h100x12' (did you mean 'dgx-h100x128'?)" in err, f"bad use: {err}")
+
 finish("cli_features", checks)
