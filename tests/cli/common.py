@@ -29,6 +29,18 @@ def check(condition, what):
         print(f"FAIL: {what}", file=sys.stderr)
 
 
+def gpu_visible():
+    """True when an NVIDIA GPU answers `nvidia-smi -L` (the CUDA paths then run for real)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        p = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0 and "GPU" in p.stdout
+
+
 def workdir():
     d = tempfile.mkdtemp(prefix="ddlsim_cli_")
     shutil.copy(os.path.join(FIXTURES, "node4.yaml"), d)

@@ -3,11 +3,12 @@ message naming the place of the error (file:line: key, or file:line for a trace)
 written. One table row per case; every case runs in a fresh folder with relative paths, so the
 expected message is exact."""
 import os
+import re
 import shutil
 import sys
 import tempfile
 
-from common import FIXTURES, check, finish, read_csv, run, workdir
+from common import FIXTURES, ROOT, check, finish, read_csv, run, workdir
 
 binary = sys.argv[1]
 checks = 0
@@ -215,6 +216,11 @@ for label, argv, files, code, needles in CASES:
     shutil.rmtree(tmp)
 checks += 1
 check(len(CASES) >= 40, f"the catalogue holds {len(CASES)} cases")
+# The README states the catalogue's size: it must be this file's.
+readme = open(os.path.join(ROOT, "README.md")).read()
+stated = re.findall(r"catalogue(?: of|:) (\d+) bad inputs", readme)
+checks += 1
+check(stated and all(int(n) == len(CASES) for n in stated), f"README says {stated} bad inputs, the catalogue has {len(CASES)}")
 
 tmp = workdir()
 # validate reports every problem of a file at once.

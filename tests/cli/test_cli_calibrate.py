@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from common import FIXTURES, ROOT, check, finish, read_csv, run, workdir
+from common import FIXTURES, ROOT, check, finish, gpu_visible, read_csv, run, workdir
 
 binary = sys.argv[1]
 checks = 0
@@ -128,9 +128,12 @@ if os.path.exists(collector):
     check(rc == 0 and len(out.splitlines()) >= 300 and "gemm bf16 m=4096 n=4096 k=4096" in out, f"collect --plan: {rc} {err}")
     rc, out, err = run(binary, "calibrate", "collect", "--quick", "-o", target)
     checks += 1
-    gpu = rc == 0
-    check(gpu or (rc == 1 and "no CUDA GPU is visible" in err and not os.path.exists(target)),
-          f"collect without a GPU refuses cleanly: {rc} {err}")
+    gpu = gpu_visible()
+    if gpu:
+        check(rc == 0 and os.path.getsize(target) > 0, f"collect on a GPU writes records: {rc} {err}")
+    else:
+        check(rc == 1 and "no CUDA GPU is visible" in err and not os.path.exists(target),
+              f"collect without a GPU refuses cleanly: {rc} {err}")
     rc, out, err = run(binary, "calibrate", "collect", "--bogus")
     checks += 1
     check(rc == 2, f"collect with an unknown option is a usage error: {rc} {err}")

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from common import ROOT, check, finish, read_csv, run, workdir
+from common import ROOT, check, finish, gpu_visible, read_csv, run, workdir
 
 binary = sys.argv[1]
 checks = 0
@@ -93,7 +93,11 @@ cuda_csv = os.path.join(d, "cuda.csv")
 rc, out, err = run(binary, "execute", os.path.join(ROOT, "experiments", "crosscheck_host.yaml"), "--backend", "cuda",
                    "-o", cuda_csv, "--set", "sweep.training.micro_batch=[32]", "--set", "sweep.parallelism.schedule=[gpipe]")
 checks += 1
-if os.path.exists(runner):
+if os.path.exists(runner) and gpu_visible():
+    rows = read_csv(cuda_csv) if os.path.exists(cuda_csv) else []
+    check(rc == 0 and rows and all(r["status"] == "ok" and float(r["measured_iteration_time_s"]) > 0 for r in rows),
+          f"a GPU: every point is executed and measured: {rc} {err}")
+elif os.path.exists(runner):
     rows = read_csv(cuda_csv) if os.path.exists(cuda_csv) else []
     check(rc == 1 and rows and all(r["status"] == "error" and "execution failed" in r["message"] for r in rows),
           f"no GPU: every point is an error row, the sweep goes on: {rc} {err}")

