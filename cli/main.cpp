@@ -4,6 +4,7 @@
 #include "calibration/Profile.hpp"
 #include "calibration/ProfileFit.hpp"
 #include "cli/MpiSweep.hpp"
+#include "cli/Plot.hpp"
 #include "common/AtomicFile.hpp"
 #include "common/DataPath.hpp"
 #include "common/Dtype.hpp"
@@ -58,6 +59,8 @@ commands:
       --trace-dir DIR        write a Chrome-trace timeline per point (open in Perfetto) and
                              a per-device CSV next to it
       --quiet                no progress or summary on stderr
+      --plot                 also draw the experiment's figure (output.plot, a script of plots/)
+                             next to the CSV as .png, with a python3 that has matplotlib
       --resume               keep the rows of the CSV already at -o that belong to this sweep
                              (same point, same configuration) and simulate only the rest
       --shard I/N            only the points whose index mod N is I (0 <= I < N), for job arrays;
@@ -296,11 +299,13 @@ int cmd_run(Args& args)
   std::vector<std::string> sets;
   experiments::SweepOptions options;
   bool quiet = false;
-  bool resume = false, mpi = false;
+  bool resume = false, mpi = false, plot = false;
   int shard_index = 0, shard_count = 1;
   while (!args.done()) {
     if (auto v = args.option("--output", "-o"))
       output = *v;
+    else if (args.flag("--plot"))
+      plot = true;
     else if (auto j = args.option("--jobs", "-j"))
       options.jobs = parse_int(*j, "--jobs", 1, 1024);
     else if (auto s = args.option("--set"))
@@ -441,6 +446,11 @@ int cmd_run(Args& args)
     if (mpi)
       std::cerr << "; " << world.size << " MPI ranks";
     std::cerr << '\n';
+  }
+  if (plot) {
+    const std::string png = std::filesystem::path(csv).replace_extension(".png").string();
+    cli::draw_plot(exp.output_plot(), csv, png);
+    std::cout << png << '\n';
   }
   return exit_ok;
 }

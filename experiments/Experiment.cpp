@@ -193,6 +193,22 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
   exp.description_ = top.string("description", "");
   if (auto output = top.map("output")) {
     exp.output_csv_ = output->string("csv");
+    if (auto plot = output->string("plot")) {
+      const bool known = std::filesystem::exists(data_dir() / "plots" / *plot);
+      std::vector<std::string> scripts;
+      for (const auto& entry : std::filesystem::directory_iterator(data_dir() / "plots"))
+        if (entry.path().extension() == ".py" && entry.path().filename() != "ddlsim_csv.py")
+          scripts.push_back(entry.path().filename().string());
+      std::sort(scripts.begin(), scripts.end());
+      if (!known || plot->find('/') != std::string::npos || *plot == "ddlsim_csv.py") {
+        std::string list;
+        for (const auto& name : scripts)
+          list += (list.empty() ? "" : ", ") + name;
+        output->report("plot", "unknown plot script '" + *plot + "'" + did_you_mean(*plot, scripts) + " (plots/: " + list + ")");
+      } else {
+        exp.output_plot_ = *plot;
+      }
+    }
     output->check_unknown_keys();
   }
   diags.throw_if_any();
@@ -607,6 +623,7 @@ PointConfig Experiment::point(std::size_t index) const
   }
   if (auto output = top.map("output")) {
     output->string("csv");
+    output->string("plot");
     output->check_unknown_keys();
   }
   if (auto limits = top.map("limits")) {

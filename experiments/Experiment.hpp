@@ -26,7 +26,7 @@
 //       parallelism.dp: [8, 4, 2, 1] #   a list of such mappings makes several zipped axes
 //       training.global_batch: [256, 128, 64, 32]
 //   where: pp * dp * tp == gpus && micro_batch <= 16   # keep only these points (Constraint.hpp)
-//   output: {csv: results/gpipe_microbatch.csv}
+//   output: {csv: results/gpipe_microbatch.csv, plot: plot_bm.py}   # plot: its figure (`run --plot`)
 //   limits: {max_activities: 1e8, max_memory: 16GiB}  # resource guard (Resources.hpp): a point whose
 //                                    # estimated cost is over a limit is invalid, not simulated
 //
@@ -170,6 +170,9 @@ public:
   std::vector<PointConfig> points() const;
 
   const std::optional<std::string>& output_csv() const { return output_csv_; }
+  /// The experiment's default figure: a script of plots/ (`output: {plot: plot_bm.py}`) that reads
+  /// the CSV; plot_throughput.py when the file names none.
+  const std::string& output_plot() const { return output_plot_; }
 
 private:
   struct Axis {
@@ -197,6 +200,7 @@ private:
   std::vector<Axis> axes_;
   std::vector<Override> overrides_;
   std::optional<std::string> output_csv_;
+  std::string output_plot_ = "plot_throughput.py";
   std::shared_ptr<const Constraint> where_;
 };
 

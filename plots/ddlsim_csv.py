@@ -1,5 +1,6 @@
 """Shared helpers of the plot scripts: read a ddlsim CSV (refusing files that are not one) and set up
-matplotlib without a display. Run the scripts with Debian's python3 (python3-matplotlib)."""
+matplotlib without a display. Any python3 with matplotlib runs them (Debian's: python3-matplotlib);
+one without it gets a message saying so."""
 import csv
 import sys
 
@@ -18,7 +19,11 @@ def load_rows(path, required):
 
 
 def pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit(f"matplotlib is not installed for this python3 ({sys.executable}): apt-get install python3-matplotlib "
+                 "(Debian's /usr/bin/python3 sees it) or pip install matplotlib")
 
     matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Throughput and pipeline bubble against the number of micro-batches M, one line per pipeline depth K.
 
 usage: plot_bm.py RESULTS.csv [-o FIGURE.png]   (e.g. from experiments/gpipe_bm.yaml)

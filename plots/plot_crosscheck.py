@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Simulated against measured throughput, with the y = x line, from a `ddlsim execute` CSV.
 
 usage: plot_crosscheck.py CROSSCHECK.csv [-o FIGURE.png] [--title TEXT]

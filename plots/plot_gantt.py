@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A pipeline Gantt chart from a ddlsim timeline (`ddlsim run --trace-dir DIR`): one row per GPU.
 
 usage: plot_gantt.py TIMELINE.json [-o FIGURE.png] [--gpus N]

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Throughput of every P_r x P_c process grid, one panel per network and GPU count (a heatmap row each).
 
 usage: plot_grid.py RESULTS.csv [-o FIGURE.png]   (e.g. from experiments/grid_shapes.yaml)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Peak memory per GPU against micro-batch size, one line per layout, with the GPU's capacity.
 
 usage: plot_memory.py RESULTS.csv [-o FIGURE.png] [--global-batch B]...   (e.g. a search microbatch CSV, or any sweep over micro_batch)

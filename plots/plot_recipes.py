@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Model flop utilization of each training recipe of a run, as horizontal bars grouped by model.
 
 usage: plot_recipes.py RESULTS.csv [-o FIGURE.png]     (e.g. experiments/llama3_recipes.yaml's CSV)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Throughput against micro-batch size, one line per parallel layout, from a ddlsim results CSV.
 
 usage: plot_throughput.py RESULTS.csv [-o FIGURE.png] [--title TEXT]

@@ -26,6 +26,28 @@ with open(png, "rb") as f:
 checks += 2
 check(data[:8] == b"\x89PNG\r\n\x1a\n", "a PNG file")
 check(len(data) > 10000, f"a real figure, not an empty canvas ({len(data)} bytes)")
+# `ddlsim run --plot` draws the experiment's own figure (output.plot) next to the CSV.
+rc, out, err = run(binary, "run", os.path.join(ROOT, "experiments", "gpipe_bm.yaml"), "-o", os.path.join(tmp, "bm.csv"),
+                   "--quiet", "--plot", "--set", "sweep.parallelism.pp=[2]", "--set", "sweep.training.micro_batch=[8,16]")
+bm_png = os.path.join(tmp, "bm.png")
+checks += 1
+check(rc == 0 and out.strip() == bm_png and os.path.exists(bm_png) and open(bm_png, "rb").read()[:4] == b"\x89PNG",
+      f"run --plot draws plot_bm.py's figure: {rc} {out} {err}")
+# Without a python3 that has matplotlib: a message, exit 1, the CSV kept.
+env = dict(os.environ, DDLSIM_PYTHON="/nonexistent/python3")
+p = subprocess.run([binary, "run", os.path.join(ROOT, "experiments", "demo.yaml"), "-o", os.path.join(tmp, "np.csv"),
+                    "--quiet", "--plot"], capture_output=True, text=True, env=env, cwd=ROOT)
+checks += 1
+check(p.returncode == 1 and "--plot needs a python3 with matplotlib" in p.stderr and os.path.exists(os.path.join(tmp, "np.csv")),
+      f"no python: {p.returncode} {p.stderr}")
+# A plot script that does not exist is named with a guess.
+with open(os.path.join(tmp, "badplot.yaml"), "w") as f:
+    f.write(open(os.path.join(ROOT, "experiments", "demo.yaml")).read().replace(
+        "output: {csv: results/demo.csv}", "output: {csv: results/demo.csv, plot: plot_throughpt.py}"))
+rc, out, err = run(binary, "validate", os.path.join(tmp, "badplot.yaml"))
+checks += 1
+check(rc == 1 and "output.plot: unknown plot script 'plot_throughpt.py' (did you mean 'plot_throughput.py'?)" in err,
+      f"bad output.plot: {rc} {err}")
 # A CSV that is not ddlsim's is refused with a message.
 bad = os.path.join(tmp, "bad.csv")
 with open(bad, "w") as f:
