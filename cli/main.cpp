@@ -729,6 +729,9 @@ int cmd_model(Args& args)
   }
   std::printf("\ntotal parameters            %.0f (%s)\n", model.parameter_count(),
               format_quantity(model.parameter_count(), Dimension::count).c_str());
+  if (model.has(models::LayerKind::moe))
+    std::printf("active parameters/token     %.0f (%s; the router and top-k experts of each MoE layer)\n",
+                model.active_parameter_count(), format_quantity(model.active_parameter_count(), Dimension::count).c_str());
   std::printf("parameter bytes             %s\n", bytes(model.parameter_count() * d).c_str());
   std::printf("forward flop per sample     %s\n", format_quantity(model.forward_flop_per_sample(), Dimension::flop).c_str());
   std::printf("backward flop per sample    %s\n", format_quantity(model.backward_flop_per_sample(), Dimension::flop).c_str());

@@ -503,7 +503,7 @@ double model_flop_per_token(const models::Model& model)
   for (const auto& l : model.layers())
     if (l.kind == models::LayerKind::attention)
       attention += 12 * l.output.features * l.output.tokens;
-  return 6 * model.parameter_count() + attention;
+  return 6 * model.active_parameter_count() + attention;  // a token uses only its experts' parameters
 }
 
 PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cost)
@@ -722,6 +722,7 @@ ResultRow describe_point(const PointConfig& p)
     row.set("ps_iterations", static_cast<long long>(ps.iterations));
   }
   row.set("model_parameters", p.model.parameter_count());
+  row.set("active_parameters", p.model.active_parameter_count());
   row.set("memory_capacity_bytes", p.cluster.smallest_memory());
   row.set("recompute", std::string(models::recompute_table.name(p.training.recompute)));
   row.set("partition", std::string(models::partitioner_table.name(p.parallelism.partition)));

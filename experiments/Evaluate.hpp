@@ -69,8 +69,9 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
 sim::ComputeOptions compute_options(const PointConfig& point);
 models::MemoryOptions memory_options(const PointConfig& point);
 
-/// Model flop per token as PaLM's appendix B counts them: 6 N + 12 l h s (N all parameters; per
-/// attention layer 12 x query width x sequence). What `mfu` divides by the GPUs' dense peak.
+/// Model flop per token as PaLM's appendix B counts them: 6 N + 12 l h s (N the parameters a token
+/// uses: all of a dense model's, a mixture of experts' active ones; per attention layer 12 x query
+/// width x sequence). What `mfu` divides by the GPUs' dense peak.
 double model_flop_per_token(const models::Model& model);
 
 /// The batch size batch-norm statistics see: the micro-batch for batch_norm, micro-batch x dp for

@@ -47,7 +47,8 @@ const std::vector<std::string>& csv_columns()
       "error_pct",        "work_scale",          "sim_activities_estimate",
       "sim_memory_estimate_bytes", "cp",          "zero",
       "zero_group",       "sequence_parallel",   "seq",
-      "attention",        "tokens_per_s",        "mfu"};
+      "attention",        "tokens_per_s",        "mfu",
+      "active_parameters"};
   return columns;
 }
 
@@ -58,7 +59,7 @@ void ResultRow::set(const std::string& column, const std::string& value) { cells
 // keeps ten significant digits.
 bool whole_number_column(const std::string& column)
 {
-  return column.find("bytes") != std::string::npos || column == "model_parameters" ||
+  return column.find("bytes") != std::string::npos || column == "model_parameters" || column == "active_parameters" ||
          column == "sim_activities_estimate";
 }
 

@@ -33,6 +33,7 @@ enum class LayerKind {
   activation,
   swiglu,
   rotary,
+  moe,
   dropout,
   add,
   concat,
@@ -40,7 +41,7 @@ enum class LayerKind {
   custom
 };
 
-inline constexpr EnumTable<LayerKind, 18> layer_kind_table{{{
+inline constexpr EnumTable<LayerKind, 19> layer_kind_table{{{
     {"linear", LayerKind::linear, "fully connected: y = x W + b on the last dimension (flattens C x H x W)"},
     {"conv2d", LayerKind::conv2d, "2-D convolution (cuDNN), optional groups"},
     {"pooling", LayerKind::pooling, "max or average pooling, or global average pooling"},
@@ -55,6 +56,7 @@ inline constexpr EnumTable<LayerKind, 18> layer_kind_table{{{
     {"activation", LayerKind::activation, "element-wise nonlinearity (relu, gelu, tanh, sigmoid, silu)"},
     {"swiglu", LayerKind::swiglu, "SwiGLU gate: silu(a) * b on the two halves of its input (Llama's MLP)"},
     {"rotary", LayerKind::rotary, "rotary position embedding (RoPE) applied to Q and K of a fused QKV; no parameters"},
+    {"moe", LayerKind::moe, "mixture of experts: router, dispatch, the experts' grouped GEMMs, combine"},
     {"dropout", LayerKind::dropout, "dropout: keeps a one-byte mask per element for backward"},
     {"add", LayerKind::add, "element-wise sum of its inputs (residual connection)"},
     {"concat", LayerKind::concat, "concatenation of its inputs along channels/features"},
@@ -164,6 +166,13 @@ struct Layer {
   std::uint32_t block = 0;          ///< index of the block (pipeline partition unit) holding this layer
   int heads = 0;                    ///< attention and rotary layers: query heads
   int kv_heads = 0;                 ///< attention and rotary layers: key/value heads (grouped-query attention)
+  /// Parameters a token uses (count): all of them, but a mixture of experts' top_k experts only.
+  double active_parameters = 0;
+  int experts = 0;                  ///< moe: routed experts
+  int top_k = 0;                    ///< moe: experts each token is routed to
+  double expert_parameters = 0;     ///< moe: parameters of one routed expert
+  double capacity_factor = 0;       ///< moe: tokens an expert takes, over the mean (0: no limit, dropless)
+  double load_imbalance = 1;        ///< moe: the busiest expert's tokens over the mean
   TpRole tp = TpRole::replicated;   ///< how tensor parallelism splits it
   std::vector<Kernel> kernels;      ///< forward kernels, in launch order
 

@@ -175,6 +175,10 @@ Model::Model(std::string name, TensorShape input, std::vector<Layer> layers, std
 }
 
 double Model::parameter_count() const { return sum(layers_, [](const Layer& l) { return l.parameters; }); }
+double Model::active_parameter_count() const
+{
+  return sum(layers_, [](const Layer& l) { return l.kind == LayerKind::moe ? l.active_parameters : l.parameters; });
+}
 double Model::forward_flop_per_sample() const { return sum(layers_, [](const Layer& l) { return l.forward_flop(); }); }
 double Model::backward_flop_per_sample() const { return sum(layers_, [](const Layer& l) { return l.backward_flop(); }); }
 

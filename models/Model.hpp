@@ -50,6 +50,8 @@ public:
   std::size_t size() const { return layers_.size(); }
 
   double parameter_count() const;
+  /// Parameters one token uses: all but the routed experts it is not sent to (mixture of experts).
+  double active_parameter_count() const;
   double forward_flop_per_sample() const;
   double backward_flop_per_sample() const;
   /// Activation bytes per sample saved for backward by the whole model, without recomputation.

@@ -147,7 +147,8 @@ Layer& ModelBuilder::add_layer(LayerKind kind, std::string name, const std::vect
   case LayerKind::conv2d: l.tp = TpRole::gathered; break;
   case LayerKind::attention:
   case LayerKind::rotary:
-  case LayerKind::swiglu: l.tp = TpRole::split; break;
+  case LayerKind::swiglu:
+  case LayerKind::moe: l.tp = TpRole::split; break;  // moe: expert tensor parallelism = tp (Megatron's default)
   case LayerKind::embedding: l.tp = TpRole::row; break;  // vocabulary-parallel: all-reduce of the lookup
   default: l.tp = TpRole::replicated; break;
   }
@@ -305,6 +306,55 @@ Tensor ModelBuilder::swiglu(Tensor x, std::string name)
   k.backward_flop = 12 * e;
   k.backward_sample_elements = 5 * e;
   l.kernels.push_back(k);
+  return {layers_.size() - 1, l.output};
+}
+
+Tensor ModelBuilder::moe(Tensor x, const MoeOptions& o, std::string name)
+{
+  if (x.shape.image || o.experts < 1 || o.top_k < 1 || o.top_k > o.experts || !(o.expert_ffn_hidden >= 1) ||
+      o.capacity_factor < 0 || !(o.load_imbalance >= 1))
+    throw std::invalid_argument("moe '" + name + "' needs tokens x hidden, 1 <= top_k <= experts, an expert width, a "
+                                "capacity factor >= 0 and a load imbalance >= 1 (got experts " +
+                                std::to_string(o.experts) + ", top_k " + std::to_string(o.top_k) + ")");
+  const double s = x.shape.tokens, h = x.shape.features, e = o.experts, k = o.top_k, f = o.expert_ffn_hidden;
+  const double matrices = o.swiglu ? 3 : 2;
+  const double up = o.swiglu ? 2 * f : f;  // gate and up fused, or the one up matrix
+  Layer& l = add_layer(LayerKind::moe, std::move(name), {x}, x.shape);
+  l.experts = o.experts;
+  l.top_k = o.top_k;
+  l.capacity_factor = o.capacity_factor;
+  l.load_imbalance = o.load_imbalance;
+  l.expert_parameters = matrices * h * f;
+  l.parameters = h * e + e * l.expert_parameters;
+  l.active_parameters = h * e + k * l.expert_parameters;
+  l.stash_inputs = true;  // the router's and the dispatch's input
+  // Kept for backward, per token: the routing probabilities (fp32 as two elements), the permuted
+  // tokens (the up GEMM's input), the up output (the activation's input) and the activation's output
+  // (the down GEMM's input), each for top_k copies.
+  const double routed = s * k;
+  l.stashed_elements = 2 * s * e + routed * (h + up + f);
+  l.kernels.push_back(gemm_kernel(l.name + ".router", s, e, h));
+  l.kernels.push_back(pointwise_kernel(l.name + ".topk", s * e, s * e + 2 * routed, 5 * s * e));
+  Kernel dispatch = pointwise_kernel(l.name + ".dispatch", s * h, routed * h, 0);  // permute: a copy per route
+  l.kernels.push_back(dispatch);
+  // The experts' grouped GEMMs over all routed rows; every expert's weights are read once.
+  Kernel gate_up = gemm_kernel(l.name + ".experts_up", routed, up, h);
+  gate_up.forward_fixed_elements = e * h * up;
+  gate_up.backward_fixed_elements = 2 * e * h * up;
+  l.kernels.push_back(gate_up);
+  if (o.swiglu) {
+    Kernel act = pointwise_kernel(l.name + ".swiglu", 2 * routed * f, routed * f, 6 * routed * f);
+    act.backward_flop = 12 * routed * f;
+    act.backward_sample_elements = 5 * routed * f;
+    l.kernels.push_back(act);
+  } else {
+    l.kernels.push_back(pointwise_kernel(l.name + ".gelu", routed * f, routed * f, 8 * routed * f));
+  }
+  Kernel down = gemm_kernel(l.name + ".experts_down", routed, h, f);
+  down.forward_fixed_elements = e * f * h;
+  down.backward_fixed_elements = 2 * e * f * h;
+  l.kernels.push_back(down);
+  l.kernels.push_back(pointwise_kernel(l.name + ".combine", routed * h + routed, s * h, 2 * routed * h));
   return {layers_.size() - 1, l.output};
 }
 

@@ -64,6 +64,16 @@ inline constexpr EnumTable<AttentionKind, 2> attention_kind_table{{{
     {"flash", AttentionKind::flash, "FlashAttention: fused, no s x s tensor kept, QK^T recomputed in backward"},
 }}};
 
+/// A mixture-of-experts layer (Shazeer et al. 2017; GShard; Mixtral; DeepSeek-MoE).
+struct MoeOptions {
+  int experts = 8;
+  int top_k = 2;
+  double expert_ffn_hidden = 0;  ///< each expert's MLP width
+  bool swiglu = true;            ///< experts as SwiGLU (3 matrices) or GeLU MLPs (2)
+  double capacity_factor = 0;    ///< tokens an expert takes over the mean (0: dropless)
+  double load_imbalance = 1;     ///< the busiest expert's tokens over the mean (>= 1)
+};
+
 struct AttentionOptions {
   int heads = 1;
   int kv_heads = 0;  ///< key/value heads (grouped-query attention); 0 means heads (multi-head)
@@ -129,6 +139,11 @@ public:
   Tensor rotary(Tensor qkv, int heads, int kv_heads, std::string name);
   /// SwiGLU gate (Shazeer 2020): silu(a) * b on the halves a, b of its input. Output: half the features.
   Tensor swiglu(Tensor x, std::string name);
+  /// Mixture of experts on tokens x hidden: a router GEMM (hidden x experts) and top-k, the tokens
+  /// permuted to their experts (dispatch), each expert's MLP on the tokens routed to it (grouped
+  /// GEMMs of tokens x top_k rows in all), the weighted combine back. Output: tokens x hidden.
+  /// Parameters: router + experts x expert MLP; a token uses the router and top_k experts.
+  Tensor moe(Tensor x, const MoeOptions& options, std::string name);
   /// Token lookup in a vocab x hidden table, plus a learned `positions` x hidden position table when
   /// positions > 0. Input: tokens x 1 (token ids).
   Tensor embedding(Tensor tokens, double vocab, double hidden, double positions, std::string name);

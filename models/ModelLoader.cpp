@@ -80,6 +80,25 @@ Model parse_generator(YamlMap& root, const std::string& kind, const std::string&
     c.bias = g->boolean("bias", false);
     c.dropout = g->boolean("dropout", false);
     c.attention = attention(c.attention);
+    if (auto moe = g->map("moe")) {
+      c.moe.experts = get_int(*moe, "experts", 0, 1);
+      if (!moe->has("experts"))
+        moe->report("experts", "missing required key");
+      c.moe.top_k = get_int(*moe, "top_k", 2);
+      c.moe.expert_ffn_hidden = required_int(*moe, "expert_ffn_hidden");
+      c.moe.shared_experts = get_int(*moe, "shared_experts", 0, 0);
+      c.moe.dense_layers = get_int(*moe, "dense_layers", 0, 0);
+      c.moe.capacity_factor = moe->quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
+      c.moe.load_imbalance = moe->quantity("load_imbalance", Dimension::count, 1.0, Bound::positive);
+      if (c.moe.top_k > c.moe.experts && moe->has("experts"))
+        moe->report("top_k", "top_k = " + std::to_string(c.moe.top_k) + " is more than the " +
+                                 std::to_string(c.moe.experts) + " experts");
+      if (c.moe.load_imbalance < 1)
+        moe->report("load_imbalance", "the busiest expert's tokens over the mean is at least 1");
+      if (c.moe.dense_layers > c.layers)
+        moe->report("dense_layers", "more dense layers than the model's " + std::to_string(c.layers));
+      moe->check_unknown_keys();
+    }
     if (g->has("kv_heads") && c.heads % c.kv_heads != 0)
       g->report("kv_heads", "kv_heads = " + std::to_string(c.kv_heads) + " does not divide heads = " +
                                 std::to_string(c.heads) + " (each K/V head serves a whole group of query heads)");
@@ -206,6 +225,7 @@ std::vector<std::string> type_keys(LayerKind kind)
   case LayerKind::pooling: return {"mode", "global", "kernel", "stride", "padding"};
   case LayerKind::attention: return {"heads", "kv_heads", "dropout", "kernel", "causal"};
   case LayerKind::rotary: return {"heads", "kv_heads"};
+  case LayerKind::moe: return {"experts", "top_k", "expert_ffn_hidden", "swiglu", "capacity_factor", "load_imbalance"};
   case LayerKind::embedding: return {"vocab", "hidden", "positions"};
   case LayerKind::group_norm: return {"groups"};
   case LayerKind::activation: return {"function"};
@@ -269,6 +289,13 @@ Tensor build_layer(ModelBuilder& b, Entry& e, const std::vector<Tensor>& xs)
     return b.rotary(one(), heads, get_int(m, "kv_heads", heads), e.name);
   }
   case LayerKind::swiglu: return b.swiglu(one(), e.name);
+  case LayerKind::moe:
+    return b.moe(one(), {.experts = required_int(m, "experts"), .top_k = get_int(m, "top_k", 2),
+                         .expert_ffn_hidden = m.required_quantity("expert_ffn_hidden", Dimension::count),
+                         .swiglu = m.boolean("swiglu", true),
+                         .capacity_factor = m.quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative),
+                         .load_imbalance = m.quantity("load_imbalance", Dimension::count, 1.0, Bound::positive)},
+                 e.name);
   case LayerKind::rms_norm: return b.norm(one(), Normalization::rms_norm, e.name);
   case LayerKind::embedding: {
     const double vocab = m.required_quantity("vocab", Dimension::count);

@@ -88,6 +88,10 @@ Model make_llama(const LlamaConfig& c)
   if (kv > c.heads || c.heads % kv != 0)
     throw std::invalid_argument(c.name + ": kv_heads (" + std::to_string(kv) + ") must divide heads (" +
                                 std::to_string(c.heads) + ")");
+  if (c.moe.experts > 0 && (c.moe.top_k < 1 || c.moe.top_k > c.moe.experts || c.moe.expert_ffn_hidden < 1 ||
+                            c.moe.dense_layers < 0 || c.moe.dense_layers > c.layers || c.moe.shared_experts < 0))
+    throw std::invalid_argument(c.name + ": moe needs 1 <= top_k <= experts (" + std::to_string(c.moe.top_k) + ", " +
+                                std::to_string(c.moe.experts) + "), an expert_ffn_hidden and 0 <= dense_layers <= layers");
   const double h = c.hidden;
   const double d = h / c.heads;
   const double f = c.ffn_hidden;
@@ -116,18 +120,35 @@ Model make_llama(const LlamaConfig& c)
     x = b.add({x, t}, p + ".residual1");
 
     Tensor m = b.norm(x, c.norm, p + ".mlp_norm");
-    if (c.ffn == FeedForward::swiglu) {
-      m = b.linear(m, 2 * f, c.bias, p + ".gate_up");
+    // A dense MLP of `width` (SwiGLU: gate and up fused; or GeLU), column then row parallel.
+    auto dense_mlp = [&](Tensor in, double width, const std::string& name) {
+      Tensor t = b.linear(in, c.ffn == FeedForward::swiglu ? 2 * width : width, c.bias, name + "_up");
       b.set_tp(TpRole::column);
-      m = b.swiglu(m, p + ".swiglu");
+      if (c.ffn == FeedForward::swiglu) {
+        t = b.swiglu(t, name + "_swiglu");
+      } else {
+        t = b.activation(t, Activation::gelu, name + "_gelu");
+        b.set_tp(TpRole::split);
+      }
+      t = b.linear(t, h, c.bias, name + "_down");
+      b.set_tp(TpRole::row);
+      return t;
+    };
+    if (c.moe.experts > 0 && i >= c.moe.dense_layers) {
+      const Tensor normed = m;
+      m = b.moe(normed, {.experts = c.moe.experts, .top_k = c.moe.top_k,
+                         .expert_ffn_hidden = static_cast<double>(c.moe.expert_ffn_hidden),
+                         .swiglu = c.ffn == FeedForward::swiglu, .capacity_factor = c.moe.capacity_factor,
+                         .load_imbalance = c.moe.load_imbalance},
+                p + ".moe");
+      b.set_tp(TpRole::row);  // each expert split over tp (expert TP = TP): its output all-reduced
+      if (c.moe.shared_experts > 0)  // experts every token uses: one dense MLP beside the routed ones
+        m = b.add({m, dense_mlp(normed, static_cast<double>(c.moe.shared_experts) * c.moe.expert_ffn_hidden,
+                                p + ".shared")},
+                  p + ".moe_sum");
     } else {
-      m = b.linear(m, f, c.bias, p + ".fc1");
-      b.set_tp(TpRole::column);
-      m = b.activation(m, Activation::gelu, p + ".gelu");
-      b.set_tp(TpRole::split);
+      m = dense_mlp(m, f, p + ".mlp");
     }
-    m = b.linear(m, h, c.bias, p + ".down");
-    b.set_tp(TpRole::row);
     if (c.dropout)
       m = b.dropout(m, p + ".mlp_dropout");
     x = b.add({x, m}, p + ".residual2");

@@ -59,6 +59,19 @@ inline constexpr EnumTable<Positions, 2> positions_table{{{
     {"rope", Positions::rope, "rotary embeddings on Q and K: no parameters, an element-wise kernel per layer"},
     {"learned", Positions::learned, "a learned seq x hidden table added to the token embeddings"},
 }}};
+/// The mixture of experts of a Llama-shaped model (Mixtral, DeepSeek-MoE, Qwen-MoE): every MLP after
+/// the first `dense_layers` layers is `experts` routed experts of `expert_ffn_hidden` (top_k per token)
+/// plus `shared_experts` experts every token uses (one MLP of shared_experts x expert_ffn_hidden).
+struct MoeConfig {
+  int experts = 0;             ///< 0: a dense model
+  int top_k = 2;
+  int expert_ffn_hidden = 0;
+  int shared_experts = 0;
+  int dense_layers = 0;        ///< the first layers keep a dense MLP of ffn_hidden
+  double capacity_factor = 0;  ///< 0: dropless
+  double load_imbalance = 1;
+};
+
 struct LlamaConfig {
   std::string name = "llama";
   int layers = 32;
@@ -75,6 +88,7 @@ struct LlamaConfig {
   bool bias = false;
   bool dropout = false;
   AttentionKind attention = AttentionKind::flash;
+  MoeConfig moe;
 };
 Model make_llama(const LlamaConfig& config);
 

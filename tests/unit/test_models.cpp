@@ -384,3 +384,37 @@ TEST_CASE("a run's sequence length and attention kernel rebuild the model")
   const Model gpt = load_model("gpt2-small", {.seq = 2048});
   CHECK(gpt.parameter_count() - load_model("gpt2-small").parameter_count() == 1024.0 * 768);
 }
+
+TEST_CASE("the MoE zoo: Hugging Face's counts, active parameters per token")
+{
+  // mistralai/Mixtral-8x7B-v0.1 and -8x22B-v0.1 (safetensors metadata); Mixtral's paper: 12.9B active.
+  const Model m7 = load_model("mixtral-8x7b");
+  CHECK(m7.parameter_count() == 46'702'792'704.0);
+  CHECK(m7.active_parameter_count() == 12'879'925'248.0);
+  CHECK(load_model("mixtral-8x22b").parameter_count() == 140'620'634'112.0);
+  // DeepSeek-MoE 16B (Dai et al. 2024, Table 1): 16.4B parameters, 2.8B active, within 1%.
+  const Model ds = load_model("deepseek-moe-16b");
+  CHECK(std::abs(ds.parameter_count() / 16.4e9 - 1) < 0.01);
+  CHECK(std::abs(ds.active_parameter_count() / 2.8e9 - 1) < 0.015);
+  // A dense model's active parameters are all of them.
+  const Model dense = load_model("llama3-8b");
+  CHECK(dense.active_parameter_count() == dense.parameter_count());
+}
+
+TEST_CASE("an MoE layer: router, experts' GEMMs on s x top_k rows, parameters of all experts")
+{
+  const double s = 1024, h = 512, e = 8, k = 2, f = 1024;
+  ModelBuilder b("m", TensorShape::sequence(s, h));
+  b.moe(b.input(), {.experts = 8, .top_k = 2, .expert_ffn_hidden = f}, "moe");
+  const Layer l = b.build().layers().front();
+  CHECK(l.parameters == h * e + e * 3 * h * f);
+  CHECK(l.active_parameters == h * e + k * 3 * h * f);
+  double gemm_flop = 0;
+  for (const Kernel& kernel : l.kernels)
+    if (kernel.kind == KernelKind::gemm)
+      gemm_flop += kernel.forward_flop;
+  // Router 2 s h e, and each routed token through one expert's SwiGLU: 2 x 3 h f per copy.
+  CHECK(gemm_flop == 2 * s * h * e + s * k * 2 * 3 * h * f);
+  CHECK_THROWS_AS(ModelBuilder("x", TensorShape::sequence(s, h)).moe({}, {.experts = 2, .top_k = 3, .expert_ffn_hidden = f}, "bad"),
+                  std::invalid_argument);
+}
