@@ -84,6 +84,14 @@ commands:
                              throughput, with pure data and pure model parallelism marked
       --no-pipeline          only pp = 1: the P_r x P_c grid
       -o, -j, --set          as for search microbatch (default CSV results/NAME-grid.csv)
+                             (the experiment's cp, zero and sequence_parallel stay: dp = GPUs / (pp tp cp))
+  search parallel EXPERIMENT.yaml
+                             every tp x pp x dp x cp, ZeRO stage and micro-batch of the cluster for the
+                             experiment's model and global batch: those that fit in memory ranked by a
+                             closed form, the best simulated and ranked by throughput
+      --top K                layouts simulated in full (default 16)
+      --zero LIST            ZeRO stages tried, e.g. 1,3 (default 0,1,2,3)
+      -o, -j, --set          as for search microbatch (default CSV results/NAME-parallel.csv)
   merge CSV... -o OUT.csv    join the CSVs of a sharded sweep: rows in point order, a point present
                              twice must agree; refuses CSVs of other ddlsim versions
   validate EXPERIMENT.yaml   check the file and every sweep point; print every problem and every
@@ -498,7 +506,9 @@ int cmd_search_grid(Args& args)
     throw UsageError{"search grid searches one configuration: fix the swept keys with --set (the file has " +
                      std::to_string(exp.point_count()) + " points)"};
   const experiments::PointConfig base = exp.point(0);
-  const int gpus = base.cluster.gpu_count();
+  // The experiment's context parallelism, ZeRO stage and sequence parallelism stay: the grid is
+  // the cluster's GPUs over cp, written as pp x tp x dp.
+  const int gpus = base.cluster.gpu_count() / base.parallelism.cp;
   auto make_point = [&](int pp, int tp, int dp) {
     std::vector<std::string> shape = sets;
     shape.push_back("parallelism.pp=" + std::to_string(pp));
@@ -509,8 +519,10 @@ int cmd_search_grid(Args& args)
   const experiments::GridSearch search = experiments::search_grid(gpus, make_point, options);
   const std::string csv = output ? *output : "results/" + exp.get_name() + "-grid.csv";
   experiments::write_csv(csv, search.rows);
-  std::printf("grid search: %s on %s (%d GPUs), %s; pp x tp (P_r) x dp (P_c) = %d\n", base.model_label.c_str(),
-              base.cluster_label.c_str(), gpus, std::string(sim::schedule_table.name(base.parallelism.schedule)).c_str(), gpus);
+  std::printf("grid search: %s on %s (%d GPUs), %s; pp x tp (P_r) x dp (P_c) = %d%s\n", base.model_label.c_str(),
+              base.cluster_label.c_str(), base.cluster.gpu_count(),
+              std::string(sim::schedule_table.name(base.parallelism.schedule)).c_str(), gpus,
+              base.parallelism.cp > 1 ? (" (x cp " + std::to_string(base.parallelism.cp) + ")").c_str() : "");
   std::printf("%5s %5s %5s %5s %14s %10s %16s %14s %10s  %s\n", "rank", "pp", "tp", "dp", "samples/s", "vs best",
               "comm_bytes/GPU", "exposed_comm_s", "memory", "");
   const double best = search.ranking.empty() ? 0 : std::stod(search.rows[search.ranking.front()].get("throughput_samples_per_s"));
@@ -543,16 +555,98 @@ int cmd_search_grid(Args& args)
   return exit_ok;
 }
 
+// search parallel: every layout of the cluster, screened, the best simulated (experiments/Search.hpp).
+int cmd_search_parallel(Args& args)
+{
+  std::optional<std::string> file, output;
+  std::vector<std::string> sets;
+  experiments::ParallelSearchOptions options;
+  while (!args.done()) {
+    if (auto o = args.option("--output", "-o"))
+      output = *o;
+    else if (auto j = args.option("--jobs", "-j"))
+      options.jobs = parse_int(*j, "--jobs", 1, 1024);
+    else if (auto t = args.option("--top"))
+      options.top = static_cast<std::size_t>(parse_int(*t, "--top", 1, 100000));
+    else if (auto z = args.option("--zero")) {
+      options.zero_stages.clear();
+      std::stringstream in(*z);
+      for (std::string stage; std::getline(in, stage, ',');)
+        options.zero_stages.push_back(parse_int(stage, "--zero", 0, 3));
+    } else if (auto v = args.option("--set"))
+      sets.push_back(*v);
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for search parallel: " + args.peek()};
+    else if (!file)
+      file = args.next();
+    else
+      throw UsageError{"search parallel takes one experiment file"};
+  }
+  if (!file)
+    throw UsageError{"search parallel needs an experiment file"};
+  const auto exp = experiments::Experiment::load(*file, sets);
+  if (exp.point_count() != 1)
+    throw UsageError{"search parallel searches one configuration: fix the swept keys with --set (the file has " +
+                     std::to_string(exp.point_count()) + " points)"};
+  const experiments::PointConfig base = exp.point(0);
+  auto make_point = [&](const experiments::ParallelLayout& l) {
+    std::vector<std::string> layout = sets;
+    layout.push_back("parallelism.tp=" + std::to_string(l.tp));
+    layout.push_back("parallelism.pp=" + std::to_string(l.pp));
+    layout.push_back("parallelism.dp=" + std::to_string(l.dp));
+    layout.push_back("parallelism.cp=" + std::to_string(l.cp));
+    layout.push_back("parallelism.zero=" + std::to_string(l.zero));
+    layout.push_back(std::string("parallelism.sequence_parallel=") + (l.sequence_parallel ? "true" : "false"));
+    layout.push_back("training.micro_batch=" + std::to_string(l.micro_batch));
+    if (l.zero == 0)
+      layout.push_back("parallelism.zero_group=0");
+    return experiments::Experiment::load(*file, layout).point(0);
+  };
+  const experiments::ParallelSearch search = experiments::search_parallel(base, make_point, options);
+  const std::string csv = output ? *output : "results/" + exp.get_name() + "-parallel.csv";
+  experiments::write_csv(csv, search.rows);
+  const int gpus = base.cluster.gpu_count();
+  std::printf("parallel search: %s on %s (%d GPUs), global batch %lld, %s\n", base.model.get_name().c_str(),
+              base.cluster_label.c_str(), gpus, base.training.global_batch,
+              std::string(sim::schedule_table.name(base.parallelism.schedule)).c_str());
+  std::printf("%zu layouts, %zu valid, %zu fit in memory; screened in %.1f s; the %zu best estimates simulated in "
+              "%.1f s\n",
+              search.enumerated, search.valid, search.fitting, search.screen_s, search.rows.size(), search.simulate_s);
+  const bool tokens = base.model.has(models::LayerKind::attention);
+  std::printf("%4s %3s %3s %4s %3s %4s %3s %4s %5s %10s %11s %11s %13s %7s\n", "rank", "tp", "pp", "dp", "cp", "zero",
+              "sp", "mb", "M", "memory", "estimate_s", "simulated_s", tokens ? "tokens/s" : "samples/s", "mfu");
+  int rank = 0;
+  for (std::size_t r : search.ranking) {
+    const auto& row = search.rows[r];
+    const auto& l = search.simulated[r].layout;
+    char mfu[16] = "-";
+    if (!row.get("mfu").empty())
+      std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * std::stod(row.get("mfu")));
+    std::printf("%4d %3d %3d %4d %3d %4d %3s %4d %5s %7.1fGiB %11.4g %11.4g %13.6g %7s\n", ++rank, l.tp, l.pp, l.dp, l.cp,
+                l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch, row.get("num_micro_batches").c_str(),
+                std::stod(row.get("peak_memory_bytes")) / (1024.0 * 1024 * 1024), search.simulated[r].estimate_s,
+                std::stod(row.get("iteration_time_s")),
+                std::stod(row.get(tokens ? "tokens_per_s" : "throughput_samples_per_s")), mfu);
+  }
+  for (std::size_t r = 0; r < search.rows.size(); ++r)
+    if (search.rows[r].get("status") != "ok")
+      std::printf("   - %s: %s\n", search.rows[r].get("status").c_str(), search.rows[r].get("message").c_str());
+  std::printf("every simulated layout: %s\n", csv.c_str());
+  return exit_ok;
+}
+
 // search microbatch: the memory-aware micro-batch size search (experiments/Search.hpp).
 int cmd_search(Args& args)
 {
   if (args.done())
-    throw UsageError{"search needs a kind: microbatch or grid"};
+    throw UsageError{"search needs a kind: microbatch, grid or parallel"};
   const std::string kind = args.next();
   if (kind == "grid")
     return cmd_search_grid(args);
+  if (kind == "parallel")
+    return cmd_search_parallel(args);
   if (kind != "microbatch")
-    throw UsageError{"unknown search '" + kind + "' (this release has: microbatch, grid)"};
+    throw UsageError{"unknown search '" + kind + "' (this release has: microbatch, grid, parallel)"};
   std::optional<std::string> file, output;
   std::vector<std::string> sets;
   experiments::MicrobatchSearchOptions options;

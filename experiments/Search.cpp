@@ -1,8 +1,13 @@
 #include "experiments/Search.hpp"
 
+#include "calibration/TableCostModel.hpp"
 #include "common/Error.hpp"
+#include "sim/Collectives.hpp"
+#include "sim/OpCosts.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <set>
 
 namespace ddlsim::experiments {
@@ -146,6 +151,195 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
   std::stable_sort(search.ranking.begin(), search.ranking.end(), [&](std::size_t a, std::size_t b) {
     return std::stod(search.rows[a].get("throughput_samples_per_s")) > std::stod(search.rows[b].get("throughput_samples_per_s"));
   });
+  return search;
+}
+
+std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const ParallelSearchOptions& options)
+{
+  const int gpus = base.cluster.gpu_count();
+  const int per_node = base.cluster.gpus_per_node;
+  const models::Model& model = base.model;
+  const bool sequence = model.has(models::LayerKind::attention);
+  const double tokens = model.input_shape().tokens;
+  const long long batch = base.training.global_batch;
+  const int blocks = static_cast<int>(model.blocks().size());
+  std::vector<ParallelLayout> out;
+  for (int tp = 1; tp <= per_node; ++tp) {
+    if (per_node % tp != 0 || gpus % tp != 0)
+      continue;
+    for (int cp = 1; tp * cp <= gpus; cp *= 2) {
+      // Ring attention hides its K/V steps only behind chunks of at least min_cp_tokens tokens.
+      if (cp > 1 && (!sequence || std::fmod(tokens, 2.0 * cp) != 0 || tokens / cp < options.min_cp_tokens))
+        break;
+      if ((gpus / tp) % cp != 0)
+        break;
+      const int rest = gpus / (tp * cp);
+      for (int pp = 1; pp <= std::min(rest, blocks); ++pp) {
+        if (rest % pp != 0)
+          continue;
+        const int dp = rest / pp;
+        if (batch % dp != 0)
+          continue;
+        const long long per_replica = batch / dp;
+        for (int zero : options.zero_stages) {
+          if (zero > 0 && dp * cp == 1)
+            continue;  // nothing to shard over
+          for (long long b = 1; b <= std::min<long long>(per_replica, options.max_micro_batch); b *= 2) {
+            // At least pp micro-batches: fewer leave stages idle for most of the iteration.
+            if (per_replica % b != 0 || per_replica / b > options.max_micro_batches || per_replica / b < pp)
+              continue;
+            out.push_back({.tp = tp, .pp = pp, .dp = dp, .cp = cp, .zero = zero,
+                           .sequence_parallel = sequence && tp > 1, .micro_batch = static_cast<int>(b)});
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Closed-form time of one collective of `kind` over `group` (devices) of `bytes`, uncontended.
+double collective_seconds(const PointConfig& point, sim::CollectiveKind kind, sim::CollectiveAlgorithm algorithm,
+                          std::vector<int> group, double bytes)
+{
+  if (group.size() < 2 || bytes <= 0)
+    return 0;
+  const sim::CollectiveTask task{.kind = kind, .algorithm = algorithm, .fidelity = sim::CollectiveFidelity::analytic,
+                                 .group = std::move(group), .bytes = bytes};
+  return sim::analytic_seconds(task, point.cluster);
+}
+
+}  // namespace
+
+double estimate_iteration(const PointConfig& point, const PointPlan& plan, const calibration::CostModel& cost)
+{
+  const auto& par = point.parallelism;
+  const sim::PipelinePlan& pipe = plan.pipeline;
+  const sim::ComputeOptions compute = compute_options(point);
+  const int mb = point.training.micro_batch;
+  const double m = point.micro_batches();
+  const int ranks = par.pp;
+  // Each pipeline rank's forward + backward per micro-batch (its chunks together), its tensor-parallel
+  // collectives per micro-batch, and its gradient bytes and ZeRO units.
+  std::vector<double> work(static_cast<std::size_t>(ranks), 0.0), tensor(static_cast<std::size_t>(ranks), 0.0),
+      gradients(static_cast<std::size_t>(ranks), 0.0), optimizer(static_cast<std::size_t>(ranks), 0.0),
+      gathers(static_cast<std::size_t>(ranks), 0.0), first_gather(static_cast<std::size_t>(ranks), 0.0);
+  std::vector<int> tp_group, shard_group, across_group;
+  for (int t = 0; t < pipe.tp; ++t)
+    tp_group.push_back(pipe.device(0, 0, t));
+  const int shard = par.zero > 0 ? par.shard_group() : par.replicas();
+  for (int r = 0; r < shard; ++r)
+    shard_group.push_back(pipe.device(0, r, 0));
+  for (int r = 0; r < par.replicas(); r += shard)
+    across_group.push_back(pipe.device(0, r, 0));
+  for (std::size_t c = 0; c < pipe.stages.size(); ++c) {
+    const sim::StagePlan& stage = pipe.stages[c];
+    const auto r = c % static_cast<std::size_t>(ranks);
+    work[r] += sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::forward, mb, compute, cost) +
+               sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::backward, mb, compute, cost);
+    optimizer[r] += sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::optimizer, mb, compute,
+                                       cost) / (par.zero > 0 ? shard : 1);
+    for (const sim::TpCollective& tc : stage.tp_collectives)
+      tensor[r] += collective_seconds(point, tc.kind, pipe.tp_algorithm, tp_group, tc.bytes_per_sample * mb);
+    gradients[r] += stage.gradient_bytes;
+    for (const sim::ShardUnit& u : stage.units) {
+      const double g = collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, u.bytes);
+      gathers[r] += g;
+      first_gather[r] = first_gather[r] > 0 ? first_gather[r] : g;
+    }
+  }
+  double slowest = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    const double per_micro_batch = work[i] + tensor[i];
+    // The pipeline: M passes of the slowest rank plus its fill and drain ((K - 1) / v of them).
+    double t = per_micro_batch * (m + (ranks - 1.0) / par.virtual_stages);
+    // Gradient reduction: what the last bucket (or all of it, unbucketed) leaves exposed, and with
+    // ZeRO 1-2 the gather of the parameters after the step; ZeRO 3's gathers beyond the compute they
+    // hide under, and at least the first unit of every pass.
+    const double grads = gradients[i];
+    const double last = par.dp_bucket > 0 ? std::min(par.dp_bucket, grads) : grads;
+    const auto reduce = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
+    if (par.replicas() > 1) {
+      t += collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, par.zero >= 3 ? 0.0 : last);
+      if (par.zero > 0 && shard < par.replicas())
+        t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, across_group, last / shard);
+      if (par.zero == 1 || par.zero == 2)
+        t += collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads);
+      if (par.zero >= 3)
+        t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]);
+    }
+    t += optimizer[i];
+    slowest = std::max(slowest, t);
+  }
+  return slowest;
+}
+
+ParallelSearch search_parallel(const PointConfig& base, const std::function<PointConfig(const ParallelLayout&)>& make_point,
+                               const ParallelSearchOptions& options)
+{
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  ParallelSearch search;
+  const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(base.profile);
+  std::vector<ParallelCandidate> fitting;
+  // One resolution per shape (tp, pp, dp, cp): its ZeRO stages and micro-batch sizes are that point
+  // with two fields changed, checked again for what depends on them.
+  std::optional<PointConfig> shape;
+  ParallelLayout shape_layout;
+  for (const ParallelLayout& layout : parallel_layouts(base, options)) {
+    ++search.enumerated;
+    if (!shape || layout.tp != shape_layout.tp || layout.pp != shape_layout.pp || layout.dp != shape_layout.dp ||
+        layout.cp != shape_layout.cp) {
+      shape_layout = layout;
+      shape = make_point(layout);
+    }
+    if (!shape->is_valid())
+      continue;
+    PointConfig p = *shape;
+    p.parallelism.zero = layout.zero;
+    p.parallelism.zero_group = layout.zero == 0 ? 0 : base.parallelism.zero_group;
+    p.training.micro_batch = layout.micro_batch;
+    if (p.parallelism.zero_group > 0 && p.parallelism.replicas() % p.parallelism.zero_group != 0)
+      continue;
+    if (p.parallelism.schedule == sim::ScheduleKind::interleaved && p.micro_batches() % p.parallelism.pp != 0)
+      continue;
+    if (!over_limits(p, estimate_resources(p)).empty())
+      continue;
+    ++search.valid;
+    const PointPlan plan = plan_point(p, *cost);
+    const MemoryVerdict memory = stage_memory_verdict(p, plan);
+    if (!memory.fits())
+      continue;
+    ++search.fitting;
+    const double estimate = estimate_iteration(p, plan, *cost);
+    fitting.push_back({.layout = layout, .point = std::move(p), .estimate_s = estimate, .peak_bytes = memory.peak_bytes});
+  }
+  if (fitting.empty())
+    throw Error("none of the " + std::to_string(search.enumerated) + " layouts (" + std::to_string(search.valid) +
+                " valid) fits in GPU memory");
+  std::stable_sort(fitting.begin(), fitting.end(),
+                   [](const ParallelCandidate& a, const ParallelCandidate& b) { return a.estimate_s < b.estimate_s; });
+  fitting.resize(std::min(fitting.size(), options.top));
+  const auto screened = clock::now();
+  search.screen_s = std::chrono::duration<double>(screened - start).count();
+
+  std::vector<PointConfig> points;
+  for (std::size_t i = 0; i < fitting.size(); ++i) {
+    fitting[i].point.index = i;
+    points.push_back(fitting[i].point);
+  }
+  search.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
+  search.simulated = std::move(fitting);
+  for (std::size_t r = 0; r < search.rows.size(); ++r)
+    if (search.rows[r].get("status") == "ok")
+      search.ranking.push_back(r);
+  std::stable_sort(search.ranking.begin(), search.ranking.end(), [&](std::size_t a, std::size_t b) {
+    return std::stod(search.rows[a].get("throughput_samples_per_s")) > std::stod(search.rows[b].get("throughput_samples_per_s"));
+  });
+  search.simulate_s = std::chrono::duration<double>(clock::now() - screened).count();
   return search;
 }
 

@@ -14,6 +14,7 @@
 //   for (const auto& b : s.batches) ...   // best and baseline per mini-batch
 #pragma once
 
+#include "experiments/Evaluate.hpp"
 #include "experiments/SweepRunner.hpp"
 
 #include <functional>
@@ -67,5 +68,70 @@ struct GridSearch {
 /// so an impossible shape is an `invalid` row that says why.
 GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp, int dp)>& make_point,
                        const GridSearchOptions& options);
+
+// Parallel-layout search (Megatron's and Calculon's planners): every (tp, pp, dp, cp, zero,
+// micro-batch) of the cluster's GPUs for the experiment's model and global batch, screened cheaply
+// before anything is simulated:
+//   1. enumerate: tp a divisor of a node's GPUs, cp a power of two with the sequence divisible by
+//      2 cp and at least min_cp_tokens tokens per GPU (sequence models), pp a divisor of the rest up
+//      to the model's blocks, dp what is left; ZeRO stages 0-3; sequence parallelism whenever
+//      tp > 1 (as Megatron recommends); micro-batch sizes the powers of two up to max_micro_batch
+//      dividing global_batch / dp that leave at least pp micro-batches
+//   2. validate: each layout resolved with the experiment file's own checks (heads, K/V heads,
+//      blocks, divisibility, the resource guard): `make_point`
+//   3. memory: plan_point and the memory model, no SimGrid; what does not fit is dropped
+//   4. estimate: a closed form of the iteration: the slowest stage's forward and backward times the
+//      pipeline's (M + K - 1) passes, the tensor-parallel collectives of every micro-batch, and the
+//      data-parallel and ZeRO traffic that cannot hide under compute (analytic collectives)
+//   5. simulate the `top` best estimates in full (the sweep runner, -j) and rank them by throughput
+
+struct ParallelLayout {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int cp = 1;
+  int zero = 0;
+  bool sequence_parallel = false;
+  int micro_batch = 1;
+};
+
+struct ParallelSearchOptions {
+  int jobs = 1;
+  std::size_t top = 16;                  ///< layouts simulated in full
+  std::vector<int> zero_stages{0, 1, 2, 3};
+  long long max_micro_batches = 4096;    ///< leave out micro-batch sizes that need more than this M
+  int max_micro_batch = 16;              ///< the largest micro-batch size tried
+  double min_cp_tokens = 4096;           ///< context parallelism only down to chunks of this many tokens
+};
+
+struct ParallelCandidate {
+  ParallelLayout layout;
+  PointConfig point;
+  double estimate_s = 0;     ///< the closed-form iteration time (step 4)
+  double peak_bytes = 0;     ///< the GPU that needs the most memory
+};
+
+struct ParallelSearch {
+  std::size_t enumerated = 0;           ///< layouts of step 1
+  std::size_t valid = 0;                ///< of them, passing step 2
+  std::size_t fitting = 0;              ///< of them, fitting in memory (step 3)
+  std::vector<ParallelCandidate> simulated;  ///< the `top` best estimates, in estimate order
+  std::vector<ResultRow> rows;          ///< their simulated rows, same order
+  std::vector<std::size_t> ranking;     ///< rows that are ok, highest throughput first
+  double screen_s = 0;                  ///< host seconds of steps 1-4
+  double simulate_s = 0;                ///< host seconds of step 5
+};
+
+/// Every layout of step 1 for the base point's model, cluster and global batch.
+std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const ParallelSearchOptions& options);
+
+/// Closed-form iteration time of a valid point (step 4), seconds. Its plan from plan_point.
+double estimate_iteration(const PointConfig& point, const PointPlan& plan, const calibration::CostModel& cost);
+
+/// Runs the search. `make_point(layout)` resolves the experiment at that layout with an experiment
+/// file's checks (its problems filled when it cannot be simulated); it is called once per shape
+/// (tp, pp, dp, cp), the ZeRO stage and micro-batch set on a copy. Throws Error when no layout fits.
+ParallelSearch search_parallel(const PointConfig& base, const std::function<PointConfig(const ParallelLayout&)>& make_point,
+                               const ParallelSearchOptions& options);
 
 }  // namespace ddlsim::experiments

@@ -82,4 +82,47 @@ check(ranked and ranked[0][2] not in ("1", "64"), f"the fastest grid is neither 
 rc, out, err = run(binary, "search", "microbatch", os.path.join(ROOT, "experiments", "demo.yaml"))
 checks += 1
 check(rc == 2 and "one configuration" in err, f"a sweep file needs its axes fixed: {rc} {err}")
+# search parallel: every layout of one DGX H100 for Llama 3 8B, the oom ones screened out, the best
+# estimates simulated and ranked.
+tmp = workdir()
+par = os.path.join(tmp, "par.yaml")
+with open(par, "w") as f:
+    f.write("name: par\nmodel: llama3-8b\ncluster: dgx-h100\ncalibration: h100-sxm\n"
+            "training: {global_batch: 16, micro_batch: 1, recompute: full, seq: 4096}\n"
+            "parallelism: {schedule: 1f1b, dp_fidelity: analytic, tp_fidelity: analytic}\n")
+par_csv = os.path.join(tmp, "par.csv")
+rc, out, err = run(binary, "search", "parallel", par, "-j", "2", "--top", "6", "-o", par_csv)
+rows = read_csv(par_csv) if rc == 0 else []
+counts = re.search(r"(\d+) layouts, (\d+) valid, (\d+) fit in memory", out)
+checks += 2
+check(rc == 0 and len(rows) == 6 and counts is not None, f"search parallel runs: {rc} {err} {out}")
+check(counts is not None and int(counts.group(1)) >= int(counts.group(2)) >= int(counts.group(3)) >= 6
+      and int(counts.group(3)) < int(counts.group(1)), f"screening counts: {out}")
+for r in rows:
+    checks += 1
+    shape = int(r["pp"]) * int(r["dp"]) * int(r["tp"]) * int(r["cp"])
+    check(r["status"] == "ok" and shape == 8 == int(r["gpus"])
+          and float(r["peak_memory_bytes"]) <= float(r["memory_capacity_bytes"]),
+          f"a simulated layout fills the 8 GPUs and fits: {r['pp']} {r['dp']} {r['tp']} {r['cp']} {r['status']} {r['message']}")
+# Plain data parallelism without sharding needs 16 bytes x 8B parameters per GPU: never simulated.
+checks += 1
+check(not any(r["tp"] == "1" and r["pp"] == "1" and r["cp"] == "1" and r["zero"] == "0" for r in rows),
+      "the oom layout (tp 1, pp 1, zero 0) is screened out")
+# The table's first row is the fastest simulated layout.
+table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
+best = max(rows, key=lambda r: float(r["tokens_per_s"])) if rows else None
+checks += 1
+check(table and best and table[0][1:7] == [best["tp"], best["pp"], best["dp"], best["cp"], best["zero"],
+                                             "yes" if best["sequence_parallel"] == "true" else "no"],
+      f"the best simulated layout ranks first: {table[:1]} vs {best and (best['tp'], best['pp'], best['dp'])}")
+# On one GPU without communication the closed form is the simulation: M (t_f + t_b) + the step.
+one = os.path.join(tmp, "one.yaml")
+with open(one, "w") as f:
+    f.write("name: one\nmodel: gpt2-small\ncluster: h100-1gpu\ncalibration: h100-sxm\n"
+            "training: {global_batch: 8, micro_batch: 1}\nparallelism: {schedule: 1f1b}\n")
+rc, out, err = run(binary, "search", "parallel", one, "--top", "20", "-o", os.path.join(tmp, "one.csv"))
+table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
+checks += 1
+check(rc == 0 and table and all(abs(float(t[10]) / float(t[11]) - 1) < 1e-3 for t in table),
+      f"estimate = simulation on one GPU: {rc} {err} {table}")
 finish("cli_search", checks)
