@@ -540,9 +540,10 @@ int cmd_search_grid(Args& args)
   for (std::size_t r : search.ranking) {
     const auto& row = search.rows[r];
     const double t = std::stod(row.get("throughput_samples_per_s"));
-    std::printf("%5d %5s %5s %5s %14.6g %9.1f%% %16.4g %14.4g %9.1fG  %s\n", ++rank, row.get("pp").c_str(), row.get("tp").c_str(),
+    std::printf("%5d %5s %5s %5s %14.6g %9.1f%% %16.4g %14.4g %7.1fGiB  %s\n", ++rank, row.get("pp").c_str(), row.get("tp").c_str(),
                 row.get("dp").c_str(), t, 100 * (t / best - 1), std::stod(row.get("comm_bytes_per_gpu")),
-                std::stod(row.get("exposed_comm_time_s")), std::stod(row.get("peak_memory_bytes")) / 1e9, label(row));
+                std::stod(row.get("exposed_comm_time_s")), std::stod(row.get("peak_memory_bytes")) / (1024.0 * 1024 * 1024),
+                label(row));
   }
   std::size_t others = 0;
   for (const auto& row : search.rows)
@@ -694,12 +695,13 @@ int cmd_search(Args& args)
     const auto& row = search.rows[*r];
     const bool ok = row.get("status") == "ok";
     const std::string memory = row.get("peak_memory_bytes");
-    std::snprintf(out, n, "%8s %8s %14.6g %9.1fG", row.get("micro_batch").c_str(),
+    constexpr double gib = 1024.0 * 1024 * 1024;
+    std::snprintf(out, n, "%8s %8s %14.6g %7.1fGiB", row.get("micro_batch").c_str(),
                   row.get("num_micro_batches").c_str(), ok ? std::stod(row.get("throughput_samples_per_s")) : 0.0,
-                  memory.empty() ? 0.0 : std::stod(memory) / 1e9);
+                  memory.empty() ? 0.0 : std::stod(memory) / gib);
     if (!ok)
-      std::snprintf(out, n, "%8s %8s %14s %9.1fG", row.get("micro_batch").c_str(), row.get("num_micro_batches").c_str(),
-                    row.get("status").c_str(), memory.empty() ? 0.0 : std::stod(memory) / 1e9);
+      std::snprintf(out, n, "%8s %8s %14s %7.1fGiB", row.get("micro_batch").c_str(), row.get("num_micro_batches").c_str(),
+                    row.get("status").c_str(), memory.empty() ? 0.0 : std::stod(memory) / gib);
   };
   for (const auto& b : search.batches) {
     char best[96], baseline[96], gain[32] = "-";
