@@ -451,7 +451,11 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
       break;
     case models::TpRole::column:
       if (sp && !first) {
+        // Forward all-gathers the input; backward gathers it again for the weight gradient (only the
+        // s/tp shard was kept: Korthikanti's 34 s h / t) and reduce-scatters the input gradient.
         out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
                        .bytes_per_sample = input * d, .before = true});
         out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
                        .bytes_per_sample = input * d});
@@ -571,7 +575,9 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     const models::StageRange layers = model.layer_range(ranges[s]);
     sim::StagePlan stage;
     stage.layers = layers;
-    stage.activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d : 0.0;
+    // Each context-parallel rank holds and sends its s/cp tokens of the tensors crossing the cut.
+    const double token_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;
+    stage.activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d * token_share : 0.0;
     stage.gradient_bytes = memory.parameters(ranges[s]) * d;
     for (std::size_t i = layers.begin; i < layers.end; ++i)
       if (model.layers()[i].norm_channels > 0)  // sum and sum of squares per channel, fp32
@@ -580,7 +586,9 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
       stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp);
     if (par.tp > 1)
       stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel);
-    if (par.zero >= 3)
+    // ZeRO units (blocks): gathered with stage 3, and the reduce-scatter units of stages 2-3 (FSDP
+    // reduces per wrapped module; with dp_bucket, stage 2 reduces in those buckets instead).
+    if (par.zero >= 3 || (par.zero == 2 && par.dp_bucket <= 0))
       for (std::size_t b = ranges[s].begin; b < ranges[s].end; ++b) {
         const models::StageRange unit = model.blocks()[b].layers;
         double params = 0;

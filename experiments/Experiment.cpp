@@ -445,6 +445,8 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
   }
   if (par.zero_group > 0 && par.zero == 0)
     problem("parallelism.zero_group", "zero_group needs zero: 1, 2 or 3");
+  else if (par.zero_group == 1)
+    problem("parallelism.zero_group", "zero_group = 1 shards nothing (every GPU keeps everything): use zero: 0");
   else if (par.zero_group > 0 && par.replicas() % par.zero_group != 0)
     problem(blame({"parallelism.zero_group", "parallelism.dp", "parallelism.cp"}),
             "zero_group = " + std::to_string(par.zero_group) + " does not divide dp x cp = " +

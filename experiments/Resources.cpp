@@ -97,7 +97,8 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     // Gradient reductions per chunk set: ZeRO-3 one per unit (block), else the buckets (or one per
     // chunk); ZeRO 2 and 3 after every micro-batch, else once.
     const bool bucketed       = R > 1 && (par.zero >= 3 || par.dp_bucket > 0 || par.zero == 2);
-    const double per_backward = par.zero >= 3 ? B : par.dp_bucket > 0 ? buckets : C;
+    const bool per_unit       = par.zero >= 3 || (par.zero == 2 && par.dp_bucket <= 0);  // FSDP: per block
+    const double per_backward = per_unit ? B : par.dp_bucket > 0 ? buckets : C;
     const double reductions   = R < 2 ? 0 : per_backward * (par.zero >= 2 ? M : 1);
     const int shard           = par.zero > 0 ? par.shard_group() : R;
     const int groups          = R / shard;
@@ -135,7 +136,9 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     const double bucket_splits =
         bucketed && par.zero < 3 ? members * (per_backward - C) * (par.zero >= 2 ? M : 1) : 0;
     const double optimizer = members * C;
-    const double transfers = (par.pp > 1 ? 2 * M * (C - 1) * members : 0) + members * M * 2 * ring_layers * (par.cp - 1);
+    // Ring steps: cp - 1 forward, cp - 1 backward and the dK/dV's return.
+    const double transfers = (par.pp > 1 ? 2 * M * (C - 1) * members : 0) +
+                             (par.cp > 1 ? members * M * ring_layers * (2.0 * (par.cp - 1) + 1) : 0);
     const double reduction_tasks = tp * reductions * (groups + hybrid);
     const double gather_tasks    = tp * gathers * groups;
     const double collectives     = (R > 1 ? tp * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +

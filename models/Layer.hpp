@@ -146,6 +146,9 @@ struct Kernel {
   double backward_sample_elements = 0;
   double backward_fixed_elements = 0;   ///< weights read and weight gradients written
   double workspace_elements = 0;        ///< library scratch per sample (im2col for convolutions)
+  /// Part of a fused kernel (FlashAttention): priced by its flop and bytes, never by the measured time
+  /// of a library kernel of the same GEMM shape (which would do the full square, once)
+  bool fused = false;
   std::string shape_string() const;     ///< e.g. "gemm m=1024 n=2304 k=768", "conv 3x224x224 k=64 7x7/2"
 };
 

@@ -261,6 +261,7 @@ Tensor ModelBuilder::attention(Tensor qkv, const AttentionOptions& o, std::strin
   for (Kernel* k : {&scores, &context}) {
     k->forward_flop *= fraction;
     k->backward_flop *= fraction;
+    k->fused = true;
   }
   scores.backward_flop += scores.forward_flop;  // QK^T recomputed
   scores.forward_sample_elements = a * s * d + kv * s * d;                // Q, K

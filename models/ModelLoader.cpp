@@ -113,6 +113,7 @@ Model parse_generator(YamlMap& root, const std::string& kind, const std::string&
     c.vocab = get_int(*g, "vocab", c.vocab);
     c.type_vocab = get_int(*g, "type_vocab", c.type_vocab, 0);
     c.ffn_hidden = get_int(*g, "ffn_hidden", 0, 0);
+    c.attention = attention(c.attention);
     return run_generator(*g, before, [&] { return make_bert(c); });
   }
   if (kind == "resnet") {
@@ -236,7 +237,7 @@ std::vector<std::string> type_keys(LayerKind kind)
   }
 }
 
-Tensor build_layer(ModelBuilder& b, Entry& e, const std::vector<Tensor>& xs)
+Tensor build_layer(ModelBuilder& b, Entry& e, const std::vector<Tensor>& xs, const ModelOptions& options)
 {
   YamlMap& m = e.map;
   auto one = [&]() -> Tensor {
@@ -278,9 +279,10 @@ Tensor build_layer(ModelBuilder& b, Entry& e, const std::vector<Tensor>& xs)
   }
   case LayerKind::attention: {
     const int heads = required_int(m, "heads");
+    const AttentionKind kernel = m.choice("kernel", attention_kind_table, AttentionKind::eager);
     return b.attention(one(), {.heads = heads, .kv_heads = get_int(m, "kv_heads", heads),
                                .dropout = m.boolean("dropout", false),
-                               .kind = m.choice("kernel", attention_kind_table, AttentionKind::eager),
+                               .kind = options.attention ? *options.attention : kernel,  // the run's choice first
                                .causal = m.boolean("causal", false)},
                        e.name);
   }
@@ -352,7 +354,7 @@ TensorShape parse_input(YamlMap& root, YAML::Node first_layer)
   return TensorShape::sequence(1, 1);
 }
 
-Model parse_layer_list(YamlMap& root, const std::string& name)
+Model parse_layer_list(YamlMap& root, const std::string& name, const ModelOptions& options)
 {
   YAML::Node list = root.node("layers");
   if (!list.IsSequence() || list.size() == 0) {
@@ -461,7 +463,7 @@ Model parse_layer_list(YamlMap& root, const std::string& name)
     if (xs.empty())
       xs.push_back(builder.input());
     try {
-      outputs[order[pos]] = build_layer(builder, e, xs);
+      outputs[order[pos]] = build_layer(builder, e, xs, options);
       if (e.map.has("tp"))
         builder.set_tp(e.map.choice("tp", tp_role_table, TpRole::replicated));
     } catch (const std::invalid_argument& err) {
@@ -498,7 +500,7 @@ Model parse_model(YamlMap& map, const ModelOptions& options)
     for (const auto& key : given)
       map.node(key);
   } else if (given[0] == "layers") {
-    model = parse_layer_list(map, name);
+    model = parse_layer_list(map, name, options);
   } else {
     if (map.has("input"))
       map.report("input", "'input' belongs to a layer list; a generator sets its own input");

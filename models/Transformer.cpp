@@ -184,7 +184,7 @@ Model make_bert(const BertConfig& c)
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = "layer" + std::to_string(i);
     b.block(p);
-    Tensor a = attention_body(b, x, h, {.heads = c.heads, .kv_heads = c.heads, .dropout = true}, p);
+    Tensor a = attention_body(b, x, h, {.heads = c.heads, .kv_heads = c.heads, .dropout = true, .kind = c.attention}, p);
     x = b.norm(b.add({x, a}, p + ".residual1"), Normalization::layer_norm, p + ".ln1");
     Tensor m = mlp_body(b, x, h, f, true, p);
     x = b.norm(b.add({x, m}, p + ".residual2"), Normalization::layer_norm, p + ".ln2");

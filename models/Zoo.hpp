@@ -103,6 +103,7 @@ struct BertConfig {
   int vocab = 30522;
   int type_vocab = 2;  ///< segment embeddings
   int ffn_hidden = 0;  ///< 0 means 4 x hidden
+  AttentionKind attention = AttentionKind::eager;  ///< bidirectional: no causal mask
 };
 Model make_bert(const BertConfig& config);
 

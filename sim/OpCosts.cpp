@@ -102,7 +102,7 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
                                                           k.kind == models::KernelKind::batched_gemm ||
                                                           k.kind == models::KernelKind::conv2d);
     if (!two_kernels) {
-      launch.work.shape = launch_point(launch).shape_key();
+      launch.work.shape = k.fused ? std::string() : launch_point(launch).shape_key();
       out.push_back(launch);
       continue;
     }
@@ -117,8 +117,8 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
       data.gemm = {.m = g.m, .n = g.k, .k = g.n, .batch = g.batch};    // dA = dC B^T
       weight.gemm = {.m = g.k, .n = g.n, .k = g.m, .batch = g.batch};  // dB = A^T dC
     }
-    data.work.shape = launch_point(data).shape_key();
-    weight.work.shape = launch_point(weight).shape_key();
+    data.work.shape = k.fused ? std::string() : launch_point(data).shape_key();
+    weight.work.shape = k.fused ? std::string() : launch_point(weight).shape_key();
     out.push_back(data);
     out.push_back(weight);
   }

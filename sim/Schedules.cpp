@@ -37,8 +37,8 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
     // ZeRO 2 and 3 reduce-scatter every micro-batch's gradients; otherwise the last backward's only.
     const CollectiveKind reduce = plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     if (!forward && (last_backward || plan.zero >= 2)) {
-      if (plan.zero >= 3)
-        for (const ShardUnit& u : stage.units)
+      if (plan.zero >= 2 && !stage.units.empty() && (plan.zero >= 3 || stage.buckets.empty()))
+        for (const ShardUnit& u : stage.units)  // per unit, as FSDP reduces each wrapped module
           events.push_back({u.begin, {Step::Kind::bucket, 0, 0, reduce, u.bytes}});
       else if (!stage.buckets.empty())
         for (const GradientBucket& g : stage.buckets)
@@ -63,8 +63,10 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
                         {Step::Kind::ring, r.layer, r.layer + 1, CollectiveKind::all_gather,
                          r.kv_bytes_per_sample * b * (forward ? 1 : 2)}});
   // Forward: increasing position; backward: decreasing. At one position: a bucket first (it closes
-  // the work after it), a gather last (it opens the work after it).
-  auto rank = [](const Step& s) { return s.kind == Step::Kind::bucket ? 0 : s.kind == Step::Kind::gather ? 2 : 1; };
+  // the work before it), then a gather (it opens the work after it), a ring last (it is that work).
+  auto rank = [](const Step& s) {
+    return s.kind == Step::Kind::bucket ? 0 : s.kind == Step::Kind::gather ? 2 : s.kind == Step::Kind::ring ? 3 : 1;
+  };
   std::stable_sort(events.begin(), events.end(), [&](const Event& x, const Event& y) {
     if (x.position != y.position)
       return forward ? x.position < y.position : x.position > y.position;
@@ -126,6 +128,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   // the previous gather was issued (a gather waits for the compute two units back: one prefetch).
   std::vector<TaskId> pending_gather(static_cast<std::size_t>(plan.devices()), no_task);
   std::vector<TaskId> at_previous_gather(static_cast<std::size_t>(plan.devices()), no_task);
+  // Ring attention's backward: the dK/dV returning to a device, which its next compute waits for.
+  std::vector<TaskId> pending_ring(static_cast<std::size_t>(plan.devices()), no_task);
 
   for (const StagePlan& stage : plan.stages) {
     for (const SyncPoint& p : stage.sync_points)
@@ -236,10 +240,11 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     TaskId& before = last[dev];
     if (before != no_task && g.kind(before) == TaskKind::collective)
       g.add_dependency(before, id);  // the stream order covers a compute predecessor
-    if (pending_gather[dev] != no_task) {
-      g.add_dependency(pending_gather[dev], id);
-      pending_gather[dev] = no_task;
-    }
+    for (TaskId* pending : {&pending_gather[dev], &pending_ring[dev]})
+      if (*pending != no_task) {
+        g.add_dependency(*pending, id);
+        *pending = no_task;
+      }
     before = id;
     pass(s, q, p.micro_batch, p.phase).push_back(id);
     return id;
@@ -299,7 +304,11 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           break;
         case Step::Kind::ring: {
           // Ring attention: chunk 0 on the GPU's own K/V; before chunk j it receives the block the
-          // GPU before it in the cp ring received at step j - 1 (its own block at step 1).
+          // GPU before it in the cp ring received at step j - 1 (its own block at step 1). Forward
+          // passes K/V on as they arrive; backward passes K/V with the dK/dV accumulated so far, so a
+          // step also waits for the sender's chunk before it, and after the last chunk one more step
+          // returns each block's dK/dV to its owner, whose next compute waits for it.
+          const bool backward = p.phase == Phase::backward;
           auto ring_next = [&](int q, int by) {
             const int r = q / tp, t = q % tp;
             const int c = r % cp;
@@ -307,27 +316,45 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           };
           std::vector<TaskId> incoming(static_cast<std::size_t>(members), no_task);
           std::vector<TaskId> before_ring(static_cast<std::size_t>(members), no_task);
+          std::vector<TaskId> chunk(static_cast<std::size_t>(members), no_task);
           const double share = 1.0 / cp;
           for (int q = 0; q < members; ++q) {
             before_ring[static_cast<std::size_t>(q)] = last[static_cast<std::size_t>(device(s, q))];
-            add_compute(s, q, p, step.begin, step.end, share);
+            chunk[static_cast<std::size_t>(q)] = add_compute(s, q, p, step.begin, step.end, share);
           }
+          auto send = [&](int q, int j, double bytes, const std::vector<TaskId>& waits) {
+            const int next = ring_next(q, 1);
+            const TaskId x = g.add_transfer({.src = device(s, q), .dst = device(s, next), .bytes = bytes,
+                                             .phase = p.phase, .stage = s, .micro_batch = p.micro_batch,
+                                             .kind = TransferKind::context, .server = j});
+            for (TaskId wait : waits)
+              if (wait != no_task)
+                g.add_dependency(wait, x);
+            return std::make_pair(next, x);
+          };
           for (int j = 1; j < cp; ++j) {
             std::vector<TaskId> arrived(static_cast<std::size_t>(members), no_task);
             for (int q = 0; q < members; ++q) {
-              const int next = ring_next(q, 1);
-              const TaskId x = g.add_transfer({.src = device(s, q), .dst = device(s, next), .bytes = step.bytes / cp,
-                                               .phase = p.phase, .stage = s, .micro_batch = p.micro_batch,
-                                               .kind = TransferKind::context, .server = j});
-              const TaskId wait = j == 1 ? before_ring[static_cast<std::size_t>(q)] : incoming[static_cast<std::size_t>(q)];
-              if (wait != no_task)
-                g.add_dependency(wait, x);
+              const auto i = static_cast<std::size_t>(q);
+              // Step 1 sends the GPU's own block, ready once the layers before the ring are (or, when
+              // the pass starts with the ring, once its first chunk could start).
+              const TaskId ready = j > 1 ? incoming[i] : before_ring[i] != no_task ? before_ring[i] : chunk[i];
+              const auto [next, x] = send(q, j, step.bytes / cp, {ready, backward ? chunk[i] : no_task});
               arrived[static_cast<std::size_t>(next)] = x;
             }
-            for (int q = 0; q < members; ++q)
-              g.add_dependency(arrived[static_cast<std::size_t>(q)], add_compute(s, q, p, step.begin, step.end, share));
+            for (int q = 0; q < members; ++q) {
+              const auto i = static_cast<std::size_t>(q);
+              chunk[i] = add_compute(s, q, p, step.begin, step.end, share);
+              g.add_dependency(arrived[i], chunk[i]);
+            }
             incoming = std::move(arrived);
           }
+          if (backward && cp > 1)
+            for (int q = 0; q < members; ++q) {  // dK/dV home: half of a backward step's bytes
+              const auto i = static_cast<std::size_t>(q);
+              const auto [owner, x] = send(q, cp, step.bytes / cp / 2, {incoming[i], chunk[i]});
+              pending_ring[static_cast<std::size_t>(device(s, owner))] = x;
+            }
           break;
         }
         case Step::Kind::compute:

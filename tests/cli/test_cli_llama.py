@@ -133,6 +133,8 @@ cases = [
      ":5: training.seq: model 'resnet50' has no sequence length to set"),
     ("zero_group", "model: llama3-8b\ntraining: {global_batch: 8, micro_batch: 1}\nparallelism: {dp: 8, zero: 1, zero_group: 3}\n",
      ":6: parallelism.zero_group: zero_group = 3 does not divide dp x cp = 8"),
+    ("zero_group_1", "model: llama3-8b\ntraining: {global_batch: 8, micro_batch: 1}\nparallelism: {dp: 8, zero: 3, zero_group: 1}\n",
+     ":6: parallelism.zero_group: zero_group = 1 shards nothing"),
 ]
 for name, body, expected in cases:
     path = experiment(name, "name: bad\ncluster: dgx-h100\ncalibration: h100-sxm\n" + body)
@@ -152,5 +154,34 @@ rc, rows, err = simulate(path)
 checks += 1
 check(rc == 0 and rows and rows[0]["status"] == "ok" and "K/V heads replicated" in rows[0]["message"],
       f"replicated K/V heads are said: {err} {rows[0]['message'] if rows else ''}")
+
+# Context parallelism with a pipeline: each cp rank sends its s/cp tokens of the residual stream to the
+# next stage (4,096 tokens x 1,024 features x 2 bytes / cp 2 = 4 MiB per micro-batch of 1).
+path = experiment("cp_pp", """name: cp_pp
+model: {name: t, llama: {layers: 4, hidden: 1024, heads: 16, kv_heads: 4, ffn_hidden: 2048, seq: 4096, vocab: 1000}}
+cluster: {use: dgx-h100, gpus: 4}
+calibration: h100-sxm
+training: {global_batch: 4, micro_batch: 1}
+parallelism: {schedule: 1f1b, pp: 2, dp: 1, cp: 2}
+""")
+trace_dir = os.path.join(tmp, "cp_pp_trace")
+rc, _, err = run(binary, "run", path, "-o", os.path.join(tmp, "cp_pp.csv"), "--quiet", "--trace-dir", trace_dir)
+import json
+events = json.load(open(os.path.join(trace_dir, "cp_pp_0.json")))["traceEvents"] if rc == 0 else []
+sends = {float(e["args"]["bytes"]) for e in events if e.get("name", "").startswith("act s0->s1")}
+checks += 1
+check(rc == 0 and sends == {4096 * 1024 * 2 / 2}, f"a cp rank sends its s/cp tokens down the pipeline: {sends} {err}")
+
+# BERT takes the run's attention kernel too (bidirectional: the whole square).
+path = experiment("bert", """name: bert
+model: bert-large
+cluster: dgx-h100
+calibration: h100-sxm
+training: {global_batch: 8, micro_batch: 1, attention: flash}
+parallelism: {dp: 8}
+""")
+rc, rows, err = simulate(path)
+checks += 1
+check(rc == 0 and rows and rows[0]["attention"] == "flash" and rows[0]["status"] == "ok", f"bert with flash: {err}")
 
 finish("cli_llama", checks)

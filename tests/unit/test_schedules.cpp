@@ -315,17 +315,38 @@ TEST_CASE("ring attention: cp chunks per attention layer and cp - 1 K/V steps ar
   p.stages[0].layers = {0, 3};
   p.stages[0].rings = {{.layer = 1, .kv_bytes_per_sample = 1000}};
   const TaskGraph g = build_schedule(p);
-  int forward_steps = 0, backward_steps = 0, chunks = 0;
+  int forward_steps = 0, backward_steps = 0, returns = 0, chunks = 0;
+  auto waits_for = [&](TaskId before, TaskId after) {
+    const auto& s = g.successors(before);
+    return std::find(s.begin(), s.end(), after) != s.end();
+  };
   for (TaskId id = 0; id < g.size(); ++id) {
     if (g.kind(id) == TaskKind::transfer) {
       const auto& x = g.transfer(id);
       CHECK(x.kind == TransferKind::context);
       CHECK(x.dst / cp == x.src / cp);       // inside one cp group
       CHECK(x.dst == (x.src / cp) * cp + (x.src % cp + 1) % cp);  // to the next rank of the ring
-      // A step carries 1/cp of the sequence's K/V (micro-batch of 2): forward K and V, backward
-      // K, V and their gradients.
-      (x.phase == Phase::forward ? forward_steps : backward_steps) += 1;
-      CHECK(x.bytes == (x.phase == Phase::forward ? 1 : 2) * 1000.0 * 2 / cp);
+      // A step carries 1/cp of the sequence's K/V (micro-batch of 2): forward K and V; backward K, V
+      // and the dK/dV accumulated so far; then the dK/dV alone return home (step cp).
+      if (x.phase == Phase::forward) {
+        ++forward_steps;
+        CHECK(x.bytes == 1000.0 * 2 / cp);
+      } else if (x.server < cp) {
+        ++backward_steps;
+        CHECK(x.bytes == 2 * 1000.0 * 2 / cp);
+      } else {
+        ++returns;
+        CHECK(x.bytes == 1000.0 * 2 / cp);
+      }
+      // Backward steps wait for the sender's chunk before them (it updated the dK/dV they carry).
+      if (x.phase == Phase::backward) {
+        bool after_chunk = false;
+        for (TaskId c = 0; c < g.size(); ++c)
+          if (g.kind(c) == TaskKind::compute && g.compute(c).device == x.src && g.compute(c).layer_begin == 1 &&
+              g.compute(c).phase == Phase::backward && waits_for(c, id))
+            after_chunk = true;
+        CHECK(after_chunk);
+      }
     }
     if (g.kind(id) == TaskKind::compute && g.compute(id).layer_begin == 1 && g.compute(id).layer_end == 2) {
       ++chunks;
@@ -334,6 +355,7 @@ TEST_CASE("ring attention: cp chunks per attention layer and cp - 1 K/V steps ar
   }
   CHECK(forward_steps == 8 * (cp - 1) * M);
   CHECK(backward_steps == 8 * (cp - 1) * M);
+  CHECK(returns == 8 * M);
   CHECK(chunks == 8 * cp * M * 2);
   p.cp = 3;
   CHECK_THROWS_AS(build_schedule(p), std::invalid_argument);
