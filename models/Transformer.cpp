@@ -122,17 +122,17 @@ Model make_llama(const LlamaConfig& c)
     Tensor m = b.norm(x, c.norm, p + ".mlp_norm");
     // A dense MLP of `width` (SwiGLU: gate and up fused; or GeLU), column then row parallel.
     auto dense_mlp = [&](Tensor in, double width, const std::string& name) {
-      Tensor t = b.linear(in, c.ffn == FeedForward::swiglu ? 2 * width : width, c.bias, name + "_up");
+      Tensor u = b.linear(in, c.ffn == FeedForward::swiglu ? 2 * width : width, c.bias, name + "_up");
       b.set_tp(TpRole::column);
       if (c.ffn == FeedForward::swiglu) {
-        t = b.swiglu(t, name + "_swiglu");
+        u = b.swiglu(u, name + "_swiglu");
       } else {
-        t = b.activation(t, Activation::gelu, name + "_gelu");
+        u = b.activation(u, Activation::gelu, name + "_gelu");
         b.set_tp(TpRole::split);
       }
-      t = b.linear(t, h, c.bias, name + "_down");
+      u = b.linear(u, h, c.bias, name + "_down");
       b.set_tp(TpRole::row);
-      return t;
+      return u;
     };
     if (c.moe.experts > 0 && i >= c.moe.dense_layers) {
       const Tensor normed = m;

@@ -88,7 +88,7 @@ struct LlamaConfig {
   bool bias = false;
   bool dropout = false;
   AttentionKind attention = AttentionKind::flash;
-  MoeConfig moe;
+  MoeConfig moe{};
 };
 Model make_llama(const LlamaConfig& config);
 

@@ -335,24 +335,24 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           for (int j = 1; j < cp; ++j) {
             std::vector<TaskId> arrived(static_cast<std::size_t>(members), no_task);
             for (int q = 0; q < members; ++q) {
-              const auto i = static_cast<std::size_t>(q);
+              const auto at = static_cast<std::size_t>(q);
               // Step 1 sends the GPU's own block, ready once the layers before the ring are (or, when
               // the pass starts with the ring, once its first chunk could start).
-              const TaskId ready = j > 1 ? incoming[i] : before_ring[i] != no_task ? before_ring[i] : chunk[i];
-              const auto [next, x] = send(q, j, step.bytes / cp, {ready, backward ? chunk[i] : no_task});
+              const TaskId ready = j > 1 ? incoming[at] : before_ring[at] != no_task ? before_ring[at] : chunk[at];
+              const auto [next, x] = send(q, j, step.bytes / cp, {ready, backward ? chunk[at] : no_task});
               arrived[static_cast<std::size_t>(next)] = x;
             }
             for (int q = 0; q < members; ++q) {
-              const auto i = static_cast<std::size_t>(q);
-              chunk[i] = add_compute(s, q, p, step.begin, step.end, share);
-              g.add_dependency(arrived[i], chunk[i]);
+              const auto at = static_cast<std::size_t>(q);
+              chunk[at] = add_compute(s, q, p, step.begin, step.end, share);
+              g.add_dependency(arrived[at], chunk[at]);
             }
             incoming = std::move(arrived);
           }
           if (backward && cp > 1)
             for (int q = 0; q < members; ++q) {  // dK/dV home: half of a backward step's bytes
-              const auto i = static_cast<std::size_t>(q);
-              const auto [owner, x] = send(q, cp, step.bytes / cp / 2, {incoming[i], chunk[i]});
+              const auto at = static_cast<std::size_t>(q);
+              const auto [owner, x] = send(q, cp, step.bytes / cp / 2, {incoming[at], chunk[at]});
               pending_ring[static_cast<std::size_t>(device(s, owner))] = x;
             }
           break;
