@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from common import FIXTURES, check, finish, run, workdir
+from common import FIXTURES, check, finish, read_csv, run, workdir
 
 binary = sys.argv[1]
 checks = 0
@@ -24,12 +24,22 @@ events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
 threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
 checks += 1
 check({"compute stream", "intra-node links", "inter-node links"} <= set(threads.values()), f"tracks: {set(threads.values())}")
+# Process of each GPU (named "gpu<d> (node <n>)") and its compute stream's thread.
+pid_of = {int(e["args"]["name"].split()[0][3:]): e["pid"] for e in trace["traceEvents"]
+          if e["ph"] == "M" and e["name"] == "process_name"}
+stream_tid = {pid: tid for (pid, tid), name in threads.items() if name == "compute stream"}
+
+
+def on_stream(e, gpu):
+    return e["pid"] == pid_of[gpu] and e["tid"] == stream_tid[pid_of[gpu]]
+
+
 # dgx-h100x2: 16 GPUs, dp = 4, GPU of (stage s, replica r) = 4 s + r; stages 0-1 on node 0, 2-3 on node 1.
 eps = 1e-3  # microseconds
 order_ok = overlap_ok = True
 for gpu in range(16):
     stage = gpu // 4
-    ops = sorted((e for e in events if e["pid"] == gpu and e["tid"] == 0), key=lambda e: e["ts"])
+    ops = sorted((e for e in events if on_stream(e, gpu)), key=lambda e: e["ts"])
     for a, b in zip(ops, ops[1:]):
         overlap_ok = overlap_ok and b["ts"] >= a["ts"] + a["dur"] - eps
     # Passes in stream order (a pass may be split into several segments with the same name).
@@ -52,33 +62,33 @@ check(order_ok, "every compute stream follows 1F1B's order")
 
 # Dependencies: activations after the producing forward, before the consuming forward; gradients likewise.
 def span(gpu, name):
-    found = [e for e in events if e["pid"] == gpu and e["tid"] == 0 and e["name"] == name]
+    found = [e for e in events if on_stream(e, gpu) and e["name"] == name]
     return min(e["ts"] for e in found), max(e["ts"] + e["dur"] for e in found)
 
 deps_ok = True
-transfers = [e for e in events if e["cat"] == "transfer" and e["pid"] == int(e["args"]["from"])]
+transfers = [e for e in events if e["cat"] == "transfer" and e["pid"] == pid_of[e["args"]["from"]]]
 for t in transfers:
     kind, hop, mb = t["name"].split()
     src_stage, dst_stage = (int(x[1:]) for x in hop.split("->"))
-    src, dst = int(t["args"]["from"]), int(t["args"]["to"])
+    src, dst = t["args"]["from"], t["args"]["to"]
     phase = "F" if kind == "act" else "B"
     _, produced = span(src, f"{phase} s{src_stage} {mb}")
     consumed, _ = span(dst, f"{phase} s{dst_stage} {mb}")
     deps_ok = deps_ok and t["ts"] >= produced - eps and consumed >= t["ts"] + t["dur"] - eps
     link = "intra-node links" if src // 8 == dst // 8 else "inter-node links"
-    deps_ok = deps_ok and threads[(src, t["tid"])] == link
+    deps_ok = deps_ok and threads[(pid_of[src], t["tid"])].startswith(link)  # one of its lanes
 checks += 1
 check(len(transfers) == 2 * (K - 1) * 4 * M and deps_ok, f"{len(transfers)} transfers respect their dependencies")
 
 # The per-device table next to the timeline averages to the CSV row.
-import csv as csv_module
-row = next(csv_module.DictReader(open(os.path.join(out_dir, "t.csv"))))
-table = list(csv_module.DictReader(open(os.path.join(traces, "zoo-smoke_0_devices.csv"))))
+row = read_csv(os.path.join(out_dir, "t.csv"))[0]
+table = read_csv(os.path.join(traces, "zoo-smoke_0_devices.csv"))
 mean = lambda col: sum(float(r[col]) for r in table) / len(table)
 checks += 1
 check(len(table) == 16 and abs(mean("utilization") - float(row["gpu_utilization"])) <= 1e-6
       and abs(mean("comm_bytes") - float(row["comm_bytes_per_gpu"])) <= 1e-6 * float(row["comm_bytes_per_gpu"])
       and max(float(r["peak_memory_bytes"]) for r in table) == float(row["peak_memory_bytes"]),
       "the device table matches the CSV row")
+
 
 finish("cli_timeline", checks)
