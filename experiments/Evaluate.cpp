@@ -3,10 +3,10 @@
 #include "calibration/TableCostModel.hpp"
 #include "common/Error.hpp"
 #include "common/Units.hpp"
+#include "experiments/Timeline.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/OpCosts.hpp"
 #include "sim/ParameterServer.hpp"
-#include "traces/ChromeTrace.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -39,79 +39,6 @@ void write_device_table(const PointConfig& point, const sim::ReplayResult& resul
   }
   if (!out)
     throw Error("cannot write " + path);
-}
-
-// Chrome-trace timeline: per GPU a compute track, an intra-node and an inter-node communication
-// track (by the link class the traffic uses), and a track for work off the compute stream
-// (parameter-server updates). A transfer appears on its sender and its receiver; a collective on
-// every member.
-void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
-                    const std::string& dir)
-{
-  enum Track { compute = 0, intra = 1, inter = 2, off_stream = 3 };
-  const auto& cluster = point.cluster;
-  traces::ChromeTrace trace;
-  for (int d = 0; d < graph.device_count(); ++d) {
-    const std::string gpu = "gpu" + std::to_string(d) + " (node " + std::to_string(cluster.node_of(d)) + ")";
-    trace.set_track_name(d, compute, gpu, "compute stream");
-    trace.set_track_name(d, intra, gpu, "intra-node links");
-    trace.set_track_name(d, inter, gpu, "inter-node links");
-  }
-  for (sim::TaskId id = 0; id < graph.size(); ++id) {
-    const auto& t = result.timings[id];
-    traces::TraceEvent e{.name = graph.label(id), .category = "", .pid = 0, .tid = 0, .start_s = t.start_s,
-                         .duration_s = t.end_s - t.start_s, .args = {}};
-    switch (graph.kind(id)) {
-    case sim::TaskKind::compute: {
-      const auto& c = graph.compute(id);
-      e.pid = c.device;
-      e.tid = c.on_stream ? compute : off_stream;
-      if (!c.on_stream)
-        trace.set_track_name(c.device, off_stream, "gpu" + std::to_string(c.device) + " (node " +
-                                                       std::to_string(cluster.node_of(c.device)) + ")",
-                             "off-stream work");
-      e.category = std::string(sim::phase_table.name(c.phase));
-      e.args = {{"layers", std::to_string(c.layer_begin) + "-" + std::to_string(c.layer_end)},
-                {"samples", std::to_string(c.samples)}};
-      trace.add(e);
-      break;
-    }
-    case sim::TaskKind::transfer: {
-      const auto& x = graph.transfer(id);
-      e.category = "transfer";
-      e.tid = cluster.node_of(x.src) == cluster.node_of(x.dst) ? intra : inter;
-      e.args = {{"bytes", format_number(x.bytes)}, {"from", std::to_string(x.src)}, {"to", std::to_string(x.dst)}};
-      e.pid = x.src;
-      trace.add(e);
-      e.pid = x.dst;
-      trace.add(e);
-      break;
-    }
-    case sim::TaskKind::collective: {
-      const auto& c = graph.collective(id);
-      bool spans = false;
-      for (int d : c.group)
-        spans = spans || cluster.node_of(d) != cluster.node_of(c.group.front());
-      e.category = "collective";
-      e.tid = spans ? inter : intra;
-      e.args = {{"bytes", format_number(c.bytes)},
-                {"algorithm", std::string(sim::collective_algorithm_table.name(c.algorithm))},
-                {"fidelity", std::string(sim::collective_fidelity_table.name(c.fidelity))},
-                {"members", std::to_string(c.group.size())}};
-      for (int d : c.group) {
-        e.pid = d;
-        trace.add(e);
-      }
-      break;
-    }
-    }
-  }
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/" + point.experiment + "_" + std::to_string(point.index) + ".json";
-  std::ofstream out(path);
-  trace.write(out);
-  if (!out)
-    throw Error("cannot write timeline " + path);
 }
 
 // DDP-style buckets: walking the stage's layers from the last, close a bucket once it holds at
@@ -402,7 +329,8 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   row.set("staleness_max", staleness.max);
   row.set("staleness_mean", staleness.mean);
   if (!options.trace_dir.empty()) {
-    write_timeline(point, g.graph, result, options.trace_dir);
+    write_timeline(point, g.graph, result, point.cluster, parameter_server_timeline_memory(point, g.graph),
+                   options.trace_dir);
     write_device_table(point, result, options.trace_dir, 1, {});
   }
   return row;
@@ -824,7 +752,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
         break;
       }
     if (!options.trace_dir.empty()) {
-      write_timeline(point, graph, result, options.trace_dir);
+      write_timeline(point, graph, result, cluster, pipeline_timeline_memory(point, plan, graph), options.trace_dir);
       // Device (s, r, t) holds pipeline rank s mod pp; folded groups stand for tp GPUs.
       const int members = aggregate ? par.replicas() : par.replicas() * par.tp;
       write_device_table(point, result, options.trace_dir, aggregate ? par.tp : 1, [&](int d) {

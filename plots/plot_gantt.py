@@ -23,8 +23,13 @@ def main():
     try:
         with open(args.timeline) as f:
             trace = json.load(f)
-        events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("tid") == 0]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        # Each GPU's process is named "gpu<d> (node <n>)"; its compute stream is a thread so named.
+        meta = [e for e in trace["traceEvents"] if e.get("ph") == "M"]
+        label = {e["pid"]: e["args"]["name"].split()[0].upper() for e in meta if e.get("name") == "process_name"}
+        streams = {(e["pid"], e["tid"]) for e in meta
+                   if e.get("name") == "thread_name" and e["args"]["name"] == "compute stream"}
+        events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) in streams]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         sys.exit(f"{args.timeline}: not a ddlsim timeline ({e})")
     if not events:
         sys.exit(f"{args.timeline}: no compute events")
@@ -37,7 +42,7 @@ def main():
         ax.broken_barh([(s, d) for s, d, _ in spans], (row - 0.4, 0.8), facecolors=[c for _, _, c in spans],
                        edgecolor="white", linewidth=0.4)
     ax.set_yticks(range(len(gpus)))
-    ax.set_yticklabels([f"GPU {g}" for g in gpus], fontsize=8)
+    ax.set_yticklabels([label.get(g, f"pid {g}").replace("GPU", "GPU ") for g in gpus], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
     ax.set_title(os.path.basename(args.timeline) + ": forward (light), backward (dark), optimizer (grey)", fontsize=9)

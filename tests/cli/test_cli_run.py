@@ -93,7 +93,8 @@ if files:
         trace = json.load(f)
     events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     checks += 2
-    check({e["pid"] for e in events} == set(range(16)), "events on all 16 GPUs")
+    gpus = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    check({gpus.get(e["pid"], "").split()[0] for e in events} == {f"gpu{g}" for g in range(16)}, "events on all 16 GPUs")
     check(any(e["name"] == "F s3 mb0" for e in events), "ops named by phase, stage and micro-batch")
 
 # Every shipped experiment runs (simulation only; the large ones at smoke size): no error rows.

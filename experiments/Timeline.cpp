@@ -1,0 +1,489 @@
+#include "experiments/Timeline.hpp"
+
+#include "common/Error.hpp"
+#include "models/Memory.hpp"
+#include "sim/Collectives.hpp"
+#include "sim/Schedules.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+namespace ddlsim::experiments {
+namespace {
+
+// The tracks of a device, in the order they are numbered (thread ids).
+enum Track { compute = 0, off_stream = 1, intra = 2, inter = 3 };
+constexpr std::array<const char*, 4> track_names{"compute stream", "off-stream work", "intra-node links",
+                                                 "inter-node links"};
+
+const char* transfer_kind_name(sim::TransferKind kind)
+{
+  switch (kind) {
+  case sim::TransferKind::activation: return "activation";
+  case sim::TransferKind::push: return "push";
+  case sim::TransferKind::pull: return "pull";
+  case sim::TransferKind::context: return "context";
+  }
+  return "";
+}
+
+const char* collective_role_name(sim::CollectiveRole role)
+{
+  switch (role) {
+  case sim::CollectiveRole::gradients: return "gradients";
+  case sim::CollectiveRole::sync_batch_norm: return "sync_batch_norm";
+  case sim::CollectiveRole::tensor_parallel: return "tensor_parallel";
+  case sim::CollectiveRole::barrier: return "barrier";
+  case sim::CollectiveRole::parameters: return "parameters";
+  }
+  return "";
+}
+
+// One slice of a task on one device's track; `member` orders a task's slices (sender before
+// receiver, collective members in ring order).
+struct Placement {
+  sim::TaskId task;
+  int member;
+  int device;
+  Track track;
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+  int lane = 0;
+};
+
+// Lanes of every (device, track): a slice goes to the first lane whose last slice has ended by its
+// start. Slices are placed in start order, so no two slices of a lane overlap, and the number of
+// lanes is the most slices open at once.
+void assign_lanes(std::vector<Placement>& placements, int devices, std::vector<std::array<int, 4>>& lane_counts)
+{
+  std::vector<std::size_t> order(placements.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const Placement& x = placements[a];
+    const Placement& y = placements[b];
+    return std::tie(x.start_ns, x.end_ns, x.task, x.member) < std::tie(y.start_ns, y.end_ns, y.task, y.member);
+  });
+  std::vector<std::array<std::vector<std::int64_t>, 4>> lane_ends(static_cast<std::size_t>(devices));
+  for (std::size_t i : order) {
+    Placement& p    = placements[i];
+    auto& ends      = lane_ends[static_cast<std::size_t>(p.device)][p.track];
+    const auto free = std::find_if(ends.begin(), ends.end(), [&](std::int64_t end) { return end <= p.start_ns; });
+    p.lane          = static_cast<int>(free - ends.begin());
+    if (free == ends.end())
+      ends.push_back(p.end_ns);
+    else
+      *free = p.end_ns;
+  }
+  lane_counts.assign(static_cast<std::size_t>(devices), {});
+  for (int d = 0; d < devices; ++d)
+    for (int t = 0; t < 4; ++t)
+      lane_counts[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)] =
+          static_cast<int>(lane_ends[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)].size());
+}
+
+// Process of a device: pid 0 and tid 0 are Linux's swapper, which Perfetto treats apart.
+int pid_of(int device) { return device + 1; }
+
+// Lanes a track shows: the compute stream and both link classes at least one (named even when
+// empty), off-stream work only where there is some.
+int shown_lanes(const std::array<int, 4>& lanes, int track)
+{
+  return std::max(track == off_stream ? 0 : 1, lanes[static_cast<std::size_t>(track)]);
+}
+
+// Thread id of lane `lane` of a track: the tracks' lanes numbered one after the other from 1, the
+// compute stream first.
+int thread_id(const std::array<int, 4>& lanes, Track track, int lane)
+{
+  int tid = 1;
+  for (int t = 0; t < track; ++t)
+    tid += shown_lanes(lanes, t);
+  return tid + lane;
+}
+
+// A counter's samples on one device: one per time (a later sample at the same time replaces the
+// earlier), none that repeats the previous values.
+class CounterSeries {
+public:
+  CounterSeries(int pid, std::string name) : pid_(pid), name_(std::move(name)) {}
+  void sample(std::int64_t ns, std::vector<std::pair<std::string, double>> values)
+  {
+    if (!samples_.empty() && samples_.back().first == ns) {
+      samples_.back().second = std::move(values);
+      if (samples_.size() >= 2 && samples_[samples_.size() - 2].second == samples_.back().second)
+        samples_.pop_back();
+      return;
+    }
+    if (!samples_.empty() && samples_.back().second == values)
+      return;
+    samples_.emplace_back(ns, std::move(values));
+  }
+  void write_to(traces::ChromeTrace& trace) const
+  {
+    for (const auto& [ns, values] : samples_)
+      trace.add_counter({.pid = pid_, .name = name_, .time_s = static_cast<double>(ns) * 1e-9, .values = values});
+  }
+
+private:
+  int pid_;
+  std::string name_;
+  std::vector<std::pair<std::int64_t, std::vector<std::pair<std::string, double>>>> samples_;
+};
+
+// A task's slice (its track left to the caller): name, category and arguments.
+traces::TraceEvent slice_of(const sim::TaskGraph& graph, sim::TaskId id, const sim::TaskTiming& timing)
+{
+  traces::TraceEvent e{.name     = graph.label(id),
+                       .category = "",
+                       .pid      = 0,
+                       .tid      = 0,
+                       .start_s  = timing.start_s,
+                       .end_s    = timing.end_s,
+                       .args     = {}};
+  switch (graph.kind(id)) {
+  case sim::TaskKind::compute: {
+    const auto& c = graph.compute(id);
+    e.category    = std::string(sim::phase_table.name(c.phase));
+    e.args        = {{"layer_begin", static_cast<double>(c.layer_begin)},
+                     {"layer_end", static_cast<double>(c.layer_end)},
+                     {"samples", static_cast<double>(c.samples)}};
+    if (c.share < 1)
+      e.args.emplace_back("share", c.share);
+    break;
+  }
+  case sim::TaskKind::transfer: {
+    const auto& x = graph.transfer(id);
+    e.category    = "transfer";
+    e.args        = {{"bytes", x.bytes},
+                     {"from", static_cast<double>(x.src)},
+                     {"to", static_cast<double>(x.dst)},
+                     {"kind", std::string(transfer_kind_name(x.kind))}};
+    break;
+  }
+  case sim::TaskKind::collective: {
+    const auto& c = graph.collective(id);
+    e.category    = "collective";
+    e.args        = {{"bytes", c.bytes},
+                     {"members", static_cast<double>(c.group.size())},
+                     {"kind", std::string(sim::collective_kind_table.name(c.kind))},
+                     {"role", std::string(collective_role_name(c.role))},
+                     {"algorithm", std::string(sim::collective_algorithm_table.name(c.algorithm))},
+                     {"fidelity", std::string(sim::collective_fidelity_table.name(c.fidelity))}};
+    break;
+  }
+  }
+  return e;
+}
+
+// Memory counters: a micro-batch enters a chunk with its first forward pass there and leaves it
+// with the end of the backward pass that follows (walking each stream in order, so that a later
+// iteration's pass of the same micro-batch, as a parameter-server worker's, counts again). The
+// value is recomputed from the integer counts at every change, so that it returns exactly to the
+// peak whenever the counts do.
+void add_memory_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
+                         const std::vector<sim::TaskTiming>& timings, std::int64_t end_ns, const TimelineMemory& memory)
+{
+  if (memory.peak_bytes.size() != static_cast<std::size_t>(graph.device_count()))
+    return;
+  auto of_chunk = [](const auto& per_chunk, int chunk) {
+    return chunk >= 0 && static_cast<std::size_t>(chunk) < per_chunk.size() ? per_chunk[static_cast<std::size_t>(chunk)]
+                                                                            : 0;
+  };
+  struct Pass {
+    bool held        = false;
+    bool backward    = false;  // its backward has begun: it leaves at `end`
+    std::int64_t end = 0;
+  };
+  for (int device = 0; device < graph.device_count(); ++device) {
+    std::map<int, int> held;                                 // chunk -> micro-batches in flight
+    std::vector<std::tuple<std::int64_t, int, int>> changes;  // (time, +1 or -1, chunk)
+    std::map<std::pair<int, int>, Pass> passes;              // (chunk, micro-batch)
+    auto leave = [&](int chunk, Pass& p) {
+      changes.emplace_back(p.end, -1, chunk);
+      p = Pass{};
+    };
+    for (sim::TaskId id : graph.stream(device)) {
+      const sim::ComputeTask& c = graph.compute(id);
+      if (c.phase == sim::Phase::optimizer)
+        continue;
+      held.try_emplace(c.stage, 0);
+      Pass& p = passes[{c.stage, c.micro_batch}];
+      if (c.phase == sim::Phase::forward) {
+        if (p.backward)
+          leave(c.stage, p);
+        if (!p.held)
+          changes.emplace_back(traces::ChromeTrace::nanoseconds(timings[id].start_s), +1, c.stage);
+        p.held = true;
+      } else if (p.held) {
+        p.backward = true;
+        p.end      = std::max(p.end, traces::ChromeTrace::nanoseconds(timings[id].end_s));
+      }
+    }
+    for (auto& [key, p] : passes)
+      if (p.backward)
+        leave(key.first, p);
+    std::sort(changes.begin(), changes.end());  // at one time, leaving (-1) before entering
+
+    auto value = [&] {
+      double missing = 0;
+      for (const auto& [chunk, count] : held)
+        missing += (of_chunk(memory.peak_in_flight, chunk) - count) * of_chunk(memory.stash_bytes, chunk);
+      return std::vector<std::pair<std::string, double>>{
+          {"bytes", memory.peak_bytes[static_cast<std::size_t>(device)] - missing}};
+    };
+    CounterSeries series(pid_of(device), "memory");
+    series.sample(0, value());
+    for (std::size_t i = 0; i < changes.size();) {
+      const std::int64_t ns = std::get<0>(changes[i]);
+      for (; i < changes.size() && std::get<0>(changes[i]) == ns; ++i)
+        held[std::get<2>(changes[i])] += std::get<1>(changes[i]);
+      series.sample(ns, value());
+    }
+    series.sample(std::max<std::int64_t>(end_ns, 0), value());
+    series.write_to(trace);
+  }
+}
+
+// Link counters: each sending task's rate per link class while it runs (its bytes over its
+// duration, per GPU of the device), summed per device at every change.
+void add_link_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
+                       const std::vector<sim::TaskTiming>& timings, const sim::ClusterSpec& cluster,
+                       int gpus_per_device)
+{
+  using traces::ChromeTrace;
+  const int devices = graph.device_count();
+  auto node_of      = [&](int d) { return cluster.node_of(d); };
+  struct Rate {
+    double intra = 0;
+    double inter = 0;
+  };
+  std::vector<std::vector<std::tuple<std::int64_t, bool, sim::TaskId, Rate>>> changes(
+      static_cast<std::size_t>(devices));
+  auto add_rate = [&](sim::TaskId id, int device, Rate bytes) {
+    const std::int64_t start = ChromeTrace::nanoseconds(timings[id].start_s);
+    const std::int64_t end   = ChromeTrace::nanoseconds(timings[id].end_s);
+    if (end <= start || (bytes.intra <= 0 && bytes.inter <= 0))
+      return;
+    const double seconds = static_cast<double>(end - start) * 1e-9 * gpus_per_device;
+    const Rate rate{bytes.intra / seconds, bytes.inter / seconds};
+    changes[static_cast<std::size_t>(device)].emplace_back(start, true, id, rate);
+    changes[static_cast<std::size_t>(device)].emplace_back(end, false, id, rate);
+  };
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) == sim::TaskKind::transfer) {
+      const auto& x    = graph.transfer(id);
+      const bool local = node_of(x.src) == node_of(x.dst);
+      add_rate(id, x.src, {local ? x.bytes : 0.0, local ? 0.0 : x.bytes});
+    } else if (graph.kind(id) == sim::TaskKind::collective) {
+      std::map<int, Rate> sent;
+      sim::for_each_send(graph.collective(id), cluster.gpus_per_node, [&](int src, int dst, double bytes) {
+        (node_of(src) == node_of(dst) ? sent[src].intra : sent[src].inter) += bytes;
+      });
+      for (const auto& [device, bytes] : sent)
+        add_rate(id, device, bytes);
+    }
+  }
+  for (int device = 0; device < devices; ++device) {
+    auto& list = changes[static_cast<std::size_t>(device)];
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
+             std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+    });
+    std::map<sim::TaskId, Rate> active;
+    CounterSeries series(pid_of(device), "link send");
+    auto sample = [&](std::int64_t ns) {
+      Rate sum;
+      for (const auto& [id, r] : active) {
+        sum.intra += r.intra;
+        sum.inter += r.inter;
+      }
+      series.sample(ns, {{"intra_node_Bps", sum.intra}, {"inter_node_Bps", sum.inter}});
+    };
+    sample(0);
+    for (std::size_t i = 0; i < list.size();) {
+      const std::int64_t ns = std::get<0>(list[i]);
+      for (; i < list.size() && std::get<0>(list[i]) == ns; ++i) {
+        if (std::get<1>(list[i]))
+          active[std::get<2>(list[i])] = std::get<3>(list[i]);
+        else
+          active.erase(std::get<2>(list[i]));
+      }
+      sample(ns);
+    }
+    series.write_to(trace);
+  }
+}
+
+}  // namespace
+
+TimelineMemory pipeline_timeline_memory(const PointConfig& point, const PointPlan& plan, const sim::TaskGraph& graph)
+{
+  const auto& par = point.parallelism;
+  const int pp    = par.pp;
+  const int m     = plan.pipeline.micro_batches;
+  const models::StageMemoryModel model(point.model, memory_options(point), point.training.micro_batch);
+  TimelineMemory out;
+  for (std::size_t c = 0; c < plan.stage_blocks.size(); ++c) {
+    const int rank = static_cast<int>(c) % pp;
+    out.stash_bytes.push_back(model.stage(plan.stage_blocks[c], 1).activations -
+                              model.stage(plan.stage_blocks[c], 0).activations);
+    out.peak_in_flight.push_back(
+        par.virtual_stages > 1
+            ? sim::in_flight_per_chunk(par.schedule, pp, par.virtual_stages, rank, m)[c / static_cast<std::size_t>(pp)]
+            : sim::in_flight_micro_batches(par.schedule, pp, rank, m));
+  }
+  const int per_rank = std::max(1, graph.device_count() / pp);
+  for (int d = 0; d < graph.device_count(); ++d)
+    out.peak_bytes.push_back(plan.stage_memory[static_cast<std::size_t>(std::min(d / per_rank, pp - 1))].total());
+  return out;
+}
+
+TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const sim::TaskGraph& graph)
+{
+  // The terms of parameter_server_memory (Evaluate.cpp), per GPU; tests/cli/test_cli_timeline.py
+  // checks that the largest is the CSV's peak_memory_bytes.
+  const auto& ps    = *point.parallelism.ps;
+  const int workers = point.parallelism.dp;
+  const Dtype dtype = point.training.dtype;
+  const models::StageMemoryModel model(point.model,
+                                       {.dtype         = dtype,
+                                        .optimizer     = point.training.optimizer,
+                                        .recompute     = point.training.recompute,
+                                        .reserve_bytes = point.training.memory_reserve},
+                                       point.training.micro_batch);
+  const models::StageRange all{0, point.model.blocks().size()};
+  models::MemoryBreakdown worker = model.stage(all, point.micro_batches());
+  worker.optimizer_state         = 0;  // on the servers
+  const double shard             = point.model.parameter_count() / ps.servers *
+                       (dtype_bytes(dtype) + models::optimizer_bytes_per_parameter(point.training.optimizer, dtype));
+  TimelineMemory out;
+  out.peak_bytes.assign(static_cast<std::size_t>(graph.device_count()), 0.0);
+  for (int w = 0; w < workers; ++w) {
+    out.peak_bytes[static_cast<std::size_t>(w)] = worker.total();
+    out.stash_bytes.push_back(model.stage(all, 1).activations - model.stage(all, 0).activations);
+    out.peak_in_flight.push_back(point.micro_batches());
+  }
+  for (int j = 0; j < ps.servers; ++j) {
+    const int gpu = ps.server_gpu(j, workers);
+    if (gpu < graph.device_count())
+      out.peak_bytes[static_cast<std::size_t>(gpu)] =
+          shard + point.training.memory_reserve + (gpu < workers ? worker.total() : 0.0);
+  }
+  return out;
+}
+
+traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vector<sim::TaskTiming>& timings,
+                                   double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
+                                   int gpus_per_device)
+{
+  using traces::ChromeTrace;
+  const int devices = graph.device_count();
+  auto node_of      = [&](int d) { return cluster.node_of(d); };
+
+  // Every slice: where it goes.
+  std::vector<Placement> placements;
+  std::vector<std::size_t> first_placement(graph.size() + 1, 0);
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    first_placement[id] = placements.size();
+    std::vector<std::pair<int, Track>> where;  // (device, track) of each of its slices
+    switch (graph.kind(id)) {
+    case sim::TaskKind::compute: {
+      const auto& c = graph.compute(id);
+      where.emplace_back(c.device, c.on_stream ? compute : off_stream);
+      break;
+    }
+    case sim::TaskKind::transfer: {
+      const auto& x     = graph.transfer(id);
+      const Track track = node_of(x.src) == node_of(x.dst) ? intra : inter;
+      where.emplace_back(x.src, track);
+      where.emplace_back(x.dst, track);
+      break;
+    }
+    case sim::TaskKind::collective: {
+      const auto& c = graph.collective(id);
+      bool spans    = false;
+      for (int d : c.group)
+        spans = spans || node_of(d) != node_of(c.group.front());
+      for (int d : c.group)
+        where.emplace_back(d, spans ? inter : intra);
+      break;
+    }
+    }
+    const std::int64_t start = ChromeTrace::nanoseconds(timings[id].start_s);
+    const std::int64_t end   = ChromeTrace::nanoseconds(timings[id].end_s);
+    for (std::size_t k = 0; k < where.size(); ++k)
+      placements.push_back(Placement{id, static_cast<int>(k), where[k].first, where[k].second, start, end});
+  }
+  first_placement[graph.size()] = placements.size();
+  std::vector<std::array<int, 4>> lanes;
+  assign_lanes(placements, devices, lanes);
+
+  ChromeTrace trace;
+  for (int d = 0; d < devices; ++d) {
+    const std::string process = "gpu" + std::to_string(d) + " (node " + std::to_string(node_of(d)) + ")";
+    const auto& l             = lanes[static_cast<std::size_t>(d)];
+    for (Track t : {compute, off_stream, intra, inter})
+      for (int lane = 0; lane < shown_lanes(l, t); ++lane)
+        trace.set_track_name(pid_of(d), thread_id(l, t, lane), process,
+                             track_names[t] + (lane > 0 ? " #" + std::to_string(lane + 1) : std::string()));
+  }
+  auto tid_of = [&](const Placement& p) {
+    return thread_id(lanes[static_cast<std::size_t>(p.device)], p.track, p.lane);
+  };
+
+  // Slices, and the flows that join a task's slices.
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    traces::TraceEvent e    = slice_of(graph, id, timings[id]);
+    const std::size_t begin = first_placement[id];
+    const std::size_t end   = first_placement[id + 1];
+    for (std::size_t i = begin; i < end; ++i) {
+      e.pid = pid_of(placements[i].device);
+      e.tid = tid_of(placements[i]);
+      trace.add(e);
+    }
+    // Flow events at n evenly spaced whole nanoseconds strictly inside the task's interval.
+    const auto n            = static_cast<std::int64_t>(end - begin);
+    const std::int64_t span = begin == end ? 0 : placements[begin].end_ns - placements[begin].start_ns;
+    if (graph.kind(id) == sim::TaskKind::compute || n < 2 || span < n + 1)
+      continue;
+    for (std::int64_t k = 0; k < n; ++k) {
+      const Placement& p    = placements[begin + static_cast<std::size_t>(k)];
+      const std::int64_t at = p.start_ns + (k + 1) * span / (n + 1);
+      trace.add_flow({.phase    = k == 0       ? traces::FlowPhase::start
+                                  : k + 1 == n ? traces::FlowPhase::end
+                                               : traces::FlowPhase::step,
+                      .id       = id,
+                      .pid      = pid_of(p.device),
+                      .tid      = tid_of(p),
+                      .time_s   = static_cast<double>(at) * 1e-9,
+                      .name     = e.category,
+                      .category = e.category});
+    }
+  }
+
+  add_memory_counters(trace, graph, timings, ChromeTrace::nanoseconds(makespan_s), memory);
+  add_link_counters(trace, graph, timings, cluster, gpus_per_device);
+  return trace;
+}
+
+void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
+                    const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir)
+{
+  const int gpus_per_device = folds_tensor_groups(point) ? point.parallelism.tp : 1;
+  const traces::ChromeTrace trace =
+      build_timeline(graph, result.timings, result.makespan_s, cluster, memory, gpus_per_device);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/" + point.experiment + "_" + std::to_string(point.index) + ".json";
+  std::ofstream out(path);
+  trace.write(out);
+  if (!out)
+    throw Error("cannot write timeline " + path);
+}
+
+}  // namespace ddlsim::experiments

@@ -1,0 +1,88 @@
+// The timeline of a simulated point: what `ddlsim run --trace-dir DIR` writes to
+// <DIR>/<experiment>_<config_id>.json, in Chrome's Trace Event Format (traces/ChromeTrace.hpp), for
+// Perfetto (ui.perfetto.dev) and chrome://tracing.
+//
+// One process per simulated GPU ("gpu<d> (node <n>)", pid d + 1: Perfetto keeps pid 0 for the
+// kernel's swapper; a folded tensor-parallel group is one GPU), with these tracks (threads, from
+// tid 1):
+//   compute stream     its forward, backward and optimizer tasks (complete slices, "ph": "X")
+//   off-stream work    parameter-server updates, applied one at a time beside the stream
+//   intra-node links   transfers and collectives inside its node: a transfer on its sender and its
+//   inter-node links   receiver, a collective on every member (inter-node when its group spans nodes)
+// A track is made of lanes ("intra-node links", "intra-node links #2", ...): each slice goes to the
+// first lane free at its start, so concurrent transfers sit on separate lanes and the slices of a
+// lane never overlap. (Lanes rather than async slices, "ph": "b"/"e": Perfetto gives every async
+// slice name a track of its own, one per transfer here.) Slices carry numbers as JSON numbers
+// (bytes, samples, layer range, devices).
+//
+// Flows ("ph": "s"/"t"/"f", id = the task's id) join each transfer's slice on its sender to its
+// slice on its receiver, and a collective's slices through its members in ring order. Their events
+// lie strictly inside the slices they bind to, each after the previous one; a task shorter than its
+// flow's events + 1 ns gets no flow.
+//
+// Counters ("ph": "C"), per GPU (a folded group: per GPU of the group):
+//   memory bytes                 what the GPU holds: its training state, workspace and reserve,
+//                                plus one stash per micro-batch in flight on each of its model
+//                                chunks (from the micro-batch's first forward pass there to the end
+//                                of the backward pass that follows). Its maximum is the CSV's peak
+//                                memory where the schedule holds as many micro-batches at once as
+//                                the memory model counts; it stays below it under the interleaved
+//                                schedule (the model adds up each chunk's own peak) and on
+//                                parameter-server workers with several micro-batches (the model
+//                                counts them all; a worker runs each forward and backward in turn)
+//   link send intra_node_Bps,    bytes per second the GPU sends over each link class: a transfer's
+//   link send inter_node_Bps     bytes, and the GPU's messages of a collective, spread evenly over
+//                                the task's interval. Integrated over the run they give the device
+//                                table's comm_bytes and inter_node_bytes
+//
+// Times are whole nanoseconds. Size: about 170 bytes per slice (one per compute task, two per
+// transfer, one per collective member) and 100 per flow event or counter sample, which come to
+// about as many again: 17 MB for Llama 3.1 405B on 1,024 GPUs as 128 folded devices.
+//
+//   const PointPlan plan = plan_point(point, cost);
+//   ...  // build the graph, replay it
+//   write_timeline(point, graph, result, cluster, pipeline_timeline_memory(point, plan, graph), "traces");
+#pragma once
+
+#include "experiments/Evaluate.hpp"
+#include "sim/ClusterSpec.hpp"
+#include "sim/Replay.hpp"
+#include "sim/TaskGraph.hpp"
+#include "traces/ChromeTrace.hpp"
+
+#include <string>
+#include <vector>
+
+namespace ddlsim::experiments {
+
+/// What the memory counters draw, per GPU d:
+///   peak_bytes[d] - sum over its chunks c of (peak_in_flight[c] - in_flight_c(t)) x stash_bytes[c]
+/// where in_flight_c(t) counts the micro-batches chunk c holds at time t on d.
+struct TimelineMemory {
+  std::vector<double> peak_bytes;  ///< per simulated device: bytes per GPU at its peak (empty: no counters)
+  std::vector<double> stash_bytes;  ///< per chunk (ComputeTask::stage of the passes): bytes of one micro-batch's stash
+  std::vector<int> peak_in_flight;  ///< per chunk: micro-batches the memory model counts at the peak
+};
+
+/// The memory of a pipeline point's devices (plan_point's breakdown, per pipeline rank) for
+/// `graph`, built from the point's plan: device d holds rank d / (devices / pp).
+TimelineMemory pipeline_timeline_memory(const PointConfig& point, const PointPlan& plan, const sim::TaskGraph& graph);
+
+/// The memory of a parameter-server point: workers hold the model, its gradients and their
+/// micro-batches' activations; servers a 1/S shard of the weights with its optimizer state (plus
+/// a worker's memory where they share its GPU). As the CSV's peak_memory_bytes counts it.
+TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const sim::TaskGraph& graph);
+
+/// The timeline of a replayed graph (see above). `cluster` is the one replayed (node of GPU g:
+/// g / gpus_per_node); each simulated device stands for `gpus_per_device` GPUs (a folded
+/// tensor-parallel group), whose link counters are per GPU.
+traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vector<sim::TaskTiming>& timings,
+                                   double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
+                                   int gpus_per_device = 1);
+
+/// Writes the timeline of a point to <dir>/<experiment>_<config_id>.json (creating dir). Throws
+/// Error when the file cannot be written.
+void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
+                    const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir);
+
+}  // namespace ddlsim::experiments
