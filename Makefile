@@ -73,6 +73,8 @@ crosscheck: build
 
 # The seed studies' figures and tables (docs/results.md): every shipped seed experiment and search.
 results: build
+	$(BUILD)/bin/ddlsim run experiments/demo.yaml -o results/demo.csv -j $(JOBS) --quiet
+	$(PYTHON) plots/plot_throughput.py results/demo.csv -o docs/figures/demo.png
 	$(BUILD)/bin/ddlsim run experiments/gpipe_bm.yaml -o results/gpipe_bm.csv -j $(JOBS) --quiet
 	$(PYTHON) plots/plot_bm.py results/gpipe_bm.csv -o docs/figures/gpipe_bm.png
 	$(BUILD)/bin/ddlsim run experiments/gpipe_bm.yaml -o results/gantt.csv --quiet --trace-dir results/timeline \
