@@ -61,6 +61,9 @@ commands:
       --quiet                no progress or summary on stderr
       --plot                 also draw the experiment's figure (output.plot, a script of plots/)
                              next to the CSV as .png, with a python3 that has matplotlib
+      --columns LIST         the CSV's columns: names and presets (default, all, contract, identity,
+                             memory, throughput, measured, parameter_server, llm, simulation),
+                             -NAME takes out (default: every column some row fills)
       --resume               keep the rows of the CSV already at -o that belong to this sweep
                              (same point, same configuration) and simulate only the rest
       --shard I/N            only the points whose index mod N is I (0 <= I < N), for job arrays;
@@ -225,6 +228,15 @@ int parse_int(const std::string& text, const std::string& what, int min, int max
                    text + "'"};
 }
 
+experiments::ColumnSelection parse_columns(const std::string& spec)
+{
+  try {
+    return experiments::ColumnSelection::parse(spec);
+  } catch (const Error& e) {
+    throw UsageError{std::string("--columns: ") + e.what()};
+  }
+}
+
 void print_diagnostics(const std::vector<Diagnostic>& diagnostics)
 {
   std::set<std::string> seen;  // the same problem repeats in every sweep point
@@ -309,9 +321,12 @@ int cmd_run(Args& args)
   bool quiet = false;
   bool resume = false, mpi = false, plot = false;
   int shard_index = 0, shard_count = 1;
+  experiments::ColumnSelection columns;
   while (!args.done()) {
     if (auto v = args.option("--output", "-o"))
       output = *v;
+    else if (auto c = args.option("--columns"))
+      columns = parse_columns(*c);
     else if (args.flag("--plot"))
       plot = true;
     else if (auto j = args.option("--jobs", "-j"))
@@ -380,8 +395,11 @@ int cmd_run(Args& args)
   std::vector<std::size_t> todo_elsewhere;  // under MPI: points other ranks simulate
   std::size_t to_simulate = 0;
   std::vector<experiments::ResultRow> previous;
-  if (resume && std::filesystem::exists(csv))
-    previous = experiments::read_csv(csv);
+  if (resume && std::filesystem::exists(csv)) {
+    auto table = experiments::read_csv_table(csv);
+    experiments::require_identity_columns(csv, table, "--resume matches rows to points by it");
+    previous = std::move(table.rows);
+  }
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (static_cast<int>(i % static_cast<std::size_t>(shard_count)) != shard_index)
       continue;
@@ -415,7 +433,7 @@ int cmd_run(Args& args)
     done.emplace(todo_index[k], row);
     const auto now = std::chrono::steady_clock::now();
     if (!mpi && std::chrono::duration<double>(now - last_write).count() >= checkpoint_s) {
-      experiments::write_csv(csv, rows_so_far());
+      experiments::write_csv(csv, rows_so_far(), columns);
       last_write = now;
     }
   };
@@ -437,7 +455,7 @@ int cmd_run(Args& args)
         throw Error("MPI: no row came back for point " + std::to_string(i));
   }
   const auto rows = rows_so_far();
-  experiments::write_csv(csv, rows);
+  experiments::write_csv(csv, rows, columns);
 
   if (!quiet) {
     std::map<std::string, int> counts;
@@ -483,9 +501,12 @@ int cmd_search_grid(Args& args)
   std::optional<std::string> file, output;
   std::vector<std::string> sets;
   experiments::GridSearchOptions options;
+  experiments::ColumnSelection columns;
   while (!args.done()) {
     if (auto o = args.option("--output", "-o"))
       output = *o;
+    else if (auto c = args.option("--columns"))
+      columns = parse_columns(*c);
     else if (auto j = args.option("--jobs", "-j"))
       options.jobs = parse_int(*j, "--jobs", 1, 1024);
     else if (args.flag("--no-pipeline"))
@@ -518,7 +539,7 @@ int cmd_search_grid(Args& args)
   };
   const experiments::GridSearch search = experiments::search_grid(gpus, make_point, options);
   const std::string csv = output ? *output : "results/" + exp.get_name() + "-grid.csv";
-  experiments::write_csv(csv, search.rows);
+  experiments::write_csv(csv, search.rows, columns);
   std::printf("grid search: %s on %s (%d GPUs), %s; pp x tp (P_r) x dp (P_c) = %d%s\n", base.model_label.c_str(),
               base.cluster_label.c_str(), base.cluster.gpu_count(),
               std::string(sim::schedule_table.name(base.parallelism.schedule)).c_str(), gpus,
@@ -562,9 +583,12 @@ int cmd_search_parallel(Args& args)
   std::optional<std::string> file, output;
   std::vector<std::string> sets;
   experiments::ParallelSearchOptions options;
+  experiments::ColumnSelection columns;
   while (!args.done()) {
     if (auto o = args.option("--output", "-o"))
       output = *o;
+    else if (auto c = args.option("--columns"))
+      columns = parse_columns(*c);
     else if (auto j = args.option("--jobs", "-j"))
       options.jobs = parse_int(*j, "--jobs", 1, 1024);
     else if (auto t = args.option("--top"))
@@ -605,7 +629,7 @@ int cmd_search_parallel(Args& args)
   };
   const experiments::ParallelSearch search = experiments::search_parallel(base, make_point, options);
   const std::string csv = output ? *output : "results/" + exp.get_name() + "-parallel.csv";
-  experiments::write_csv(csv, search.rows);
+  experiments::write_csv(csv, search.rows, columns);
   const int gpus = base.cluster.gpu_count();
   std::printf("parallel search: %s on %s (%d GPUs), global batch %lld, %s\n", base.model.get_name().c_str(),
               base.cluster_label.c_str(), gpus, base.training.global_batch,
@@ -651,9 +675,12 @@ int cmd_search(Args& args)
   std::optional<std::string> file, output;
   std::vector<std::string> sets;
   experiments::MicrobatchSearchOptions options;
+  experiments::ColumnSelection columns;
   while (!args.done()) {
     if (auto o = args.option("--output", "-o"))
       output = *o;
+    else if (auto c = args.option("--columns"))
+      columns = parse_columns(*c);
     else if (auto j = args.option("--jobs", "-j"))
       options.jobs = parse_int(*j, "--jobs", 1, 1024);
     else if (auto m = args.option("--max-batch"))
@@ -679,7 +706,7 @@ int cmd_search(Args& args)
   const experiments::PointConfig& base = points.front();
   const experiments::MicrobatchSearch search = experiments::search_microbatch(base, options);
   const std::string csv = output ? *output : "results/" + exp.get_name() + "-microbatch.csv";
-  experiments::write_csv(csv, search.rows);
+  experiments::write_csv(csv, search.rows, columns);
 
   const int pp = base.parallelism.pp, dp = base.parallelism.dp;
   std::printf("micro-batch search: %s on %s, %s, pp %d, dp %d, tp %d; baseline M = %d x pp = %d\n", base.model_label.c_str(),
@@ -730,13 +757,25 @@ int cmd_merge(Args& args)
 {
   std::vector<std::string> files;
   std::optional<std::string> output;
-  files_and_output(args, "merge", files, output);
+  experiments::ColumnSelection columns;
+  while (!args.done()) {
+    if (auto o = args.option("--output", "-o"))
+      output = *o;
+    else if (auto c = args.option("--columns"))
+      columns = parse_columns(*c);
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for merge: " + args.peek()};
+    else
+      files.push_back(args.next());
+  }
   if (files.empty() || !output)
     throw UsageError{"merge needs CSV files and -o OUT.csv"};
   // (experiment, config_id) -> row; a point in two parts must have the same configuration.
   std::map<std::pair<std::string, long long>, experiments::ResultRow> rows;
-  for (const auto& f : files)
-    for (auto& row : experiments::read_csv(f)) {
+  for (const auto& f : files) {
+    auto table = experiments::read_csv_table(f);
+    experiments::require_identity_columns(f, table, "merge matches rows to points by it");
+    for (auto& row : table.rows) {
       long long id = 0;
       try {
         id = std::stoll(row.get("config_id"));
@@ -748,10 +787,11 @@ int cmd_merge(Args& args)
       if (!added && !experiments::same_point(it->second, row))
         throw Error(f + ": point " + std::to_string(id) + " of " + key.first + " differs from the same point in another part");
     }
+  }
   std::vector<experiments::ResultRow> ordered;
   for (auto& [key, row] : rows)
     ordered.push_back(std::move(row));
-  experiments::write_csv(*output, ordered);
+  experiments::write_csv(*output, ordered, columns);
   std::fprintf(stderr, "ddlsim: merged %zu file(s) into %s: %zu row(s)\n", files.size(), output->c_str(), ordered.size());
   return exit_ok;
 }
@@ -1132,9 +1172,12 @@ int cmd_execute(Args& args)
   std::vector<std::string> sets;
   experiments::CrossCheckOptions options;
   bool quiet = false;
+  experiments::ColumnSelection columns;
   while (!args.done()) {
     if (auto v = args.option("--output", "-o"))
       output = *v;
+    else if (auto c = args.option("--columns"))
+      columns = parse_columns(*c);
     else if (auto b = args.option("--backend"))
       backend = *b;
     else if (auto n = args.option("--iterations"))
@@ -1197,7 +1240,7 @@ int cmd_execute(Args& args)
   if (!quiet)
     options.on_status = [](const std::string& line) { std::fprintf(stderr, "ddlsim: %s\n", line.c_str()); };
   const experiments::CrossCheck result = experiments::cross_check(points, options);
-  experiments::write_csv(csv, result.rows);
+  experiments::write_csv(csv, result.rows, columns);
   std::map<std::string, int> counts;
   for (const auto& row : result.rows)
     ++counts[row.get("status")];
