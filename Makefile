@@ -13,6 +13,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's own interpreter, which sees python3-matplotlib (another python3 may come first on PATH).
 PYTHON := /usr/bin/python3
 DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev libopenmpi-dev \
+        libcli11-dev libfmt-dev \
         python3 python3-matplotlib
 
 # Real PyTorch profiler traces whose import rate `make bench` also measures, when the folder exists.
