@@ -111,6 +111,15 @@ for page in pages[1:]:
     checks += 1
     check(os.path.basename(page) in linked_from_readme, f"README.md does not link {rel(page)}")
 
+# --- the README's package list is the Makefile's -----------------------------------------------
+debs = re.search(r"(?ms)^DEBS := (.*?)(?<!\\)\n", open(os.path.join(ROOT, "Makefile")).read()).group(1).replace("\\", " ").split()
+readme_words = set(re.findall(r"[\w.+-]+", text[readme]))
+for deb in debs:
+    checks += 1
+    check(deb in readme_words, f"README.md does not list the Debian package {deb} that make installs")
+checks += 1
+check(len(debs) >= 10, f"the Makefile's DEBS: {debs}")
+
 # --- every shipped file is named -------------------------------------------------------------
 manual = "\n".join(text.values())
 
