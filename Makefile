@@ -13,6 +13,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's own interpreter, which sees python3-matplotlib (another python3 may come first on PATH).
 PYTHON := /usr/bin/python3
 DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev libopenmpi-dev \
+        libcli11-dev libfmt-dev \
         python3 python3-matplotlib
 
 # Real PyTorch profiler traces whose import rate `make bench` also measures, when the folder exists.
@@ -73,6 +74,8 @@ crosscheck: build
 
 # The seed studies' figures and tables (docs/results.md): every shipped seed experiment and search.
 results: build
+	$(BUILD)/bin/ddlsim run experiments/demo.yaml -o results/demo.csv -j $(JOBS) --quiet
+	$(PYTHON) plots/plot_throughput.py results/demo.csv -o docs/figures/demo.png
 	$(BUILD)/bin/ddlsim run experiments/gpipe_bm.yaml -o results/gpipe_bm.csv -j $(JOBS) --quiet
 	$(PYTHON) plots/plot_bm.py results/gpipe_bm.csv -o docs/figures/gpipe_bm.png
 	$(BUILD)/bin/ddlsim run experiments/gpipe_bm.yaml -o results/gantt.csv --quiet --trace-dir results/timeline \

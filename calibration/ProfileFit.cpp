@@ -3,6 +3,7 @@
 #include "calibration/KernelTable.hpp"
 #include "common/Error.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -71,10 +72,9 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
     std::vector<SizeTime> points;
     for (auto& [bytes, times] : by_size)
       points.push_back({bytes, median(times)});
-    char what[96];
-    std::snprintf(what, sizeof what, "%s over %d ranks", key.first.c_str(), key.second);
+    const std::string what = fmt::format("{} over {} ranks", key.first, key.second);
     if (points.size() < 3) {
-      result.notes.push_back(std::string(what) + ": only " + std::to_string(points.size()) + " distinct sizes, not fitted");
+      result.notes.push_back(what + ": only " + std::to_string(points.size()) + " distinct sizes, not fitted");
       continue;
     }
     CollectiveCurve curve;
@@ -120,9 +120,10 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   if (!roofline.empty()) {
     try {
       const RooflineFit f = fit_roofline(roofline, profile.value("memory_bandwidth"));
-      char how[160];
-      std::snprintf(how, sizeof how, "fit of %zu kernel records (%d compute-, %d memory-bound), R^2 %.4f, max error %.1f%%",
-                    roofline.size(), f.compute_bound, f.memory_bound, f.r2, 100 * f.max_relative_error);
+      const std::string how = fmt::format("fit of {} kernel records ({} compute-, {} memory-bound), R^2 {:.4f}, max "
+                                          "error {:.1f}%",
+                                          roofline.size(), f.compute_bound, f.memory_bound, f.r2,
+                                          100 * f.max_relative_error);
       auto set = [&](const std::string& key, double value, const std::string& unit) {
         Parameter& p = profile.parameters[key];
         p.name = key;

@@ -5,6 +5,7 @@
 #include "experiments/Experiment.hpp"
 #include "sim/Collectives.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -171,19 +172,16 @@ std::string over_limits(const PointConfig& point, const ResourceEstimate& cost)
                             (par.virtual_stages > 1 ? " x v " + std::to_string(par.virtual_stages) : "") + " x dp " +
                             std::to_string(par.dp) + " x tp " + std::to_string(par.tp) +
                             (par.cp > 1 ? " x cp " + std::to_string(par.cp) : "");
-  char text[512];
   if (activities)
-    std::snprintf(text, sizeof text,
-                  "this point would need about %.3g SimGrid activities (%s), over limits.max_activities = %.3g: "
-                  "make it smaller, or raise the limit (limits: {max_activities: N} or --set limits.max_activities=N)",
-                  cost.activities, shape.c_str(), point.limits.max_activities);
-  else
-    std::snprintf(text, sizeof text,
-                  "simulating this point would take about %s of memory (%.3g tasks, %s), over limits.max_memory = %s: "
-                  "make it smaller, or raise the limit (limits: {max_memory: 64GiB} or --set limits.max_memory=64GiB)",
-                  format_quantity(cost.memory_bytes, Dimension::bytes).c_str(), cost.tasks, shape.c_str(),
-                  format_quantity(point.limits.max_memory_bytes, Dimension::bytes).c_str());
-  return text;
+    return fmt::format("this point would need about {:.3g} SimGrid activities ({}), over limits.max_activities = {:.3g}: "
+                       "make it smaller, or raise the limit (limits: {{max_activities: N}} or --set "
+                       "limits.max_activities=N)",
+                       cost.activities, shape, point.limits.max_activities);
+  return fmt::format("simulating this point would take about {} of memory ({:.3g} tasks, {}), over limits.max_memory = "
+                     "{}: make it smaller, or raise the limit (limits: {{max_memory: 64GiB}} or --set "
+                     "limits.max_memory=64GiB)",
+                     format_quantity(cost.memory_bytes, Dimension::bytes), cost.tasks, shape,
+                     format_quantity(point.limits.max_memory_bytes, Dimension::bytes));
 }
 
 } // namespace ddlsim::experiments
