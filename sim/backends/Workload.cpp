@@ -132,7 +132,8 @@ void write_workload(const Workload& w, std::ostream& out)
         const BenchPoint& p = t.launches[l];
         out << (l ? "," : "") << "{\"op\":\"" << calibration::bench_op_name(p.op) << "\",\"dtype\":\"" << p.dtype << "\"";
         if (p.op == BenchOp::gemm || p.op == BenchOp::batched_gemm)
-          out << ",\"m\":" << p.m << ",\"n\":" << p.n << ",\"k\":" << p.k << ",\"batch\":" << p.batch;
+          out << ",\"m\":" << p.m << ",\"n\":" << p.n << ",\"k\":" << p.k << ",\"batch\":" << p.batch
+              << ",\"layout\":\"" << calibration::gemm_layout_name(p.layout) << "\"";
         if (p.op == BenchOp::conv2d) {
           const auto& c = p.conv;
           out << ",\"pass\":\"" << calibration::conv_pass_name(p.pass) << "\",\"conv\":"
@@ -210,6 +211,13 @@ Workload parse_workload(const std::string& text, const std::string& origin)
           b.n = r.integer(p, "n", lw, 0, true);
           b.k = r.integer(p, "k", lw, 0, true);
           b.batch = r.integer(p, "batch", lw, 1, false);
+          const std::string layout = r.string(p, "layout", lw, false);
+          if (layout == "nt")
+            b.layout = calibration::GemmLayout::nt;
+          else if (layout == "tn")
+            b.layout = calibration::GemmLayout::tn;
+          else if (!layout.empty() && layout != "nn")
+            r.fail(lw + ".layout", "unknown layout '" + layout + "' (expected nn, nt or tn)");
         } else if (b.op == BenchOp::conv2d) {
           const std::string pass = r.string(p, "pass", lw, true);
           if (pass == "fwd")

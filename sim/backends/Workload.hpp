@@ -14,7 +14,7 @@
 // File form (write_workload / read_workload), one JSON document:
 //   {"format": "ddlsim-workload-1", "label": "...", "devices": 2, "dtype": "bf16", "tasks": [
 //     {"kind": "compute", "device": 0, "after": [], "launches": [
-//        {"op": "gemm", "dtype": "bf16", "m": 4096, "n": 1024, "k": 1024, "batch": 1, "pass": "forward"},
+//        {"op": "gemm", "dtype": "bf16", "m": 4096, "n": 1024, "k": 1024, "batch": 1, "layout": "nt"},
 //        {"op": "conv2d", "dtype": "bf16", "pass": "bwd_data", "conv": [n, c, h, w, k, r, s, stride, pad]},
 //        {"op": "pointwise", "bytes": 8388608}]},
 //     {"kind": "transfer", "src": 0, "dst": 1, "bytes": 4194304, "after": [0]},
