@@ -97,6 +97,30 @@ double BenchPoint::element_bytes() const
   return 4.0;
 }
 
+std::array<std::size_t, 3> BenchPoint::operand_bytes() const
+{
+  auto whole = [](double b) { return b > 0 ? static_cast<std::size_t>(std::llround(b)) : std::size_t{0}; };
+  const double e = element_bytes();
+  switch (op) {
+  case BenchOp::gemm:
+  case BenchOp::batched_gemm: {
+    const double b = static_cast<double>(batch), dm = static_cast<double>(m), dn = static_cast<double>(n),
+                 dk = static_cast<double>(k);
+    return {whole(e * b * dm * dk), whole(e * b * dk * dn), whole(e * b * dm * dn)};
+  }
+  case BenchOp::conv2d:
+    return {whole(e * conv.n * conv.c * conv.h * static_cast<double>(conv.w)),
+            whole(e * conv.k * conv.c * conv.r * static_cast<double>(conv.s)),
+            whole(e * conv.n * conv.k * conv.out_h() * static_cast<double>(conv.out_w()))};
+  case BenchOp::pointwise: {  // x read and y written: half of `bytes` each, fp32
+    const std::size_t elements = std::max<std::size_t>(1, whole(bytes) / 8);
+    return {4 * elements, 0, 4 * elements};
+  }
+  default:
+    return {0, 0, 0};
+  }
+}
+
 double BenchPoint::flop() const
 {
   switch (op) {

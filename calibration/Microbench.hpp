@@ -21,6 +21,7 @@
 //   for (const BenchPoint& p : microbenchmark_plan(options)) std::cout << p.label() << "\n";
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -70,6 +71,10 @@ struct BenchPoint {
   double traffic_bytes() const;
   /// Element size of the point's dtype (tf32 is stored as fp32).
   double element_bytes() const;
+  /// Bytes of the three operands one run works on, in the executors' order: gemm A, B, C (each batch times);
+  /// conv2d x, w, y; pointwise x, 0, y (fp32, half of `bytes` each, at least one element); zeros for copies and
+  /// collectives.
+  std::array<std::size_t, 3> operand_bytes() const;
   /// "gemm bf16 m=4096 n=4096 k=4096" (nn), "gemm bf16 m=4096 n=4096 k=4096 nt", "conv2d fp16 fwd n=32 64x56x56
   /// k=64 3x3/1", "all_reduce bf16 1048576 B over 8 GPUs", ...
   std::string label() const;

@@ -130,6 +130,10 @@ commands:
       --map-devices          cuda: run more simulated devices than GPUs on the GPUs there are
       --launcher "CMD"       cuda, several machines: start the runner with CMD (e.g. "mpirun -np 2
                              -H node1,node2"); NCCL is then bootstrapped through MPI
+      --prepare DIR          cuda: only write each point's workload (DIR/workload-<i>.json), for
+                             ddlsim-run-cuda on a GPU machine without ddlsim (docs/gpu.md)
+      --measured DIR         cuda: take each point's times from DIR/measured-<i>.json, which
+                             ddlsim-run-cuda wrote for DIR/workload-<i>.json, instead of running
       --quiet                no progress lines
   calibrate collect          time the microbenchmarks (GEMMs, batched GEMMs, cuDNN convolutions,
                              memory-bound kernels, copies, NCCL collectives) on this machine's
@@ -1132,6 +1136,7 @@ int cmd_execute(Args& args)
   std::vector<std::string> sets;
   experiments::CrossCheckOptions options;
   bool quiet = false;
+  std::optional<std::string> prepare;
   while (!args.done()) {
     if (auto v = args.option("--output", "-o"))
       output = *v;
@@ -1160,6 +1165,10 @@ int cmd_execute(Args& args)
     }
     else if (args.flag("--quiet"))
       quiet = true;
+    else if (auto p = args.option("--prepare"))
+      prepare = *p;
+    else if (auto m = args.option("--measured"))
+      options.measured_dir = *m;
     else if (args.peek().rfind("-", 0) == 0)
       throw UsageError{"unknown option for execute: " + args.peek()};
     else if (!file)
@@ -1176,7 +1185,14 @@ int cmd_execute(Args& args)
     throw UsageError{"--map-devices and --launcher do not go together: under MPI every device needs its own GPU"};
   if (options.backend == experiments::Backend::host && (options.map_devices || !options.launcher.empty()))
     throw UsageError{"--map-devices and --launcher are for --backend cuda"};
-  if (options.backend == experiments::Backend::cuda) {
+  if ((prepare || !options.measured_dir.empty()) && options.backend != experiments::Backend::cuda)
+    throw UsageError{"--prepare and --measured are for --backend cuda"};
+  if (prepare && !options.measured_dir.empty())
+    throw UsageError{"--prepare writes the workloads that --measured reads back later: give one of them"};
+  if (prepare || !options.measured_dir.empty()) {
+    if (!options.launcher.empty() || options.map_devices)
+      throw UsageError{"--launcher and --map-devices are for the machine that runs ddlsim-run-cuda"};
+  } else if (options.backend == experiments::Backend::cuda) {
     std::error_code ec;
     const auto runner = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ddlsim-run-cuda";
     if (ec || !std::filesystem::exists(runner))
@@ -1190,6 +1206,14 @@ int cmd_execute(Args& args)
   const auto points = exp.points();
   if (nothing_valid(points))
     return exit_bad_input;
+  if (prepare) {
+    options.work_dir = *prepare;
+    const std::vector<std::string> written = experiments::prepare_workloads(points, options);
+    std::printf("%s: %zu workload(s) of %zu point(s); run each with ddlsim-run-cuda FILE -o measured-<i>.json in that "
+                "folder, then execute --measured %s\n",
+                prepare->c_str(), written.size(), points.size(), prepare->c_str());
+    return written.empty() ? exit_bad_input : exit_ok;
+  }
   const std::string csv =
       output ? *output : exp.output_csv().value_or("results/" + exp.get_name() + "-" + *backend + ".csv");
   options.work_dir = (std::filesystem::path(csv).parent_path() / (std::filesystem::path(csv).stem().string() + ".work")).string();

@@ -389,7 +389,6 @@ struct ComputeOp::Conv {
   FilterDesc w{nullptr, &cudnnDestroyFilterDescriptor};
   ConvDesc conv{nullptr, &cudnnDestroyConvolutionDescriptor};
   int algo        = 0;
-  std::array<std::size_t, 3> bytes{0, 0, 0};
 };
 
 ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
@@ -454,12 +453,10 @@ ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
     int on = 0, oc = 0, oh = 0, ow = 0;
     check_cudnn(cudnnGetConvolution2dForwardOutputDim(conv, conv_->x.get(), filter, &on, &oc, &oh, &ow),
                 "cudnnGetConvolution2dForwardOutputDim");
+    if (on != c.n || oc != c.k || oh != c.out_h() || ow != c.out_w())
+      throw PointFailed("cuDNN's output shape " + std::to_string(on) + "x" + std::to_string(oc) + "x" +
+                        std::to_string(oh) + "x" + std::to_string(ow) + " differs from the point's");
     conv_->y = tensor_desc(type, on, oc, oh, ow);
-
-    const double e = p.element_bytes();
-    conv_->bytes   = {to_size(e * c.n * c.c * c.h * static_cast<double>(c.w)),
-                      to_size(e * c.k * c.c * c.r * static_cast<double>(c.s)),
-                      to_size(e * on * oc * oh * static_cast<double>(ow))};
     return;
   }
   case BenchOp::pointwise:
@@ -475,14 +472,7 @@ ComputeOp::~ComputeOp() = default;
 
 std::array<std::size_t, 3> ComputeOp::operand_bytes() const
 {
-  if (conv_)
-    return conv_->bytes;
-  if (point_.op == BenchOp::pointwise)
-    return {4 * elements_, 0, 4 * elements_};
-  const double e     = point_.element_bytes();
-  const double batch = static_cast<double>(batch_);
-  return {to_size(e * batch * m_ * static_cast<double>(k_)), to_size(e * batch * k_ * static_cast<double>(n_)),
-          to_size(e * batch * m_ * static_cast<double>(n_))};
+  return point_.operand_bytes(); // the same sizes the execution backend's memory plan places
 }
 
 int ComputeOp::written_operand() const
@@ -828,7 +818,7 @@ double footprint_bytes(const BenchPoint& point)
   case BenchOp::batched_gemm:
   case BenchOp::conv2d:
   case BenchOp::pointwise: {
-    const std::array<std::size_t, 3> bytes = ComputeOp(point).operand_bytes();
+    const std::array<std::size_t, 3> bytes = point.operand_bytes();
     return static_cast<double>(bytes[0] + bytes[1] + bytes[2]);
   }
   case BenchOp::copy_d2d:

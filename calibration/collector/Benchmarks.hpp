@@ -220,7 +220,7 @@ public:
 std::unique_ptr<Benchmark> make_benchmark(const calibration::BenchPoint& point, GpuContext& gpus, int buffer_sets = 1);
 
 /// Device memory one run of `point` reads and writes (its operands; a copy's device buffers), bytes: what
-/// calibration::plan_l2_isolation keeps out of L2. Throws PointFailed as ComputeOp does.
+/// calibration::plan_l2_isolation keeps out of L2.
 double footprint_bytes(const calibration::BenchPoint& point);
 
 } // namespace ddlsim::collector
