@@ -149,7 +149,7 @@ public:
     // Every operand gets values; the pointwise kernel's output is only written.
     const std::size_t filled = p.op == BenchOp::pointwise ? 1 : 3;
     for (int set = 0; set < std::max(1, sets); ++set) {
-      auto& operands = operands_.emplace_back();
+      auto& operands     = operands_.emplace_back();
       OpBuffers& buffers = buffers_.emplace_back();
       for (std::size_t i = 0; i < 3; ++i) {
         operands[i]        = DeviceBuffer(bytes[i], 0, names[i]);
@@ -172,17 +172,14 @@ public:
     }
   }
 
-  void launch(int run) override
-  {
-    op_->launch(where_, buffers_[static_cast<std::size_t>(run) % buffers_.size()]);
-  }
+  void launch(int run) override { op_->launch(where_, buffers_[static_cast<std::size_t>(run) % buffers_.size()]); }
 
 private:
   OpStream where_;
   std::unique_ptr<ComputeOp> op_;
   std::vector<std::array<DeviceBuffer, 3>> operands_; // per set
   DeviceBuffer workspace_;
-  std::vector<OpBuffers> buffers_;                    // per set
+  std::vector<OpBuffers> buffers_; // per set
 };
 
 class CopyBench final : public Benchmark {
@@ -217,7 +214,9 @@ public:
   }
   void launch(int run) override
   {
-    const auto pick = [run](const std::vector<DeviceBuffer>& v) { return v[static_cast<std::size_t>(run) % v.size()].get(); };
+    const auto pick = [run](const std::vector<DeviceBuffer>& v) {
+      return v[static_cast<std::size_t>(run) % v.size()].get();
+    };
     void* dst       = kind_ == cudaMemcpyDeviceToHost ? host_->get() : pick(device_dst_);
     const void* src = kind_ == cudaMemcpyHostToDevice ? host_->get() : pick(device_src_);
     check_cuda(cudaMemcpyAsync(dst, src, bytes_, kind_, stream_), "cudaMemcpyAsync");
@@ -269,8 +268,7 @@ public:
     if (ranks_ < 2)
       throw PointFailed("a collective point needs a group of at least 2 GPUs, not " + std::to_string(ranks_));
     if (ranks_ > gpus.gpus())
-      throw PointFailed("a group of " + std::to_string(ranks_) + " GPUs, " + std::to_string(gpus.gpus()) +
-                        " are used");
+      throw PointFailed("a group of " + std::to_string(ranks_) + " GPUs, " + std::to_string(gpus.gpus()) + " are used");
     const double element = p.element_bytes();
     comms_               = gpus.nccl(ranks_);
     for (int d = 0; d < ranks_; ++d) {
@@ -294,11 +292,11 @@ public:
     ncclResult_t first_error = ncclSuccess;
     std::string failed_call;
     for (int d = 0; d < ranks_ && first_error == ncclSuccess; ++d) {
-      const auto i                        = static_cast<std::size_t>(d);
+      const auto i                            = static_cast<std::size_t>(d);
       const calibration::CollectiveBuffers& b = plans_[i];
-      const void* send                    = send_[i].get();
-      void* recv                          = recv_[i].get();
-      ncclResult_t r                      = ncclSuccess;
+      const void* send                        = send_[i].get();
+      void* recv                              = recv_[i].get();
+      ncclResult_t r                          = ncclSuccess;
       switch (kind_) {
       case Collective::all_reduce:
         r = ncclAllReduce(send, recv, b.send_count, type_, ncclSum, comms_[i], streams_[i]);
@@ -388,7 +386,7 @@ struct ComputeOp::Conv {
   TensorDesc y{nullptr, &cudnnDestroyTensorDescriptor};
   FilterDesc w{nullptr, &cudnnDestroyFilterDescriptor};
   ConvDesc conv{nullptr, &cudnnDestroyConvolutionDescriptor};
-  int algo        = 0;
+  int algo = 0;
 };
 
 ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
@@ -410,7 +408,7 @@ ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
     }
     // fp32 as PyTorch's matmul runs it by default (no TF32); half types accumulate in fp32, as frameworks ask for.
     compute_ = calibration::gemm_math(p.dtype) == calibration::MathMode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                               : CUBLAS_COMPUTE_32F;
+                                                                              : CUBLAS_COMPUTE_32F;
     // Column-major, C[m x n] = op(A) op(B): A is stored m x k unless transposed (k x m), B k x n unless
     // transposed (n x k); the leading dimension is the stored matrix's row count.
     op_a_ = p.layout == calibration::GemmLayout::tn ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -446,8 +444,8 @@ ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
                 "cudnnSetConvolution2dDescriptor");
     // As PyTorch by default: fp32 data on TF32 tensor cores (torch.backends.cudnn.allow_tf32 = True; CUDNN_DEFAULT_MATH
     // permits TF32 on float data), half types on tensor cores. The search then uses each algorithm's own math type.
-    const cudnnMathType_t math = calibration::conv_math(p.dtype) == calibration::MathMode::tf32 ? CUDNN_DEFAULT_MATH
-                                                                                               : CUDNN_TENSOR_OP_MATH;
+    const cudnnMathType_t math =
+        calibration::conv_math(p.dtype) == calibration::MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
     check_cudnn(cudnnSetConvolutionMathType(conv, math), "cudnnSetConvolutionMathType");
 
     int on = 0, oc = 0, oh = 0, ow = 0;
@@ -504,7 +502,7 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
   check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
   const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> stop_owner(stop, &cudaEventDestroy);
   constexpr int timed_runs = 3;
-  auto search = [&](const auto& candidates) {
+  auto search              = [&](const auto& candidates) {
     std::vector<calibration::AlgorithmTrial> trials;
     std::vector<cudnnMathType_t> math;
     std::string last = "cuDNN proposed none";
@@ -552,7 +550,7 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
     conv_->algo                               = chosen.algorithm;
     workspace_bytes_                          = static_cast<std::size_t>(chosen.workspace_bytes);
     check_cudnn(cudnnSetConvolutionMathType(conv_->conv.get(), math[static_cast<std::size_t>(best)]),
-                "cudnnSetConvolutionMathType");
+                             "cudnnSetConvolutionMathType");
     int timed = 0;
     for (const auto& t : trials)
       timed += t.runs ? 1 : 0;

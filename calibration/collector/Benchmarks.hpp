@@ -95,13 +95,13 @@ private:
   cublasHandle_t cublas_  = nullptr;
   void* cublas_workspace_ = nullptr;
   cudnnHandle_t cudnn_    = nullptr;
-  double l2_bytes_         = 0;
-  std::map<int, std::vector<ncclComm_t>> comms_;        // per group size
-  std::map<int, std::string> nccl_errors_;              // per group size: why NCCL could not start (not retried)
-  void* flush_buffer_       = nullptr;
-  std::size_t flush_bytes_  = 0;
+  double l2_bytes_        = 0;
+  std::map<int, std::vector<ncclComm_t>> comms_; // per group size
+  std::map<int, std::string> nccl_errors_;       // per group size: why NCCL could not start (not retried)
+  void* flush_buffer_      = nullptr;
+  std::size_t flush_bytes_ = 0;
   std::string cublas_error_, cudnn_error_; // why a library could not start (then not retried)
-  bool lost_ = false;                                   // a sticky error: tear down without waiting
+  bool lost_ = false;                      // a sticky error: tear down without waiting
 };
 
 /// Device memory on one GPU, freed on destruction (cudaFree, whichever GPU is current then). Zero bytes allocate

@@ -329,7 +329,7 @@ public:
     int records = 0;
     if (tracer_ != nullptr) {
       const std::vector<GpuActivity> activities = tracer_->take();
-      const auto by_run = activities_by_run(activities, p.id, done, batches, runs_by_order_);
+      const auto by_run                         = activities_by_run(activities, p.id, done, batches, runs_by_order_);
       std::vector<std::size_t> counts;
       for (const auto& run : by_run)
         counts.push_back(run.size());
@@ -360,8 +360,7 @@ public:
       }
     }
     if (records == 0)
-      throw PointFailed("CUPTI recorded no whole run of it (" + std::to_string(last_left_out_) +
-                        " runs lost records)");
+      throw PointFailed("CUPTI recorded no whole run of it (" + std::to_string(last_left_out_) + " runs lost records)");
     return records;
   }
 
@@ -530,8 +529,8 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
   if (tracer == nullptr)
     events = std::make_unique<EventTimer>(gpus, PlanRunner::max_runs_of(options.repeat));
 
-  calibration::PlanOptions plan = options.plan;
-  plan.gpus                     = gpus;
+  calibration::PlanOptions plan  = options.plan;
+  plan.gpus                      = gpus;
   std::vector<BenchPoint> points = microbenchmark_plan(plan);
   const std::size_t planned      = points.size();
   calibration::add_points(points, options.extra_points);
@@ -583,8 +582,8 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
            " no external id: their runs were matched to their kernels by order on each GPU");
       warned_order = true;
     }
-    if (tracer != nullptr && (tracer->dropped_records() > dropped_seen ||
-                              tracer->incomplete_records() > incomplete_seen)) {
+    if (tracer != nullptr &&
+        (tracer->dropped_records() > dropped_seen || tracer->incomplete_records() > incomplete_seen)) {
       warn("CUPTI lost " + std::to_string(tracer->dropped_records() - dropped_seen) + " activity record(s) (" +
            std::to_string(tracer->incomplete_records() - incomplete_seen) + " more without timestamps) while timing " +
            p.label() + ": runs that lost a kernel or copy record are left out");
@@ -594,8 +593,7 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
   }
   finish_group();
 
-  context.synchronize(gpus);
-  const std::vector<calibration::GpuClockReading> clocks_end = read_gpu_clocks(gpus);
+  const std::vector<calibration::GpuClockReading> clocks_end = read_gpu_clocks(gpus); // right after the last point
   auto& prov                                                 = out.provenance;
   prov["source"]                                             = "ddlsim-collect";
   describe_setup(prov, gpus);

@@ -48,8 +48,8 @@ struct CollectOptions {
   std::string plan_name; ///< "quick" or "full", for the provenance
   /// Points timed besides the plan (the launches of workloads: exact shapes of a step), those not in it already.
   std::vector<calibration::BenchPoint> extra_points;
-  std::string extra_points_source;                ///< what they came from, for the provenance
-  std::map<std::string, std::string> provenance;  ///< added to the records' provenance (commit, ...)
+  std::string extra_points_source;               ///< what they came from, for the provenance
+  std::map<std::string, std::string> provenance; ///< added to the records' provenance (commit, ...)
 };
 
 /// One op's points done (the plan lists the points of an op together).

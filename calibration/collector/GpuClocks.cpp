@@ -9,26 +9,26 @@ namespace {
 
 // The few NVML entry points read here, declared as nvml.h declares them (its ABI is stable; the toolkit here may
 // ship no nvml.h). Return codes: 0 success.
-using nvmlReturn   = int;
-using nvmlDevice   = struct nvmlDevice_st*;
+using nvmlReturn       = int;
+using nvmlDevice       = struct nvmlDevice_st*;
 constexpr int clock_sm = 1, clock_mem = 2; // NVML_CLOCK_SM, NVML_CLOCK_MEM
 constexpr int temperature_gpu = 0;         // NVML_TEMPERATURE_GPU
 
 struct Nvml {
-  void* library = nullptr;
-  nvmlReturn (*init)()                                                  = nullptr;
-  nvmlReturn (*shutdown)()                                              = nullptr;
-  const char* (*error_string)(nvmlReturn)                               = nullptr;
-  nvmlReturn (*by_pci_bus_id)(const char*, nvmlDevice*)                 = nullptr;
-  nvmlReturn (*clock)(nvmlDevice, int, unsigned*)                       = nullptr;
-  nvmlReturn (*max_clock)(nvmlDevice, int, unsigned*)                   = nullptr;
-  nvmlReturn (*app_clock)(nvmlDevice, int, unsigned*)                   = nullptr;
-  nvmlReturn (*pstate)(nvmlDevice, int*)                                = nullptr;
-  nvmlReturn (*power)(nvmlDevice, unsigned*)                            = nullptr;
-  nvmlReturn (*power_limit)(nvmlDevice, unsigned*)                      = nullptr;
-  nvmlReturn (*temperature)(nvmlDevice, int, unsigned*)                 = nullptr;
-  nvmlReturn (*reasons)(nvmlDevice, unsigned long long*)                = nullptr;
-  nvmlReturn (*persistence)(nvmlDevice, int*)                           = nullptr;
+  void* library                                          = nullptr;
+  nvmlReturn (*init)()                                   = nullptr;
+  nvmlReturn (*shutdown)()                               = nullptr;
+  const char* (*error_string)(nvmlReturn)                = nullptr;
+  nvmlReturn (*by_pci_bus_id)(const char*, nvmlDevice*)  = nullptr;
+  nvmlReturn (*clock)(nvmlDevice, int, unsigned*)        = nullptr;
+  nvmlReturn (*max_clock)(nvmlDevice, int, unsigned*)    = nullptr;
+  nvmlReturn (*app_clock)(nvmlDevice, int, unsigned*)    = nullptr;
+  nvmlReturn (*pstate)(nvmlDevice, int*)                 = nullptr;
+  nvmlReturn (*power)(nvmlDevice, unsigned*)             = nullptr;
+  nvmlReturn (*power_limit)(nvmlDevice, unsigned*)       = nullptr;
+  nvmlReturn (*temperature)(nvmlDevice, int, unsigned*)  = nullptr;
+  nvmlReturn (*reasons)(nvmlDevice, unsigned long long*) = nullptr;
+  nvmlReturn (*persistence)(nvmlDevice, int*)            = nullptr;
 
   template <typename F> bool bind(F& f, const char* name, const char* fallback = nullptr)
   {
@@ -60,10 +60,10 @@ std::vector<calibration::GpuClockReading> read_gpu_clocks(int devices)
   nvml.library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (nvml.library == nullptr)
     return fail_all("libnvidia-ml.so.1 cannot be opened: no NVIDIA driver here");
-  const bool bound = nvml.bind(nvml.init, "nvmlInit_v2", "nvmlInit") && nvml.bind(nvml.shutdown, "nvmlShutdown") &&
-                     nvml.bind(nvml.by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2",
-                               "nvmlDeviceGetHandleByPciBusId") &&
-                     nvml.bind(nvml.clock, "nvmlDeviceGetClockInfo");
+  const bool bound =
+      nvml.bind(nvml.init, "nvmlInit_v2", "nvmlInit") && nvml.bind(nvml.shutdown, "nvmlShutdown") &&
+      nvml.bind(nvml.by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId") &&
+      nvml.bind(nvml.clock, "nvmlDeviceGetClockInfo");
   nvml.bind(nvml.error_string, "nvmlErrorString");
   nvml.bind(nvml.max_clock, "nvmlDeviceGetMaxClockInfo");
   nvml.bind(nvml.app_clock, "nvmlDeviceGetApplicationsClock");

@@ -188,8 +188,8 @@ void read_extra_points(Args& args)
 // The plan as --plan prints it; no CUDA call.
 void print_plan(const collector::CollectOptions& options)
 {
-  calibration::PlanOptions plan = options.plan;
-  plan.gpus                     = options.gpus > 0 ? options.gpus : 1;
+  calibration::PlanOptions plan               = options.plan;
+  plan.gpus                                   = options.gpus > 0 ? options.gpus : 1;
   std::vector<calibration::BenchPoint> points = calibration::microbenchmark_plan(plan);
   calibration::add_points(points, options.extra_points);
   for (const calibration::BenchPoint& p : points)

@@ -460,7 +460,7 @@ private:
 
   int sm_count_ = 1;
   std::map<int, cudaStream_t> nccl_streams_; // per communicator this GPU belongs to
-  std::vector<int> local_; // simulated device -> index into devices_, -1 on other GPUs
+  std::vector<int> local_;                   // simulated device -> index into devices_, -1 on other GPUs
   std::vector<std::unique_ptr<SimDevice>> devices_;
   std::vector<PreparedLaunch> launches_;
   DeviceBuffer send_, recv_;
@@ -468,7 +468,7 @@ private:
   std::vector<int> owned_signals_;
   std::vector<double> times_s_;
   double peak_memory_bytes_ = 0;
-  int last_task_ = -1; // the last task this thread issued, to name it when the GPU reports an error later
+  int last_task_            = -1; // the last task this thread issued, to name it when the GPU reports an error later
 };
 
 GpuWorker::~GpuWorker()
@@ -618,8 +618,8 @@ void GpuWorker::setup_launches()
   for (const auto& d : devices_) {
     const DeviceMemoryPlan& m = plan_.memory[static_cast<std::size_t>(d->device)];
     for (std::size_t r = 0; r < region_count; ++r) {
-      const std::string what = std::string("the ") + region_name(static_cast<Region>(r)) + " of device " +
-                               std::to_string(d->device);
+      const std::string what =
+          std::string("the ") + region_name(static_cast<Region>(r)) + " of device " + std::to_string(d->device);
       d->regions[r] = DeviceBuffer(m.region_bytes[r], cuda_, what);
       check_cuda(collector::launch_fill(d->regions[r].get(), d->regions[r].bytes() / fill_element_bytes(fill), fill,
                                         static_cast<unsigned>(r) + 1, d->compute),
@@ -635,9 +635,10 @@ void GpuWorker::setup_launches()
     for (const auto& places : plan_.placement[task]) {
       OpBuffers& b = task_buffers_[task].emplace_back();
       for (std::size_t o = 0; o < 3; ++o)
-        b.operand[o] = places[o].bytes == 0 ? nullptr
-                                            : static_cast<char*>(d.regions[static_cast<std::size_t>(places[o].region)].get()) +
-                                                  places[o].offset;
+        b.operand[o] =
+            places[o].bytes == 0
+                ? nullptr
+                : static_cast<char*>(d.regions[static_cast<std::size_t>(places[o].region)].get()) + places[o].offset;
     }
   }
 
@@ -650,15 +651,15 @@ void GpuWorker::setup_launches()
     const auto [task, launch] = first[i];
     SimDevice& d              = local(w_.tasks[static_cast<std::size_t>(task)].device);
     try {
-      launches_[i].op->choose_algorithm(
-          d.where, task_buffers_[static_cast<std::size_t>(task)][static_cast<std::size_t>(launch)],
-          [&](std::size_t bytes) -> void* {
-            if (trial_workspace.bytes() < bytes) {
-              trial_workspace = DeviceBuffer(); // free the smaller one first
-              trial_workspace = DeviceBuffer(bytes, cuda_, "the cuDNN workspace");
-            }
-            return trial_workspace.get();
-          });
+      launches_[i].op->choose_algorithm(d.where,
+                                        task_buffers_[static_cast<std::size_t>(task)][static_cast<std::size_t>(launch)],
+                                        [&](std::size_t bytes) -> void* {
+                                          if (trial_workspace.bytes() < bytes) {
+                                            trial_workspace = DeviceBuffer(); // free the smaller one first
+                                            trial_workspace = DeviceBuffer(bytes, cuda_, "the cuDNN workspace");
+                                          }
+                                          return trial_workspace.get();
+                                        });
     } catch (const Error& e) {
       throw ExecutionError(launch_text(w_, task, launch) + ": " + e.what());
     }
@@ -918,9 +919,10 @@ void GpuWorker::issue_collective(int task, int iteration)
 
 void GpuWorker::synchronize(int iteration, int warmup, int timed)
 {
-  const std::string when = iteration < warmup           ? "warm-up iteration " + std::to_string(iteration + 1)
-                           : iteration < warmup + timed ? "timed iteration " + std::to_string(iteration - warmup + 1)
-                                                        : "traced iteration " + std::to_string(iteration - warmup - timed + 1);
+  const std::string when = iteration < warmup ? "warm-up iteration " + std::to_string(iteration + 1)
+                           : iteration < warmup + timed
+                               ? "timed iteration " + std::to_string(iteration - warmup + 1)
+                               : "traced iteration " + std::to_string(iteration - warmup - timed + 1);
   // Polled rather than blocked on: a thread stuck in a stream whose NCCL peer failed would never see the failure.
   auto drain = [&](cudaStream_t stream) {
     for (;;) {
@@ -1107,8 +1109,8 @@ void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunO
   p["timing"]     = "cupti";
   p["iterations"] = std::to_string(traced_iterations) + " traced after " + std::to_string(options.iterations) +
                     " timed and " + std::to_string(options.warmup) + " warm-up (CUPTI off while timing)";
-  p["point"]      = "workload task index + 1; one record per launch and timed iteration";
-  p["start_s"]    = "host steady_clock seconds since ddlsim-run-cuda started";
+  p["point"]           = "workload task index + 1; one record per launch and timed iteration";
+  p["start_s"]         = "host steady_clock seconds since ddlsim-run-cuda started";
   p["dropped_records"] = std::to_string(tracer.dropped_records());
 }
 
@@ -1251,7 +1253,7 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
     peak = std::max(peak, worker->peak_memory_bytes());
   if (plan.ranks > 1) {
     result.execution.iterations_s = ranks->max_to_root(result.execution.iterations_s, 0);
-    peak = static_cast<double>(ranks->max_over_ranks(static_cast<std::int64_t>(peak)));
+    peak                          = static_cast<double>(ranks->max_over_ranks(static_cast<std::int64_t>(peak)));
   }
   result.execution.peak_memory_bytes = peak;
   auto& tracer                       = trace.tracer;

@@ -89,9 +89,9 @@ void plan_memory(const Workload& w, ExecutionPlan& plan)
       const auto regions = launch_operand_regions(p, t.phase);
       std::array<OperandPlace, 3> places{};
       for (std::size_t o = 0; o < 3; ++o) {
-        const auto r       = static_cast<std::size_t>(regions[o]);
+        const auto r        = static_cast<std::size_t>(regions[o]);
         const std::size_t b = aligned(bytes[o]);
-        std::size_t& at    = cursor[d][r];
+        std::size_t& at     = cursor[d][r];
         if (at + b > plan.memory[d].region_bytes[r])
           at = 0;
         places[o] = {.region = regions[o], .offset = at, .bytes = bytes[o]};
@@ -364,7 +364,7 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
       for (int s : plan.collectives[i].done)
         plan.signals[static_cast<std::size_t>(s)].communicator = plan.collectives[i].communicator;
     if (t.kind == WorkTask::Kind::transfer && plan.transfers[i].nccl) {
-      plan.signals[static_cast<std::size_t>(plan.task_signal[i])].communicator     = plan.world_communicator;
+      plan.signals[static_cast<std::size_t>(plan.task_signal[i])].communicator        = plan.world_communicator;
       plan.signals[static_cast<std::size_t>(plan.transfers[i].received)].communicator = plan.world_communicator;
     }
   }

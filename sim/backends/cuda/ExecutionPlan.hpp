@@ -70,7 +70,7 @@ struct PlannedSignal {
   int task          = 0;
   int device        = 0; ///< the simulated device whose stream records it
   Lane lane         = Lane::compute;
-  int communicator  = -1; ///< Lane::nccl: the communicator whose stream on the GPU records it
+  int communicator  = -1;    ///< Lane::nccl: the communicator whose stream on the GPU records it
   int gpu           = 0;     ///< its device's GPU, whose host thread records it
   bool cross_thread = false; ///< a thread of another GPU waits for it
 };
@@ -106,8 +106,8 @@ struct OperandPlace {
 /// One simulated device's memory on its GPU.
 struct DeviceMemoryPlan {
   std::array<std::size_t, region_count> region_bytes{0, 0, 0, 0}; ///< allocated, by Region
-  bool from_model = false;   ///< sizes from the workload's memory model (else from the largest operands)
-  std::vector<Region> grown; ///< regions the model made smaller than an operand, grown to it
+  bool from_model = false;    ///< sizes from the workload's memory model (else from the largest operands)
+  std::vector<Region> grown;  ///< regions the model made smaller than an operand, grown to it
   double simulated_bytes = 0; ///< the memory model's total for the device (its peak_memory_bytes), 0 if unknown
   std::size_t total() const { return region_bytes[0] + region_bytes[1] + region_bytes[2] + region_bytes[3]; }
 };
