@@ -421,8 +421,8 @@ public:
   /// The thread's body: set-up, then warm-up and timed iterations. Reports a failure to the coordinator.
   void run(int warmup, int iterations);
   const std::vector<double>& times_s() const { return times_s_; }
-  /// The most device memory in use on this GPU (cudaMemGetInfo: context, libraries, buffers), after set-up and
-  /// after every iteration, bytes.
+  /// The most device memory in use on this GPU (cudaMemGetInfo: context, libraries, buffers), after set-up, after
+  /// every warm-up iteration and after the timed ones (outside their times), bytes.
   double peak_memory_bytes() const { return peak_memory_bytes_; }
 
 private:
@@ -501,12 +501,14 @@ void GpuWorker::run(int warmup, int iterations)
       const int timed = it - warmup; // negative while warming up
       issue(it, -1);
       synchronize(it, warmup, iterations);
-      read_memory();
+      if (timed < 0)
+        read_memory(); // libraries allocate on first use; a timed iteration's time has no such call in it
       const Meeting met = co_.meet();
       if (timed >= 0) // this rank's GPUs finished; the other ranks' may still run
         times_s_.push_back(std::chrono::duration<double>(met.arrived - start).count());
       start = met.released;
     }
+    read_memory(); // after the timed iterations: nothing is freed during a step, so this is their peak too
     // CUPTI starts only now, so that none of its cost is in the timed iterations.
     if (trace_.wanted) {
       co_.meet([this] { trace_.start(); });

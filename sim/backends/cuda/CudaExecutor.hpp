@@ -10,7 +10,8 @@
 // time), the NCCL communicators, the events; nothing is allocated while timing. Each iteration starts once every
 // GPU has finished the previous one and every thread has met at a barrier, and lasts, in host wall time, until the
 // last GPU has finished. `warmup` untimed iterations come first. The device memory in use (cudaMemGetInfo) is read
-// after set-up and after every iteration; its largest value on one GPU is the measured peak.
+// after set-up, after each warm-up iteration and after the timed ones; its largest value on one GPU is the measured
+// peak.
 //
 // Across machines (a ProcessGroup, ddlsim-run-cuda --mpi): every process (rank) plans the whole workload and runs
 // the devices of its own G GPUs, [rank x G, (rank+1) x G); each NCCL communicator is made with ncclCommInitRank
