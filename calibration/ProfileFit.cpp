@@ -155,7 +155,8 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   profile.provenance = {{"source", "ddlsim calibrate fit"}, {"measured", "yes"}, {"date", options.date},
                         {"command", options.command}, {"compute_parameters", "from base profile " + options.base},
                         {"traces", options.sources}};
-  for (const char* key : {"nccl_version", "driver", "cuda_runtime", "cublas", "cudnn", "sm_count", "timing"})
+  for (const char* key : {"nccl_version", "driver", "cuda_runtime", "cublas", "cudnn", "sm_count", "timing", "clocks_start",
+                          "clocks_end", "clocks_warning", "commit", "collective_timing", "l2_isolation", "math"})
     if (auto it = records.provenance.find(key); it != records.provenance.end())
       profile.provenance[key] = it->second;
   return result;

@@ -871,7 +871,7 @@ int cmd_calibrate_import(const CalibrateImportArgs& a)
 
 struct ExecuteArgs {
   std::string file, backend;
-  std::optional<std::string> output, launcher;
+  std::optional<std::string> output, launcher, prepare;
   std::vector<std::string> sets;
   experiments::CrossCheckOptions options;
   experiments::ColumnSelection columns;
@@ -891,7 +891,14 @@ int cmd_execute(const ExecuteArgs& a)
     throw UsageError{"--map-devices and --launcher do not go together: under MPI every device needs its own GPU"};
   if (options.backend == experiments::Backend::host && (options.map_devices || !options.launcher.empty()))
     throw UsageError{"--map-devices and --launcher are for --backend cuda"};
-  if (options.backend == experiments::Backend::cuda) {
+  if ((a.prepare || !options.measured_dir.empty()) && options.backend != experiments::Backend::cuda)
+    throw UsageError{"--prepare and --measured are for --backend cuda"};
+  if (a.prepare && !options.measured_dir.empty())
+    throw UsageError{"--prepare writes the workloads that --measured reads back later: give one of them"};
+  if (a.prepare || !options.measured_dir.empty()) {
+    if (!options.launcher.empty() || options.map_devices)
+      throw UsageError{"--launcher and --map-devices are for the machine that runs ddlsim-run-cuda"};
+  } else if (options.backend == experiments::Backend::cuda) {
     std::error_code ec;
     const auto runner = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ddlsim-run-cuda";
     if (ec || !std::filesystem::exists(runner))
@@ -905,6 +912,14 @@ int cmd_execute(const ExecuteArgs& a)
   const auto points = exp.points();
   if (nothing_valid(points))
     return exit_bad_input;
+  if (a.prepare) {
+    options.work_dir                        = *a.prepare;
+    const std::vector<std::string> written = experiments::prepare_workloads(points, options);
+    fmt::print("{}: {} workload(s) of {} point(s); run each with ddlsim-run-cuda FILE -o measured-<i>.json in that "
+               "folder, then execute --measured {}\n",
+               *a.prepare, written.size(), points.size(), *a.prepare);
+    return written.empty() ? exit_bad_input : exit_ok;
+  }
   const std::string csv =
       a.output ? *a.output : exp.output_csv().value_or("results/" + exp.get_name() + "-" + a.backend + ".csv");
   const std::filesystem::path path(csv);
@@ -1131,6 +1146,16 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
                      "cuda, several machines: start the runner with CMD (e.g. \"mpirun -np 2 -H node1,node2\"); "
                      "NCCL is then bootstrapped through MPI")
         ->type_name("\"CMD\"");
+    c.app
+        ->add_option("--prepare", a.prepare,
+                     "cuda: only write each point's workload (DIR/workload-<i>.json), for ddlsim-run-cuda on a GPU "
+                     "machine without ddlsim (docs/gpu.md)")
+        ->type_name("DIR");
+    c.app
+        ->add_option("--measured", a.options.measured_dir,
+                     "cuda: take each point's times from DIR/measured-<i>.json, which ddlsim-run-cuda wrote for "
+                     "DIR/workload-<i>.json, instead of running")
+        ->type_name("DIR");
     c.app->add_flag("--quiet", a.quiet, "no progress lines");
   }
   {

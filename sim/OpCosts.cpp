@@ -47,6 +47,11 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch)
     p.n = whole(launch.gemm.n);
     p.k = whole(launch.gemm.k);
     p.batch = whole(launch.gemm.batch);
+    // The layouts a training step runs: the data gradient reads the weights transposed, the weight gradient the
+    // activations (calibration::GemmLayout).
+    p.layout = launch.pass == LaunchPass::backward_data     ? calibration::GemmLayout::nt
+               : launch.pass == LaunchPass::backward_weight ? calibration::GemmLayout::tn
+                                                            : calibration::GemmLayout::nn;
     return p;
   case models::KernelKind::conv2d: {
     p.op = calibration::BenchOp::conv2d;

@@ -47,6 +47,7 @@ Workload make_workload(const sim::TaskGraph& graph, const models::Model& model, 
         throw ExecutionError("parameter-server updates are not executed by the backends yet");
       t.kind = WorkTask::Kind::compute;
       t.device = c.device;
+      t.phase = c.phase == sim::Phase::optimizer ? "optimizer" : c.phase == sim::Phase::forward ? "forward" : "backward";
       auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end, c.samples);
       auto it = memo.find(key);
       if (it == memo.end()) {
