@@ -48,7 +48,8 @@ const std::vector<std::string>& csv_columns()
       "sim_memory_estimate_bytes", "cp",          "zero",
       "zero_group",       "sequence_parallel",   "seq",
       "attention",        "tokens_per_s",        "mfu",
-      "active_parameters"};
+      "active_parameters", "ep",                 "ep_collective",
+      "all_to_all_time_s", "dropped_tokens"};
   return columns;
 }
 
@@ -60,7 +61,7 @@ void ResultRow::set(const std::string& column, const std::string& value) { cells
 bool whole_number_column(const std::string& column)
 {
   return column.find("bytes") != std::string::npos || column == "model_parameters" || column == "active_parameters" ||
-         column == "sim_activities_estimate";
+         column == "sim_activities_estimate" || column == "dropped_tokens";
 }
 
 void ResultRow::set(const std::string& column, double value)

@@ -95,6 +95,9 @@ Model parse_generator(YamlMap& root, const std::string& kind, const std::string&
                                  std::to_string(c.moe.experts) + " experts");
       if (c.moe.load_imbalance < 1)
         moe->report("load_imbalance", "the busiest expert's tokens over the mean is at least 1");
+      else if (moe->has("experts") && c.moe.load_imbalance > c.moe.experts)
+        moe->report("load_imbalance", "the busiest expert cannot take more than all the tokens: at most the " +
+                                          std::to_string(c.moe.experts) + " experts");
       if (c.moe.dense_layers > c.layers)
         moe->report("dense_layers", "more dense layers than the model's " + std::to_string(c.layers));
       moe->check_unknown_keys();
@@ -298,6 +301,10 @@ Tensor build_layer(ModelBuilder& b, Entry& e, const std::vector<Tensor>& xs, con
                          .capacity_factor = m.quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative),
                          .load_imbalance = m.quantity("load_imbalance", Dimension::count, 1.0, Bound::positive)},
                  e.name);
+  case LayerKind::moe_router:
+  case LayerKind::moe_combine:
+    throw std::invalid_argument(std::string(layer_kind_table.name(e.kind)) +
+                                " is one of the three layers that type: moe makes; write type: moe");
   case LayerKind::rms_norm: return b.norm(one(), Normalization::rms_norm, e.name);
   case LayerKind::embedding: {
     const double vocab = m.required_quantity("vocab", Dimension::count);
