@@ -86,11 +86,13 @@ commands:
       -o, -j, --set          as for search microbatch (default CSV results/NAME-grid.csv)
                              (the experiment's cp, zero and sequence_parallel stay: dp = GPUs / (pp tp cp))
   search parallel EXPERIMENT.yaml
-                             every tp x pp x dp x cp, ZeRO stage and micro-batch of the cluster for the
-                             experiment's model and global batch: those that fit in memory ranked by a
-                             closed form, the best simulated and ranked by throughput
+                             every tp x pp x dp x cp, ep (mixtures of experts), ZeRO stage and
+                             micro-batch of the cluster for the experiment's model and global batch:
+                             those that fit in memory ranked by a closed form, the best simulated and
+                             ranked by throughput
       --top K                layouts simulated in full (default 16)
       --zero LIST            ZeRO stages tried, e.g. 1,3 (default 0,1,2,3)
+      --ep LIST              expert-parallel sizes tried, e.g. 1,8 (default: every one that fits)
       -o, -j, --set          as for search microbatch (default CSV results/NAME-parallel.csv)
   merge CSV... -o OUT.csv    join the CSVs of a sharded sweep: rows in point order, a point present
                              twice must agree; refuses CSVs of other ddlsim versions
@@ -574,6 +576,10 @@ int cmd_search_parallel(Args& args)
       std::stringstream in(*z);
       for (std::string stage; std::getline(in, stage, ',');)
         options.zero_stages.push_back(parse_int(stage, "--zero", 0, 3));
+    } else if (auto e = args.option("--ep")) {
+      std::stringstream in(*e);
+      for (std::string size; std::getline(in, size, ',');)
+        options.expert_parallel.push_back(parse_int(size, "--ep", 1, 1 << 20));
     } else if (auto v = args.option("--set"))
       sets.push_back(*v);
     else if (args.peek().rfind("-", 0) == 0)
@@ -599,6 +605,7 @@ int cmd_search_parallel(Args& args)
     layout.push_back("parallelism.zero=" + std::to_string(l.zero));
     layout.push_back(std::string("parallelism.sequence_parallel=") + (l.sequence_parallel ? "true" : "false"));
     layout.push_back("training.micro_batch=" + std::to_string(l.micro_batch));
+    layout.push_back("parallelism.ep=" + std::to_string(l.ep));
     if (l.zero == 0)
       layout.push_back("parallelism.zero_group=0");
     return experiments::Experiment::load(*file, layout).point(0);
@@ -614,8 +621,8 @@ int cmd_search_parallel(Args& args)
               "%.1f s\n",
               search.enumerated, search.valid, search.fitting, search.screen_s, search.rows.size(), search.simulate_s);
   const bool tokens = base.model.has(models::LayerKind::attention);
-  std::printf("%4s %3s %3s %4s %3s %4s %3s %4s %5s %10s %11s %11s %13s %7s\n", "rank", "tp", "pp", "dp", "cp", "zero",
-              "sp", "mb", "M", "memory", "estimate_s", "simulated_s", tokens ? "tokens/s" : "samples/s", "mfu");
+  std::printf("%4s %3s %3s %4s %3s %3s %4s %3s %4s %5s %10s %11s %11s %13s %7s\n", "rank", "tp", "pp", "dp", "cp", "ep",
+              "zero", "sp", "mb", "M", "memory", "estimate_s", "simulated_s", tokens ? "tokens/s" : "samples/s", "mfu");
   int rank = 0;
   for (std::size_t r : search.ranking) {
     const auto& row = search.rows[r];
@@ -623,8 +630,8 @@ int cmd_search_parallel(Args& args)
     char mfu[16] = "-";
     if (!row.get("mfu").empty())
       std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * std::stod(row.get("mfu")));
-    std::printf("%4d %3d %3d %4d %3d %4d %3s %4d %5s %7.1fGiB %11.4g %11.4g %13.6g %7s\n", ++rank, l.tp, l.pp, l.dp, l.cp,
-                l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch, row.get("num_micro_batches").c_str(),
+    std::printf("%4d %3d %3d %4d %3d %3d %4d %3s %4d %5s %7.1fGiB %11.4g %11.4g %13.6g %7s\n", ++rank, l.tp, l.pp, l.dp,
+                l.cp, l.ep, l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch, row.get("num_micro_batches").c_str(),
                 std::stod(row.get("peak_memory_bytes")) / (1024.0 * 1024 * 1024), search.simulated[r].estimate_s,
                 std::stod(row.get("iteration_time_s")),
                 std::stod(row.get(tokens ? "tokens_per_s" : "throughput_samples_per_s")), mfu);

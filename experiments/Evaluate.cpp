@@ -763,6 +763,12 @@ ResultRow describe_point(const PointConfig& p)
     row.set("ep_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.ep_collective)));
     if (p.is_valid())
       row.set("dropped_tokens", dropped_tokens(p));
+    for (const auto& l : p.model.layers())
+      if (l.kind == models::LayerKind::moe) {
+        row.set("load_imbalance", l.load_imbalance);
+        row.set("capacity_factor", l.capacity_factor);
+        break;
+      }
   }
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));

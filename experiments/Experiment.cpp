@@ -418,6 +418,11 @@ template <typename Problem, typename Blame>
 void check_expert_parallelism(PointConfig& p, Problem problem, Blame blame)
 {
   const auto& par = p.parallelism;
+  const bool experts = p.model.has(models::LayerKind::moe);
+  for (const auto& [key, set] : {std::pair{"training.load_imbalance", p.training.load_imbalance.has_value()},
+                                 std::pair{"training.capacity_factor", p.training.capacity_factor.has_value()}})
+    if (set && !experts)
+      problem(key, "model '" + p.model_label + "' has no mixture of experts to route");
   if (par.ep == 1)
     return;
   const auto moe = std::find_if(p.model.layers().begin(), p.model.layers().end(),
@@ -514,6 +519,10 @@ PointConfig Experiment::point(std::size_t index) const
     model_options.seq = static_cast<int>(peek.integer("seq", 0, 1, 1 << 26));
     if (peek.has("attention"))
       model_options.attention = peek.choice("attention", models::attention_kind_table, models::AttentionKind::flash);
+    if (peek.has("load_imbalance"))
+      model_options.load_imbalance = peek.quantity("load_imbalance", Dimension::count, 1.0, Bound::positive);
+    if (peek.has("capacity_factor"))
+      model_options.capacity_factor = peek.quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
     if (!quiet.empty())
       model_options = {};  // reported below, at its key
   }
@@ -583,6 +592,14 @@ PointConfig Experiment::point(std::size_t index) const
     p.training.seq = static_cast<int>(training->integer("seq", 0, 1, 1 << 26));
     if (training->has("attention"))
       p.training.attention = training->choice("attention", models::attention_kind_table, models::AttentionKind::flash);
+    if (training->has("load_imbalance")) {
+      p.training.load_imbalance = training->quantity("load_imbalance", Dimension::count, 1.0, Bound::positive);
+      if (*p.training.load_imbalance < 1)
+        training->report("load_imbalance", "the busiest expert's tokens over the mean is at least 1");
+    }
+    if (training->has("capacity_factor"))
+      p.training.capacity_factor =
+          training->quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
     training->check_unknown_keys();
   } else {
     top.report("training", "missing required key");

@@ -6,8 +6,9 @@
 //   calibration: h100-sxm            # shipped profile name or path
 //   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam,
 //              recompute: none, memory_reserve: 1GiB,      # recompute: none | selective | full
-//              seq: 8192, attention: flash}                # override the model's sequence length and
+//              seq: 8192, attention: flash,                # override the model's sequence length and
 //                                                          # attention kernel (transformers: eager | flash)
+//              load_imbalance: 1.5, capacity_factor: 1.25} # and a mixture of experts' routing
 //   parallelism: {schedule: 1f1b, pp: 4, dp: 4, tp: 1,     # dp: auto = GPUs / (pp x tp x cp)
 //                 cp: 1,                                   # context parallelism (ring attention)
 //                 sequence_parallel: false,                # Megatron SP inside each tp group
@@ -73,6 +74,10 @@ struct TrainingSpec {
   double memory_reserve = 1024.0 * 1024 * 1024;  ///< bytes per GPU kept for CUDA context, NCCL and the allocator
   int seq = 0;  ///< tokens per sample set by the run (0: the model's own); the model is built with it
   std::optional<models::AttentionKind> attention;  ///< set by the run; else the model's own
+  /// A mixture of experts' busiest expert over the mean, and capacity factor, set by the run (else the
+  /// model's `moe:` values); the model is built with them
+  std::optional<double> load_imbalance;
+  std::optional<double> capacity_factor;
 };
 
 /// Parameter-server data parallelism instead of all-reduce (see sim/ParameterServer.hpp).

@@ -49,7 +49,8 @@ const std::vector<std::string>& csv_columns()
       "zero_group",       "sequence_parallel",   "seq",
       "attention",        "tokens_per_s",        "mfu",
       "active_parameters", "ep",                 "ep_collective",
-      "all_to_all_time_s", "dropped_tokens"};
+      "all_to_all_time_s", "dropped_tokens",     "load_imbalance",
+      "capacity_factor"};
   return columns;
 }
 

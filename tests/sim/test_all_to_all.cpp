@@ -7,6 +7,7 @@
 // and analytic fidelity as one timer of the same form. One engine per process.
 #include "sim/Collectives.hpp"
 #include "sim/Replay.hpp"
+#include "sim/Schedules.hpp"
 
 #include <doctest/doctest.h>
 
@@ -112,4 +113,52 @@ TEST_CASE("a calibrated flow-level all-to-all takes the measured alpha + S/bandw
   const ClusterSpec c = nodes(1, 8);
   calibrate_collective(task, c, alpha, S / bandwidth);
   CHECK(run(task, c).makespan_s == doctest::Approx(alpha + S / bandwidth).epsilon(1e-6));
+}
+
+// An experts layer under expert parallelism (Schedules.hpp): one stage, 4 replicas = one ep group on
+// one switch, one micro-batch, only the experts layer computes (t_f forward, t_b backward at uniform
+// load). Its dispatch and combine, forward and backward, are four all-to-alls of S bytes per member;
+// the busiest rank at load w receives (dispatch) or sends (combine) w S/n per peer and computes w
+// times as long, so the iteration is
+//   4 (a + w (n-1) S/(n B)) + w (t_f + t_b) + 2 (n-1) a
+// (the last term: the ring all-reduce of the stage's zero dense gradient bytes, latency only).
+// Imbalance 2 doubles the expert phase: everything but the latencies.
+namespace {
+double expert_iteration(double w)
+{
+  const double S = 48e6, n = 4, t_f = 3e-3, t_b = 6e-3;
+  PipelinePlan plan;
+  plan.dp = 4;
+  plan.ep = 4;
+  plan.micro_batches = 1;
+  plan.optimizer_step = false;
+  const double others = (n - w) / (n - 1);
+  plan.expert_load = {w, others, others, others};
+  plan.expert_compute = plan.expert_load;
+  StagePlan stage;
+  stage.layers = {0, 3};  // router, experts, combine
+  stage.exchanges.push_back({.layer = 1, .bytes_per_sample = S});
+  plan.stages.push_back(stage);
+  const TaskGraph g = build_schedule(plan);
+  std::vector<double> seconds(g.size(), 0.0);
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == TaskKind::compute && g.compute(id).layer_begin == 1 && g.compute(id).layer_end == 2)
+      seconds[id] = (g.compute(id).phase == Phase::forward ? t_f : t_b) * g.compute(id).share;
+  const ReplayResult r = replay(g, nodes(1, 4), seconds);
+  const double expected = 4 * (a + w * (n - 1) * S / (n * B)) + w * (t_f + t_b) + 2 * (n - 1) * a;
+  CHECK(r.makespan_s == doctest::Approx(expected).epsilon(1e-9));
+  return r.makespan_s - 4 * a - 2 * (n - 1) * a;  // the expert phase: exchanges' bytes and compute
+}
+}  // namespace
+
+TEST_CASE("an experts layer at uniform load: four all-to-alls and its compute")
+{
+  const double phase = expert_iteration(1);
+  CHECK(phase == doctest::Approx(4 * 3.0 / 4 * 48e6 / B + 9e-3).epsilon(1e-9));
+}
+
+TEST_CASE("an experts layer whose busiest GPU has twice the mean load: the expert phase twice as long")
+{
+  const double phase = expert_iteration(2);
+  CHECK(phase == doctest::Approx(2 * (4 * 3.0 / 4 * 48e6 / B + 9e-3)).epsilon(1e-9));
 }

@@ -401,7 +401,7 @@ TEST_CASE("the MoE zoo: Hugging Face's counts, active parameters per token")
   CHECK(dense.active_parameter_count() == dense.parameter_count());
 }
 
-TEST_CASE("an MoE layer: router, experts' GEMMs on s x top_k rows, combine; parameters of all experts")
+TEST_CASE("an MoE layer is a router and experts on s x top_k rows and a combine with every expert's parameters")
 {
   const double s = 1024, h = 512, e = 8, k = 2, f = 1024;
   ModelBuilder b("m", TensorShape::sequence(s, h));
