@@ -638,6 +638,11 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.tp_fidelity =
         par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);
+    for (const auto& [key, algorithm] : {std::pair{"dp_collective", p.parallelism.dp_collective},
+                                         std::pair{"tp_collective", p.parallelism.tp_collective}})
+      if (algorithm == sim::CollectiveAlgorithm::direct)
+        par->report(key, "direct is the all-to-all algorithm of expert parallelism (ep_collective); expected one "
+                         "of: ring, tree, hierarchical");
     // `ps: null` (e.g. one value of a sweep over parameter-server settings) means no parameter server.
     const bool no_ps = par->has("ps") && par->yaml()["ps"].IsNull();
     if (no_ps)

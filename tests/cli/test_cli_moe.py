@@ -114,6 +114,25 @@ if len(rows) == 4:
           and int(rows[1]["sim_activities"]) < int(rows[0]["sim_activities"]) and rows[2]["ep_collective"] == "hierarchical",
           "collective_fidelity and ep_collective say what ran; analytic all-to-alls are timers")
 
+# Tensor-parallel groups folded into one device (tp_aggregate, analytic tp collectives) change no
+# number with expert parallelism either: DeepSeek-MoE-16B, tp 2 with SP, ep 4 over two nodes.
+fold = experiment("fold", """name: fold
+model: deepseek-moe-16b
+cluster: dgx-h100x2
+calibration: h100-sxm
+training: {global_batch: 32, micro_batch: 1, seq: 2048, recompute: full}
+parallelism: {schedule: 1f1b, dp: 8, tp: 2, sequence_parallel: true, zero: 1, ep: 4, tp_fidelity: analytic}
+sweep:
+  parallelism.tp_aggregate: [true, false]
+""")
+rc, rows, err = simulate(fold)
+checks += 1
+differs = {"config_id", "collective_fidelity", "sim_activities", "sim_activities_estimate", "sim_memory_estimate_bytes",
+           "sim_wall_time_s"}
+check(rc == 0 and len(rows) == 2 and rows[0]["status"] == "ok" and
+      {k: v for k, v in rows[0].items() if k not in differs} == {k: v for k, v in rows[1].items() if k not in differs},
+      f"folding tensor-parallel groups changes no number with ep 4: {err}")
+
 # Bad input: file:line: key, exit 1, nothing written.
 cases = {
     "ep_experts": ("parallelism: {dp: 8, ep: 3}", "bad.yaml:6: parallelism.ep: ep = 3 neither divides the 8 experts"),
@@ -122,6 +141,8 @@ cases = {
                                                     "sequence_parallel: true"),
     "ep_algorithm": ("parallelism: {dp: 8, ep: 8, ep_collective: tree}",
                      "bad.yaml:6: parallelism.ep_collective: the expert all-to-alls are direct or hierarchical"),
+    "dp_direct": ("parallelism: {dp: 8, ep: 8, dp_collective: direct}",
+                  "bad.yaml:6: parallelism.dp_collective: direct is the all-to-all algorithm of expert parallelism"),
 }
 for name, (parallelism, message) in cases.items():
     path = os.path.join(tmp, "bad.yaml")
