@@ -89,6 +89,8 @@ results: build
 	$(PYTHON) plots/plot_grid.py results/grid_shapes.csv -o docs/figures/grid_shapes.png
 	$(BUILD)/bin/ddlsim run experiments/llama3_recipes.yaml -o results/llama3_recipes.csv -j $(JOBS) --quiet
 	$(PYTHON) plots/plot_recipes.py results/llama3_recipes.csv -o docs/figures/llama3_recipes.png
+	$(BUILD)/bin/ddlsim run experiments/moe.yaml -o results/moe.csv -j $(JOBS) --quiet
+	$(PYTHON) plots/plot_moe.py results/moe.csv -o docs/figures/moe.png
 	for e in parallelism_compare normalization sync_async; do \
 	  $(BUILD)/bin/ddlsim run experiments/$$e.yaml -o results/$$e.csv -j $(JOBS) --quiet || exit 1; done
 

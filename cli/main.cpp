@@ -389,7 +389,7 @@ int cmd_search_grid(const SearchGridArgs& a)
 
 struct SearchParallelArgs : SearchArgs {
   experiments::ParallelSearchOptions options;
-  std::optional<std::string> zero;
+  std::optional<std::string> zero, ep;
   int top = 16;
 };
 
@@ -403,6 +403,11 @@ int cmd_search_parallel(const SearchParallelArgs& a)
     for (std::string stage; std::getline(in, stage, ',');)
       options.zero_stages.push_back(cli::parse_int(stage, "--zero", 0, 3));
   }
+  if (a.ep) {
+    std::stringstream in(*a.ep);
+    for (std::string size; std::getline(in, size, ',');)
+      options.expert_parallel.push_back(cli::parse_int(size, "--ep", 1, 1 << 20));
+  }
   const auto exp                      = load_one_point(a.file, a.sets, "parallel");
   const experiments::PointConfig base = exp.point(0);
   auto make_point                     = [&](const experiments::ParallelLayout& l) {
@@ -414,6 +419,7 @@ int cmd_search_parallel(const SearchParallelArgs& a)
     layout.push_back("parallelism.zero=" + std::to_string(l.zero));
     layout.push_back(std::string("parallelism.sequence_parallel=") + (l.sequence_parallel ? "true" : "false"));
     layout.push_back("training.micro_batch=" + std::to_string(l.micro_batch));
+    layout.push_back("parallelism.ep=" + std::to_string(l.ep));
     if (l.zero == 0)
       layout.push_back("parallelism.zero_group=0");
     return experiments::Experiment::load(a.file, layout).point(0);
@@ -427,16 +433,16 @@ int cmd_search_parallel(const SearchParallelArgs& a)
       "{} layouts, {} valid, {} fit in memory; screened in {:.1f} s; the {} best estimates simulated in {:.1f} s\n",
       search.enumerated, search.valid, search.fitting, search.screen_s, search.rows.size(), search.simulate_s);
   const bool tokens = base.model.has(models::LayerKind::attention);
-  fmt::print("{:>4} {:>3} {:>3} {:>4} {:>3} {:>4} {:>3} {:>4} {:>5} {:>10} {:>11} {:>11} {:>13} {:>7}\n", "rank", "tp",
-             "pp", "dp", "cp", "zero", "sp", "mb", "M", "memory", "estimate_s", "simulated_s",
+  fmt::print("{:>4} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>3} {:>4} {:>5} {:>10} {:>11} {:>11} {:>13} {:>7}\n", "rank",
+             "tp", "pp", "dp", "cp", "ep", "zero", "sp", "mb", "M", "memory", "estimate_s", "simulated_s",
              tokens ? "tokens/s" : "samples/s", "mfu");
   int rank = 0;
   for (std::size_t r : search.ranking) {
     const auto& row       = search.rows[r];
     const auto& l         = search.simulated[r].layout;
     const std::string mfu = row.get("mfu").empty() ? "-" : fmt::format("{:.1f}%", 100 * std::stod(row.get("mfu")));
-    fmt::print("{:4} {:3} {:3} {:4} {:3} {:4} {:>3} {:4} {:>5} {:7.1f}GiB {:11.4g} {:11.4g} {:13.6g} {:>7}\n", ++rank,
-               l.tp, l.pp, l.dp, l.cp, l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch,
+    fmt::print("{:4} {:3} {:3} {:4} {:3} {:3} {:4} {:>3} {:4} {:>5} {:7.1f}GiB {:11.4g} {:11.4g} {:13.6g} {:>7}\n",
+               ++rank, l.tp, l.pp, l.dp, l.cp, l.ep, l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch,
                row.get("num_micro_batches"), std::stod(row.get("peak_memory_bytes")) / gib,
                search.simulated[r].estimate_s, std::stod(row.get("iteration_time_s")),
                std::stod(row.get(tokens ? "tokens_per_s" : "throughput_samples_per_s")), mfu);
@@ -1066,14 +1072,16 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
         "--no-pipeline", [&o = g.args.options] { o.pipeline = false; }, "only pp = 1: the P_r x P_c grid");
 
     auto p = table.add<SearchParallelArgs>(
-        *search, "parallel", "every tp, pp, dp, cp, ZeRO stage and micro-batch: screened, the best simulated",
+        *search, "parallel", "every tp, pp, dp, cp, ep, ZeRO stage and micro-batch: screened, the best simulated",
         cmd_search_parallel);
-    p.app->footer("Every tp x pp x dp x cp, ZeRO stage and micro-batch of the cluster for the experiment's model and "
+    p.app->footer("Every tp x pp x dp x cp, ep (mixtures of experts), ZeRO stage and micro-batch of the cluster for the experiment's model and "
                   "global batch: those that fit in memory ranked by a closed form, the best simulated and ranked by "
                   "throughput. docs/search.md");
     add_search_options(p.app, p.args, p.args.options.jobs, "the simulated layouts (default results/NAME-parallel.csv)");
     cli::add_int(p.app, "--top", p.args.top, 1, 100000, "layouts simulated in full (default 16)");
     p.app->add_option("--zero", p.args.zero, "ZeRO stages tried, e.g. 1,3 (default 0,1,2,3)")->type_name("LIST");
+    p.app->add_option("--ep", p.args.ep, "expert-parallel sizes tried, e.g. 1,8 (default: every one that fits)")
+        ->type_name("LIST");
   }
   {
     auto c = table.add<ModelArgs>(root, "model", "a model's blocks (pipeline partition units) or layers, and totals",

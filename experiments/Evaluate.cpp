@@ -43,13 +43,15 @@ void write_device_table(const PointConfig& point, const sim::ReplayResult& resul
 
 // DDP-style buckets: walking the stage's layers from the last, close a bucket once it holds at
 // least `cap` bytes of gradients; the rest (down to the first layer) is the last bucket.
+// With expert parallelism (`without_experts`) the experts' gradients are reduced apart, over their own group.
 std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
-                                                  double dtype_bytes, int tp)
+                                                  double dtype_bytes, int tp, bool without_experts)
 {
   std::vector<sim::GradientBucket> buckets;
   double bytes = 0;
   for (std::size_t i = layers.end; i-- > layers.begin;) {
-    bytes += model.held_parameters(i, layers, tp) * dtype_bytes;
+    if (!(without_experts && model.layers()[i].kind == models::LayerKind::moe))
+      bytes += model.held_parameters(i, layers, tp) * dtype_bytes;
     if (bytes >= cap && i > layers.begin) {
       buckets.push_back({.layer = i, .bytes = bytes});
       bytes = 0;
@@ -210,6 +212,11 @@ TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pip
       u.bytes *= tp;
     for (auto& r : stage.rings)
       r.kv_bytes_per_sample *= tp;
+    for (auto& u : stage.units)
+      u.expert_bytes *= tp;
+    for (auto& x : stage.exchanges)
+      x.bytes_per_sample *= tp;
+    stage.expert_gradient_bytes *= tp;
   }
   fold.bytes_per_gpu = bytes / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
   fold.seconds_per_gpu = seconds / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
@@ -336,6 +343,28 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   return row;
 }
 
+// Mean per GPU of the time its expert all-to-alls are in flight while it does not compute.
+double exposed_all_to_all_seconds(const sim::TaskGraph& graph, const sim::ReplayResult& result)
+{
+  const auto n = static_cast<std::size_t>(graph.device_count());
+  std::vector<std::vector<sim::Interval>> compute(n), exchange(n);
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    const sim::Interval iv{result.timings[id].start_s, result.timings[id].end_s};
+    if (graph.kind(id) == sim::TaskKind::compute) {
+      compute[static_cast<std::size_t>(graph.compute(id).device)].push_back(iv);
+    } else if (graph.kind(id) == sim::TaskKind::collective) {
+      const auto& c = graph.collective(id);
+      if (c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine)
+        for (int d : c.group)
+          exchange[static_cast<std::size_t>(d)].push_back(iv);
+    }
+  }
+  double total = 0;
+  for (std::size_t d = 0; d < n; ++d)
+    total += sim::uncovered_length(exchange[d], compute[d]);
+  return total / static_cast<double>(n);
+}
+
 bool par_partition_searches(const PointConfig& point)
 {
   return point.parallelism.partition == models::Partitioner::optimal ||
@@ -349,7 +378,7 @@ bool par_partition_searches(const PointConfig& point)
 // gathered layers (the grid's) all-gather their output in forward and all-reduce the input
 // gradient in backward. Sizes are the full tensors per sample.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d,
-                                                  bool sequence_parallel)
+                                                  bool sequence_parallel, int ep)
 {
   std::vector<sim::TpCollective> out;
   // Sequence parallelism (Korthikanti et al. 2022): the tensors between the tensor-parallel regions
@@ -365,6 +394,42 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
     if (l.inputs.empty())
       input = model.input_shape().elements();
     const bool first = i == 0;  // the model input needs no gradient
+    // A mixture of experts: the router gathers/all-reduces at the input as a column layer does, the
+    // combine reduces at the output as a row layer does (ep 1, or without sequence parallelism);
+    // with ep > 1 and SP, the experts gather the dispatched tokens and reduce-scatter their outputs.
+    const bool around_experts = sp && ep > 1;
+    if (l.kind == models::LayerKind::moe_router || l.kind == models::LayerKind::moe_combine ||
+        l.kind == models::LayerKind::moe) {
+      const double output = l.output_elements() * d;
+      const bool router = l.kind == models::LayerKind::moe_router, combine = l.kind == models::LayerKind::moe_combine;
+      if (l.kind == models::LayerKind::moe && around_experts) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = output});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = output, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = input * d});
+      } else if (router && !around_experts && sp && !first) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = input * d});
+      } else if (router && !sp && !first) {
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = input * d});
+      } else if (combine && !around_experts && sp) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = output});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = output, .before = true});
+      } else if (combine && !sp) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = output});
+      }
+      continue;
+    }
     switch (l.tp) {
     case models::TpRole::row:
       if (sp) {
@@ -418,15 +483,34 @@ sim::ComputeOptions compute_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
   return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp};
+          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp, .ep = par.ep};
+}
+
+std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point)
+{
+  for (const auto& l : point.model.layers())
+    if (l.kind == models::LayerKind::moe)
+      return models::expert_load(l, point.parallelism.ep);
+  return std::nullopt;
+}
+
+double dropped_tokens(const PointConfig& point)
+{
+  double dropped = 0;
+  for (const auto& l : point.model.layers())
+    if (l.kind == models::LayerKind::moe)  // its input: tokens x top_k copies per sample
+      dropped += (1 - models::expert_load(l, 1).kept) * l.output.tokens;
+  return dropped * static_cast<double>(point.training.global_batch);
 }
 
 models::MemoryOptions memory_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
+  const auto load = point_expert_load(point);
   return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
           .reserve_bytes = point.training.memory_reserve, .tp = par.tp, .sequence_parallel = par.sequence_parallel,
-          .cp = par.cp, .zero = par.zero, .shard = par.shard_group()};
+          .cp = par.cp, .zero = par.zero, .shard = par.shard_group(), .ep = par.ep,
+          .expert_shard = par.expert_shard_group(), .expert_load = load ? load->busiest() : 1.0};
 }
 
 double model_flop_per_token(const models::Model& model)
@@ -469,6 +553,16 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   pipe.tp = par.tp;
   pipe.tp_algorithm = par.tp_collective;
   pipe.tp_fidelity = par.tp_fidelity;
+  pipe.ep = par.ep;
+  pipe.expert_shard = par.expert_shard_group();
+  pipe.ep_algorithm = par.ep_collective;
+  pipe.ep_fidelity = par.ep_fidelity;
+  const auto load = point_expert_load(point);
+  if (par.ep > 1 && load) {
+    pipe.expert_load = load->rank_load;
+    for (double l : load->rank_load)
+      pipe.expert_compute.push_back(l / load->kept);  // the cost model counts the kept share already
+  }
   const int chunks = par.pp * par.virtual_stages;
   const bool interleaved = par.virtual_stages > 1;
 
@@ -507,22 +601,27 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     const double token_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;
     stage.activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d * token_share : 0.0;
     stage.gradient_bytes = memory.parameters(ranges[s]) * d;
+    if (par.ep > 1) {  // the experts' gradients go to their own groups
+      stage.expert_gradient_bytes = memory.expert_parameters(ranges[s]) * d;
+      stage.gradient_bytes -= stage.expert_gradient_bytes;
+    }
     for (std::size_t i = layers.begin; i < layers.end; ++i)
       if (model.layers()[i].norm_channels > 0)  // sum and sum of squares per channel, fp32
         stage.sync_points.push_back({.layer = i + 1, .bytes = 2 * model.layers()[i].norm_channels * 4});
     if (par.dp_bucket > 0)
-      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp);
+      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp, par.ep > 1);
     if (par.tp > 1)
-      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel);
+      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel, par.ep);
     // ZeRO units (blocks): gathered with stage 3, and the reduce-scatter units of stages 2-3 (FSDP
     // reduces per wrapped module; with dp_bucket, stage 2 reduces in those buckets instead).
     if (par.zero >= 3 || (par.zero == 2 && par.dp_bucket <= 0))
       for (std::size_t b = ranges[s].begin; b < ranges[s].end; ++b) {
         const models::StageRange unit = model.blocks()[b].layers;
-        double params = 0;
+        double params = 0, experts = 0;
         for (std::size_t i = unit.begin; i < unit.end; ++i)
-          params += model.held_parameters(i, layers, par.tp);
-        stage.units.push_back({.begin = unit.begin, .end = unit.end, .bytes = params * d});
+          (par.ep > 1 && model.layers()[i].kind == models::LayerKind::moe ? experts : params) +=
+              model.held_parameters(i, layers, par.tp) / (model.layers()[i].kind == models::LayerKind::moe ? par.ep : 1);
+        stage.units.push_back({.begin = unit.begin, .end = unit.end, .bytes = params * d, .expert_bytes = experts * d});
       }
     if (par.cp > 1)
       for (std::size_t i = layers.begin; i < layers.end; ++i)
@@ -531,6 +630,15 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
           const double kv_per_rank = std::max(1.0, static_cast<double>(l.kv_heads) / par.tp);
           const double head_dim = l.output.features / l.heads;
           stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d});
+        }
+    if (par.ep > 1)
+      for (std::size_t i = layers.begin; i < layers.end; ++i)
+        if (const models::Layer& l = model.layers()[i]; l.kind == models::LayerKind::moe) {
+          // Each GPU sends its tokens' copies (tokens x top_k x hidden), to every shard of an expert
+          // split over several GPUs; its s/cp tokens, and with sequence parallelism its 1/tp of them.
+          const double tokens_share = token_share / (par.sequence_parallel ? par.tp : 1);
+          stage.exchanges.push_back(
+              {.layer = i, .bytes_per_sample = model.layers()[i].output_elements() * d * tokens_share * load->shards});
         }
     pipe.stages.push_back(std::move(stage));
     plan.stage_blocks.push_back(ranges[s]);
@@ -646,7 +754,22 @@ ResultRow describe_point(const PointConfig& p)
   const bool folded = folds_tensor_groups(p);
   row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)) +
                                      ";tp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.tp_fidelity)) +
-                                     (folded ? "+aggregated" : ""));
+                                     (folded ? "+aggregated" : "") +
+                                     (p.parallelism.ep > 1 ? ";ep=" + std::string(sim::collective_fidelity_table.name(
+                                                                          p.parallelism.ep_fidelity))
+                                                           : ""));
+  if (p.model.has(models::LayerKind::moe)) {
+    row.set("ep", static_cast<long long>(p.parallelism.ep));
+    row.set("ep_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.ep_collective)));
+    if (p.is_valid())
+      row.set("dropped_tokens", dropped_tokens(p));
+    for (const auto& l : p.model.layers())
+      if (l.kind == models::LayerKind::moe) {
+        row.set("load_imbalance", l.load_imbalance);
+        row.set("capacity_factor", l.capacity_factor);
+        break;
+      }
+  }
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));
   if (p.parallelism.ps) {
@@ -745,6 +868,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
 
     fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,
                         aggregate ? fold.seconds_per_gpu : 0.0);
+    if (point.model.has(models::LayerKind::moe))
+      row.set("all_to_all_time_s", exposed_all_to_all_seconds(graph, result));
     for (const auto& l : point.model.layers())
       if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
         row.set("message", "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +

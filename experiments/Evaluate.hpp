@@ -12,11 +12,13 @@
 #include "calibration/CostModel.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/ResultRow.hpp"
+#include "models/ExpertLoad.hpp"
 #include "models/Memory.hpp"
 #include "sim/OpCosts.hpp"
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,9 +63,21 @@ bool folds_tensor_groups(const PointConfig& point);
 
 /// The tensor-parallel collectives of `layers` (each layer's models::TpRole): their layer, phase,
 /// kind and bytes per sample (at `dtype_bytes` per element); with `sequence_parallel` (a sequence
-/// model) each all-reduce becomes a reduce-scatter and an all-gather.
+/// model) each all-reduce becomes a reduce-scatter and an all-gather. A mixture of experts (its
+/// experts split over the group) is reduced like a dense MLP at its ends (router input, combine
+/// output); with expert parallelism `ep` > 1 and sequence parallelism, as Megatron-Core does, each
+/// tensor rank dispatches its tokens and the group gathers what arrived before the experts and
+/// reduce-scatters their output after.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers,
-                                                  double dtype_bytes, bool sequence_parallel = false);
+                                                  double dtype_bytes, bool sequence_parallel = false, int ep = 1);
+
+/// The expert load of a point's mixture of experts over its ep ranks (its first experts layer's:
+/// the generators make them all alike); nullopt for a dense model.
+std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point);
+
+/// Token copies (token x expert assignments) the experts drop per iteration, over every MoE layer
+/// and the whole global batch (0 when dropless).
+double dropped_tokens(const PointConfig& point);
 
 /// The options of a point for the cost and memory models (tp, sequence and context parallelism, ZeRO).
 sim::ComputeOptions compute_options(const PointConfig& point);

@@ -49,7 +49,9 @@ const std::vector<std::string>& csv_columns()
       "sim_memory_estimate_bytes", "cp",          "zero",
       "zero_group",       "sequence_parallel",   "seq",
       "attention",        "tokens_per_s",        "mfu",
-      "active_parameters", "measured_peak_memory_bytes"};
+      "active_parameters", "ep",                 "ep_collective",
+      "all_to_all_time_s", "dropped_tokens",     "load_imbalance",
+      "capacity_factor",  "measured_peak_memory_bytes"};
   return columns;
 }
 
@@ -80,9 +82,12 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
        {"iteration_time_s", "throughput_samples_per_s", "tokens_per_s", "mfu", "bubble_fraction", "gpu_utilization"}},
       {"measured",
        {"backend", "device", "measured_iteration_time_s", "measured_min_s", "measured_max_s",
-        "measured_throughput_samples_per_s", "error_pct", "work_scale"}},
+        "measured_throughput_samples_per_s", "error_pct", "work_scale", "measured_peak_memory_bytes"}},
       {"parameter_server", {"ps_servers", "ps_consistency", "ps_iterations", "staleness_max", "staleness_mean"}},
       {"llm", {"seq", "attention", "cp", "zero", "zero_group", "sequence_parallel", "active_parameters"}},
+      {"moe",
+       {"ep", "ep_collective", "all_to_all_time_s", "dropped_tokens", "load_imbalance", "capacity_factor",
+        "active_parameters"}},
       {"simulation",
        {"sim_activities", "sim_activities_estimate", "sim_wall_time_s", "sim_memory_estimate_bytes",
         "collective_fidelity", "compute_costs", "collective_times"}},
@@ -189,7 +194,7 @@ void ResultRow::set(const std::string& column, const std::string& value) { cells
 bool whole_number_column(const std::string& column)
 {
   return column.find("bytes") != std::string::npos || column == "model_parameters" || column == "active_parameters" ||
-         column == "sim_activities_estimate";
+         column == "sim_activities_estimate" || column == "dropped_tokens";
 }
 
 void ResultRow::set(const std::string& column, double value)

@@ -99,6 +99,217 @@ std::vector<std::vector<int>> by_node(const std::vector<int>& group, int gpus_pe
   return out;
 }
 
+// ---- all-to-all ----------------------------------------------------------------------------------
+// Members (group indices) per node, nodes in increasing order, members in group order.
+std::vector<std::vector<std::size_t>> node_members(const std::vector<int>& group, int gpus_per_node)
+{
+  std::map<int, std::vector<std::size_t>> nodes;
+  for (std::size_t i = 0; i < group.size(); ++i)
+    nodes[group[i] / gpus_per_node].push_back(i);
+  std::vector<std::vector<std::size_t>> out;
+  for (auto& [node, members] : nodes)
+    out.push_back(std::move(members));
+  return out;
+}
+
+double member_load(const CollectiveTask& c, std::size_t i) { return c.member_load.empty() ? 1.0 : c.member_load[i]; }
+
+// Bytes member i sends member j (group indices) in an all-to-all.
+double a2a_bytes(const CollectiveTask& c, std::size_t i, std::size_t j)
+{
+  return c.bytes / static_cast<double>(c.group.size()) * member_load(c, c.load_at_source ? i : j);
+}
+
+// The hierarchical all-to-all applies to members spread evenly over two or more nodes, several per node.
+bool a2a_hierarchical(const CollectiveTask& c, int gpus_per_node)
+{
+  if (c.algorithm != CollectiveAlgorithm::hierarchical)
+    return false;
+  const auto nodes = node_members(c.group, gpus_per_node);
+  if (nodes.size() < 2 || nodes.front().size() < 2)
+    return false;
+  return std::all_of(nodes.begin(), nodes.end(), [&](const auto& m) { return m.size() == nodes.front().size(); });
+}
+
+// Direct: every member sends to every other at once, member i to i+1, i+2, ... (NCCL's p2p order).
+// Hierarchical (N nodes of m members, P[a][j] the j-th member of node a): phase 1 inside each node,
+// P[a][j] sends P[a][j'] every block it holds for local rank j' of any node; phase 2 across nodes,
+// P[a][j'] sends P[b][j'] the blocks of node a's members for P[b][j'], once its phase-1 blocks arrived.
+void decompose_all_to_all(std::vector<Message>& out, const CollectiveTask& c, int gpus_per_node)
+{
+  const std::size_t n = c.group.size();
+  if (!a2a_hierarchical(c, gpus_per_node)) {
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 1; k < n; ++k) {
+        const std::size_t j = (i + k) % n;
+        out.push_back({.src = c.group[i], .dst = c.group[j], .bytes = a2a_bytes(c, i, j), .after = {}});
+      }
+    return;
+  }
+  const auto nodes = node_members(c.group, gpus_per_node);
+  const std::size_t m = nodes.front().size();
+  // arrived[a][j']: the phase-1 messages P[a][j'] receives.
+  std::vector<std::vector<std::vector<Index>>> arrived(nodes.size(), std::vector<std::vector<Index>>(m));
+  for (std::size_t a = 0; a < nodes.size(); ++a)
+    for (std::size_t j = 0; j < m; ++j)
+      for (std::size_t k = 1; k < m; ++k) {
+        const std::size_t to = (j + k) % m;
+        double bytes = 0;
+        for (const auto& node : nodes)
+          bytes += a2a_bytes(c, nodes[a][j], node[to]);
+        arrived[a][to].push_back(static_cast<Index>(out.size()));
+        out.push_back({.src = c.group[nodes[a][j]], .dst = c.group[nodes[a][to]], .bytes = bytes, .after = {}});
+      }
+  for (std::size_t a = 0; a < nodes.size(); ++a)
+    for (std::size_t to = 0; to < m; ++to)
+      for (std::size_t k = 1; k < nodes.size(); ++k) {
+        const std::size_t b = (a + k) % nodes.size();
+        double bytes = 0;
+        for (std::size_t j = 0; j < m; ++j)
+          bytes += a2a_bytes(c, nodes[a][j], nodes[b][to]);
+        out.push_back({.src = c.group[nodes[a][to]], .dst = c.group[nodes[b][to]], .bytes = bytes,
+                       .after = arrived[a][to]});
+      }
+}
+
+// Bytes on every link class an all-to-all uses, in O(n): each member's NVLink up and down, and each
+// NIC's up and down (GPU of local index l uses NIC l mod count), per phase. Uses the per-node sums
+// of the loads instead of the n^2 messages (tests check it against decompose()).
+struct A2aLoads {
+  double intra = 0;  ///< the most bytes on one GPU's NVLink link, one direction
+  double nic = 0;    ///< the most bytes on one NIC, one direction
+};
+
+A2aLoads a2a_direct_loads(const CollectiveTask& c, const ClusterSpec& cluster)
+{
+  const double unit = c.bytes / static_cast<double>(c.group.size());
+  const double n = static_cast<double>(c.group.size());
+  const auto nodes = node_members(c.group, cluster.gpus_per_node);
+  double total = 0;
+  for (std::size_t i = 0; i < c.group.size(); ++i)
+    total += member_load(c, i);
+  A2aLoads loads;
+  std::map<std::pair<int, int>, std::pair<double, double>> nics;  // (node, nic) -> (up, down)
+  for (const auto& node : nodes) {
+    double local = 0;
+    for (std::size_t i : node)
+      local += member_load(c, i);
+    const double m = static_cast<double>(node.size());
+    for (std::size_t i : node) {
+      const double w = member_load(c, i);
+      // Sent within the node and out of it, received likewise.
+      const double out_intra = c.load_at_source ? w * (m - 1) : local - w;
+      const double out_inter = c.load_at_source ? w * (n - m) : total - local;
+      const double in_intra = c.load_at_source ? local - w : w * (m - 1);
+      const double in_inter = c.load_at_source ? total - local : w * (n - m);
+      loads.intra = std::max({loads.intra, out_intra * unit, in_intra * unit});
+      const int gpu = c.group[i];
+      auto& nic = nics[{cluster.node_of(gpu), (gpu % cluster.gpus_per_node) % cluster.nics_per_node}];
+      nic.first += out_inter * unit;
+      nic.second += in_inter * unit;
+    }
+  }
+  for (const auto& [key, bytes] : nics)
+    loads.nic = std::max({loads.nic, bytes.first, bytes.second});
+  return loads;
+}
+
+// Phase 1 (inside the nodes) and phase 2 (across them) of the hierarchical all-to-all.
+std::pair<A2aLoads, A2aLoads> a2a_hierarchical_loads(const CollectiveTask& c, const ClusterSpec& cluster)
+{
+  const double unit = c.bytes / static_cast<double>(c.group.size());
+  const auto nodes = node_members(c.group, cluster.gpus_per_node);
+  const std::size_t m = nodes.front().size();
+  const double count = static_cast<double>(nodes.size());
+  std::vector<double> node_sum(nodes.size(), 0.0), rank_sum(m, 0.0);  // W_a, and C_j over the nodes
+  double total = 0;
+  for (std::size_t a = 0; a < nodes.size(); ++a)
+    for (std::size_t j = 0; j < m; ++j) {
+      const double w = member_load(c, nodes[a][j]);
+      node_sum[a] += w;
+      rank_sum[j] += w;
+      total += w;
+    }
+  A2aLoads one, two;
+  std::map<std::pair<int, int>, std::pair<double, double>> nics;
+  for (std::size_t a = 0; a < nodes.size(); ++a)
+    for (std::size_t j = 0; j < m; ++j) {
+      const double w = member_load(c, nodes[a][j]);
+      const double md = static_cast<double>(m);
+      const double out1 = c.load_at_source ? count * w * (md - 1) : total - rank_sum[j];
+      const double in1 = c.load_at_source ? count * (node_sum[a] - w) : (md - 1) * rank_sum[j];
+      const double out2 = c.load_at_source ? node_sum[a] * (count - 1) : md * (rank_sum[j] - w);
+      const double in2 = c.load_at_source ? total - node_sum[a] : md * w * (count - 1);
+      one.intra = std::max({one.intra, out1 * unit, in1 * unit});
+      const int gpu = c.group[nodes[a][j]];
+      auto& nic = nics[{cluster.node_of(gpu), (gpu % cluster.gpus_per_node) % cluster.nics_per_node}];
+      nic.first += out2 * unit;
+      nic.second += in2 * unit;
+    }
+  for (const auto& [key, bytes] : nics)
+    two.nic = std::max({two.nic, bytes.first, bytes.second});
+  return {one, two};
+}
+
+// Latency of a message inside a node and across nodes among the members (0 where there is none).
+std::pair<double, double> a2a_latencies(const std::vector<int>& group, const ClusterSpec& cluster)
+{
+  const auto nodes = node_members(group, cluster.gpus_per_node);
+  double intra = 0, inter = 0;
+  for (std::size_t a = 0; a < nodes.size(); ++a) {
+    if (nodes[a].size() > 1)
+      intra = std::max(intra, cluster.latency(group[nodes[a][0]], group[nodes[a][1]]));
+    for (std::size_t b = a + 1; b < nodes.size(); ++b)
+      inter = std::max(inter, cluster.latency(group[nodes[a][0]], group[nodes[b][0]]));
+  }
+  return {intra, inter};
+}
+
+AnalyticParts a2a_parts(const CollectiveTask& c, const ClusterSpec& cluster)
+{
+  const auto [a_intra, a_inter] = a2a_latencies(c.group, cluster);
+  const double b_intra = cluster.intra_node.bandwidth, b_nic = cluster.nic.bandwidth;
+  if (a2a_hierarchical(c, cluster.gpus_per_node)) {
+    const auto [one, two] = a2a_hierarchical_loads(c, cluster);
+    return {2, a_intra + a_inter, one.intra / b_intra + two.nic / b_nic};
+  }
+  // Every message at once: the link that takes longest (with its messages' latency) sets the time.
+  const A2aLoads loads = a2a_direct_loads(c, cluster);
+  const double intra = loads.intra > 0 ? a_intra + loads.intra / b_intra : 0.0;
+  const double inter = loads.nic > 0 ? a_inter + loads.nic / b_nic : 0.0;
+  return intra >= inter ? AnalyticParts{1, a_intra, loads.intra / b_intra} : AnalyticParts{1, a_inter, loads.nic / b_nic};
+}
+
+// The bytes each member sends to each node in an all-to-all, addressed to that node's first other
+// member: O(n x nodes) instead of O(n^2).
+void a2a_sends_by_node(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send)
+{
+  const double unit = c.bytes / static_cast<double>(c.group.size());
+  const auto nodes = node_members(c.group, gpus_per_node);
+  std::vector<double> node_sum;
+  for (const auto& node : nodes) {
+    double w = 0;
+    for (std::size_t i : node)
+      w += member_load(c, i);
+    node_sum.push_back(w);
+  }
+  std::vector<std::size_t> node_of(c.group.size());
+  for (std::size_t b = 0; b < nodes.size(); ++b)
+    for (std::size_t i : nodes[b])
+      node_of[i] = b;
+  for (std::size_t i = 0; i < c.group.size(); ++i)
+    for (std::size_t b = 0; b < nodes.size(); ++b) {
+      const auto& node = nodes[b];
+      const bool here = node_of[i] == b;
+      const std::size_t to = node.front() != i ? node.front() : node.size() > 1 ? node[1] : i;
+      if (to == i)
+        continue;
+      const double others = static_cast<double>(node.size()) - (here ? 1.0 : 0.0);
+      const double bytes = c.load_at_source ? member_load(c, i) * others : node_sum[b] - (here ? member_load(c, i) : 0.0);
+      send(c.group[i], c.group[to], bytes * unit);
+    }
+}
+
 }  // namespace
 
 int tree_chunks(double bytes)
@@ -109,8 +320,11 @@ int tree_chunks(double bytes)
 
 CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, int gpus_per_node)
 {
+  if (c.kind == CollectiveKind::all_to_all)
+    return a2a_hierarchical(c, gpus_per_node) ? CollectiveAlgorithm::hierarchical : CollectiveAlgorithm::direct;
   switch (c.algorithm) {
-  case CollectiveAlgorithm::ring: return CollectiveAlgorithm::ring;
+  case CollectiveAlgorithm::ring:
+  case CollectiveAlgorithm::direct: return CollectiveAlgorithm::ring;
   case CollectiveAlgorithm::tree:
     return c.kind == CollectiveKind::all_reduce && c.group.size() > 2 ? CollectiveAlgorithm::tree
                                                                        : CollectiveAlgorithm::ring;
@@ -130,8 +344,13 @@ std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node)
   const std::size_t n = c.group.size();
   if (n < 2)
     return out;
+  if (c.kind == CollectiveKind::all_to_all) {
+    decompose_all_to_all(out, c, gpus_per_node);
+    return out;
+  }
   const double shard = c.bytes / static_cast<double>(n);
   switch (effective_algorithm(c, gpus_per_node)) {
+  case CollectiveAlgorithm::direct:
   case CollectiveAlgorithm::ring: {
     const int steps = static_cast<int>(n - 1) * (c.kind == CollectiveKind::all_reduce ? 2 : 1);
     add_ring(out, c.group, steps, shard, {});
@@ -172,8 +391,16 @@ std::uint64_t message_count(const CollectiveTask& c, int gpus_per_node)
   const std::uint64_t n = c.group.size();
   if (n < 2)
     return 0;
+  if (c.kind == CollectiveKind::all_to_all) {
+    if (!a2a_hierarchical(c, gpus_per_node))
+      return n * (n - 1);
+    const auto nodes = node_members(c.group, gpus_per_node);
+    const std::uint64_t m = nodes.front().size(), count = nodes.size();
+    return count * m * (m - 1) + m * count * (count - 1);  // inside each node, then one exchange per local rank
+  }
   const std::uint64_t ring_steps = (n - 1) * (c.kind == CollectiveKind::all_reduce ? 2 : 1);
   switch (effective_algorithm(c, gpus_per_node)) {
+  case CollectiveAlgorithm::direct:
   case CollectiveAlgorithm::ring: return ring_steps * n;
   case CollectiveAlgorithm::tree: return 2 * (n - 1) * static_cast<std::uint64_t>(tree_chunks(c.bytes));
   case CollectiveAlgorithm::hierarchical: {
@@ -191,7 +418,11 @@ void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::functi
   const std::size_t n = c.group.size();
   if (n < 2)
     return;
-  if (effective_algorithm(c, gpus_per_node) == CollectiveAlgorithm::ring) {
+  if (c.kind == CollectiveKind::all_to_all && !a2a_hierarchical(c, gpus_per_node)) {
+    a2a_sends_by_node(c, gpus_per_node, send);
+    return;
+  }
+  if (c.kind != CollectiveKind::all_to_all && effective_algorithm(c, gpus_per_node) == CollectiveAlgorithm::ring) {
     const double steps = static_cast<double>(n - 1) * (c.kind == CollectiveKind::all_reduce ? 2 : 1);
     for (std::size_t i = 0; i < n; ++i)
       send(c.group[i], c.group[(i + 1) % n], steps * c.bytes / static_cast<double>(n));
@@ -220,8 +451,11 @@ AnalyticParts analytic_parts(const CollectiveTask& c, const ClusterSpec& cluster
     }
     return std::pair{a, b};
   };
+  if (c.kind == CollectiveKind::all_to_all)
+    return a2a_parts(c, cluster);
   const double S = c.bytes;
   switch (effective_algorithm(c, cluster.gpus_per_node)) {
+  case CollectiveAlgorithm::direct:
   case CollectiveAlgorithm::ring: {
     const auto [a, b] = ring_hop(c.group);
     const double steps = static_cast<double>(n - 1) * (c.kind == CollectiveKind::all_reduce ? 2 : 1);

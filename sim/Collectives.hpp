@@ -15,14 +15,31 @@
 //                        reduce-scatter inside each node, then m ring all-reduces of S/m across the
 //                        nodes (one per local rank, on different NICs), then ring all-gather inside
 //                        each node; each phase starts when the previous one has finished
+//   all-to-all          member i sends the j-th of its n blocks (bytes / n each, times the load of
+//                        j, or of i for a combine: CollectiveTask::member_load) to member j:
+//     direct             every message at once, no waits (NCCL's grouped send/recv): n (n-1) messages
+//     hierarchical       members spread evenly over N nodes of m: inside each node, member j sends
+//                        member j' every block it holds for local rank j' of any node (N blocks);
+//                        then member j' of node a sends member j' of node b the m blocks of node a's
+//                        members for it, once its own phase-1 blocks have arrived (Tutel's 2DH,
+//                        DeepSpeed's hierarchical all-to-all): N m (m-1) + m N (N-1) messages, each
+//                        inter-node one m times larger than direct's
 // Algorithms that do not apply (tree for an all-gather, hierarchical over one node or uneven
-// nodes) fall back to ring.
+// nodes) fall back to ring; an all-to-all is direct unless hierarchical applies; `direct` for
+// the other kinds is ring.
 //
 // analytic_seconds() is the same algorithm's alpha-beta time with every hop at its link's full
 // bandwidth (a = one-way latency, B = bandwidth of the slowest hop of the phase):
 //   ring all-reduce   2(n-1) (a + S/(nB))          all-gather, reduce-scatter  (n-1) (a + S/(nB))
 //   tree all-reduce   2 (D + C - 1) (a + 2 S/(C B)) for a full binary tree of depth D
 //   hierarchical      2 (m-1)(a_i + S/(m B_i)) + 2 (N-1)(a_n + S/(m N B_n))
+//   direct all-to-all the link that finishes last: max(a_i + L_i / B_i, a_n + L_n / B_n), L_i the
+//                     most bytes one GPU sends or receives inside its node and L_n the most one NIC
+//                     carries each way (uniform, m members on each of N nodes: L_i = (m-1) S/n,
+//                     L_n = (N-1) m S/n per NIC when each member has its own; one switch:
+//                     a + (n-1) S / (n B))
+//   hierarchical a2a  a_i + L_1 / B_i + a_n + L_2 / B_n, the two phases' busiest links (uniform:
+//                     L_1 = (m-1) S/m, L_2 = (N-1) S/N)
 //
 // Measured collectives. calibrate_collective() maps a fitted curve t = alpha + S / bandwidth (from a
 // profile's `collectives`, e.g. nccl-tests on the real cluster) onto one collective: every message
@@ -61,7 +78,10 @@ std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node);
 std::uint64_t message_count(const CollectiveTask& c, int gpus_per_node);
 
 /// Calls send(src, dst, bytes) with the total bytes each member sends to each peer in `c`'s
-/// decomposition, without building the messages for a ring (O(n) instead of O(n^2)).
+/// decomposition, without building the messages for a ring (O(n) instead of O(n^2)). A direct
+/// all-to-all gives, per member, the bytes it sends to each node at once, addressed to that node's
+/// first other member (O(n x nodes) instead of O(n^2)): per-member totals and node crossings are
+/// exact, the peer inside a node is a representative.
 void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send);
 
 /// Closed-form duration of `c` on `cluster` (see above), with c's calibration when it has one.

@@ -28,11 +28,21 @@ using TaskId = std::uint32_t;
 
 enum class TaskKind : std::uint8_t { compute, transfer, collective };
 enum class Phase : std::uint8_t { forward, backward, optimizer };
-enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter };
-enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical };
+enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all };
+enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical, direct };
 enum class CollectiveFidelity : std::uint8_t { flow, analytic };
-/// What a collective is for (timeline names and link-class accounting).
-enum class CollectiveRole : std::uint8_t { gradients, sync_batch_norm, tensor_parallel, barrier, parameters };
+/// What a collective is for (timeline names and link-class accounting). expert_dispatch and
+/// expert_combine: a mixture of experts' all-to-alls sending tokens to their experts and back (and
+/// their backward passes, which move the gradients the other way).
+enum class CollectiveRole : std::uint8_t {
+  gradients,
+  sync_batch_norm,
+  tensor_parallel,
+  barrier,
+  parameters,
+  expert_dispatch,
+  expert_combine
+};
 
 inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"forward", Phase::forward, "forward pass of a micro-batch"},
@@ -40,18 +50,23 @@ inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"optimizer", Phase::optimizer, "weight update"},
 }}};
 
-inline constexpr EnumTable<CollectiveKind, 3> collective_kind_table{{{
+inline constexpr EnumTable<CollectiveKind, 4> collective_kind_table{{{
     {"all_reduce", CollectiveKind::all_reduce, "every member ends with the sum of all buffers"},
     {"all_gather", CollectiveKind::all_gather, "every member ends with every member's shard"},
     {"reduce_scatter", CollectiveKind::reduce_scatter, "every member ends with its shard of the sum"},
+    {"all_to_all", CollectiveKind::all_to_all,
+     "member i sends the j-th of its n blocks to member j (a mixture of experts' token dispatch and combine)"},
 }}};
 
-inline constexpr EnumTable<CollectiveAlgorithm, 3> collective_algorithm_table{{{
+inline constexpr EnumTable<CollectiveAlgorithm, 4> collective_algorithm_table{{{
     {"ring", CollectiveAlgorithm::ring, "ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes"},
     {"tree", CollectiveAlgorithm::tree,
      "binary tree: pipelined reduce to the root, then pipelined broadcast (all-reduce only; others use ring)"},
     {"hierarchical", CollectiveAlgorithm::hierarchical,
-     "intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather"},
+     "intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather; all-to-all: "
+     "intra-node all-to-all to the GPU of each destination's local rank, then one inter-node all-to-all per local rank"},
+    {"direct", CollectiveAlgorithm::direct,
+     "all-to-all: every member sends to every other at once (NCCL's grouped send/recv); others use ring"},
 }}};
 
 inline constexpr EnumTable<CollectiveFidelity, 2> collective_fidelity_table{{{
@@ -94,7 +109,9 @@ struct CollectiveTask {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
   CollectiveFidelity fidelity = CollectiveFidelity::flow;
   std::vector<int> group;  ///< devices, in ring order
-  double bytes = 0;        ///< full buffer size on each member (all-gather: the gathered result)
+  /// Full buffer size on each member (all-gather: the gathered result; all-to-all: the send buffer,
+  /// of which each member gets bytes / n, as nccl-tests' alltoall size)
+  double bytes = 0;
   int stage = 0;
   int micro_batch = -1;    ///< the micro-batch it serves (batch norm, tensor parallelism); -1 for gradients
   Phase phase = Phase::backward;
@@ -104,6 +121,11 @@ struct CollectiveTask {
   /// (1: the links' own).
   double hop_latency_s = -1;
   double bandwidth_factor = 1;
+  /// all_to_all: each member's share of the exchange over the mean, in group order (empty: all 1,
+  /// uniform). Member i sends member j bytes / n x member_load[j] (a dispatch: a busy expert's GPU
+  /// receives more), or x member_load[i] with load_at_source (a combine: it sends more back).
+  std::vector<double> member_load = {};
+  bool load_at_source = false;
 };
 
 class TaskGraph {

@@ -13,6 +13,9 @@ Workload make_workload(const sim::TaskGraph& graph, const models::Model& model, 
 {
   if (options.tp > 1)
     throw ExecutionError("tensor parallelism is not executed by the backends yet (tp = " + std::to_string(options.tp) + ")");
+  if (options.ep > 1)
+    throw ExecutionError("expert parallelism (its all-to-alls) is not executed by the backends yet (ep = " +
+                         std::to_string(options.ep) + ")");
   const std::size_t n = graph.size();
   // Kahn's algorithm, smallest id first: a deterministic topological order.
   std::vector<int> waiting(n, 0);
