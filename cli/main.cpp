@@ -12,6 +12,7 @@
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
 #include "experiments/Bench.hpp"
+#include "experiments/ChakraWorkload.hpp"
 #include "experiments/CrossCheck.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/Search.hpp"
@@ -98,6 +99,12 @@ commands:
                              point that does not fit in GPU memory (its stage and largest term);
                              exit 1 on an out-of-memory point
       --allow-oom            report out-of-memory points but exit 0
+      --set KEY=VALUE        as for run
+  export chakra EXPERIMENT.yaml -o DIR
+                             write one point as Chakra execution traces, one DIR/<name>.<rank>.et
+                             per GPU (ASTRA-sim, Chakra's tools; docs/chakra.md); import them back
+                             with model: {chakra: DIR}
+      --point N              the sweep point (needed when the sweep has several)
       --set KEY=VALUE        as for run
   model MODEL                print a model's blocks (pipeline partition units) and totals
                              (shipped name or YAML path)
@@ -1212,6 +1219,51 @@ int cmd_execute(Args& args)
   return result.compared > 0 ? exit_ok : exit_bad_input;
 }
 
+// ddlsim export chakra EXPERIMENT.yaml -o DIR: one point's task graph as Chakra ET files.
+int cmd_export(Args& args)
+{
+  if (args.done() || args.peek() != "chakra")
+    throw UsageError{"export needs a format: ddlsim export chakra EXPERIMENT.yaml -o DIR"};
+  args.next();
+  std::optional<std::string> file, output;
+  std::optional<int> point;
+  std::vector<std::string> sets;
+  while (!args.done()) {
+    if (auto v = args.option("--output", "-o"))
+      output = *v;
+    else if (auto s = args.option("--set"))
+      sets.push_back(*s);
+    else if (auto n = args.option("--point"))
+      point = parse_int(*n, "--point", 0, 1 << 30);
+    else if (args.peek().rfind("-", 0) == 0)
+      throw UsageError{"unknown option for export chakra: " + args.peek()};
+    else if (!file)
+      file = args.next();
+    else
+      throw UsageError{"export chakra takes one experiment file"};
+  }
+  if (!file || !output)
+    throw UsageError{"usage: ddlsim export chakra EXPERIMENT.yaml -o DIR [--point N] [--set KEY=VALUE]..."};
+  const auto exp = experiments::Experiment::load(*file, sets);
+  const auto points = exp.points();
+  if (!point && points.size() > 1)
+    throw UsageError{*file + " has " + std::to_string(points.size()) + " points: choose one with --point N (0.." +
+                     std::to_string(points.size() - 1) + ")"};
+  const auto chosen = std::find_if(points.begin(), points.end(),
+                                   [&](const auto& p) { return static_cast<int>(p.index) == point.value_or(p.index); });
+  if (chosen == points.end())
+    throw UsageError{"--point " + std::to_string(*point) + ": " + *file + " has no such point"};
+  if (!chosen->is_valid()) {
+    print_diagnostics(chosen->problems);
+    return exit_bad_input;
+  }
+  const experiments::ChakraExport written = experiments::write_chakra(*chosen, *output);
+  std::printf("%s: point %zu as %zu Chakra ET files (%zu nodes): %s.<rank>.et; process groups in %s\n",
+              output->c_str(), chosen->index, written.files.size(), written.nodes,
+              (std::filesystem::path(*output) / chosen->experiment).string().c_str(), written.comm_groups.c_str());
+  return exit_ok;
+}
+
 int dispatch(Args& args)
 {
   if (args.done())
@@ -1239,6 +1291,8 @@ int dispatch(Args& args)
     return cmd_validate(args);
   if (command == "model")
     return cmd_model(args);
+  if (command == "export")
+    return cmd_export(args);
   if (command == "bench")
     return cmd_bench(args);
   if (command == "calibrate")

@@ -61,6 +61,8 @@
 
 namespace ddlsim::experiments {
 
+class ChakraWorkload;  // ChakraWorkload.hpp: Chakra execution traces as the workload
+
 struct TrainingSpec {
   long long global_batch = 0;  ///< samples per iteration, all replicas together
   int micro_batch = 1;         ///< samples per micro-batch
@@ -136,6 +138,9 @@ struct PointConfig {
   TrainingSpec training;
   ParallelismSpec parallelism;
   ResourceLimits limits;
+  /// `model: {chakra: DIR}`: the work comes from these traces (model is then empty; training and
+  /// parallelism hold the traces' values, for the CSV)
+  std::shared_ptr<const ChakraWorkload> chakra;
   /// Why this point cannot be simulated as written (pp x dp x tp != GPUs, ...); empty when it can.
   std::vector<Diagnostic> problems;
   bool is_valid() const { return problems.empty(); }
