@@ -4,6 +4,7 @@ pkg_check_modules(SimGrid REQUIRED IMPORTED_TARGET simgrid>=3.32)   # libsimgrid
 find_package(yaml-cpp REQUIRED)                                     # libyaml-cpp-dev
 find_package(Boost 1.74 REQUIRED)                                   # libboost-graph-dev (header-only part)
 find_package(Protobuf 3.21 REQUIRED)                                # libprotobuf-dev + protobuf-compiler: Chakra ET
+find_package(simdjson 3.0 REQUIRED)                                 # libsimdjson-dev: JSON of trace import
 if(DDLSIM_BUILD_TESTS)
   find_package(doctest REQUIRED)                                    # doctest-dev
 endif()
