@@ -783,6 +783,12 @@ ChakraWorkload::Graph ChakraWorkload::build(const calibration::CostModel& cost, 
 
 namespace ddlsim::experiments {
 
+std::string chakra_refusal(const std::string& command)
+{
+  return "ddlsim " + command + " needs a model to change or run: a Chakra workload (model: {chakra: DIR}) fixes the "
+         "layout, the batch and the kernels; simulate it with ddlsim run";
+}
+
 void read_chakra_model(YamlMap& top, const std::filesystem::path& experiment_dir, PointConfig& point)
 {
   auto model = top.map("model");

@@ -72,6 +72,9 @@ void read_chakra_model(YamlMap& top, const std::filesystem::path& experiment_dir
 /// roofline's peak for nodes without a time). Fills point.training and point.parallelism from the traces.
 void read_chakra_keys(YamlMap& top, PointConfig& point);
 
+/// Why `command` (search, execute) does not take an experiment whose model is a Chakra workload.
+std::string chakra_refusal(const std::string& command);
+
 /// Chakra ET files read as a workload.
 class ChakraWorkload {
 public:

@@ -1,5 +1,7 @@
 #include "experiments/CrossCheck.hpp"
 
+#include "experiments/ChakraWorkload.hpp"
+
 #include "calibration/ProfileFit.hpp"
 #include "calibration/TableCostModel.hpp"
 #include "common/AtomicFile.hpp"
@@ -229,6 +231,9 @@ HostSetup calibrate_host(const std::vector<PointConfig>& points, const CrossChec
 
 CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions& options)
 {
+  for (const PointConfig& p : points)
+    if (p.chakra)
+      throw Error(chakra_refusal("execute"));
   CrossCheck result;
   const std::string backend = options.backend == Backend::host ? "host" : "cuda";
   if (options.backend == Backend::host) {

@@ -140,7 +140,13 @@ count += 2
 check(rc == 1, f"truncated trace: exit {rc}")
 check("trunc.yaml:2: model.chakra" in stderr and "ppdp.1.et" in stderr and "node " in stderr, stderr)
 
-# 7. An imported workload draws its timeline like any point.
+# 7. search and execute change or run the model, which the traces fix: refused.
+for args in (["search", "microbatch"], ["search", "parallel"], ["execute", "--backend", "host", "-o", os.path.join(d, "x.csv")]):
+    rc, _, stderr = run(binary, *args, os.path.join(d, "ppdp_import.yaml"))
+    count += 1
+    check(rc == 1 and "Chakra workload" in stderr, f"{' '.join(args[:2])} of a Chakra workload: exit {rc}: {stderr}")
+
+# 8. An imported workload draws its timeline like any point.
 rc, _, stderr = run(binary, "run", os.path.join(d, "ppdp_import.yaml"), "-o", os.path.join(d, "t.csv"), "--quiet",
                     "--trace-dir", os.path.join(d, "timeline"))
 timeline = [f for f in os.listdir(os.path.join(d, "timeline")) if f.endswith(".json")] if rc == 0 else []
