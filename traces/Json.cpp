@@ -147,6 +147,8 @@ std::pair<std::size_t, std::string> structure_problem(std::string_view text)
   const std::size_t start = text.find_first_not_of(space);
   if (start == std::string_view::npos)
     return {text.size(), "the text ends before any JSON value"};
+  if (std::string_view("{[\"-0123456789tfn").find(text[start]) == std::string_view::npos)
+    return {start, "unexpected character '" + std::string(1, text[start]) + "'"};
   std::size_t end = text.size();
   if (text[start] == '{' || text[start] == '[') {
     std::string closers;

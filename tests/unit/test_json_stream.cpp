@@ -91,6 +91,7 @@ TEST_CASE("streamed errors name the byte of the whole file")
   CHECK(stream_error(R"({"ev": [1, 2], "x": tru})") == "s.json: byte 20: unexpected character 't'");
   CHECK(stream_error(R"({"ev": [1, 2], "x": "abc)").find("the text ends inside a string") != std::string::npos);
   CHECK(stream_error(R"({"ev": [1, 1e999]})") == "s.json: byte 11: number 1e999 is out of range");
+  CHECK(stream_error("# a README, not JSON\n") == "s.json:1: byte 0: unexpected character '#'");
 }
 
 TEST_CASE("Kineto import streams its events to the same records as the whole-tree import")
