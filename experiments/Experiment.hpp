@@ -1,7 +1,8 @@
 // Experiment files: one base configuration plus sweep axes, expanded into points.
 //
 //   name: gpipe-microbatch
-//   model: gpt2-xl                   # shipped name, path to a model YAML, or an inline model mapping
+//   model: gpt2-xl                   # shipped name, path to a model YAML, or an inline model mapping,
+//                                    # or {chakra: DIR}: Chakra execution traces (ChakraWorkload.hpp)
 //   cluster: dgx-h100x2              # shipped name, path, or inline mapping
 //   calibration: h100-sxm            # shipped profile name or path
 //   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam,
