@@ -300,7 +300,7 @@ JsonValue parse_json_streaming(std::string& text, const std::string& origin, std
   const auto span = open_array_member(text, array_key, origin);
   if (!span)
     return parse_json(text, origin);
-  const auto [open, close] = *span;
+  const std::size_t open = span->first, close = span->second;  // not a structured binding: clang 14 cannot capture one
   // The root without the array's elements ("[]" in their place), parsed whole: it is small.
   std::string rest;
   rest.reserve(text.size() - (close - open) + simdjson::SIMDJSON_PADDING);
