@@ -624,34 +624,82 @@ void ChakraWorkload::match()
   for (std::size_t i : order)
     tasks_.push_back(std::move(found[i]));
 
-  // Dependencies: a node's data and control dependencies, through nodes that take no time.
+  // Dependencies: a node's data and control dependencies, through nodes that take no time (their
+  // own dependencies, found depth first without recursion: PyTorch traces chain thousands of CPU
+  // operators). Each such node's set of tasks is kept; their total is bounded.
+  constexpr std::size_t max_through = std::size_t{50'000'000};
+  std::size_t through_total = 0;
   std::vector<std::vector<std::optional<std::vector<std::size_t>>>> through(files_.size());
-  for (std::size_t r = 0; r < files_.size(); ++r)
+  std::vector<std::vector<char>> visiting(files_.size());
+  for (std::size_t r = 0; r < files_.size(); ++r) {
     through[r].resize(files_[r].nodes.size());
-  std::vector<std::size_t> last_compute(files_.size(), none);
-  std::function<std::vector<std::size_t>(std::size_t, std::size_t, int)> deps_of = [&](std::size_t r, std::size_t i,
-                                                                                       int depth) {
+    visiting[r].assign(files_[r].nodes.size(), 0);
+  }
+  auto dep_count = [&](std::size_t r, std::size_t i) {
+    return files_[r].nodes[i].data_deps.size() + files_[r].nodes[i].ctrl_deps.size();
+  };
+  auto dep_at = [&](std::size_t r, std::size_t i, std::size_t k) {
     const EtNode& n = files_[r].nodes[i];
-    if (depth > 10000)
-      throw TraceError(node_ref(paths_[r], n) + ": dependencies through metadata or CPU nodes form a cycle");
-    std::vector<std::size_t> out;
-    for (const auto* list : {&n.data_deps, &n.ctrl_deps})
-      for (std::uint64_t d : *list) {
-        const auto it = index[r].find(d);
-        if (it == index[r].end())
-          throw TraceError(node_ref(paths_[r], n) + ": depends on node id " + std::to_string(d) +
-                           ", which is not in the file");
-        if (task_of[r][it->second] != none) {
-          out.push_back(task_of[r][it->second]);
+    const std::uint64_t d = k < n.data_deps.size() ? n.data_deps[k] : n.ctrl_deps[k - n.data_deps.size()];
+    const auto it = index[r].find(d);
+    if (it == index[r].end())
+      throw TraceError(node_ref(paths_[r], n) + ": depends on node id " + std::to_string(d) + ", which is not in the file");
+    return it->second;
+  };
+  // The tasks that no-time node `root` of rank r stands for.
+  auto through_of = [&](std::size_t r, std::size_t root) -> const std::vector<std::size_t>& {
+    std::vector<std::pair<std::size_t, std::size_t>> stack;  // node, its next dependency
+    if (!through[r][root]) {
+      stack.emplace_back(root, 0);
+      visiting[r][root] = 1;
+    }
+    while (!stack.empty()) {
+      const std::size_t i = stack.back().first;
+      if (const std::size_t k = stack.back().second++; k < dep_count(r, i)) {
+        const std::size_t d = dep_at(r, i, k);
+        if (task_of[r][d] != none || through[r][d])
           continue;
-        }
-        auto& memo = through[r][it->second];
-        if (!memo)
-          memo = deps_of(r, it->second, depth + 1);
-        out.insert(out.end(), memo->begin(), memo->end());
+        if (visiting[r][d])
+          throw TraceError(node_ref(paths_[r], files_[r].nodes[d]) +
+                           ": dependencies through metadata or CPU nodes form a cycle");
+        visiting[r][d] = 1;
+        stack.emplace_back(d, 0);
+        continue;
       }
+      std::vector<std::size_t> tasks;
+      for (std::size_t k = 0; k < dep_count(r, i); ++k) {
+        const std::size_t d = dep_at(r, i, k);
+        if (task_of[r][d] != none)
+          tasks.push_back(task_of[r][d]);
+        else
+          tasks.insert(tasks.end(), through[r][d]->begin(), through[r][d]->end());
+      }
+      std::sort(tasks.begin(), tasks.end());
+      tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+      through_total += tasks.size();
+      if (through_total > max_through)
+        throw TraceError(paths_[r] + ": over " + std::to_string(max_through) +
+                         " dependencies through metadata or CPU nodes: too many to resolve");
+      through[r][i] = std::move(tasks);
+      visiting[r][i] = 0;
+      stack.pop_back();
+    }
+    return *through[r][root];
+  };
+  auto deps_of = [&](std::size_t r, std::size_t i) {
+    std::vector<std::size_t> out;
+    for (std::size_t k = 0; k < dep_count(r, i); ++k) {
+      const std::size_t d = dep_at(r, i, k);
+      if (task_of[r][d] != none)
+        out.push_back(task_of[r][d]);
+      else {
+        const auto& more = through_of(r, d);
+        out.insert(out.end(), more.begin(), more.end());
+      }
+    }
     return out;
   };
+  std::vector<std::size_t> last_compute(files_.size(), none);
   std::vector<std::size_t> previous_on_stream(tasks_.size(), none);
   for (std::size_t t = 0; t < tasks_.size(); ++t)
     if (tasks_[t].kind == sim::TaskKind::compute) {
@@ -662,10 +710,11 @@ void ChakraWorkload::match()
   for (std::size_t t = 0; t < tasks_.size(); ++t) {
     std::vector<std::size_t> preds;
     for (const auto& [rank, i] : tasks_[t].nodes)
-      for (std::size_t p : deps_of(static_cast<std::size_t>(rank), i, 0))
-        if (p != t && p != previous_on_stream[t] && std::find(preds.begin(), preds.end(), p) == preds.end())
+      for (std::size_t p : deps_of(static_cast<std::size_t>(rank), i))
+        if (p != t && p != previous_on_stream[t])
           preds.push_back(p);
     std::sort(preds.begin(), preds.end());
+    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
     tasks_[t].preds = std::move(preds);
   }
 }

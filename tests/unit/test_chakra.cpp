@@ -240,3 +240,43 @@ TEST_CASE("foreign traces that do not add up are refused, naming the file and th
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("dependencies pass through a long chain of CPU nodes, and a cycle among them is refused")
+{
+  const fs::path dir = scratch("chain");
+  constexpr std::uint64_t chain = 20000;  // PyTorch traces chain thousands of CPU operators
+  EtFile f;
+  f.version = "0.0.4";
+  EtNode& first = f.nodes.emplace_back();
+  first.id = 0;
+  first.type = EtNodeType::comp;
+  first.duration_micros = 10;
+  for (std::uint64_t i = 1; i <= chain; ++i) {
+    EtNode& cpu = f.nodes.emplace_back();
+    cpu.id = i;
+    cpu.type = EtNodeType::comp;
+    cpu.set("is_cpu_op", true);
+    cpu.ctrl_deps = {i - 1};
+  }
+  EtNode& coll = f.nodes.emplace_back();
+  coll.id = chain + 1;
+  coll.name = "all_reduce";
+  coll.type = EtNodeType::coll;
+  coll.set("comm_type", std::int64_t{0});
+  coll.set("comm_size", std::int64_t{1000});
+  coll.data_deps = {chain};
+  write_et_file((dir / "c.0.et").string(), f);
+  const auto cost = calibration::make_cost_model(calibration::load_profile("h100-sxm"));
+  const auto built = experiments::ChakraWorkload::load(dir.string())->build(*cost, Dtype::bf16);
+  REQUIRE(built.graph.size() == 2);  // the CPU nodes are no tasks
+  CHECK(built.graph.kind(1) == sim::TaskKind::collective);
+  CHECK(built.graph.dependency_count(1) == 1);
+  CHECK(built.graph.successors(0) == std::vector<sim::TaskId>{1});
+
+  f.nodes[1].ctrl_deps = {2};  // CPU nodes 1 and 2 wait for each other
+  write_et_file((dir / "c.0.et").string(), f);
+  const std::string e = error_of([&] { experiments::ChakraWorkload::load(dir.string()); });
+  CHECK(e.find("c.0.et: node id ") != std::string::npos);
+  CHECK(e.find("form a cycle") != std::string::npos);
+  fs::remove_all(dir);
+}
