@@ -6,6 +6,7 @@
 #include "chakra_et.pb.h"  // generated from traces/chakra_et.proto
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <array>
@@ -93,6 +94,17 @@ const EtAttr* find_attr(const std::vector<EtAttr>& attrs, const std::string& nam
   return nullptr;
 }
 
+// Libraries do not print: protobuf's own log lines (e.g. "String field ... contains invalid UTF-8
+// data" before a parse fails, which this file reports as a TraceError) are dropped.
+void quiet_protobuf()
+{
+  static const bool once = [] {
+    google::protobuf::SetLogHandler(nullptr);
+    return true;
+  }();
+  (void)once;
+}
+
 void write_framed(std::ostream& out, const google::protobuf::MessageLite& message)
 {
   std::string bytes;
@@ -141,6 +153,7 @@ std::optional<std::string> EtFile::text(const std::string& attr_name) const
 
 void write_et_file(const std::string& path, const EtFile& file)
 {
+  quiet_protobuf();
   write_file_atomically(path, "Chakra execution trace", [&](std::ostream& out) {
     pb::GlobalMetadata meta;
     meta.set_version(file.version);
@@ -170,6 +183,7 @@ void write_et_file(const std::string& path, const EtFile& file)
 
 EtFile read_et_file(const std::string& path)
 {
+  quiet_protobuf();
   const std::string bytes = read_maybe_gzip(path);
   google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream in(&raw);
