@@ -13,8 +13,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's own interpreter, which sees python3-matplotlib (another python3 may come first on PATH).
 PYTHON := /usr/bin/python3
 DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev libopenmpi-dev \
-        libcli11-dev libfmt-dev \
-        python3 python3-matplotlib
+        libcli11-dev libfmt-dev libprotobuf-dev protobuf-compiler libsimdjson-dev \
+        python3 python3-matplotlib python3-protobuf
 
 # Real PyTorch profiler traces whose import rate `make bench` also measures, when the folder exists.
 KINETO_DIR ?= ../shared/data/traces/kineto

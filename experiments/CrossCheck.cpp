@@ -1,5 +1,7 @@
 #include "experiments/CrossCheck.hpp"
 
+#include "experiments/ChakraWorkload.hpp"
+
 #include "calibration/ProfileFit.hpp"
 #include "calibration/TableCostModel.hpp"
 #include "common/AtomicFile.hpp"
@@ -270,6 +272,9 @@ std::vector<std::string> prepare_workloads(const std::vector<PointConfig>& point
 
 CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions& options)
 {
+  for (const PointConfig& p : points)
+    if (p.chakra)
+      throw Error(chakra_refusal("execute"));
   CrossCheck result;
   const std::string backend = options.backend == Backend::host ? "host" : "cuda";
   if (options.backend == Backend::host) {
@@ -288,7 +293,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
   }
   if (options.on_status)
     options.on_status("simulating " + std::to_string(points.size()) + " points");
-  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {.replay = {}, .trace_dir = {}, .work_scale = options.scale},
+  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {.replay = {}, .trace_dir = {}, .work_scale = options.scale, .on_workload = {}},
                                    .on_progress = {}, .on_row = {}});
 
   double total_error = 0;

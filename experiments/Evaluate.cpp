@@ -3,6 +3,7 @@
 #include "calibration/TableCostModel.hpp"
 #include "common/Error.hpp"
 #include "common/Units.hpp"
+#include "experiments/ChakraWorkload.hpp"
 #include "experiments/Timeline.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/OpCosts.hpp"
@@ -15,6 +16,7 @@
 #include <limits>
 #include <tuple>
 #include <numeric>
+#include <set>
 
 namespace ddlsim::experiments {
 namespace {
@@ -82,18 +84,14 @@ double rank_capacity(const PointConfig& point, int rank)
 // peak_flops_<dtype>); left empty when the profile has none.
 void fill_model_flop_columns(ResultRow& row, const PointConfig& point, double t)
 {
-  const models::Model& model = point.model;
+  const WorkloadFlop flop = workload_flop(point);
   const double samples_per_s = static_cast<double>(point.training.global_batch) / t;
-  double flop_per_sample = model.forward_flop_per_sample() + model.backward_flop_per_sample();
-  if (model.has(models::LayerKind::attention)) {
-    const double seq = model.input_shape().tokens;
-    row.set("tokens_per_s", samples_per_s * seq);
-    flop_per_sample = seq * model_flop_per_token(model);
-  }
+  if (flop.tokens > 0)
+    row.set("tokens_per_s", samples_per_s * flop.tokens);
   const calibration::Parameter* peak =
       point.profile.find("peak_flops_" + std::string(dtype_table.name(point.training.dtype)));
   if (peak != nullptr && peak->value > 0)
-    row.set("mfu", samples_per_s * flop_per_sample / (point.parallelism.gpus() * peak->value));
+    row.set("mfu", samples_per_s * flop.model_per_sample / (point.parallelism.gpus() * peak->value));
 }
 
 // Result columns of a replay covering `iterations` iterations. With tensor-parallel groups folded
@@ -109,8 +107,7 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
            n;
   };
   const double t = result.makespan_s / iterations;
-  const double flop_per_iteration = static_cast<double>(point.training.global_batch) *
-                                    (point.model.forward_flop_per_sample() + point.model.backward_flop_per_sample());
+  const double flop_per_iteration = static_cast<double>(point.training.global_batch) * workload_flop(point).per_sample;
   row.set("status", std::string("ok"));
   row.set("iteration_time_s", t);
   row.set("throughput_samples_per_s", static_cast<double>(point.training.global_batch) / t);
@@ -363,6 +360,63 @@ double exposed_all_to_all_seconds(const sim::TaskGraph& graph, const sim::Replay
   for (std::size_t d = 0; d < n; ++d)
     total += sim::uncovered_length(exchange[d], compute[d]);
   return total / static_cast<double>(n);
+}
+
+// The configuration columns of an imported Chakra workload: ddlsim's own export carries its point's
+// (the model, layout, batch, memory), which stay; cluster and calibration are this experiment's.
+ResultRow describe_chakra_point(const PointConfig& p)
+{
+  static const std::set<std::string> own = {"config_id", "experiment", "cluster", "calibration", "status", "message",
+                                            "memory_capacity_bytes", "compute_costs", "collective_times"};
+  const ChakraWorkload& w = *p.chakra;
+  const auto& names = csv_columns();
+  ResultRow row;
+  for (const auto& [name, value] : w.columns())
+    if (!own.count(name) && std::find(names.begin(), names.end(), name) != names.end())
+      row.set(name, value);
+  row.set("config_id", static_cast<long long>(p.index));
+  row.set("experiment", p.experiment);
+  row.set("cluster", p.cluster_label);
+  row.set("calibration", p.calibration_label);
+  row.set("memory_capacity_bytes", p.cluster.smallest_memory());
+  if (!w.from_ddlsim()) {
+    row.set("model", p.model_label);
+    row.set("gpus", static_cast<long long>(w.ranks()));
+    if (p.training.global_batch > 0)
+      row.set("global_batch", p.training.global_batch);
+    row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
+  }
+  return row;
+}
+
+// A Chakra workload (ChakraWorkload.hpp) replayed on the point's cluster: its compute times as the
+// traces give them, its collectives timed by this calibration's curves where it has them.
+ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions& options, ResultRow& row)
+{
+  if (const MemoryVerdict memory = check_memory(point); !memory.fits()) {
+    row.set("status", std::string(status_table.name(Status::oom)));
+    row.set("message", memory.message);
+    return row;
+  }
+  const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(point.profile);
+  ChakraWorkload::Graph built = point.chakra->build(*cost, point.training.dtype);
+  row.set("compute_costs", std::string(built.priced ? "chakra+roofline" : "chakra"));
+  row.set("collective_times", apply_measured_collectives(built.graph, point.cluster, point.profile, 1));
+  if (options.on_workload) {
+    options.on_workload({built.graph, point.cluster, built.compute_seconds, row});
+    return row;
+  }
+  const sim::ReplayResult result = sim::replay(built.graph, point.cluster, built.compute_seconds, options.replay);
+  fill_timing_columns(row, point, result, 1);
+  for (sim::TaskId id = 0; id < built.graph.size(); ++id)
+    if (built.graph.kind(id) == sim::TaskKind::collective &&
+        built.graph.collective(id).kind == sim::CollectiveKind::all_to_all) {
+      row.set("all_to_all_time_s", exposed_all_to_all_seconds(built.graph, result));
+      break;
+    }
+  if (!options.trace_dir.empty())
+    write_timeline(point, built.graph, result, point.cluster, TimelineMemory{}, options.trace_dir);
+  return row;
 }
 
 bool par_partition_searches(const PointConfig& point)
@@ -703,10 +757,37 @@ MemoryVerdict stage_memory_verdict(const PointConfig& point, const PointPlan& pl
 
 MemoryVerdict check_memory(const PointConfig& point)
 {
+  if (point.chakra) {  // the memory the exporting point needed, if ddlsim wrote the traces
+    const auto peak = point.chakra->columns().find("peak_memory_bytes");
+    MemoryVerdict v;
+    v.peak_bytes = peak == point.chakra->columns().end() ? 0.0 : std::stod(peak->second);
+    v.capacity_bytes = point.cluster.smallest_memory();
+    if (v.peak_bytes > v.capacity_bytes)
+      v.message = "the traces' peak memory " + format_quantity(v.peak_bytes, Dimension::bytes) + " > capacity " +
+                  format_quantity(v.capacity_bytes, Dimension::bytes);
+    return v;
+  }
   if (point.parallelism.ps)
     return parameter_server_memory(point);
   const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(point.profile);
   return stage_memory_verdict(point, plan_point(point, *cost));
+}
+
+WorkloadFlop workload_flop(const PointConfig& point)
+{
+  if (point.chakra)
+    return {.per_sample = point.chakra->flop_per_sample(point.training.global_batch),
+            .model_per_sample = point.chakra->model_flop_per_sample(point.training.global_batch),
+            .tokens = point.chakra->tokens_per_sample()};
+  const models::Model& model = point.model;
+  WorkloadFlop flop;
+  flop.per_sample = model.forward_flop_per_sample() + model.backward_flop_per_sample();
+  flop.model_per_sample = flop.per_sample;
+  if (model.has(models::LayerKind::attention)) {
+    flop.tokens = model.input_shape().tokens;
+    flop.model_per_sample = flop.tokens * model_flop_per_token(model);
+  }
+  return flop;
 }
 
 long long bn_batch(const PointConfig& point)
@@ -803,7 +884,7 @@ ResultRow failed_row(std::size_t index, const std::string& experiment, Status st
 
 ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& options)
 {
-  ResultRow row = describe_point(point);
+  ResultRow row = point.chakra ? describe_chakra_point(point) : describe_point(point);
   auto fail = [&](Status status, const std::string& message) {
     row.set("status", std::string(status_table.name(status)));
     row.set("message", message);
@@ -816,6 +897,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     return fail(Status::invalid, message);
   }
   try {
+    if (point.chakra)
+      return simulate_chakra_point(point, options, row);
     const std::unique_ptr<calibration::CostModel> cost_model = calibration::make_cost_model(point.profile);
     const calibration::CostModel& cost = *cost_model;
     row.set("compute_costs", point.profile.kernel_tables.empty() ? "roofline" : "tables+roofline");
@@ -864,6 +947,10 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
             if (phase == c.phase && layer >= c.layer_begin && layer < c.layer_end)
               seconds[id] += collective_s;
         }
+    if (options.on_workload) {
+      options.on_workload({graph, cluster, seconds, row});
+      return row;
+    }
     const sim::ReplayResult result = sim::replay(graph, cluster, seconds, options.replay);
 
     fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,

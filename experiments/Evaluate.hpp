@@ -18,18 +18,42 @@
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace ddlsim::experiments {
 
+/// What a point simulates, just before the replay: its task graph (tensor-parallel groups folded
+/// when the point folds them), the cluster it runs on, each compute task's seconds, and the row's
+/// configuration and memory columns (`ddlsim export chakra` writes it out).
+struct PointWorkload {
+  const sim::TaskGraph& graph;
+  const sim::ClusterSpec& cluster;
+  const std::vector<double>& compute_seconds;
+  const ResultRow& row;
+};
+
 struct EvaluateOptions {
   sim::ReplayOptions replay;
   std::string trace_dir;  ///< when set, write <trace_dir>/<experiment>_<config_id>.json (Chrome trace)
   /// Every kernel at this fraction of its rows, activation transfers likewise (sim::ComputeOptions::scale).
   double work_scale = 1;
+  /// When set, evaluate_point hands the point's workload to it instead of replaying it (no SimGrid
+  /// engine is created) and returns the row without timing columns.
+  std::function<void(const PointWorkload&)> on_workload;
 };
+
+/// The flop the CSV's throughput columns count for one sample: the model's forward and backward
+/// flop (achieved_flop_per_s_per_gpu), those MFU counts (PaLM's 6N + 12lhs per token for a sequence
+/// model), and the tokens of a sample (0 without attention: no tokens_per_s).
+struct WorkloadFlop {
+  double per_sample = 0;
+  double model_per_sample = 0;
+  double tokens = 0;
+};
+WorkloadFlop workload_flop(const PointConfig& point);
 
 struct PointPlan {
   sim::PipelinePlan pipeline;

@@ -5,6 +5,7 @@
 #include "common/DataPath.hpp"
 #include "common/Suggest.hpp"
 #include "common/Units.hpp"
+#include "experiments/ChakraWorkload.hpp"
 #include "models/ModelLoader.hpp"
 
 #include <algorithm>
@@ -526,10 +527,16 @@ PointConfig Experiment::point(std::size_t index) const
     if (!quiet.empty())
       model_options = {};  // reported below, at its key
   }
-  auto model = resolve_component<models::Model>(
-      top, "model", "models/zoo", dir_, p.model_label,
-      [&](const auto& path) { return models::load_model_file(path, model_options); },
-      [&](YamlMap& m) { return models::parse_model(m, model_options); });
+  // `model: {chakra: DIR}`: Chakra execution traces are the workload (ChakraWorkload.hpp).
+  const bool chakra_model = doc["model"].IsMap() && doc["model"]["chakra"].IsDefined();
+  std::optional<models::Model> model;
+  if (chakra_model)
+    read_chakra_model(top, dir_, p);
+  else
+    model = resolve_component<models::Model>(
+        top, "model", "models/zoo", dir_, p.model_label,
+        [&](const auto& path) { return models::load_model_file(path, model_options); },
+        [&](YamlMap& m) { return models::parse_model(m, model_options); });
   // A cluster file in part: `cluster: {use: NAME_OR_PATH, gpus: N}` (or nodes: K), the first N GPUs.
   std::string subset_label;
   std::pair<std::string, std::string> subset_problem;  // key, message: a size the cluster cannot give
@@ -581,6 +588,21 @@ PointConfig Experiment::point(std::size_t index) const
         [](const auto& path) { return calibration::load_profile_file(path); },
         [](YamlMap&) { return calibration::CalibrationProfile{}; });
 
+  if (chakra_model) {
+    read_chakra_keys(top, p);  // training, parallelism, output and limits: the traces fix the work
+    top.check_unknown_keys();
+    diags.throw_if_any();
+    p.cluster = std::move(*cluster);
+    p.profile = std::move(*profile);
+    if (!subset_problem.first.empty())
+      diags.error_at_line(yaml_line(find_path(doc, subset_problem.first)), subset_problem.first, subset_problem.second);
+    else if (p.chakra->ranks() != p.cluster.gpu_count())
+      diags.error_at_line(yaml_line(find_path(doc, "cluster")), "cluster",
+                          "the Chakra traces have " + std::to_string(p.chakra->ranks()) + " ranks but cluster '" +
+                              p.cluster.name + "' has " + std::to_string(p.cluster.gpu_count()) + " GPUs");
+    p.problems = diags.list();
+    return p;
+  }
   if (auto training = top.map("training")) {
     p.training.global_batch = training->required_integer("global_batch", 1, 1'000'000'000);
     p.training.micro_batch = static_cast<int>(training->required_integer("micro_batch", 1, 1'000'000));

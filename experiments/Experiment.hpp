@@ -1,7 +1,8 @@
 // Experiment files: one base configuration plus sweep axes, expanded into points.
 //
 //   name: gpipe-microbatch
-//   model: gpt2-xl                   # shipped name, path to a model YAML, or an inline model mapping
+//   model: gpt2-xl                   # shipped name, path to a model YAML, or an inline model mapping,
+//                                    # or {chakra: DIR}: Chakra execution traces (ChakraWorkload.hpp)
 //   cluster: dgx-h100x2              # shipped name, path, or inline mapping
 //   calibration: h100-sxm            # shipped profile name or path
 //   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam,
@@ -64,6 +65,8 @@
 #include <vector>
 
 namespace ddlsim::experiments {
+
+class ChakraWorkload;  // ChakraWorkload.hpp: Chakra execution traces as the workload
 
 struct TrainingSpec {
   long long global_batch = 0;  ///< samples per iteration, all replicas together
@@ -155,6 +158,9 @@ struct PointConfig {
   TrainingSpec training;
   ParallelismSpec parallelism;
   ResourceLimits limits;
+  /// `model: {chakra: DIR}`: the work comes from these traces (model is then empty; training and
+  /// parallelism hold the traces' values, for the CSV)
+  std::shared_ptr<const ChakraWorkload> chakra;
   /// Why this point cannot be simulated as written (pp x dp x tp != GPUs, ...); empty when it can.
   std::vector<Diagnostic> problems;
   bool is_valid() const { return problems.empty(); }

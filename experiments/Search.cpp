@@ -1,5 +1,6 @@
 #include "experiments/Search.hpp"
 
+#include "experiments/ChakraWorkload.hpp"
 #include "models/ExpertLoad.hpp"
 
 #include "calibration/TableCostModel.hpp"
@@ -100,6 +101,8 @@ private:
 
 MicrobatchSearch search_microbatch(const PointConfig& base, const MicrobatchSearchOptions& options)
 {
+  if (base.chakra)
+    throw Error(chakra_refusal("search microbatch"));
   if (!base.is_valid())
     throw Error("the experiment's point is not valid: " + base.problems.front().to_string());
   MicrobatchSearcher s(base, options);
@@ -158,6 +161,8 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
 
 std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const ParallelSearchOptions& options)
 {
+  if (base.chakra)
+    throw Error(chakra_refusal("search parallel"));
   const int gpus = base.cluster.gpu_count();
   const int per_node = base.cluster.gpus_per_node;
   const models::Model& model = base.model;

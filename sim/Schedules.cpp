@@ -537,10 +537,18 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                                     .layer_begin = static_cast<std::uint32_t>(stage.layers.begin),
                                     .layer_end = static_cast<std::uint32_t>(stage.layers.end),
                                     .share = optimizer_share});
+        // A device steps once the reductions it takes part in are done (the stream order covers the
+        // backward); those of other groups (other experts, other hybrid-shard groups) do not hold it.
+        const int d           = device(s, q);
+        const auto add_member = [&](TaskId before) {
+          const auto& group = g.collective(before).group;
+          if (std::find(group.begin(), group.end(), d) != group.end())
+            g.add_dependency(before, opt);
+        };
         for (TaskId before : bucketed ? buckets : reduced)
-          g.add_dependency(before, opt);  // the stream order covers the backward
+          add_member(before);
         for (TaskId before : expert_reduced)
-          g.add_dependency(before, opt);
+          add_member(before);
         if (!bucketed && reduced.empty() && expert_reduced.empty() &&
             g.kind(last[static_cast<std::size_t>(device(s, q))]) == TaskKind::collective)
           g.add_dependency(last[static_cast<std::size_t>(device(s, q))], opt);
