@@ -25,7 +25,8 @@
 #          results/crosscheck_gpu.png (with python3-matplotlib), for docs/crosscheck-gpu.md.
 #
 # Environment: DDLSIM (the ddlsim binary, default build/bin/ddlsim), SESSION (default results/gpu-session),
-# PROFILE_DIR (default calibration/profiles), RESULTS (default results),
+# PROFILE_DIR (default calibration/profiles), RESULTS (default results), FETCH_DEBS (default 1; 0: prepare
+# downloads no .deb),
 # GPU_BUILD (default build-gpu), JOBS (build jobs, default: all cores), CUDNN_ROOT / NCCL_HOME (where to look
 # first), CUDA_ARCHITECTURES (default native: the GPU there), EXPERIMENT (default experiments/crosscheck_gpu.yaml).
 set -euo pipefail
@@ -57,6 +58,14 @@ cmd_prepare() {
     echo "$(cat "$session/commit")+uncommitted" >"$session/commit"
   fi
   cp "$experiment" "$session/experiment.yaml"
+  # The GPU machine has none of our Debian packages: the JSON reader the GPU tools share with ddlsim
+  # (traces/Json.cpp) needs simdjson, so its two packages travel along, unpacked there with dpkg -x.
+  # FETCH_DEBS=0 skips it (the tests, which download nothing).
+  if [ "${FETCH_DEBS:-1}" != 0 ]; then
+    mkdir -p "$session/debs"
+    (cd "$session/debs" && apt-get download libsimdjson-dev libsimdjson14 >/dev/null 2>&1) ||
+      say "warning: could not download libsimdjson-dev and libsimdjson14 (apt-get download): measure needs simdjson there"
+  fi
   say "prepared $(ls "$session"/workload-*.json | wc -l) workload(s) in $session (commit $(cat "$session/commit"))"
   say "next, on the GPU machine: calibration/gpu_session.sh measure   (carry $session)"
 }
@@ -137,6 +146,12 @@ cmd_measure() {
   if [ -z "$arch" ]; then # the GPU there, when one answers; else Ampere and Hopper
     if nvidia-smi -L >/dev/null 2>&1; then arch=native; else arch="80;90"; fi
   fi
+  # simdjson: the system's, else the packages prepare brought (unpacked next to the session).
+  local simdjson_prefix=""
+  if [ ! -e /usr/lib/x86_64-linux-gnu/cmake/simdjson/simdjson-config.cmake ] && ls "$session"/debs/*.deb >/dev/null 2>&1; then
+    simdjson_prefix=$(cd "$session" && pwd)/deps
+    for deb in "$session"/debs/*.deb; do dpkg -x "$deb" "$simdjson_prefix"; done
+  fi
   local cmake_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DDDLSIM_BUILD_COLLECT=ON
                     -DDDLSIM_CUDNN_INCLUDE_DIR="$(dirname "$cudnn_h")" -DDDLSIM_CUDNN_LIBRARY="$cudnn_so"
                     -DDDLSIM_NCCL_INCLUDE_DIR="$(dirname "$nccl_h")" -DDDLSIM_NCCL_LIBRARY="$nccl_so"
@@ -146,9 +161,13 @@ cmd_measure() {
     cupti_so=$(find_first 6 libcupti.so libcupti.so.13 libcupti.so.12 -- "${wheels[@]}") || die "no libcupti.so"
     cmake_args+=(-DCUDA_cupti_LIBRARY="$cupti_so")
   fi
-  say "CUDA $toolkit, cuDNN $cudnn_so, NCCL $nccl_so"
+  if [ -n "$simdjson_prefix" ]; then
+    cmake_args+=(-Dsimdjson_DIR="$simdjson_prefix/usr/lib/x86_64-linux-gnu/cmake/simdjson")
+  fi
+  say "CUDA $toolkit, cuDNN $cudnn_so, NCCL $nccl_so${simdjson_prefix:+, simdjson from $simdjson_prefix}"
   local libdirs
   libdirs=$(dirname "$cudnn_so"):$(dirname "$nccl_so")${cupti_so:+:$(dirname "$cupti_so")}
+  libdirs=$libdirs${simdjson_prefix:+:$simdjson_prefix/usr/lib/x86_64-linux-gnu}
   export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   cmake -S sim/backends/cuda -B "$gpu_build" "${cmake_args[@]}" >"$session/configure.log" 2>&1 ||
     { cat "$session/configure.log" >&2; pack; die "configuring the GPU tools failed"; }

@@ -81,7 +81,7 @@ for bad in (["--backend", "host", "--prepare", d], ["--backend", "cuda", "--prep
 # gpu_session.sh prepare and finish around a made-up measurement: an H100's records in the collector's format.
 script = os.path.join(ROOT, "calibration", "gpu_session.sh")
 env = dict(os.environ, DDLSIM=binary, SESSION=os.path.join(d, "session"), PROFILE_DIR=os.path.join(d, "profiles"),
-           RESULTS=os.path.join(d, "results"))
+           RESULTS=os.path.join(d, "results"), FETCH_DEBS="0")
 p = subprocess.run([script, "prepare"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 session = env["SESSION"]
 checks += 1
