@@ -1,6 +1,7 @@
 // ddlsim: the command-line front end. A thin layer over the libraries: it parses arguments,
 // calls them, prints, and is the only place that chooses an exit code.
 //   0 success, 1 bad input (the message names file:line and key), 2 usage error.
+#include "calibration/KernelModel.hpp"
 #include "calibration/Profile.hpp"
 #include "calibration/ProfileFit.hpp"
 #include "cli/MpiSweep.hpp"
@@ -104,6 +105,15 @@ commands:
       --layers               one row per layer, with output shape and kernel shapes
       --dtype DTYPE          element type for the byte columns (default bf16)
       --list                 list the shipped model names
+  profile gemm PROFILE M N K  the predicted time of one GEMM C[M x N] = A[M x K] B[K x N] on the
+                             profile's GPU: flop/s, efficiency (share of the dtype's dense peak), and
+                             why (tile, split-K, waves over the SMs, or memory and launch floor)
+      --dtype DTYPE          element type (default bf16)
+      --batch B              a batched GEMM of B such products (default 1)
+  profile attention PROFILE HEADS SEQ HEAD_DIM
+                             the same for a fused attention kernel (FlashAttention): HEADS (micro-batch x
+                             heads) of SEQ queries against SEQ keys of HEAD_DIM
+      --causal, --backward, --dtype DTYPE
   bench SCENARIO             time a scenario (bench/*.yaml, a built-in one, or a path), by kind:
                              simulation: one simulated iteration's wall time, peak memory and
                                activity rate, next to a bare SimGrid DAG of the same size;
@@ -756,6 +766,15 @@ int cmd_merge(Args& args)
   return exit_ok;
 }
 
+// The value of --dtype.
+Dtype dtype_argument(const std::string& text)
+{
+  auto parsed = dtype_table.parse(text);
+  if (!parsed)
+    throw UsageError{"--dtype expects one of " + dtype_table.names()};
+  return *parsed;
+}
+
 int cmd_model(Args& args)
 {
   std::optional<std::string> name;
@@ -763,10 +782,7 @@ int cmd_model(Args& args)
   bool per_layer = false;
   while (!args.done()) {
     if (auto d = args.option("--dtype")) {
-      auto parsed = dtype_table.parse(*d);
-      if (!parsed)
-        throw UsageError{"--dtype expects one of " + dtype_table.names()};
-      dtype = *parsed;
+      dtype = dtype_argument(*d);
     } else if (args.peek() == "--layers") {
       args.next();
       per_layer = true;
@@ -798,7 +814,8 @@ int cmd_model(Args& args)
       const auto& l = model.layers()[i];
       std::string kernels;
       for (const auto& k : l.kernels)
-        kernels += (kernels.empty() ? "" : "; ") + k.shape_string();
+        if (k.in_forward)
+          kernels += (kernels.empty() ? "" : "; ") + k.shape_string();
       std::printf("%-5zu %-34s %-15s %-10s %-14s %14.0f %12.4g %12s  %s\n", i, l.name.c_str(),
                   std::string(models::layer_kind_table.name(l.kind)).c_str(),
                   std::string(models::tp_role_table.name(l.tp)).c_str(), l.output.to_string().c_str(),
@@ -962,6 +979,91 @@ template <typename Strings> std::string joined(const Strings& items)
   for (const auto& i : items)
     out += (out.empty() ? "" : ", ") + i;
   return out;
+}
+
+// A positive whole number of a command line (GEMM and attention dimensions).
+double dimension_argument(const std::string& text, const char* what)
+{
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value < 1 || value > (1LL << 40))
+    throw UsageError{std::string(what) + " must be a whole number from 1 to 2^40, got '" + text + "'"};
+  return static_cast<double>(value);
+}
+
+// profile gemm|attention: the shape-aware kernel model's estimate (calibration/KernelModel.hpp).
+int cmd_profile(Args& args)
+{
+  if (args.done())
+    throw UsageError{"profile needs a subcommand: gemm or attention"};
+  const std::string sub = args.next();
+  if (sub != "gemm" && sub != "attention")
+    throw UsageError{"unknown profile subcommand '" + sub + "' (expected gemm or attention)"};
+  Dtype dtype = Dtype::bf16;
+  double batch = 1;
+  bool causal = false, backward = false;
+  std::vector<std::string> positional;
+  while (!args.done()) {
+    if (auto d = args.option("--dtype")) {
+      dtype = dtype_argument(*d);
+    } else if (auto b = sub == "gemm" ? args.option("--batch") : std::nullopt) {
+      batch = dimension_argument(*b, "--batch");
+    } else if (sub == "attention" && args.peek() == "--causal") {
+      args.next();
+      causal = true;
+    } else if (sub == "attention" && args.peek() == "--backward") {
+      args.next();
+      backward = true;
+    } else if (args.peek().rfind("-", 0) == 0) {
+      throw UsageError{"unknown option for profile " + sub + ": " + args.peek()};
+    } else {
+      positional.push_back(args.next());
+    }
+  }
+  if (positional.size() != 4)
+    throw UsageError{sub == "gemm" ? "profile gemm needs PROFILE M N K" : "profile attention needs PROFILE HEADS SEQ HEAD_DIM"};
+  const calibration::CalibrationProfile profile = calibration::load_profile(positional[0]);
+  const std::string dt(dtype_table.name(dtype));
+  const double peak = profile.find("peak_flops_" + dt) ? profile.value("peak_flops_" + dt) : 0.0;
+  auto us = [](double s) { return s * 1e6; };
+  if (sub == "attention") {
+    const calibration::AttentionDims dims{.heads = dimension_argument(positional[1], "HEADS"),
+                                          .q = dimension_argument(positional[2], "SEQ"),
+                                          .kv = dimension_argument(positional[2], "SEQ"),
+                                          .head_dim = dimension_argument(positional[3], "HEAD_DIM"),
+                                          .causal = causal,
+                                          .backward = backward};
+    const calibration::AttentionEstimate e = calibration::estimate_attention(profile, dims, dtype);
+    std::printf("attention %s %s heads=%s seq=%s head_dim=%s%s on %s\n", backward ? "backward" : "forward", dt.c_str(),
+                positional[1].c_str(), positional[2].c_str(), positional[3].c_str(), causal ? " causal" : "",
+                profile.name.c_str());
+    std::printf("time_us %.3f\nflop_per_s %.6g\nefficiency %.4f\nbound %s\n", us(e.seconds), e.efficiency * peak,
+                e.efficiency, calibration::kernel_bound_name(e.bound));
+    return exit_ok;
+  }
+  const calibration::GemmDims dims{.m = dimension_argument(positional[1], "M"), .n = dimension_argument(positional[2], "N"),
+                                   .k = dimension_argument(positional[3], "K"), .batch = batch};
+  const calibration::GemmEstimate e = calibration::estimate_gemm(profile, dims, dtype);
+  std::printf("gemm %s m=%s n=%s k=%s batch=%g on %s\n", dt.c_str(), positional[1].c_str(), positional[2].c_str(),
+              positional[3].c_str(), batch, profile.name.c_str());
+  std::printf("time_us %.3f\nflop_per_s %.6g\nefficiency %.4f\nbound %s\n", us(e.seconds), e.flop / e.seconds,
+              e.efficiency, calibration::kernel_bound_name(e.bound));
+  if (e.ctas > 0)
+    std::printf("tile %dx%d, split-K %d: %lld CTAs in %lld wave(s) on %g SMs; compute %.3f us, memory %.3f us%s\n", e.tile.m,
+                e.tile.n, e.split_k, e.ctas, e.waves, profile.value("sm_count"), us(e.compute_s), us(e.memory_s),
+                e.split_k > 1 ? (", split-K reduction " + std::to_string(us(e.split_s)) + " us").c_str() : "");
+  else if (!profile.gemm_tiles.tiles.empty())
+    std::printf("matrix-vector kernel (at most %g rows or columns): compute %.3f us, memory %.3f us\n",
+                profile.value("gemv_max_rows"), us(e.compute_s), us(e.memory_s));
+  else
+    std::printf("flat roofline (the profile lists no gemm_tiles): compute %.3f us, memory %.3f us\n", us(e.compute_s),
+                us(e.memory_s));
+  return exit_ok;
 }
 
 // calibrate fit: trace records -> a measured profile (calibration/ProfileFit.hpp).
@@ -1241,6 +1343,8 @@ int dispatch(Args& args)
     return cmd_model(args);
   if (command == "bench")
     return cmd_bench(args);
+  if (command == "profile")
+    return cmd_profile(args);
   if (command == "calibrate")
     return cmd_calibrate(args, args.command_line());
   throw UsageError{"unknown command '" + command + "'"};

@@ -63,6 +63,17 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
 }
 
 // Memory of the smallest GPU of pipeline rank `rank` (its replicas and tensor ranks).
+// Speed of the slowest GPU of a pipeline rank (its replicas and tensor ranks), relative to the profile:
+// what the partitioners divide a stage's time by.
+double rank_speed(const PointConfig& point, int rank)
+{
+  const int per_rank = point.parallelism.replicas() * point.parallelism.tp;
+  double speed = std::numeric_limits<double>::infinity();
+  for (int g = 0; g < per_rank; ++g)
+    speed = std::min(speed, point.cluster.speed_of(rank * per_rank + g));
+  return speed;
+}
+
 double rank_capacity(const PointConfig& point, int rank)
 {
   const auto& par = point.parallelism;
@@ -481,16 +492,22 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   const models::StageFits fits = interleaved ? models::StageFits{} : [&](int s, models::StageRange blocks) {
     return stage_memory(s, blocks).total() <= rank_capacity(point, s);
   };
+  // Heterogeneous GPUs and stragglers: chunk c runs on pipeline rank c mod pp at that rank's slowest
+  // GPU's speed, so the partitioners balance time, not work (empty: every GPU at the profile's speed).
+  std::vector<double> speeds;
+  if (!point.cluster.speed.empty())
+    for (int c = 0; c < chunks; ++c)
+      speeds.push_back(rank_speed(point, c % par.pp));
   std::vector<models::StageRange> ranges;
   switch (par.partition) {
   case models::Partitioner::optimal: {
-    auto found = models::partition_optimal(block_seconds, chunks, fits);
-    ranges = found ? *found : *models::partition_optimal(block_seconds, chunks);
+    auto found = models::partition_optimal(block_seconds, chunks, fits, speeds);
+    ranges = found ? *found : *models::partition_optimal(block_seconds, chunks, {}, speeds);
     break;
   }
   case models::Partitioner::balanced: {
-    auto found = models::partition_balanced(block_seconds, chunks, fits);
-    ranges = found ? *found : *models::partition_balanced(block_seconds, chunks);
+    auto found = models::partition_balanced(block_seconds, chunks, fits, speeds);
+    ranges = found ? *found : *models::partition_balanced(block_seconds, chunks, {}, speeds);
     break;
   }
   case models::Partitioner::uniform: ranges = models::partition_uniform(block_seconds.size(), chunks); break;
