@@ -284,6 +284,16 @@ MemoryVerdict parameter_server_memory(const PointConfig& point)
   return v;
 }
 
+// The replay's options for a point: the run's, with the profile's compute slowdown under overlapping
+// communication (0 when the profile has none).
+sim::ReplayOptions replay_options(const PointConfig& point, const EvaluateOptions& options)
+{
+  sim::ReplayOptions replay = options.replay;
+  if (const calibration::Parameter* slowdown = point.profile.find("comm_compute_slowdown"))
+    replay.comm_compute_slowdown = slowdown->value;
+  return replay;
+}
+
 // Data parallelism through parameter servers: workers hold the model, weights and gradients and
 // their activations; servers hold 1/S of the weights and the optimizer state each.
 ResultRow evaluate_parameter_server(const PointConfig& point, const calibration::CostModel& cost,
@@ -326,7 +336,7 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   const sim::PsGraph g = sim::build_parameter_server(plan);
   const auto seconds = sim::compute_durations(
       g.graph, model, cost, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
-  const sim::ReplayResult result = sim::replay(g.graph, point.cluster, seconds, options.replay);
+  const sim::ReplayResult result = sim::replay(g.graph, point.cluster, seconds, replay_options(point, options));
   // Throughput credits each worker with its own pace, and each GPU is timed over its own run
   // (ParameterServer.hpp): the makespan would time every worker at the straggler's pace.
   const sim::PsThroughput rate = sim::ps_throughput(plan, g, result.timings);
@@ -758,7 +768,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
             if (phase == c.phase && layer >= c.layer_begin && layer < c.layer_end)
               seconds[id] += collective_s;
         }
-    const sim::ReplayResult result = sim::replay(graph, cluster, seconds, options.replay);
+    const sim::ReplayResult result = sim::replay(graph, cluster, seconds, replay_options(point, options));
 
     fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,
                         aggregate ? fold.seconds_per_gpu : 0.0);
