@@ -157,8 +157,10 @@ commands:
       -o, --output FILE      the JSON-lines file to write (required)
   calibrate fit TRACES.jsonl... --base PROFILE -o profile.yaml [--name NAME]
                              a measured profile: collectives as alpha-beta size regimes,
-                             microbenchmark ops as lookup tables, roofline efficiencies; peaks
-                             and bandwidth come from PROFILE
+                             microbenchmark ops and traced GEMMs and convolutions as lookup tables,
+                             roofline and GEMM-model efficiencies; peaks and bandwidth come from
+                             PROFILE; says which kernel records carried no work, and why
+      --accept-poor-fit      write the profile even when a fit's R^2 is below 0.9 (refused otherwise)
   calibrate report PROFILE   a profile's parameters, provenance and fit quality (R^2, errors)
   help                       this text
 
@@ -1071,6 +1073,7 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
 {
   std::vector<std::string> files;
   std::optional<std::string> output, base, name;
+  bool accept_poor_fit = false;
   while (!args.done()) {
     if (auto o = args.option("--output", "-o"))
       output = *o;
@@ -1078,6 +1081,8 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
       base = *b;
     else if (auto n = args.option("--name"))
       name = *n;
+    else if (args.peek() == "--accept-poor-fit")
+      accept_poor_fit = (args.next(), true);
     else if (args.peek().rfind("-", 0) == 0)
       throw UsageError{"unknown option for calibrate fit: " + args.peek()};
     else
@@ -1094,7 +1099,7 @@ int cmd_calibrate_fit(Args& args, const std::string& command_line)
   const calibration::FitResult fit = calibration::fit_profile(
       calibration::load_profile(*base), records,
       {.name = name ? *name : std::filesystem::path(*output).stem().string(), .base = *base, .sources = joined(files),
-       .command = command_line, .date = date});
+       .command = command_line, .date = date, .accept_poor_fit = accept_poor_fit});
   for (const auto& note : fit.notes)
     std::fprintf(stderr, "ddlsim: %s\n", note.c_str());
   const calibration::CalibrationProfile& profile = fit.profile;

@@ -4,6 +4,7 @@
 #include "common/Units.hpp"
 #include "traces/Gzip.hpp"
 #include "traces/Json.hpp"
+#include "traces/KernelShapes.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -119,10 +120,30 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
   }
 
   auto skip = [&](const std::string& reason) { ++set.skipped[reason]; };
+  // What links kernels to the CPU ops that launched them, for their shapes (KernelShapes.hpp).
+  std::vector<CpuOp> ops;
+  std::vector<RuntimeLaunch> launches;
+  std::vector<KernelLink> links;
+  auto id_of = [](const JsonValue* args, const char* key) {
+    const double* v = args ? args->number(key) : nullptr;
+    return v && std::isfinite(*v) ? *v : -1.0;
+  };
+  auto thread_of = [](const JsonValue& e, const char* key) {
+    const double* v = e.number(key);
+    return v && std::isfinite(*v) ? *v : -1.0;
+  };
   for (const JsonValue& e : events->as_array()) {
     const std::string* cat = e.string("cat");
     if (!cat)
       continue;  // metadata and counters
+    if (*cat == "cuda_runtime" || *cat == "cuda_driver") {
+      const JsonValue* args = e.find("args");
+      const double* ts = e.number("ts");
+      if (args && ts && std::isfinite(*ts))
+        launches.push_back({.correlation = id_of(args, "correlation"), .external_id = id_of(args, "External id"),
+                            .pid = thread_of(e, "pid"), .tid = thread_of(e, "tid"), .ts = *ts});
+      continue;
+    }
     const bool kernel = *cat == "kernel";
     const bool annotation = *cat == "user_annotation" || *cat == "cpu_op";
     if (!kernel && !annotation)
@@ -136,6 +157,9 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
       continue;
     }
     const JsonValue* args = e.find("args");
+    if (*cat == "cpu_op")
+      ops.push_back({.name = name, .ts = *ts, .dur = *dur, .pid = thread_of(e, "pid"), .tid = thread_of(e, "tid"),
+                     .external_id = id_of(args, "External id"), .args = args});
     if (annotation) {
       if (name->rfind("nccl:", 0) != 0)
         continue;
@@ -175,9 +199,12 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
       k.block = dims(args->find("block"));
     }
     set.kernels.push_back(k);
+    links.push_back({.kernel = set.kernels.size() - 1, .external_id = id_of(args, "External id"),
+                     .correlation = id_of(args, "correlation")});
     const std::string kind = collective_from_name(*name);
     if (kind.empty())
       continue;
+    set.kernels.back().unusable = "NCCL kernel: timed by its collective record";
     CollectiveRecord c{.collective = kind, .bytes = 0, .dtype = "", .group_size = 0, .duration_s = k.duration_s,
                        .source = "kernel", .name = *name};
     if (args) {
@@ -195,6 +222,7 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
     }
     set.collectives.push_back(std::move(c));
   }
+  attach_kernel_shapes(set.kernels, ops, launches, links);
   return set;
 }
 

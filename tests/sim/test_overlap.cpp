@@ -101,3 +101,20 @@ TEST_CASE("a collective slows every member's compute, and nothing after it ends"
   CHECK(r.timings[first[4]].end_s == doctest::Approx(C).epsilon(1e-12));
   CHECK(r.timings[after].end_s == doctest::Approx(end_first + C).epsilon(1e-9));
 }
+
+TEST_CASE("a flow-level collective slows its members' compute too")
+{
+  // A flow ring all-reduce over GPUs 0 and 1 (no latency: 2 steps of S/2 bytes each way, S / B in
+  // all), with compute on both GPUs from time 0.
+  TaskGraph g(2);
+  const TaskId c0 = compute(g, 0);
+  compute(g, 1);
+  const TaskId ar = g.add_collective({.algorithm = CollectiveAlgorithm::ring, .fidelity = CollectiveFidelity::flow,
+                                      .group = {0, 1}, .bytes = S});
+  ClusterSpec c = node(2);
+  c.intra_node.latency = 0;
+  const ReplayResult r = replay(g, c, {C, C, 0.0}, slowed(slow));
+  const double D = S / B;
+  CHECK(r.timings[ar].end_s == doctest::Approx(D).epsilon(1e-9));
+  CHECK(r.timings[c0].end_s == doctest::Approx(C + D * slow / (1 + slow)).epsilon(1e-9));
+}
