@@ -1124,6 +1124,13 @@ int cmd_calibrate_report(Args& args)
   std::printf("\nparameters:\n");
   for (const auto& [name, p] : profile.parameters)
     std::printf("  %-20s %14.6g %-7s %s\n", name.c_str(), p.value, p.unit.c_str(), p.source.c_str());
+  if (!profile.gemm_tiles.tiles.empty()) {
+    std::string tiles;
+    for (const auto& t : profile.gemm_tiles.tiles)
+      tiles += (tiles.empty() ? "" : ", ") + std::to_string(t.m) + "x" + std::to_string(t.n);
+    std::printf("\ngemm_tiles (shape-aware kernel costs, docs/kernels.md): %s\n  %s\n", tiles.c_str(),
+                profile.gemm_tiles.source.c_str());
+  }
   if (!profile.kernel_tables.empty()) {
     std::printf("\nkernel tables (log-log interpolation inside the measured range, roofline outside):\n");
     std::printf("  %-13s %-5s %6s %12s %12s %14s %14s %8s %14s\n", "op", "dtype", "points", "min_work", "max_work", "held_out_med",

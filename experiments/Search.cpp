@@ -267,8 +267,15 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     const double last = par.dp_bucket > 0 ? std::min(par.dp_bucket, grads) : grads;
     const auto reduce = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
     if (par.replicas() > 1) {
-      if (grads > last)  // the earlier buckets reduce under the last micro-batch's backward
-        t += overlap_cost * std::min(work[i], collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, grads - last));
+      // Reductions hidden under the backward slow it: the earlier buckets (ZeRO 2 without buckets: every
+      // unit) under the last micro-batch's; with ZeRO 2, every micro-batch's reduction under its own.
+      if (overlap_cost > 0 && par.zero < 3) {
+        const double hidden_last = par.zero == 2 && par.dp_bucket <= 0 ? grads : grads - last;
+        double hidden = collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, hidden_last);
+        if (par.zero == 2)
+          hidden += (m - 1) * collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, grads);
+        t += overlap_cost * std::min((par.zero == 2 ? m : 1.0) * work[i], hidden);
+      }
       t += collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, par.zero >= 3 ? 0.0 : last);
       if (par.zero > 0 && shard < par.replicas())
         t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, across_group, last / shard);
