@@ -54,23 +54,23 @@ const char* kernel_bound_name(KernelBound bound);
 
 /// The estimate of one GEMM (or implicit-GEMM convolution) with the choice behind it.
 struct GemmEstimate {
-  double seconds = 0;      ///< what the simulator charges: overhead + max(floor, time)
-  double compute_s = 0;    ///< waves x steps x t_step of the chosen tile
-  double memory_s = 0;     ///< bytes at the effective memory bandwidth
-  double split_s = 0;      ///< the split-K reduction's fp32 traffic
-  double flop = 0;         ///< 2 m n k batch
-  double efficiency = 0;   ///< flop / (seconds x the dtype's dense peak)
-  GemmTile tile{};         ///< the chosen tile ({0, 0}: the matrix-vector path)
-  int split_k = 1;         ///< K slices (1: no split)
-  long long ctas = 0;      ///< CTAs launched: tiles x batch x split_k
-  long long waves = 0;     ///< ceil(ctas / sm_count)
+  double seconds    = 0; ///< what the simulator charges: overhead + max(floor, time)
+  double compute_s  = 0; ///< waves x steps x t_step of the chosen tile
+  double memory_s   = 0; ///< bytes at the effective memory bandwidth
+  double split_s    = 0; ///< the split-K reduction's fp32 traffic
+  double flop       = 0; ///< 2 m n k batch
+  double efficiency = 0; ///< flop / (seconds x the dtype's dense peak)
+  GemmTile tile{};       ///< the chosen tile ({0, 0}: the matrix-vector path)
+  int split_k       = 1; ///< K slices (1: no split)
+  long long ctas    = 0; ///< CTAs launched: tiles x batch x split_k
+  long long waves   = 0; ///< ceil(ctas / sm_count)
   KernelBound bound = KernelBound::compute;
 };
 
 /// The estimate of one fused-attention kernel part.
 struct AttentionEstimate {
-  double seconds = 0;
-  double efficiency = 0;   ///< of the dtype's dense peak, the share the attention's flop reach
+  double seconds    = 0;
+  double efficiency = 0; ///< of the dtype's dense peak, the share the attention's flop reach
   KernelBound bound = KernelBound::compute;
 };
 
@@ -100,24 +100,24 @@ public:
 private:
   KernelModel() = default;
   std::string profile_name_;
-  std::array<double, 5> peak_{};  // by Dtype; 0 = not in the profile
+  std::array<double, 5> peak_{}; // by Dtype; 0 = not in the profile
   std::vector<GemmTile> tiles_;
-  int sm_count_ = 0;
-  double gemm_efficiency_ = 1;
-  double tile_k_bytes_ = 128;
-  double pipeline_steps_ = 0;
-  double tile_intensity_ = 1;
-  double gemv_max_rows_ = 0;
+  int sm_count_              = 0;
+  double gemm_efficiency_    = 1;
+  double tile_k_bytes_       = 128;
+  double pipeline_steps_     = 0;
+  double tile_intensity_     = 1;
+  double gemv_max_rows_      = 0;
   double compute_efficiency_ = 1;
-  double memory_bandwidth_ = 0;  // effective: bandwidth x memory_efficiency
-  double overhead_ = 0;
-  double floor_ = 0;
+  double memory_bandwidth_   = 0; // effective: bandwidth x memory_efficiency
+  double overhead_           = 0;
+  double floor_              = 0;
   // Fused attention; attention_efficiency_ 0 = no attention parameters (flat compute_efficiency).
-  double attention_efficiency_ = 0;
-  double special_function_rate_ = 0;
-  double attention_block_ = 128;
+  double attention_efficiency_     = 0;
+  double special_function_rate_    = 0;
+  double attention_block_          = 128;
   double attention_block_overhead_ = 0;
-  double attention_backward_ = 1;
+  double attention_backward_       = 1;
 };
 
 /// The GEMM estimate of `ddlsim profile gemm`: the profile's shape-aware model when it lists
@@ -132,4 +132,4 @@ GemmEstimate estimate_gemm(const CalibrationProfile& profile, const GemmDims& di
 /// Throws as estimate_gemm().
 AttentionEstimate estimate_attention(const CalibrationProfile& profile, const AttentionDims& dims, Dtype dtype);
 
-}  // namespace ddlsim::calibration
+} // namespace ddlsim::calibration

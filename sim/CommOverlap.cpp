@@ -28,7 +28,7 @@ void CommOverlap::update(const TaskGraph& graph, TaskId id, int delta)
   if (graph.kind(id) == TaskKind::transfer) {
     const TransferTask& t = graph.transfer(id);
     if (t.src == t.dst)
-      return;  // a local hand-over: no communication kernel runs
+      return; // a local hand-over: no communication kernel runs
     add(t.src, delta);
     add(t.dst, delta);
   } else if (graph.kind(id) == TaskKind::collective && !blocks_stream(graph.collective(id))) {
@@ -48,7 +48,7 @@ double CommOverlap::rate_of(const std::vector<int>& group) const
 void CommOverlap::schedule(TaskId id, Blocking& b)
 {
   const double end = simgrid::s4u::Engine::get_clock() + b.remaining / b.rate;
-  b.timer = simgrid::kernel::timer::Timer::set(end, [this, id] {
+  b.timer          = simgrid::kernel::timer::Timer::set(end, [this, id] {
     auto node = blocking_.extract(id);
     node.mapped().done();
   });
@@ -57,17 +57,17 @@ void CommOverlap::schedule(TaskId id, Blocking& b)
 void CommOverlap::run_blocking(TaskId id, const CollectiveTask& task, double seconds, std::function<void()> done)
 {
   Blocking& b = blocking_[id];
-  b.group = task.group;
+  b.group     = task.group;
   b.remaining = seconds;
-  b.rate = rate_of(task.group);
-  b.since = simgrid::s4u::Engine::get_clock();
-  b.done = std::move(done);
+  b.rate      = rate_of(task.group);
+  b.since     = simgrid::s4u::Engine::get_clock();
+  b.done      = std::move(done);
   schedule(id, b);
 }
 
 void CommOverlap::add(int device, int delta)
 {
-  int& count = in_flight_[static_cast<std::size_t>(device)];
+  int& count          = in_flight_[static_cast<std::size_t>(device)];
   const bool was_busy = count > 0;
   count += delta;
   if (was_busy == (count > 0))
@@ -82,11 +82,11 @@ void CommOverlap::add(int device, int delta)
     if (rate == b.rate)
       continue;
     b.remaining = std::max(0.0, b.remaining - (now - b.since) * b.rate);
-    b.since = now;
-    b.rate = rate;
+    b.since     = now;
+    b.rate      = rate;
     b.timer->remove();
     schedule(id, b);
   }
 }
 
-}  // namespace ddlsim::sim::detail
+} // namespace ddlsim::sim::detail

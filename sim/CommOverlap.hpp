@@ -46,9 +46,9 @@ public:
 private:
   struct Blocking {
     std::vector<int> group;
-    double remaining = 0;  // seconds left at full speed
-    double rate = 1;       // 1, or 1 / (1 + slowdown)
-    double since = 0;      // simulated time of the last update
+    double remaining                     = 0; // seconds left at full speed
+    double rate                          = 1; // 1, or 1 / (1 + slowdown)
+    double since                         = 0; // simulated time of the last update
     simgrid::kernel::timer::Timer* timer = nullptr;
     std::function<void()> done;
   };
@@ -57,9 +57,9 @@ private:
   double rate_of(const std::vector<int>& group) const;
   void schedule(TaskId id, Blocking& b);
   const std::vector<simgrid::s4u::Host*>& gpus_;
-  std::vector<int> in_flight_;  // per device: transfers and collectives running
+  std::vector<int> in_flight_; // per device: transfers and collectives running
   double slowdown_;
-  std::map<TaskId, Blocking> blocking_;  // stream-blocking collectives running, by task (ordered: deterministic)
+  std::map<TaskId, Blocking> blocking_; // stream-blocking collectives running, by task (ordered: deterministic)
 };
 
-}  // namespace ddlsim::sim::detail
+} // namespace ddlsim::sim::detail

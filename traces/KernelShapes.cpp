@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <utility>
@@ -14,7 +14,10 @@ namespace {
 
 using Dims = std::vector<double>;
 
-bool contains(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+bool contains(const std::string& s, const char* needle)
+{
+  return s.find(needle) != std::string::npos;
+}
 
 std::string lower(std::string s)
 {
@@ -43,7 +46,7 @@ OpInputs read_inputs(const JsonValue* args)
     if (d.is_array())
       for (const JsonValue& v : d.as_array()) {
         const bool good = v.is_number() && std::isfinite(v.as_number()) && v.as_number() >= 0 && v.as_number() < 1e15;
-        in.ok = in.ok && good;
+        in.ok           = in.ok && good;
         sizes.push_back(good ? v.as_number() : 0.0);
       }
     in.dims.push_back(std::move(sizes));
@@ -99,7 +102,10 @@ std::string work_dtype(const std::string& input_type, const std::string& kernel_
   return "";
 }
 
-double element_size(const std::string& dtype) { return dtype == "fp32" || dtype == "tf32" ? 4 : dtype == "fp8" ? 1 : 2; }
+double element_size(const std::string& dtype)
+{
+  return dtype == "fp32" || dtype == "tf32" ? 4 : dtype == "fp8" ? 1 : 2;
+}
 
 double product(const Dims& d, std::size_t from = 0, std::size_t to = SIZE_MAX)
 {
@@ -111,10 +117,10 @@ double product(const Dims& d, std::size_t from = 0, std::size_t to = SIZE_MAX)
 
 // The work of one kernel of an op (what a KernelRecord gets).
 struct Work {
-  std::string op;  // gemm, batched_gemm, conv2d
+  std::string op; // gemm, batched_gemm, conv2d
   double flop = 0, bytes = 0;
   std::string shape;
-  std::string pass;  // conv2d: fwd, bwd_data, bwd_filter
+  std::string pass; // conv2d: fwd, bwd_data, bwd_filter
 };
 
 std::string gemm_key(double m, double n, double k, double batch)
@@ -127,8 +133,8 @@ std::string gemm_key(double m, double n, double k, double batch)
 Work gemm_work(double m, double n, double k, double batch, double element)
 {
   Work w;
-  w.op = batch > 1 ? "batched_gemm" : "gemm";
-  w.flop = 2 * m * n * k * batch;
+  w.op    = batch > 1 ? "batched_gemm" : "gemm";
+  w.flop  = 2 * m * n * k * batch;
   w.bytes = element * batch * (m * k + k * n + m * n);
   w.shape = gemm_key(m, n, k, batch);
   return w;
@@ -136,21 +142,21 @@ Work gemm_work(double m, double n, double k, double batch, double element)
 
 struct Conv {
   double n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, p = 0, q = 0, groups = 1;
-  int stride = 0, pad = -1;  // when known and square
+  int stride = 0, pad = -1; // when known and square
 };
 
 // A convolution pass as BenchPoint::shape_key spells it (square stride and padding, no groups).
 Work conv_work(const Conv& cv, const std::string& pass, double element)
 {
   Work w;
-  w.op = "conv2d";
-  w.pass = pass;
-  w.flop = 2 * cv.n * cv.k * cv.p * cv.q * (cv.c / cv.groups) * cv.r * cv.s;
+  w.op    = "conv2d";
+  w.pass  = pass;
+  w.flop  = 2 * cv.n * cv.k * cv.p * cv.q * (cv.c / cv.groups) * cv.r * cv.s;
   w.bytes = element * (cv.n * cv.c * cv.h * cv.w + cv.n * cv.k * cv.p * cv.q + cv.k * (cv.c / cv.groups) * cv.r * cv.s);
   if (cv.stride > 0 && cv.pad >= 0 && cv.groups == 1) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "n=%.0f c=%.0f h=%.0f w=%.0f k=%.0f r=%.0f s=%.0f stride=%d pad=%d %s", cv.n, cv.c, cv.h,
-                  cv.w, cv.k, cv.r, cv.s, cv.stride, cv.pad, pass.c_str());
+    std::snprintf(buf, sizeof buf, "n=%.0f c=%.0f h=%.0f w=%.0f k=%.0f r=%.0f s=%.0f stride=%d pad=%d %s", cv.n, cv.c,
+                  cv.h, cv.w, cv.k, cv.r, cv.s, cv.stride, cv.pad, pass.c_str());
     w.shape = buf;
   }
   return w;
@@ -163,10 +169,11 @@ void conv_params(Conv& cv, const OpInputs& in, std::size_t stride_at, std::size_
   if (auto g = get(groups_at); g && g->size() == 1 && (*g)[0] >= 1)
     cv.groups = (*g)[0];
   const auto stride = get(stride_at), pad = get(pad_at);
-  if (stride && pad && (*stride)[0] >= 1 && std::all_of(stride->begin(), stride->end(), [&](int v) { return v == (*stride)[0]; }) &&
+  if (stride && pad && (*stride)[0] >= 1 &&
+      std::all_of(stride->begin(), stride->end(), [&](int v) { return v == (*stride)[0]; }) &&
       std::all_of(pad->begin(), pad->end(), [&](int v) { return v == (*pad)[0]; })) {
     cv.stride = (*stride)[0];
-    cv.pad = (*pad)[0];
+    cv.pad    = (*pad)[0];
   }
 }
 
@@ -175,7 +182,7 @@ void conv_params(Conv& cv, const OpInputs& in, std::size_t stride_at, std::size_
 std::vector<Work> op_work(const std::string& name, const OpInputs& in, const std::string& dtype, std::string& why)
 {
   const double e = element_size(dtype);
-  auto dims = [&](std::size_t i) -> const Dims& {
+  auto dims      = [&](std::size_t i) -> const Dims& {
     static const Dims none;
     return i < in.dims.size() ? in.dims[i] : none;
   };
@@ -190,7 +197,7 @@ std::vector<Work> op_work(const std::string& name, const OpInputs& in, const std
       return bad("two matrices [M, K] x [K, N] expected");
     return {gemm_work(x[0], y[1], x[1], 1, e)};
   }
-  if (name == "aten::linear") {  // x [..., K] W [N, K]
+  if (name == "aten::linear") { // x [..., K] W [N, K]
     const Dims &x = dims(0), &w = dims(1);
     if (x.empty() || w.size() != 2 || x.back() != w[1])
       return bad("[..., K] and [N, K] expected");
@@ -203,8 +210,8 @@ std::vector<Work> op_work(const std::string& name, const OpInputs& in, const std
       return bad("[B, M, K] x [B, K, N] expected");
     return {gemm_work(x[1], y[2], x[2], x[0], e)};
   }
-  const bool forward = name == "aten::convolution" || name == "aten::_convolution" || name == "aten::cudnn_convolution" ||
-                       name == "aten::conv2d";
+  const bool forward = name == "aten::convolution" || name == "aten::_convolution" ||
+                       name == "aten::cudnn_convolution" || name == "aten::conv2d";
   if (forward || name == "aten::convolution_backward") {
     // Forward: (input [N, C, H, W], weight [K, C/g, R, S], ...); backward: (dY [N, K, P, Q], input, weight, ...).
     const std::size_t x_at = forward ? 0 : 1;
@@ -212,13 +219,13 @@ std::vector<Work> op_work(const std::string& name, const OpInputs& in, const std
     if (x.size() != 4 || wt.size() != 4)
       return bad("4-D input and weight expected");
     Conv cv{.n = x[0], .c = x[1], .h = x[2], .w = x[3], .k = wt[0], .r = wt[2], .s = wt[3]};
-    if (name == "aten::cudnn_convolution")  // (input, weight, padding, stride, dilation, groups, ...)
+    if (name == "aten::cudnn_convolution") // (input, weight, padding, stride, dilation, groups, ...)
       conv_params(cv, in, 3, 2, 5);
-    else if (name == "aten::conv2d")  // (input, weight, bias, stride, padding, dilation, groups)
+    else if (name == "aten::conv2d") // (input, weight, bias, stride, padding, dilation, groups)
       conv_params(cv, in, 3, 4, 6);
-    else if (forward)  // (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    else if (forward) // (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
       conv_params(cv, in, 3, 4, 8);
-    else  // (dY, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask)
+    else // (dY, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask)
       conv_params(cv, in, 4, 5, 9);
     if (cv.groups < 1 || wt[1] * cv.groups != cv.c)
       return bad("weight channels x groups differ from the input's channels");
@@ -240,17 +247,19 @@ std::vector<Work> op_work(const std::string& name, const OpInputs& in, const std
       return bad("kernel larger than the padded input");
     return {conv_work(cv, "fwd", e)};
   }
-  why = "not a GEMM or convolution";  // priced_op() keeps these out
+  why = "not a GEMM or convolution"; // priced_op() keeps these out
   return {};
 }
 
 // The ops whose shapes give their kernels' work (op_work).
 bool priced_op(const std::string& name)
 {
-  static const char* const names[] = {"aten::mm",          "aten::_scaled_mm",  "aten::addmm",       "aten::matmul",
-                                      "aten::linear",      "aten::bmm",         "aten::baddbmm",     "aten::convolution",
-                                      "aten::_convolution", "aten::cudnn_convolution", "aten::conv2d",
-                                      "aten::convolution_backward"};
+  static const char* const names[] = {"aten::mm",           "aten::_scaled_mm",
+                                      "aten::addmm",        "aten::matmul",
+                                      "aten::linear",       "aten::bmm",
+                                      "aten::baddbmm",      "aten::convolution",
+                                      "aten::_convolution", "aten::cudnn_convolution",
+                                      "aten::conv2d",       "aten::convolution_backward"};
   return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return name == n; });
 }
 
@@ -263,7 +272,7 @@ public:
       by_thread_[{ops[i].pid, ops[i].tid}].push_back(i);
     for (auto& [thread, list] : by_thread_) {
       std::sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) {
-        return ops[a].ts != ops[b].ts ? ops[a].ts < ops[b].ts : ops[a].dur > ops[b].dur;  // outer first
+        return ops[a].ts != ops[b].ts ? ops[a].ts < ops[b].ts : ops[a].dur > ops[b].dur; // outer first
       });
       std::vector<std::size_t> stack;
       for (std::size_t i : list) {
@@ -281,7 +290,8 @@ public:
     if (it == by_thread_.end())
       return SIZE_MAX;
     const auto& list = it->second;
-    auto after = std::upper_bound(list.begin(), list.end(), ts, [&](double t, std::size_t i) { return t < ops_[i].ts; });
+    auto after =
+        std::upper_bound(list.begin(), list.end(), ts, [&](double t, std::size_t i) { return t < ops_[i].ts; });
     if (after == list.begin())
       return SIZE_MAX;
     for (std::size_t i = *(after - 1); i != SIZE_MAX; i = parent_[i])
@@ -294,13 +304,19 @@ private:
   double end(std::size_t i) const { return ops_[i].ts + ops_[i].dur; }
   const std::vector<CpuOp>& ops_;
   std::map<std::pair<double, double>, std::vector<std::size_t>> by_thread_;
-  std::vector<std::size_t> parent_;  // enclosing op of each op (SIZE_MAX: none)
+  std::vector<std::size_t> parent_; // enclosing op of each op (SIZE_MAX: none)
 };
 
-bool is_data_gradient(const std::string& kernel) { return contains(lower(kernel), "dgrad"); }
-bool is_weight_gradient(const std::string& kernel) { return contains(lower(kernel), "wgrad"); }
+bool is_data_gradient(const std::string& kernel)
+{
+  return contains(lower(kernel), "dgrad");
+}
+bool is_weight_gradient(const std::string& kernel)
+{
+  return contains(lower(kernel), "wgrad");
+}
 
-}  // namespace
+} // namespace
 
 void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<CpuOp>& ops,
                           const std::vector<RuntimeLaunch>& launches, const std::vector<KernelLink>& links)
@@ -319,14 +335,14 @@ void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<
   for (const KernelLink& link : links) {
     KernelRecord& k = kernels[link.kernel];
     if (!k.unusable.empty())
-      continue;  // an NCCL kernel: a collective record times it
+      continue; // an NCCL kernel: a collective record times it
     std::size_t op = SIZE_MAX;
     if (auto it = by_external.find(link.external_id); it != by_external.end()) {
       op = it->second;
     } else if (auto launch = by_correlation.find(link.correlation); launch != by_correlation.end()) {
       const RuntimeLaunch& l = *launch->second;
-      auto via = by_external.find(l.external_id);
-      op = via != by_external.end() ? via->second : tree.innermost(l.pid, l.tid, l.ts);
+      auto via               = by_external.find(l.external_id);
+      op                     = via != by_external.end() ? via->second : tree.innermost(l.pid, l.tid, l.ts);
     }
     if (op == SIZE_MAX) {
       k.unusable = "no CPU op around its launch (a trace without CPU ops, or a kernel launched outside them)";
@@ -338,8 +354,8 @@ void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<
 
   for (const auto& [op, members] : kernels_of) {
     const std::string& name = *ops[op].name;
-    const OpInputs in = read_inputs(ops[op].args);
-    auto mark = [&](const std::string& why) {
+    const OpInputs in       = read_inputs(ops[op].args);
+    auto mark               = [&](const std::string& why) {
       for (std::size_t k : members)
         kernels[k].unusable = why;
     };
@@ -356,7 +372,8 @@ void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<
     std::vector<std::size_t> order = members;
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return kernels[a].duration_s > kernels[b].duration_s; });
-    const std::string dtype = work_dtype(in.types.empty() ? std::string() : in.types.front(), kernels[order.front()].name);
+    const std::string dtype =
+        work_dtype(in.types.empty() ? std::string() : in.types.front(), kernels[order.front()].name);
     std::string why;
     std::vector<Work> work;
     if (dtype.empty())
@@ -370,7 +387,8 @@ void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<
     }
     // A convolution's backward: the kernels named as data and weight gradients when there are, else
     // the two longest.
-    std::vector<std::size_t> carriers(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(work.size(), order.size())));
+    std::vector<std::size_t> carriers(order.begin(),
+                                      order.begin() + static_cast<std::ptrdiff_t>(std::min(work.size(), order.size())));
     if (work.size() == 2) {
       auto find = [&](bool (*is)(const std::string&)) {
         auto it = std::find_if(order.begin(), order.end(), [&](std::size_t k) { return is(kernels[k].name); });
@@ -381,15 +399,15 @@ void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<
         carriers = {data, weight};
       else
         for (Work& w : work)
-          w.shape.clear();  // which kernel is which pass is not known: the flop table only
+          w.shape.clear(); // which kernel is which pass is not known: the flop table only
     }
     for (std::size_t i = 0; i < members.size(); ++i)
       kernels[members[i]].unusable = "auxiliary kernel (its op's longest kernel carries the work)";
     for (std::size_t i = 0; i < carriers.size(); ++i) {
       KernelRecord& k = kernels[carriers[i]];
       k.unusable.clear();
-      k.op = work[i].op;
-      k.flop = work[i].flop;
+      k.op    = work[i].op;
+      k.flop  = work[i].flop;
       k.bytes = work[i].bytes;
       k.dtype = dtype;
       k.shape = work[i].shape;
@@ -397,4 +415,4 @@ void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<
   }
 }
 
-}  // namespace ddlsim::traces
+} // namespace ddlsim::traces

@@ -33,18 +33,18 @@ namespace ddlsim::traces {
 /// A CPU op of the trace: what the linking needs, and its args (shapes) in the parsed document.
 struct CpuOp {
   const std::string* name = nullptr;
-  double ts = 0, dur = 0;  ///< microseconds
+  double ts = 0, dur = 0; ///< microseconds
   double pid = -1, tid = -1;
-  double external_id = -1;
+  double external_id    = -1;
   const JsonValue* args = nullptr;
 };
 
 /// A runtime call that launched a kernel (cudaLaunchKernel, cuLaunchKernel, ...).
 struct RuntimeLaunch {
   double correlation = -1;
-  double external_id = -1;  ///< the launching op's, in PyTorch 2 traces
+  double external_id = -1; ///< the launching op's, in PyTorch 2 traces
   double pid = -1, tid = -1;
-  double ts = 0;  ///< microseconds
+  double ts = 0; ///< microseconds
 };
 
 /// How kernel `kernel` (an index into the kernels) names its launch.
@@ -59,4 +59,4 @@ struct KernelLink {
 void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<CpuOp>& ops,
                           const std::vector<RuntimeLaunch>& launches, const std::vector<KernelLink>& links);
 
-}  // namespace ddlsim::traces
+} // namespace ddlsim::traces

@@ -22,7 +22,7 @@ namespace {
 CalibrationProfile toy_gpu()
 {
   CalibrationProfile p;
-  p.name = "toy";
+  p.name   = "toy";
   auto set = [&](const std::string& name, double value) { p.parameters[name] = {name, value, "", "", ""}; };
   set("peak_flops_bf16", 100e12);
   set("memory_bandwidth", 1e12);
@@ -32,7 +32,7 @@ CalibrationProfile toy_gpu()
   set("kernel_launch_floor", 0.5e-6);
   set("sm_count", 16);
   set("gemm_efficiency", 0.8);
-  set("gemm_tile_k_bytes", 128);  // 64 bf16 elements of K per step
+  set("gemm_tile_k_bytes", 128); // 64 bf16 elements of K per step
   set("gemm_pipeline_steps", 2);
   set("gemm_tile_intensity", 64);
   p.gemm_tiles.tiles = {{128, 128}};
@@ -42,7 +42,7 @@ CalibrationProfile toy_gpu()
 // One 128 x 128 x 64 step of the toy GPU: 2 x 128 x 128 x 64 flop at 100e12 / 16 x 0.8 flop/s per SM.
 constexpr double toy_step = 2.0 * 128 * 128 * 64 / (100e12 / 16 * 0.8);
 
-}  // namespace
+} // namespace
 
 TEST_CASE("h100-sxm BF16 GEMM efficiency against published cuBLAS measurements")
 {
@@ -50,7 +50,7 @@ TEST_CASE("h100-sxm BF16 GEMM efficiency against published cuBLAS measurements")
   // zzc0721/torch-performance-test-data issue 79), 0.806 of the 989.4 TFLOPS dense peak, and 792.1
   // TFLOPS (80.1%) at its best shape (stas00/ml-engineering's Maximum Achievable Matmul FLOPS table).
   const CalibrationProfile h100 = load_profile("h100-sxm");
-  const GemmEstimate big = estimate_gemm(h100, {.m = 8192, .n = 8192, .k = 8192}, Dtype::bf16);
+  const GemmEstimate big        = estimate_gemm(h100, {.m = 8192, .n = 8192, .k = 8192}, Dtype::bf16);
   CHECK(big.efficiency >= 0.6);
   CHECK(big.efficiency <= 0.85);
   CHECK(big.efficiency == doctest::Approx(797.5 / 989.4).epsilon(0.03));
@@ -114,10 +114,10 @@ TEST_CASE("split-K fills idle SMs when the tiles cannot, paying the fp32 partial
 
 TEST_CASE("memory-bound small shapes and the launch floor")
 {
-  CalibrationProfile slow_memory = toy_gpu();
-  slow_memory.parameters["memory_bandwidth"].value = 0.1e12;
-  slow_memory.parameters["kernel_launch_floor"].value = 2e-6;  // above a 3-step tile's 1.26 us
-  const KernelModel m = *KernelModel::from_profile(slow_memory);
+  CalibrationProfile slow_memory                      = toy_gpu();
+  slow_memory.parameters["memory_bandwidth"].value    = 0.1e12;
+  slow_memory.parameters["kernel_launch_floor"].value = 2e-6; // above a 3-step tile's 1.26 us
+  const KernelModel m                                 = *KernelModel::from_profile(slow_memory);
   // A matrix-vector product streams its weights: 2 x (4096 x 4096 + 4096 + 4096) bytes at 0.1 TB/s.
   const GemmEstimate gemv = m.gemm({.m = 1, .n = 4096, .k = 4096}, Dtype::bf16);
   CHECK(gemv.bound == KernelBound::memory);
@@ -136,11 +136,11 @@ TEST_CASE("memory-bound small shapes and the launch floor")
 TEST_CASE("smaller tiles are limited by their operand traffic below the tile intensity")
 {
   CalibrationProfile p = toy_gpu();
-  p.gemm_tiles.tiles = {{64, 64}};
-  const KernelModel m = *KernelModel::from_profile(p);
+  p.gemm_tiles.tiles   = {{64, 64}};
+  const KernelModel m  = *KernelModel::from_profile(p);
   // 64 x 64 has intensity 32: half of 64, so each of its steps runs at half the per-SM rate.
   const GemmEstimate e = m.gemm({.m = 256, .n = 256, .k = 640}, Dtype::bf16);
-  const double step = 2.0 * 64 * 64 * 64 / (100e12 / 16 * 0.8 * 0.5);
+  const double step    = 2.0 * 64 * 64 * 64 / (100e12 / 16 * 0.8 * 0.5);
   CHECK(e.ctas == 16);
   CHECK(e.compute_s == doctest::Approx((10 + 2) * step).epsilon(1e-12));
 }
@@ -170,10 +170,11 @@ TEST_CASE("fused attention on h100-sxm against FlashAttention-3's measured TFLOP
   // Causal attention has half the KV blocks per query block: lower efficiency at short sequences.
   const AttentionDims full{.heads = 64, .q = 1024, .kv = 1024, .head_dim = 128};
   AttentionDims causal = full;
-  causal.causal = true;
-  CHECK(estimate_attention(h100, causal, Dtype::bf16).efficiency < estimate_attention(h100, full, Dtype::bf16).efficiency);
+  causal.causal        = true;
+  CHECK(estimate_attention(h100, causal, Dtype::bf16).efficiency <
+        estimate_attention(h100, full, Dtype::bf16).efficiency);
   AttentionDims backward = full;
-  backward.backward = true;
+  backward.backward      = true;
   CHECK(estimate_attention(h100, backward, Dtype::bf16).efficiency ==
         doctest::Approx(0.8 * estimate_attention(h100, full, Dtype::bf16).efficiency).epsilon(0.01));
 }
@@ -184,8 +185,12 @@ TEST_CASE("a profile without gemm_tiles keeps the flat roofline, exactly")
   p.gemm_tiles.tiles.clear();
   CHECK_FALSE(KernelModel::from_profile(p).has_value());
   const RooflineCostModel flat(p);
-  const KernelWork w{.flop = 2e12, .bytes = 1e6, .dtype = Dtype::bf16, .kind = WorkKind::gemm, .shape = {},
-                     .gemm = {.m = 10000, .n = 10000, .k = 10000}};
+  const KernelWork w{.flop  = 2e12,
+                     .bytes = 1e6,
+                     .dtype = Dtype::bf16,
+                     .kind  = WorkKind::gemm,
+                     .shape = {},
+                     .gemm  = {.m = 10000, .n = 10000, .k = 10000}};
   CHECK(flat.seconds(w) == doctest::Approx(1e-6 + 2e12 / (100e12 * 0.5)).epsilon(1e-12));
   // And the host profile, whose times `ddlsim execute` fits, has none.
   CHECK_FALSE(KernelModel::from_profile(load_profile("host-cpu")).has_value());
@@ -197,19 +202,28 @@ TEST_CASE("measured tables still win inside their range over the shape-aware mod
   p.kernel_tables.push_back(fit_kernel_table("gemm", "bf16", {{1e9, 1e-5}, {1e12, 5e-3}}));
   const auto model = make_cost_model(p);
   const RooflineCostModel shapes(p);
-  KernelWork inside{.flop = 2.0 * 1024 * 1024 * 1024, .bytes = 6.0 * 1024 * 1024, .dtype = Dtype::bf16,
-                    .kind = WorkKind::gemm, .shape = {}, .gemm = {.m = 1024, .n = 1024, .k = 1024}};
+  KernelWork inside{.flop  = 2.0 * 1024 * 1024 * 1024,
+                    .bytes = 6.0 * 1024 * 1024,
+                    .dtype = Dtype::bf16,
+                    .kind  = WorkKind::gemm,
+                    .shape = {},
+                    .gemm  = {.m = 1024, .n = 1024, .k = 1024}};
   CHECK(model->seconds(inside) == doctest::Approx(p.kernel_tables.back().seconds(inside.flop)).epsilon(1e-12));
   CHECK(model->seconds(inside) != doctest::Approx(shapes.seconds(inside)));
   KernelWork outside = inside;
-  outside.flop = 2.0 * 16384 * 16384 * 16384;
-  outside.gemm = {.m = 16384, .n = 16384, .k = 16384};
+  outside.flop       = 2.0 * 16384 * 16384 * 16384;
+  outside.gemm       = {.m = 16384, .n = 16384, .k = 16384};
   CHECK(model->seconds(outside) == doctest::Approx(shapes.seconds(outside)).epsilon(1e-12));
   // Fused attention never takes a GEMM table's time.
   p.kernel_tables.push_back(fit_kernel_table("batched_gemm", "bf16", {{1e6, 1e-6}, {1e15, 1.0}}));
   const auto with_batched = make_cost_model(p);
-  const KernelWork flash{.flop = 1e12, .bytes = 1e8, .dtype = Dtype::bf16, .kind = WorkKind::attention, .shape = {},
-                         .gemm = {}, .attention = {.heads = 32, .q = 4096, .kv = 4096, .head_dim = 128}};
+  const KernelWork flash{.flop      = 1e12,
+                         .bytes     = 1e8,
+                         .dtype     = Dtype::bf16,
+                         .kind      = WorkKind::attention,
+                         .shape     = {},
+                         .gemm      = {},
+                         .attention = {.heads = 32, .q = 4096, .kv = 4096, .head_dim = 128}};
   CHECK(with_batched->seconds(flash) == doctest::Approx(shapes.seconds(flash)).epsilon(1e-12));
 }
 
@@ -217,7 +231,7 @@ TEST_CASE("gemm_tiles need the model's parameters, and bad tiles name their key"
 {
   const std::string base = "name: p\nparameters:\n  peak_flops_bf16: {value: 100TFlops}\n"
                            "  memory_bandwidth: {value: 1TBps}\n";
-  auto errors = [](const std::string& text) {
+  auto errors            = [](const std::string& text) {
     Diagnostics d("p.yaml");
     YamlMap m(YAML::Load(text), "", d);
     parse_profile(m);
@@ -227,7 +241,8 @@ TEST_CASE("gemm_tiles need the model's parameters, and bad tiles name their key"
     return all;
   };
   const std::string missing = errors(base + "gemm_tiles: {tiles: [[128, 128]]}\n");
-  CHECK(missing.find("p.yaml:5: gemm_tiles: the shape-aware GEMM model needs parameters.sm_count") != std::string::npos);
+  CHECK(missing.find("p.yaml:5: gemm_tiles: the shape-aware GEMM model needs parameters.sm_count") !=
+        std::string::npos);
   const std::string bad = errors(base + "  sm_count: {value: 4}\n  gemm_efficiency: {value: 0.8}\n"
                                         "  gemm_tile_k_bytes: {value: 128B}\n  gemm_pipeline_steps: {value: 2}\n"
                                         "  gemm_tile_intensity: {value: 64}\ngemm_tiles:\n  tiles: [[128, 0], [64]]\n");
@@ -250,21 +265,21 @@ TEST_CASE("gemm_tiles need the model's parameters, and bad tiles name their key"
 TEST_CASE("layer launches carry the GEMM each GPU runs: transposed in backward, split by tensor parallelism")
 {
   models::ModelBuilder b("m", models::TensorShape::sequence(1024, 768));
-  auto x = b.input();
-  x = b.linear(x, 3072, true, "fc");
+  auto x                    = b.input();
+  x                         = b.linear(x, 3072, true, "fc");
   const models::Model model = b.build();
-  const models::Layer& fc = model.layers()[0];
-  const auto fwd = sim::layer_launches(fc, sim::Phase::forward, 4, Dtype::bf16);
+  const models::Layer& fc   = model.layers()[0];
+  const auto fwd            = sim::layer_launches(fc, sim::Phase::forward, 4, Dtype::bf16);
   REQUIRE(fwd.size() == 1);
   CHECK(fwd[0].work.gemm.m == 4096);
   CHECK(fwd[0].work.gemm.n == 3072);
   CHECK(fwd[0].work.gemm.k == 768);
   const auto bwd = sim::layer_launches(fc, sim::Phase::backward, 4, Dtype::bf16);
   REQUIRE(bwd.size() == 2);
-  CHECK(bwd[0].work.gemm.m == 4096);  // dX = dY W^T: (m, k, n)
+  CHECK(bwd[0].work.gemm.m == 4096); // dX = dY W^T: (m, k, n)
   CHECK(bwd[0].work.gemm.n == 768);
   CHECK(bwd[0].work.gemm.k == 3072);
-  CHECK(bwd[1].work.gemm.m == 768);   // dW = X^T dY: (k, n, m)
+  CHECK(bwd[1].work.gemm.m == 768); // dW = X^T dY: (k, n, m)
   CHECK(bwd[1].work.gemm.n == 3072);
   CHECK(bwd[1].work.gemm.k == 4096);
   // The grid's fully connected layer splits its output columns over tp.
@@ -276,21 +291,22 @@ TEST_CASE("layer launches carry the GEMM each GPU runs: transposed in backward, 
 TEST_CASE("a convolution's passes are its implicit GEMMs")
 {
   models::ModelBuilder b("c", models::TensorShape::picture(64, 56, 56));
-  b.conv2d(b.input(), {.out_channels = 128, .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+  b.conv2d(b.input(),
+           {.out_channels = 128, .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
            "conv");
   const models::Model model = b.build();
-  const auto fwd = sim::layer_launches(model.layers()[0], sim::Phase::forward, 8, Dtype::bf16);
+  const auto fwd            = sim::layer_launches(model.layers()[0], sim::Phase::forward, 8, Dtype::bf16);
   REQUIRE(fwd.size() == 1);
-  CHECK(fwd[0].work.gemm.m == 8.0 * 28 * 28);  // N P Q
-  CHECK(fwd[0].work.gemm.n == 128);            // K
-  CHECK(fwd[0].work.gemm.k == 64.0 * 9);       // C R S
+  CHECK(fwd[0].work.gemm.m == 8.0 * 28 * 28); // N P Q
+  CHECK(fwd[0].work.gemm.n == 128);           // K
+  CHECK(fwd[0].work.gemm.k == 64.0 * 9);      // C R S
   CHECK(2 * fwd[0].work.gemm.m * fwd[0].work.gemm.n * fwd[0].work.gemm.k == doctest::Approx(fwd[0].work.flop));
   const auto bwd = sim::layer_launches(model.layers()[0], sim::Phase::backward, 8, Dtype::bf16);
   REQUIRE(bwd.size() == 2);
-  CHECK(bwd[0].work.gemm.m == 8.0 * 56 * 56);  // data gradient: N H W x C over K R S
+  CHECK(bwd[0].work.gemm.m == 8.0 * 56 * 56); // data gradient: N H W x C over K R S
   CHECK(bwd[0].work.gemm.n == 64);
   CHECK(bwd[0].work.gemm.k == 128.0 * 9);
-  CHECK(bwd[1].work.gemm.m == 128);            // weight gradient: K x C R S over N P Q
+  CHECK(bwd[1].work.gemm.m == 128); // weight gradient: K x C R S over N P Q
   CHECK(bwd[1].work.gemm.n == 64.0 * 9);
   CHECK(bwd[1].work.gemm.k == 8.0 * 28 * 28);
 }

@@ -26,7 +26,7 @@ const traces::KernelRecord& named(const traces::TraceSet& set, const std::string
   return set.kernels.front();
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("kernels of a trace recorded with shapes carry their op's work")
 {
@@ -49,9 +49,9 @@ TEST_CASE("kernels of a trace recorded with shapes carry their op's work")
   CHECK(mm.flop == 2.0 * 512 * 256 * 1024);
   BenchPoint p;
   p.op = BenchOp::gemm;
-  p.m = 512;
-  p.n = 256;
-  p.k = 1024;
+  p.m  = 512;
+  p.n  = 256;
+  p.k  = 1024;
   CHECK(mm.shape == p.shape_key());
   // float operands on TF32 tensor cores (cutlass s1688) are tf32 work.
   CHECK(named(set, "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm").dtype == "tf32");
@@ -67,7 +67,7 @@ TEST_CASE("kernels of a trace recorded with shapes carry their op's work")
   CHECK(conv.flop == 2.0 * 8 * 128 * 28 * 28 * 64 * 9);
   CHECK(conv.bytes == 2.0 * (8.0 * 64 * 56 * 56 + 8.0 * 128 * 28 * 28 + 128.0 * 64 * 9));
   BenchPoint c;
-  c.op = BenchOp::conv2d;
+  c.op   = BenchOp::conv2d;
   c.conv = {.n = 8, .c = 64, .h = 56, .w = 56, .k = 128, .r = 3, .s = 3, .stride = 2, .pad = 1};
   CHECK(conv.shape == c.shape_key());
   CHECK(named(set, "void cudnn::ops::nchwToNhwc").unusable.find("auxiliary") == 0);
@@ -95,9 +95,13 @@ TEST_CASE("kernels of a trace recorded with shapes carry their op's work")
 TEST_CASE("calibrate fit fills GEMM and convolution tables from traced kernels and says what it could not use")
 {
   const traces::TraceSet set = traces::import_kineto(std::string(DDLSIM_TEST_FIXTURES) + "/kineto_shapes.json");
-  const FitResult fit = fit_profile(load_profile("h100-sxm"), set,
-                                    {.name = "traced", .base = "h100-sxm", .sources = "kineto_shapes.json",
-                                     .command = "test", .date = "2026-01-01", .accept_poor_fit = true});
+  const FitResult fit        = fit_profile(load_profile("h100-sxm"), set,
+                                           {.name            = "traced",
+                                            .base            = "h100-sxm",
+                                            .sources         = "kineto_shapes.json",
+                                            .command         = "test",
+                                            .date            = "2026-01-01",
+                                            .accept_poor_fit = true});
   std::map<std::string, const KernelTable*> tables;
   for (const auto& t : fit.profile.kernel_tables)
     tables[t.op + " " + t.dtype] = &t;
@@ -114,23 +118,23 @@ TEST_CASE("calibrate fit fills GEMM and convolution tables from traced kernels a
 TEST_CASE("calibrate fit recovers the GEMM model's efficiency, and refuses a poor fit unless accepted")
 {
   // GEMM records timed by the h100-sxm model itself at gemm_efficiency 0.7: the fit must find 0.7.
-  CalibrationProfile truth = load_profile("h100-sxm");
+  CalibrationProfile truth                  = load_profile("h100-sxm");
   truth.parameters["gemm_efficiency"].value = 0.7;
-  const KernelModel model = *KernelModel::from_profile(truth);
+  const KernelModel model                   = *KernelModel::from_profile(truth);
   traces::TraceSet set;
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> size(1, 64);
   for (int i = 0; i < 40; ++i) {
     const double m = 64.0 * size(rng), n = 64.0 * size(rng), k = 64.0 * size(rng);
     traces::KernelRecord r;
-    r.name = "gemm";
-    r.op = "gemm";
+    r.name  = "gemm";
+    r.op    = "gemm";
     r.dtype = "bf16";
-    r.flop = 2 * m * n * k;
+    r.flop  = 2 * m * n * k;
     r.bytes = 2 * (m * k + k * n + m * n);
     char key[96];
     std::snprintf(key, sizeof key, "m=%.0f n=%.0f k=%.0f batch=1", m, n, k);
-    r.shape = key;
+    r.shape      = key;
     r.duration_s = model.gemm({.m = m, .n = n, .k = k}, Dtype::bf16, r.bytes).seconds;
     set.kernels.push_back(r);
   }
@@ -149,10 +153,10 @@ TEST_CASE("calibrate fit recovers the GEMM model's efficiency, and refuses a poo
     CHECK(std::string(e.what()).find("the GEMM model (gemm_efficiency)") != std::string::npos);
     CHECK(std::string(e.what()).find("--accept-poor-fit") != std::string::npos);
   }
-  FitOptions accept = options;
+  FitOptions accept      = options;
   accept.accept_poor_fit = true;
-  const FitResult poor = fit_profile(load_profile("h100-sxm"), set, accept);
-  bool noted = false;
+  const FitResult poor   = fit_profile(load_profile("h100-sxm"), set, accept);
+  bool noted             = false;
   for (const auto& n : poor.notes)
     noted = noted || n.find("accepted poor fits") == 0;
   CHECK(noted);
@@ -163,10 +167,15 @@ TEST_CASE("a collective fit below R^2 0.9 is refused")
   traces::TraceSet set;
   // Times that do not grow with size: alternately fast and slow.
   const double times[] = {1e-3, 5e-3, 1e-3, 6e-3, 1.5e-3};
-  double bytes = 1e6;
+  double bytes         = 1e6;
   for (double t : times) {
-    set.collectives.push_back({.collective = "all_reduce", .bytes = bytes, .dtype = "float", .group_size = 2,
-                               .duration_s = t, .source = "kernel", .name = "nccl"});
+    set.collectives.push_back({.collective = "all_reduce",
+                               .bytes      = bytes,
+                               .dtype      = "float",
+                               .group_size = 2,
+                               .duration_s = t,
+                               .source     = "kernel",
+                               .name       = "nccl"});
     bytes *= 2;
   }
   const FitOptions options{.name = "fit", .base = "h100-sxm", .sources = "s", .command = "c", .date = "d"};
