@@ -31,7 +31,8 @@ struct Platform {
   std::vector<simgrid::s4u::Host*> gpus;  ///< by global GPU index
 };
 
-/// Creates zones, hosts and links in the current Engine and seals them.
-Platform build_platform(const ClusterSpec& cluster);
+/// Creates zones, hosts and links in the current Engine and seals them. With comm_compute_slowdown > 0
+/// each GPU host has a second, slower power state (CommOverlap.hpp).
+Platform build_platform(const ClusterSpec& cluster, double comm_compute_slowdown = 0);
 
 }  // namespace ddlsim::sim::detail

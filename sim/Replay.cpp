@@ -2,6 +2,7 @@
 
 #include "common/Error.hpp"
 #include "sim/Collectives.hpp"
+#include "sim/CommOverlap.hpp"
 #include "sim/Platform.hpp"
 
 #include <simgrid/kernel/Timer.hpp>
@@ -23,9 +24,10 @@ namespace {
 class Replayer {
 public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
-           const detail::Platform& platform)
+           const detail::Platform& platform, double comm_compute_slowdown)
       : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(platform.gpus),
-        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count()))
+        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count())),
+        overlap_(platform.gpus, comm_compute_slowdown)
   {
     for (TaskId id = 0; id < graph.size(); ++id)
       remaining_[id] = graph.dependency_count(id);
@@ -113,6 +115,7 @@ private:
       q.holder = id;
     }
     timings_[id].start_s = now();
+    overlap_.begin(graph_, id);  // communication slows its GPUs' compute (no-op for compute tasks)
     switch (graph_.kind(id)) {
     case TaskKind::compute: {
       const double s = seconds_[id];
@@ -136,10 +139,14 @@ private:
       const auto& c = graph_.collective(id);
       if (c.fidelity == CollectiveFidelity::analytic) {
         const double duration = analytic_seconds(c, cluster_);
-        simgrid::kernel::timer::Timer::set(now() + duration, [this, id] {
+        auto done = [this, id] {
           finish(id);
           drain_ready();
-        });
+        };
+        if (overlap_.blocks_stream(c))
+          overlap_.run_blocking(id, c, duration, done);  // stream work: slowed like compute (CommOverlap.hpp)
+        else
+          simgrid::kernel::timer::Timer::set(now() + duration, done);
         return;
       }
       Run run;
@@ -249,6 +256,7 @@ private:
   void finish(TaskId id)
   {
     timings_[id].end_s = now();
+    overlap_.end(graph_, id);
     if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
       // Hand the queue to the task that has waited longest: it launches before anything readied now.
       ArrivalQueue& q = queues_[static_cast<std::size_t>(graph_.compute(id).device)];
@@ -277,6 +285,7 @@ private:
   std::vector<std::size_t> free_records_;
   std::deque<sg4::ActivityPtr> graveyard_;
   std::uint64_t activities_ = 0;
+  detail::CommOverlap overlap_;
 };
 
 bool engine_used = false;
@@ -310,8 +319,8 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
   for (const auto& setting : options.simgrid_config)
     sg4::Engine::set_config(setting);
 
-  const detail::Platform platform = detail::build_platform(cluster);
-  Replayer replayer(graph, cluster, compute_seconds, platform);
+  const detail::Platform platform = detail::build_platform(cluster, options.comm_compute_slowdown);
+  Replayer replayer(graph, cluster, compute_seconds, platform, options.comm_compute_slowdown);
   sg4::Activity::on_completion_cb([&replayer](const sg4::Activity& a) { replayer.on_completion(a); });
   replayer.start();
   engine.run();
