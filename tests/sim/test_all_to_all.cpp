@@ -115,6 +115,20 @@ TEST_CASE("a calibrated flow-level all-to-all takes the measured alpha + S/bandw
   CHECK(run(task, c).makespan_s == doctest::Approx(alpha + S / bandwidth).epsilon(1e-6));
 }
 
+// A fitted curve is of the uniform all-to-all (nccl-tests' alltoall_perf): a busiest member at w x the
+// mean still takes w times the measured bandwidth term, at flow level and in closed form.
+TEST_CASE("a calibrated all-to-all whose busiest member receives twice the mean takes alpha + 2 S/bandwidth")
+{
+  const double S = 96e6, alpha = 17e-6, bandwidth = 41e9, n = 8, w = 2;
+  CollectiveTask task = all_to_all({0, 1, 2, 3, 4, 5, 6, 7}, S);
+  task.member_load.assign(8, (n - w) / (n - 1));
+  task.member_load[5] = w;
+  const ClusterSpec c = nodes(1, 8);
+  calibrate_collective(task, c, alpha, S / bandwidth);
+  CHECK(run(task, c).makespan_s == doctest::Approx(alpha + w * S / bandwidth).epsilon(1e-6));
+  CHECK(analytic_seconds(task, c) == doctest::Approx(alpha + w * S / bandwidth).epsilon(1e-9));
+}
+
 // An experts layer under expert parallelism (Schedules.hpp): one stage, 4 replicas = one ep group on
 // one switch, one micro-batch, only the experts layer computes (t_f forward, t_b backward at uniform
 // load). Its dispatch and combine, forward and backward, are four all-to-alls of S bytes per member;
