@@ -212,6 +212,18 @@ TEST_CASE("expert parallelism's bad input gives file:line:key")
   m = problem("name: t\nmodel: llama3-8b\ncluster: {use: dgx-h100, gpus: 2}\ncalibration: h100-sxm\n"
               "training: {global_batch: 2, micro_batch: 1, seq: 256}\nparallelism: {dp: 2, ep: 2}\n");
   CHECK(m.find(":6: parallelism.ep: expert parallelism spreads a mixture of experts") != std::string::npos);
+  // The run's load_imbalance above the experts: its own key and line, not the model's.
+  m = problem(moe_experiment("top_k: 2", "dp: 4, ep: 4", 4, ", load_imbalance: 5"));
+  CHECK(m.find(":6: training.load_imbalance: ") != std::string::npos);
+  CHECK(m.find("at most the 4 experts") != std::string::npos);
+  // Below 1: one error, at the run's key.
+  try {
+    point_of(moe_experiment("top_k: 2", "dp: 4", 4, ", load_imbalance: 0.5"));
+    FAIL("load_imbalance 0.5 accepted");
+  } catch (const ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics().front().to_string().find(":6: training.load_imbalance: ") != std::string::npos);
+  }
   // top_k above the experts: the model's own key, with its line.
   try {
     point_of(moe_experiment("top_k: 5", "dp: 4"));
