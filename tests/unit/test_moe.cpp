@@ -160,6 +160,37 @@ TEST_CASE("imbalance 2 doubles the busiest GPU's expert compute")
   CHECK(busy[1] == doctest::Approx((4 - 2) / 3.0 * uniform[1]));     // the others share the rest
 }
 
+// Full recomputation reruns each block's forward before its backward, the experts layer's dispatch
+// and combine included (Megatron-Core checkpoints the whole transformer layer): GPU 0's backward of
+// micro-batch 0 goes, per experts layer, recomputed dispatch (d), recomputed combine (c), the combine's
+// backward (c), the experts (E), the dispatch's backward (d).
+TEST_CASE("full recomputation reruns each experts layer's dispatch and combine before its backward")
+{
+  auto backward_order = [](const std::string& recompute) {
+    const PointConfig p = point_of(moe_experiment("top_k: 2", "dp: 4, ep: 4", 4, ", recompute: " + recompute));
+    REQUIRE(p.is_valid());
+    const auto cost = calibration::make_cost_model(p.profile);
+    const sim::TaskGraph g = sim::build_schedule(plan_point(p, *cost).pipeline);
+    std::string order;
+    for (sim::TaskId id = 0; id < g.size(); ++id)
+      if (g.kind(id) == sim::TaskKind::compute) {
+        const auto& c = g.compute(id);
+        if (c.device == 0 && c.phase == sim::Phase::backward && c.micro_batch == 0 &&
+            p.model.layers()[c.layer_begin].kind == models::LayerKind::moe)
+          order += 'E';
+      } else if (g.kind(id) == sim::TaskKind::collective) {
+        const auto& c = g.collective(id);
+        if (c.group.front() == 0 && c.phase == sim::Phase::backward && c.micro_batch == 0 &&
+            (c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine))
+          order += c.role == sim::CollectiveRole::expert_dispatch ? 'd' : 'c';
+      }
+    return order;
+  };
+  CHECK(backward_order("none") == "cEdcEd");       // two MoE layers, the last one's backward first
+  CHECK(backward_order("selective") == "cEdcEd");  // the attention core only
+  CHECK(backward_order("full") == "dccEddccEd");
+}
+
 TEST_CASE("experts' parameters over ep GPUs with their optimizer state and gradients over dp x cp / ep")
 {
   const PointConfig one = point_of(moe_experiment("top_k: 2", "dp: 8, zero: 1", 8));
