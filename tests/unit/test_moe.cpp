@@ -226,6 +226,25 @@ TEST_CASE("experts' parameters over ep GPUs with their optimizer state and gradi
   CHECK(expert_groups == std::set<std::vector<int>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
 }
 
+// An expert split over two GPUs (ep = 2 x experts): each shard receives every copy routed to its
+// expert, whole (b s k h per sample and GPU in all, twice ep = experts' rows at half the width). Its
+// dispatch send buffer is twice as large too (every copy goes to both shards), and so is the receive
+// buffer: per MoE layer and sample, b s k h d more stashed input, and a workspace of 2 (1 + 1) s k h d
+// instead of (1 + 1) s k h d.
+TEST_CASE("an expert split over two GPUs keeps every routed token's input and doubles the dispatch buffers")
+{
+  auto memory = [](int ep) {
+    const PointConfig p = point_of(moe_experiment("top_k: 2", "schedule: 1f1b, dp: 8, ep: " + std::to_string(ep), 8));
+    REQUIRE(p.is_valid());
+    const auto cost = calibration::make_cost_model(p.profile);
+    return plan_point(p, *cost).stage_memory.at(0);
+  };
+  const double b = 2, s = 128, k = 2, h = 256, d = 2, moe_layers = 2;
+  const models::MemoryBreakdown whole = memory(4), split = memory(8);
+  CHECK(split.activations - whole.activations == doctest::Approx(moe_layers * b * s * k * h * d));
+  CHECK(split.workspace - whole.workspace == doctest::Approx(b * 2 * s * k * h * d));
+}
+
 TEST_CASE("expert parallelism's bad input gives file:line:key")
 {
   auto problem = [](const std::string& text) {
