@@ -69,6 +69,15 @@ void add_output(CLI::App* app, std::optional<std::string>& output, const std::st
   app->add_option("-o,--output", output, help)->type_name("FILE");
 }
 
+// "a, b, c"
+template <typename Strings> std::string joined(const Strings& items)
+{
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 void add_columns(CLI::App* app, experiments::ColumnSelection& columns)
 {
   app->add_option_function<std::string>(
@@ -80,19 +89,9 @@ void add_columns(CLI::App* app, experiments::ColumnSelection& columns)
              throw CLI::ValidationError(std::string("--columns: ") + e.what());
            }
          },
-         "the CSV's columns: names and presets (default, all, contract, identity, memory, throughput, measured, "
-         "parameter_server, llm, simulation); -NAME takes one out (default: every column some row fills; "
-         "docs/csv.md)")
+         "the CSV's columns: names and presets (" + joined(experiments::ColumnSelection::presets()) +
+             "); -NAME takes one out (default: every column some row fills; docs/csv.md)")
       ->type_name("LIST");
-}
-
-// "a, b, c"
-template <typename Strings> std::string joined(const Strings& items)
-{
-  std::string out;
-  for (const auto& i : items)
-    out += (out.empty() ? "" : ", ") + i;
-  return out;
 }
 
 // True, after printing every point's problems, when no point can be simulated: that is bad input,
