@@ -963,7 +963,10 @@ int cmd_help(const HelpArgs& a)
     prefix += (prefix.empty() ? "" : " ") + app->get_name();
     app = sub;
   }
-  fmt::print("{}", app->help(prefix));
+  // CLI::App::help() prints the help of the subcommand that was parsed, which for the root is this
+  // `help` command itself: the root's own text comes from its formatter.
+  fmt::print("{}", a.topic.empty() ? app->get_formatter()->make_help(app, app->get_name(), CLI::AppFormatMode::Normal)
+                                   : app->help(prefix));
   return exit_ok;
 }
 
