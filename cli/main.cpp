@@ -71,6 +71,15 @@ void add_output(CLI::App* app, std::optional<std::string>& output, const std::st
   app->add_option("-o,--output", output, help)->type_name("FILE");
 }
 
+// "a, b, c"
+template <typename Strings> std::string joined(const Strings& items)
+{
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 void add_columns(CLI::App* app, experiments::ColumnSelection& columns)
 {
   app->add_option_function<std::string>(
@@ -82,19 +91,9 @@ void add_columns(CLI::App* app, experiments::ColumnSelection& columns)
              throw CLI::ValidationError(std::string("--columns: ") + e.what());
            }
          },
-         "the CSV's columns: names and presets (default, all, contract, identity, memory, throughput, measured, "
-         "parameter_server, llm, simulation); -NAME takes one out (default: every column some row fills; "
-         "docs/csv.md)")
+         "the CSV's columns: names and presets (" + joined(experiments::ColumnSelection::presets()) +
+             "); -NAME takes one out (default: every column some row fills; docs/csv.md)")
       ->type_name("LIST");
-}
-
-// "a, b, c"
-template <typename Strings> std::string joined(const Strings& items)
-{
-  std::string out;
-  for (const auto& i : items)
-    out += (out.empty() ? "" : ", ") + i;
-  return out;
 }
 
 // True, after printing every point's problems, when no point can be simulated: that is bad input,
@@ -1067,7 +1066,10 @@ int cmd_help(const HelpArgs& a)
     prefix += (prefix.empty() ? "" : " ") + app->get_name();
     app = sub;
   }
-  fmt::print("{}", app->help(prefix));
+  // CLI::App::help() prints the help of the subcommand that was parsed, which for the root is this
+  // `help` command itself: the root's own text comes from its formatter.
+  fmt::print("{}", a.topic.empty() ? app->get_formatter()->make_help(app, app->get_name(), CLI::AppFormatMode::Normal)
+                                   : app->help(prefix));
   return exit_ok;
 }
 

@@ -632,6 +632,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   pipe.expert_shard = par.expert_shard_group();
   pipe.ep_algorithm = par.ep_collective;
   pipe.ep_fidelity = par.ep_fidelity;
+  pipe.expert_recompute = point.training.recompute == models::Recompute::full;
   const auto load = point_expert_load(point);
   if (par.ep > 1 && load) {
     pipe.expert_load = load->rank_load;

@@ -281,15 +281,17 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       tensor[r] += collective_seconds(point, tc.kind, pipe.tp_algorithm, tp_group, tc.bytes_per_sample * mb);
     gradients[r] += stage.gradient_bytes;
     experts[r] += stage.expert_gradient_bytes;
+    const double passes = pipe.expert_recompute ? 3 : 2;  // forward, backward, and the recomputed forward
     for (const sim::ExpertExchange& x : stage.exchanges) {
-      // Four all-to-alls per micro-batch, and the busiest GPU's extra expert work.
+      // Four all-to-alls per micro-batch (six with full recomputation), and the busiest GPU's extra
+      // expert work.
       sim::CollectiveTask a2a{.kind = sim::CollectiveKind::all_to_all, .algorithm = pipe.ep_algorithm,
                               .fidelity = sim::CollectiveFidelity::analytic, .group = ep_group,
                               .bytes = x.bytes_per_sample * mb};
       a2a.member_load = pipe.expert_load;
       const double dispatch = sim::analytic_seconds(a2a, point.cluster);
       a2a.load_at_source = true;
-      tensor[r] += 2 * dispatch + 2 * sim::analytic_seconds(a2a, point.cluster);
+      tensor[r] += passes * (dispatch + sim::analytic_seconds(a2a, point.cluster));
       work[r] += (busiest - 1) *
                  (sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::forward, mb, compute, cost) +
                   sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::backward, mb, compute, cost));

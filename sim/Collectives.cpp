@@ -497,7 +497,17 @@ double analytic_seconds(const CollectiveTask& c, const ClusterSpec& cluster)
 
 void calibrate_collective(CollectiveTask& c, const ClusterSpec& cluster, double alpha_s, double transfer_s)
 {
-  const AnalyticParts p = analytic_parts(c, cluster);
+  // A fitted curve is of the collective with every member at the mean load (nccl-tests, a trace's
+  // collectives): member loads scale the messages on top of it, so the factor comes from the uniform
+  // collective's closed form.
+  AnalyticParts p;
+  if (c.member_load.empty()) {
+    p = analytic_parts(c, cluster);
+  } else {
+    CollectiveTask uniform = c;
+    uniform.member_load.clear();
+    p = analytic_parts(uniform, cluster);
+  }
   if (p.hops <= 0)
     return;
   c.hop_latency_s = std::max(alpha_s, 0.0) / p.hops;

@@ -96,7 +96,9 @@ struct AnalyticParts {
 AnalyticParts analytic_parts(const CollectiveTask& c, const ClusterSpec& cluster);
 
 /// Sets c.hop_latency_s and c.bandwidth_factor so that c's uncontended time is alpha_s + transfer_s
-/// (a measured curve at c's size: transfer_s = S / bandwidth). No-op for groups of one.
+/// (a measured curve at c's size: transfer_s = S / bandwidth). The curve is of the collective at
+/// uniform load: with member loads (an all-to-all with a busy expert) the busiest link's bandwidth term
+/// stays that many times the measured one. No-op for groups of one.
 void calibrate_collective(CollectiveTask& c, const ClusterSpec& cluster, double alpha_s, double transfer_s);
 
 /// Number of chunks the tree algorithm pipelines a buffer of `bytes` into.
