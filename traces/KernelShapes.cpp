@@ -353,7 +353,10 @@ void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<
     kernels_of[op].push_back(link.kernel);
   }
 
-  for (const auto& [op, members] : kernels_of) {
+  for (const auto& entry : kernels_of) {
+    // Named copies, not structured bindings: C++20 lambdas may capture those, Clang 14 cannot.
+    const std::size_t op                  = entry.first;
+    const std::vector<std::size_t>& members = entry.second;
     const std::string& name = ops[op].name;
     const OpInputs in       = read_inputs(ops[op].args.get());
     auto mark               = [&](const std::string& why) {
