@@ -12,6 +12,7 @@
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
 #include "experiments/Bench.hpp"
+#include "experiments/CollectiveBench.hpp"
 #include "experiments/CrossCheck.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/Search.hpp"
@@ -131,6 +132,26 @@ commands:
       --launcher "CMD"       cuda, several machines: start the runner with CMD (e.g. "mpirun -np 2
                              -H node1,node2"); NCCL is then bootstrapped through MPI
       --quiet                no progress lines
+  collective --cluster C     one collective simulated over a range of sizes, printed as nccl-tests
+                             prints it (size, count, type, redop, root, time, algbw, busbw; out-of-place
+                             then in-place, which are the same simulated time), so that it stands
+                             beside an all_reduce_perf log (docs/collectives.md)
+      --gpus N, -g N         ranks: the cluster's first N GPUs (default: all)
+      --op OP                all_reduce (default), all_gather, reduce_scatter, broadcast, send_recv
+      -b, --minbytes SIZE    smallest size (default 32M; sizes as nccl-tests: 8, 64K, 1G = 2^30)
+      -e, --maxbytes SIZE    largest size (default 32M)
+      -f, --stepfactor F     multiply the size by F (default: add -i)
+      -i, --stepbytes SIZE   add SIZE (default 1M)
+      -d, --datatype T       nccl-tests type: float (default), half, bfloat16, int8, double, ...
+      --dtype T              the same
+      --redop OP, -r ROOT    reduction name printed, broadcast's root
+      --algo A, --proto P    force NCCL's algorithm (ring, tree, double_tree, hierarchical, nvls,
+                             sharp; default auto) or protocol (ll, ll128, simple)
+      --fidelity F           flow, analytic or auto (default: flow up to 200,000 messages a size)
+      --calibration PROFILE  time it by the profile's measured curves where they match
+      --compare LOG          simulate the sizes of a real nccl-tests log (text or -J JSON) and print
+                             the error per size; --op and --gpus default to the log's
+      -n, -w, -c N           accepted and ignored (a simulation needs no repetitions or checks)
   calibrate collect          time the microbenchmarks (GEMMs, batched GEMMs, cuDNN convolutions,
                              memory-bound kernels, copies, NCCL collectives) on this machine's
                              GPUs with CUPTI; runs ddlsim-collect (built when CUDA is found)
@@ -955,6 +976,113 @@ int cmd_bench(Args& args)
   return exit_ok;
 }
 
+// collective: nccl-tests' table from a simulation (experiments/CollectiveBench.hpp).
+int cmd_collective(Args& args)
+{
+  experiments::CollectiveSweep sweep;
+  std::optional<std::string> cluster, log, op, calibration;
+  std::optional<int> gpus;
+  double min_bytes = 32 << 20, max_bytes = 32 << 20, factor = 1, step = 1 << 20;
+  auto size = [](const std::string& text, const char* what) {
+    try {
+      return experiments::parse_nccl_tests_size(text);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError{std::string(what) + ": " + e.what()};
+    }
+  };
+  while (!args.done()) {
+    if (auto v = args.option("--cluster"))
+      cluster = *v;
+    else if (auto g = args.option("--gpus", "-g"))
+      gpus = parse_int(*g, "--gpus", 1, 1 << 24);
+    else if (auto o = args.option("--op"))
+      op = *o;
+    else if (auto b = args.option("--minbytes", "-b"))
+      min_bytes = size(*b, "--minbytes");
+    else if (auto e = args.option("--maxbytes", "-e"))
+      max_bytes = size(*e, "--maxbytes");
+    else if (auto f = args.option("--stepfactor", "-f"))
+      factor = parse_int(*f, "--stepfactor", 1, 1 << 20);
+    else if (auto i = args.option("--stepbytes", "-i"))
+      step = size(*i, "--stepbytes");
+    else if (auto d = args.option("--datatype", "-d"))
+      sweep.dtype = *d;
+    else if (auto t = args.option("--dtype"))
+      sweep.dtype = *t;
+    else if (auto r = args.option("--redop"))
+      sweep.redop = *r;
+    else if (auto root = args.option("--root", "-r"))
+      sweep.root = parse_int(*root, "--root", 0, 1 << 24);
+    else if (auto a = args.option("--algo")) {
+      const auto algorithm = sim::collective_algorithm_table.parse(*a);
+      if (!algorithm)
+        throw UsageError{"--algo '" + *a + "': expected " + sim::collective_algorithm_table.names()};
+      sweep.algorithm = *algorithm;
+    } else if (auto p = args.option("--proto")) {
+      sweep.protocol = sim::collective_protocol_table.parse(*p);
+      if (!sweep.protocol)
+        throw UsageError{"--proto '" + *p + "': expected " + sim::collective_protocol_table.names()};
+    } else if (auto fi = args.option("--fidelity")) {
+      if (*fi != "auto" && *fi != "flow" && *fi != "analytic")
+        throw UsageError{"--fidelity '" + *fi + "': expected auto, flow or analytic"};
+      sweep.fidelity = *fi == "flow"       ? experiments::CollectiveFidelityChoice::flow
+                       : *fi == "analytic" ? experiments::CollectiveFidelityChoice::analytic
+                                           : experiments::CollectiveFidelityChoice::automatic;
+    } else if (auto c = args.option("--calibration"))
+      calibration = *c;
+    else if (auto l = args.option("--compare"))
+      log = *l;
+    else if (args.option("--iters", "-n") || args.option("--warmup_iters", "-w") || args.option("--check", "-c"))
+      continue;
+    else
+      throw UsageError{"unknown option for collective: " + args.peek()};
+  }
+  if (!cluster)
+    throw UsageError{"collective needs --cluster NAME (a shipped cluster or a cluster file)"};
+  traces::TraceSet measured;
+  if (log) {
+    measured = traces::import_nccl_tests(*log);
+    const auto& first = measured.collectives.front();
+    if (!op)
+      op = first.collective;
+    if (!gpus && first.group_size > 0)
+      gpus = first.group_size;
+    if (!first.dtype.empty())
+      sweep.dtype = first.dtype;
+  }
+  sweep.op = op.value_or("all_reduce");
+  const sim::ClusterSpec whole = sim::load_cluster(*cluster);
+  sweep.gpus = gpus.value_or(whole.gpu_count());
+  sweep.cluster_label = *cluster;
+  std::optional<calibration::CalibrationProfile> profile;
+  if (calibration) {
+    profile = calibration::load_profile(*calibration);
+    sweep.profile = &*profile;
+    sweep.profile_label = *calibration;
+  }
+  try {
+    sweep.cluster = sim::first_gpus(whole, sweep.gpus);
+    if (log) {
+      if (experiments::nccl_tests_program(sweep.op) != experiments::nccl_tests_program(measured.collectives.front().collective))
+        throw std::invalid_argument("--op " + sweep.op + ": the log measured " + measured.collectives.front().collective);
+      std::set<double> seen;
+      for (const auto& r : measured.collectives)
+        if (seen.insert(r.bytes).second)
+          sweep.sizes.push_back(r.bytes);
+    } else {
+      sweep.sizes = experiments::nccl_tests_sizes(min_bytes, max_bytes, factor, factor > 1 ? 0 : step);
+    }
+    const auto rows = experiments::simulate_collective_sweep(sweep);
+    if (log)
+      experiments::print_comparison(std::cout, *log, sweep, experiments::compare_with_log(measured, sweep, rows));
+    else
+      experiments::print_nccl_tests(std::cout, sweep, rows);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError{e.what()};
+  }
+  return exit_ok;
+}
+
 // "a, b, c"
 template <typename Strings> std::string joined(const Strings& items)
 {
@@ -1243,6 +1371,8 @@ int dispatch(Args& args)
     return cmd_bench(args);
   if (command == "calibrate")
     return cmd_calibrate(args, args.command_line());
+  if (command == "collective")
+    return cmd_collective(args);
   throw UsageError{"unknown command '" + command + "'"};
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <tuple>
 #include <numeric>
 
@@ -129,6 +130,24 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
   fill_model_flop_columns(row, point, t);
 }
 
+// What the tuner chose, per use and algorithm/protocol: "dp ring/simple 4, tp nvls/simple 96".
+struct ChoiceCount {
+  std::map<std::string, std::size_t> counts;
+  void add(const sim::CollectiveTask& c)
+  {
+    const bool tp = c.role == sim::CollectiveRole::tensor_parallel;
+    ++counts[std::string(tp ? "tp " : "dp ") + std::string(sim::collective_algorithm_table.name(c.algorithm)) + "/" +
+             std::string(sim::collective_protocol_table.name(c.protocol))];
+  }
+  std::string text() const
+  {
+    std::string out;
+    for (const auto& [name, n] : counts)
+      out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    return out;
+  }
+};
+
 // Tensor-parallel groups folded into one device: the ranks of a group run identical work and
 // send identical flows over their own links, so one device per group with the group's summed
 // link bandwidth and summed bytes gives the same timings (tests/sim check it), with tp times fewer
@@ -140,23 +159,8 @@ struct TensorFold {
   double seconds_per_gpu = 0;  // tensor-parallel time folded into each GPU's compute, averaged likewise
   std::size_t fitted = 0;      // folded collectives timed from a measured curve
   std::size_t total = 0;       // folded collectives
+  ChoiceCount choices;         // what the tuner chose for them (one stage's group each)
 };
-
-// Calibrates `task` from the profile's fitted curve of its kind and group size, if there is one.
-// `gpus_per_device` > 1 when each simulated device stands for that many GPUs (tp aggregation): the
-// task then carries their summed bytes, and each GPU's own collective is measured at its share.
-bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
-                               const calibration::CalibrationProfile& profile, int gpus_per_device)
-{
-  const calibration::CollectiveCurve* curve = profile.find_collective(
-      std::string(sim::collective_kind_table.name(task.kind)), static_cast<int>(task.group.size()));
-  if (curve == nullptr || task.group.size() < 2)
-    return false;
-  const double bytes = task.bytes / gpus_per_device;
-  const calibration::AlphaBetaFit& r = curve->regime(bytes);
-  sim::calibrate_collective(task, cluster, r.alpha_s, r.bandwidth > 0 ? bytes / r.bandwidth : 0.0);
-  return true;
-}
 
 // Calibrates every collective of `graph` that a fitted curve covers; says how many, for the CSV.
 std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
@@ -184,9 +188,12 @@ TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pip
     double stage_bytes = 0;
     for (const sim::TpCollective& c : stage.tp_collectives) {
       sim::CollectiveTask task{.kind = c.kind, .algorithm = pipe.tp_algorithm, .fidelity = sim::CollectiveFidelity::analytic,
-                               .group = {}, .bytes = c.bytes_per_sample * pipe.micro_batch_size};
+                               .group = {}, .bytes = c.bytes_per_sample * pipe.micro_batch_size,
+                               .role = sim::CollectiveRole::tensor_parallel};
       for (int t = 0; t < tp; ++t)
         task.group.push_back(pipe.device(static_cast<int>(s), 0, t));
+      sim::resolve_collective(task, point.cluster);
+      fold.choices.add(task);
       double sent = 0;
       for (const sim::Message& m : sim::decompose(task, point.cluster.gpus_per_node))
         if (m.src == task.group.front())
@@ -217,20 +224,6 @@ TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pip
   return fold;
 }
 
-// The cluster of tensor-parallel groups: tp GPUs become one host with tp times their links.
-sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
-{
-  sim::ClusterSpec a = c;
-  a.gpus_per_node = c.gpus_per_node / tp;
-  a.intra_node.bandwidth = c.intra_node.bandwidth * tp;
-  // GPU i uses NIC i mod count: a group of tp GPUs uses min(count, tp) distinct NICs, and groups
-  // sharing NICs keep sharing them (exact when count and tp divide one another).
-  a.nics_per_node = std::max(1, c.nics_per_node / tp);
-  a.nic.bandwidth = c.nic.bandwidth * std::min(c.nics_per_node, tp);
-  a.memory.clear();
-  a.gpu_names.clear();
-  return a;
-}
 
 // The resource guard (Resources.hpp): its estimate beside the replay's own count and the process's
 // size, and why the point is over its limits (empty when it is not). Experiment::point() has refused
@@ -340,6 +333,67 @@ bool par_partition_searches(const PointConfig& point)
 {
   return point.parallelism.partition == models::Partitioner::optimal ||
          point.parallelism.partition == models::Partitioner::balanced;
+}
+
+}  // namespace
+
+sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
+{
+  sim::ClusterSpec a = c;
+  a.gpus_per_node = c.gpus_per_node / tp;
+  a.intra_node.bandwidth = c.intra_node.bandwidth * tp;
+  // GPU i uses NIC i mod count: a group of tp GPUs uses min(count, tp) distinct NICs, and groups
+  // sharing NICs keep sharing them (exact when count and tp divide one another).
+  a.nics_per_node = std::max(1, c.nics_per_node / tp);
+  a.nic.bandwidth = c.nic.bandwidth * std::min(c.nics_per_node, tp);
+  a.memory.clear();
+  a.gpu_names.clear();
+  return a;
+}
+
+bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
+                               const calibration::CalibrationProfile& profile, int gpus_per_device)
+{
+  const calibration::CollectiveCurve* curve = profile.find_collective(
+      std::string(sim::collective_kind_table.name(task.kind)), static_cast<int>(task.group.size()));
+  if (curve == nullptr || task.group.size() < 2)
+    return false;
+  const double bytes = task.bytes / gpus_per_device;
+  const calibration::AlphaBetaFit& r = curve->regime(bytes);
+  sim::calibrate_collective(task, cluster, r.alpha_s, r.bandwidth > 0 ? bytes / r.bandwidth : 0.0);
+  return true;
+}
+
+namespace {
+
+// NCCL's tuner on every collective of `graph` (Collectives.hpp: resolve_collective), with a cache:
+// a point repeats the same few collectives thousands of times.
+void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices)
+{
+  using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>>;
+  std::map<Key, sim::CollectiveTask> cache;
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) != sim::TaskKind::collective)
+      continue;
+    sim::CollectiveTask& c = graph.collective(id);
+    if (c.group.size() < 2)
+      continue;
+    Key key{c.kind, c.algorithm, c.bytes, c.group};
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      sim::CollectiveTask resolved = c;
+      sim::resolve_collective(resolved, cluster);
+      it = cache.emplace(std::move(key), std::move(resolved)).first;
+    }
+    sim::CollectiveTask resolved = it->second;  // the tuner's choice, with c's own place in the iteration
+    resolved.fidelity = c.fidelity;
+    resolved.stage = c.stage;
+    resolved.micro_batch = c.micro_batch;
+    resolved.phase = c.phase;
+    resolved.role = c.role;
+    c = std::move(resolved);
+    choices.add(c);
+  }
 }
 
 }  // namespace
@@ -726,6 +780,9 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     if (const std::string over = check_estimate(row, point); !over.empty())
       return fail(Status::invalid, over);
     sim::TaskGraph graph = sim::build_schedule(pipe);
+    ChoiceCount choices = fold.choices;
+    resolve_collectives(graph, cluster, choices);
+    row.set("collective_algorithms", choices.text());
     std::string measured = apply_measured_collectives(graph, cluster, point.profile, aggregate ? par.tp : 1);
     if (fold.fitted > 0)
       measured += "; tp fitted " + std::to_string(fold.fitted) + "/" + std::to_string(fold.total);

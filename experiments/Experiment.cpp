@@ -564,12 +564,12 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
     p.parallelism.virtual_stages = static_cast<int>(par->integer("virtual_stages", 1, 1, 1024));
     p.parallelism.dp_collective =
-        par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+        par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
     p.parallelism.dp_fidelity =
         par->choice("dp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.dp_bucket = par->quantity("dp_bucket", Dimension::bytes, 0.0, Bound::non_negative);
     p.parallelism.tp_collective =
-        par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+        par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
     p.parallelism.tp_fidelity =
         par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);

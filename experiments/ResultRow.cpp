@@ -48,7 +48,7 @@ const std::vector<std::string>& csv_columns()
       "sim_memory_estimate_bytes", "cp",          "zero",
       "zero_group",       "sequence_parallel",   "seq",
       "attention",        "tokens_per_s",        "mfu",
-      "active_parameters"};
+      "active_parameters", "collective_algorithms"};
   return columns;
 }
 

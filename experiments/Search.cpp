@@ -206,8 +206,9 @@ double collective_seconds(const PointConfig& point, sim::CollectiveKind kind, si
 {
   if (group.size() < 2 || bytes <= 0)
     return 0;
-  const sim::CollectiveTask task{.kind = kind, .algorithm = algorithm, .fidelity = sim::CollectiveFidelity::analytic,
-                                 .group = std::move(group), .bytes = bytes};
+  sim::CollectiveTask task{.kind = kind, .algorithm = algorithm, .fidelity = sim::CollectiveFidelity::analytic,
+                           .group = std::move(group), .bytes = bytes};
+  sim::resolve_collective(task, point.cluster);  // NCCL's choice and protocol, as the simulation makes it
   return sim::analytic_seconds(task, point.cluster);
 }
 

@@ -28,8 +28,12 @@ using TaskId = std::uint32_t;
 
 enum class TaskKind : std::uint8_t { compute, transfer, collective };
 enum class Phase : std::uint8_t { forward, backward, optimizer };
-enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter };
-enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical };
+enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast };
+/// automatic is resolved before simulation (resolve_collective in Collectives.hpp) into one of the
+/// others, as NCCL's tuner chooses; the replay never sees it.
+enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical, double_tree, nvls, sharp, automatic };
+/// NCCL's protocols: what a step costs in latency and what share of the link bandwidth it gets.
+enum class CollectiveProtocol : std::uint8_t { simple, ll128, ll };
 enum class CollectiveFidelity : std::uint8_t { flow, analytic };
 /// What a collective is for (timeline names and link-class accounting).
 enum class CollectiveRole : std::uint8_t { gradients, sync_batch_norm, tensor_parallel, barrier, parameters };
@@ -40,18 +44,38 @@ inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"optimizer", Phase::optimizer, "weight update"},
 }}};
 
-inline constexpr EnumTable<CollectiveKind, 3> collective_kind_table{{{
+inline constexpr EnumTable<CollectiveKind, 4> collective_kind_table{{{
     {"all_reduce", CollectiveKind::all_reduce, "every member ends with the sum of all buffers"},
     {"all_gather", CollectiveKind::all_gather, "every member ends with every member's shard"},
     {"reduce_scatter", CollectiveKind::reduce_scatter, "every member ends with its shard of the sum"},
+    {"broadcast", CollectiveKind::broadcast, "every member ends with the first member's buffer"},
 }}};
 
-inline constexpr EnumTable<CollectiveAlgorithm, 3> collective_algorithm_table{{{
-    {"ring", CollectiveAlgorithm::ring, "ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes"},
+inline constexpr EnumTable<CollectiveAlgorithm, 7> collective_algorithm_table{{{
+    {"ring", CollectiveAlgorithm::ring,
+     "NCCL's ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes, one ring per NIC (rail) across nodes"},
     {"tree", CollectiveAlgorithm::tree,
      "binary tree: pipelined reduce to the root, then pipelined broadcast (all-reduce only; others use ring)"},
     {"hierarchical", CollectiveAlgorithm::hierarchical,
      "intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather"},
+    {"double_tree", CollectiveAlgorithm::double_tree,
+     "NCCL's tree: a chain in each node and two complementary binary trees over the nodes, half the data each "
+     "(all-reduce only; others use ring)"},
+    {"nvls", CollectiveAlgorithm::nvls,
+     "NVLink SHARP: the node's NVSwitch reduces and multicasts (needs intra_node.nvls; one node; all-reduce, "
+     "all-gather, reduce-scatter; else ring)"},
+    {"sharp", CollectiveAlgorithm::sharp,
+     "in-network reduction (NCCL CollNet): reduce-scatter in each node, the fabric's switches all-reduce each "
+     "GPU's shard, all-gather in each node (needs fabric.sharp; all-reduce over whole nodes; else ring)"},
+    {"auto", CollectiveAlgorithm::automatic,
+     "NCCL's tuner: the fastest of ring, double_tree, nvls and sharp with the LL, LL128 or Simple protocol for "
+     "the operation, size and group"},
+}}};
+
+inline constexpr EnumTable<CollectiveProtocol, 3> collective_protocol_table{{{
+    {"simple", CollectiveProtocol::simple, "NCCL Simple: full bandwidth, the highest latency per step"},
+    {"ll128", CollectiveProtocol::ll128, "NCCL LL128: 120 of 128 bytes are data, lower latency"},
+    {"ll", CollectiveProtocol::ll, "NCCL LL: 4 of 8 bytes are data, the lowest latency"},
 }}};
 
 inline constexpr EnumTable<CollectiveFidelity, 2> collective_fidelity_table{{{
@@ -99,9 +123,19 @@ struct CollectiveTask {
   int micro_batch = -1;    ///< the micro-batch it serves (batch norm, tensor parallelism); -1 for gradients
   Phase phase = Phase::backward;
   CollectiveRole role = CollectiveRole::gradients;
+  /// Set by resolve_collective (Collectives.hpp): NCCL's protocol (the latency of each step and the
+  /// share of the bandwidth), the rings or trees it runs in parallel (one per NIC of a node across
+  /// nodes), and its fixed launch latency in seconds.
+  CollectiveProtocol protocol = CollectiveProtocol::simple;
+  int channels = 1;
+  double base_latency_s = 0;
+  /// NCCL's latency of one step inside a node and between nodes, in seconds (-1: the route's own
+  /// latency, as for a point-to-point transfer).
+  double intra_step_latency_s = -1;
+  double inter_step_latency_s = -1;
   /// Set from a measured curve (calibrate_collective in Collectives.hpp): each message's latency in
   /// seconds instead of its route's (-1: the route's), and a factor on the bandwidth its messages get
-  /// (1: the links' own).
+  /// (1: the links' own; resolve_collective sets the protocol's share here).
   double hop_latency_s = -1;
   double bandwidth_factor = 1;
 };

@@ -98,6 +98,11 @@ TEST_CASE("analytic times are the closed forms")
   CHECK(analytic_seconds({.group = {0, 1, 4, 5}, .bytes = S}, c) == doctest::Approx(6 * (3e-6 + S / 4 / 25e9)));
   CHECK(analytic_seconds({.kind = CollectiveKind::reduce_scatter, .group = {0, 1, 2, 3}, .bytes = S}, c) ==
         doctest::Approx(3 * (1e-6 + S / 4 / 100e9)));
+  // Hierarchical: the m = 4 rings across the nodes share the node's one NIC (4 flows on it)...
+  CHECK(analytic_seconds({.algorithm = CollectiveAlgorithm::hierarchical, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S},
+                         c) == doctest::Approx(6 * (1e-6 + S / 4 / 100e9) + 2 * (3e-6 + 4 * S / 8 / 25e9)));
+  // ... or each run on its own NIC.
+  c.nics_per_node = 4;
   CHECK(analytic_seconds({.algorithm = CollectiveAlgorithm::hierarchical, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S},
                          c) == doctest::Approx(6 * (1e-6 + S / 4 / 100e9) + 2 * (3e-6 + S / 8 / 25e9)));
 }

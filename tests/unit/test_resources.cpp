@@ -37,11 +37,12 @@ struct Built {
 Built build(const PointConfig& p)
 {
   const auto cost        = calibration::make_cost_model(p.profile);
-  const sim::TaskGraph g = sim::build_schedule(plan_point(p, *cost).pipeline);
+  sim::TaskGraph g = sim::build_schedule(plan_point(p, *cost).pipeline);
   Built b{.tasks = static_cast<double>(g.size())};
   for (sim::TaskId id = 0; id < g.size(); ++id)
     if (g.kind(id) == sim::TaskKind::collective) {
-      const auto& c = g.collective(id);
+      auto& c = g.collective(id);
+      sim::resolve_collective(c, p.cluster);  // NCCL's choice, as evaluate_point() makes it
       if (c.fidelity == sim::CollectiveFidelity::flow)
         b.activities += static_cast<double>(sim::message_count(c, p.cluster.gpus_per_node));
     } else {
