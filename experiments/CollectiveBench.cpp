@@ -189,8 +189,12 @@ std::vector<CollectiveRow> simulate_collective_sweep(const CollectiveSweep& swee
     if (op == Op::send_recv) {
       row.how = "p2p";
       if (n > 1)
-        for (int r = 0; r < n; ++r)
-          tasks.push_back(graph.add_transfer({.src = r, .dst = (r + 1) % n, .bytes = bytes}));
+        for (int r = 0; r < n; ++r) {
+          sim::TransferTask t{.src = r, .dst = (r + 1) % n, .bytes = bytes};
+          if (sweep.profile != nullptr && apply_measured_transfer(t, cluster, *sweep.profile))
+            row.how = "p2p fitted";
+          tasks.push_back(graph.add_transfer(t));
+        }
     } else if (n > 1) {
       sim::CollectiveTask c{.kind = kind_of(op), .algorithm = sweep.algorithm, .group = {}, .bytes = bytes};
       for (int r = 0; r < n; ++r)

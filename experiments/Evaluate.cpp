@@ -16,6 +16,7 @@
 #include <map>
 #include <tuple>
 #include <numeric>
+#include <set>
 
 namespace ddlsim::experiments {
 namespace {
@@ -163,18 +164,39 @@ struct TensorFold {
 };
 
 // Calibrates every collective of `graph` that a fitted curve covers; says how many, for the CSV.
+// Calibrates every collective of `graph` that a fitted curve covers, and every pipeline (and ring
+// attention) transfer that a send/recv curve covers; says how many, for the CSV: "fitted K/N", with
+// the collectives the links time and why ("links M/N (no curve for all_reduce x16 on 2 nodes)"), and
+// "p2p fitted K/N".
 std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
                                        const calibration::CalibrationProfile& profile, int gpus_per_device)
 {
   if (profile.collectives.empty())
     return "links";
-  std::size_t total = 0, fitted = 0;
+  std::size_t total = 0, fitted = 0, transfers = 0, p2p = 0;
+  std::string first_missing;
   for (sim::TaskId id = 0; id < graph.size(); ++id)
-    if (graph.kind(id) == sim::TaskKind::collective) {
+    if (graph.kind(id) == sim::TaskKind::collective && graph.collective(id).group.size() > 1) {
       ++total;
-      fitted += apply_measured_collective(graph.collective(id), cluster, profile, gpus_per_device) ? 1 : 0;
+      std::string missing;
+      fitted += apply_measured_collective(graph.collective(id), cluster, profile, gpus_per_device, &missing) ? 1 : 0;
+      if (first_missing.empty())
+        first_missing = missing;
+    } else if (graph.kind(id) == sim::TaskKind::transfer) {
+      sim::TransferTask& t = graph.transfer(id);
+      if (t.kind != sim::TransferKind::activation && t.kind != sim::TransferKind::context)
+        continue;  // parameter-server pushes and pulls are not NCCL's
+      ++transfers;
+      p2p += apply_measured_transfer(t, cluster, profile) ? 1 : 0;
     }
-  return fitted == 0 ? "links" : "fitted " + std::to_string(fitted) + "/" + std::to_string(total);
+  std::string out = fitted == 0 ? "links" : "fitted " + std::to_string(fitted) + "/" + std::to_string(total);
+  if (fitted < total)
+    out += (fitted > 0 ? ", links " : " ") + std::to_string(total - fitted) + "/" + std::to_string(total);
+  if (!first_missing.empty())
+    out += " (no curve for " + first_missing + ")";
+  if (p2p > 0)
+    out += "; p2p fitted " + std::to_string(p2p) + "/" + std::to_string(transfers);
+  return out;
 }
 
 TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pipe)
@@ -352,15 +374,44 @@ sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
 }
 
 bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
-                               const calibration::CalibrationProfile& profile, int gpus_per_device)
+                               const calibration::CalibrationProfile& profile, int gpus_per_device, std::string* missing)
 {
-  const calibration::CollectiveCurve* curve = profile.find_collective(
-      std::string(sim::collective_kind_table.name(task.kind)), static_cast<int>(task.group.size()));
-  if (curve == nullptr || task.group.size() < 2)
+  if (task.group.size() < 2)
     return false;
+  std::set<int> nodes;
+  for (int d : task.group)
+    nodes.insert(cluster.node_of(d));
+  const std::string kind(sim::collective_kind_table.name(task.kind));
+  const int n = static_cast<int>(task.group.size()), spread = static_cast<int>(nodes.size());
   const double bytes = task.bytes / gpus_per_device;
-  const calibration::AlphaBetaFit& r = curve->regime(bytes);
-  sim::calibrate_collective(task, cluster, r.alpha_s, r.bandwidth > 0 ? bytes / r.bandwidth : 0.0);
+  const auto measured = profile.measured_time(kind, n, spread, bytes);
+  if (!measured) {
+    if (missing != nullptr)
+      *missing = kind + " x" + std::to_string(n) + " on " + std::to_string(spread) + (spread > 1 ? " nodes" : " node");
+    return false;
+  }
+  sim::calibrate_collective(task, cluster, measured->alpha_s, measured->transfer_s);
+  return true;
+}
+
+bool apply_measured_transfer(sim::TransferTask& t, const sim::ClusterSpec& cluster,
+                             const calibration::CalibrationProfile& profile)
+{
+  // A send/recv curve of the same spread: inside one node, or across nodes (any rank count:
+  // nccl-tests' sendrecv times every rank's send to the next at once, each pair alone on its links).
+  const bool across = cluster.node_of(t.src) != cluster.node_of(t.dst);
+  const calibration::CollectiveCurve* curve = nullptr;
+  for (const auto& c : profile.collectives)
+    if (c.collective == "send_recv" && !c.regimes.empty() && c.spans_nodes() == across &&
+        (curve == nullptr || c.group_size < curve->group_size))
+      curve = &c;
+  if (curve == nullptr || t.bytes <= 0)
+    return false;
+  const calibration::AlphaBetaFit& r = curve->regime(t.bytes);
+  const double link = across ? cluster.nic.bandwidth : cluster.intra_node.bandwidth;
+  t.latency_s = r.alpha_s;
+  // Alone on its links the transfer then takes alpha + bytes / measured bandwidth.
+  t.bandwidth_factor = r.bandwidth > 0 ? r.bandwidth / link : std::numeric_limits<double>::infinity();
   return true;
 }
 

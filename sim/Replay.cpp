@@ -133,7 +133,7 @@ private:
     }
     case TaskKind::transfer: {
       const auto& t = graph_.transfer(id);
-      send(t.src, t.dst, t.bytes, Record::Kind::task, id, 0);
+      send(t.src, t.dst, t.bytes / t.bandwidth_factor, Record::Kind::task, id, 0, t.latency_s);
       return;
     }
     case TaskKind::collective: {

@@ -111,6 +111,10 @@ struct TransferTask {
   int micro_batch = 0;           ///< (push/pull: the iteration)
   TransferKind kind = TransferKind::activation;  ///< pipeline activations, or a parameter-server push/pull
   int server = 0;                ///< push/pull: the server shard
+  /// Set from a measured send/recv curve (experiments: apply_measured_transfers): the latency in
+  /// seconds instead of the route's (-1: the route's), and a factor on the bandwidth it gets.
+  double latency_s = -1;
+  double bandwidth_factor = 1;
 };
 
 struct CollectiveTask {
@@ -157,6 +161,7 @@ public:
   TaskKind kind(TaskId id) const { return nodes_[id].kind; }
   const ComputeTask& compute(TaskId id) const { return computes_[nodes_[id].index]; }
   const TransferTask& transfer(TaskId id) const { return transfers_[nodes_[id].index]; }
+  TransferTask& transfer(TaskId id) { return transfers_[nodes_[id].index]; }
   const CollectiveTask& collective(TaskId id) const { return collectives_[nodes_[id].index]; }
   CollectiveTask& collective(TaskId id) { return collectives_[nodes_[id].index]; }
   const std::vector<TaskId>& successors(TaskId id) const { return successors_[id]; }

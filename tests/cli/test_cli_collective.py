@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import FIXTURES, check, finish, run  # noqa: E402
+from common import FIXTURES, ROOT, check, finish, read_csv, run  # noqa: E402
 
 binary = sys.argv[1]
 checks = 0
@@ -132,6 +132,38 @@ for t in table if ok else []:
     ok = ok and abs(error - 100 * (simulated - measured) / measured) < 0.06
 checks += 1
 check(ok and float(table[0][1]) == 12.5, f"--compare the 4-rank fixture: its sizes and per-size errors: {out} {err}")
+
+# Measured curves know their topology (issue 17): an 8-GPU curve measured inside one node times an
+# 8-GPU group in one node exactly, never a 16-GPU group across two nodes, and `collective_times` says so.
+profile = os.path.join(tmp, "curves.yaml")
+with open(os.path.join(ROOT, "calibration", "profiles", "h100-sxm.yaml")) as f:
+    base = f.read()
+alpha_us, bw = 23.0, 97e9   # made up, far from the links' own
+with open(profile, "w") as f:
+    f.write(base.replace("kind: analytic", "kind: measured") + f"""
+collectives:
+  - collective: all_reduce
+    group_size: 8
+    nodes: 1
+    source: "made up"
+    regimes:
+      - {{min_bytes: 0B, max_bytes: 16GiB, alpha: {alpha_us}us, bandwidth: {bw / 1e9}GBps}}
+""")
+rc, r, _, err = collective("--cluster", "dgx-h100", "--calibration", profile, "-b", "1G", "-e", "1G")
+checks += 1
+check(rc == 0 and r[0]["how"].startswith("fitted") and abs(r[0]["time_us"] - (alpha_us + 2 ** 30 / bw * 1e6)) < 0.02,
+      f"an 8-GPU curve times 8 GPUs in one node: alpha + S/bandwidth: {r} {err}")
+rc, r, _, err = collective("--cluster", "dgx-h100x2", "--calibration", profile, "-b", "1G", "-e", "1G")
+checks += 1
+check(rc == 0 and r[0]["how"].startswith("ring/"), f"... but not 16 GPUs across 2 nodes: the links time it: {r} {err}")
+demo_csv = os.path.join(tmp, "demo.csv")
+rc, _, err = run(binary, "run", os.path.join(ROOT, "experiments", "demo.yaml"), "--quiet", "-o", demo_csv,
+                 "--set", f"calibration={profile}", "--set", "sweep.parallelism.pp=[1,2]", "--set", "sweep.training.micro_batch=[1]")
+times = {r["pp"]: r["collective_times"] for r in read_csv(demo_csv)} if rc == 0 else {}
+checks += 1
+check(times.get("1", "").startswith("links 1/1 (no curve for all_reduce x16 on 2 nodes)") and
+      times.get("2", "").startswith("fitted 2/2"),
+      f"collective_times: dp 16 over 2 nodes falls back to the links and says why; dp 8 in a node is fitted: {times} {err}")
 
 # Bad input: exit 2 for usage, 1 for a file that does not exist.
 for args, code in ((["--op", "all_reduce"], 2), (["--cluster", "dgx-h100", "--op", "allreduce_nope"], 2),

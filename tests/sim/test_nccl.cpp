@@ -10,12 +10,15 @@
 //                                     2 (D a + (2D-1) S/(KB) + (K-1)(a + 2S/(KB))) for n = 2^D
 //   fat-tree ring through an oversubscribed uplink U = nodes_per_leaf B_n / o: 2(n-1)(a_n + S/(n U))
 // One engine per process (doctest_discover_tests runs each TEST_CASE alone).
+#include "calibration/Profile.hpp"
+#include "experiments/Evaluate.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Replay.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
 
 using namespace ddlsim::sim;
 
@@ -154,4 +157,27 @@ TEST_CASE("a ring across leaves of a 4:1 oversubscribed fat tree is paced by the
   // Without oversubscription the NICs bind again.
   c.oversubscription = 1;
   CHECK(analytic_seconds(ring, c) == doctest::Approx(2 * (n - 1) * (an + S / (n * Bn))).epsilon(1e-9));
+}
+
+TEST_CASE("a pipeline transfer timed by a measured send/recv curve of its spread takes alpha + S/bandwidth")
+{
+  // Made-up curves: inside a node 7 us + S / 130 GB/s, across nodes 21 us + S / 37 GB/s.
+  ddlsim::calibration::CalibrationProfile profile;
+  for (auto [nodes, alpha, bw] : {std::tuple{1, 7e-6, 130e9}, std::tuple{2, 21e-6, 37e9}}) {
+    ddlsim::calibration::CollectiveCurve c{.collective = "send_recv", .group_size = 8, .nodes = nodes, .source = "t",
+                                           .held_out_error = -1, .regimes = {}};
+    c.regimes.push_back({.alpha_s = alpha, .bandwidth = bw, .min_bytes = 0, .max_bytes = 1e12, .points = 3, .r2 = 1,
+                         .max_relative_error = 0});
+    profile.collectives.push_back(c);
+  }
+  const double S = 50e6;
+  const ClusterSpec c = nodes(2, 2, 2, B / 4);
+  TransferTask inside{.src = 0, .dst = 1, .bytes = S}, across{.src = 1, .dst = 2, .bytes = S};
+  REQUIRE(ddlsim::experiments::apply_measured_transfer(inside, c, profile));
+  REQUIRE(ddlsim::experiments::apply_measured_transfer(across, c, profile));
+  TaskGraph g(4);
+  const TaskId a = g.add_transfer(inside), b = g.add_transfer(across);
+  const ReplayResult r = replay(g, c, std::vector<double>(g.size(), 0.0));
+  CHECK(r.timings[a].end_s == doctest::Approx(7e-6 + S / 130e9).epsilon(1e-9));
+  CHECK(r.timings[b].end_s == doctest::Approx(21e-6 + S / 37e9).epsilon(1e-9));
 }
