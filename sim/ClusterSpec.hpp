@@ -44,11 +44,13 @@ struct LinkSpec {
 
 enum class FabricTopology { single_switch, fat_tree };
 /// The kind of link inside a node: which of NCCL's per-step latency tables applies.
-enum class IntraLink { nvlink, pcie };
+enum class IntraLink { nvlink, pcie, host };
 
-inline constexpr EnumTable<IntraLink, 2> intra_link_table{{{
+inline constexpr EnumTable<IntraLink, 3> intra_link_table{{{
     {"nvlink", IntraLink::nvlink, "NVLink (through NVSwitch): NCCL's NVLink step latencies"},
     {"pcie", IntraLink::pcie, "PCIe: NCCL's PCI step latencies"},
+    {"host", IntraLink::host,
+     "CPU threads (the host backend): no NCCL; collectives are rings at the links' own latency and bandwidth"},
 }}};
 
 inline constexpr EnumTable<FabricTopology, 2> fabric_topology_table{{{

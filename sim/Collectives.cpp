@@ -1090,6 +1090,10 @@ void resolve_collective(CollectiveTask& c, const ClusterSpec& cluster, std::opti
 {
   if (c.group.size() < 2)
     return;
+  if (cluster.intra_link == IntraLink::host) {  // CPU threads: no NCCL, the links as they are
+    c.algorithm = effective_algorithm(c, cluster);
+    return;
+  }
   if (c.group.size() > max_tuned_group) {  // no simulation this large would pass the resource guard
     c.algorithm = effective_algorithm(c, cluster);
     apply_protocol(c, cluster, CollectiveProtocol::simple);

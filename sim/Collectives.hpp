@@ -5,13 +5,14 @@
 // to another (or to a switch that reduces in the network) and may start only after the messages it
 // waits for have arrived. The replay sends them as SimGrid Comms, so a collective's steps contend on
 // links with all other traffic. S is the buffer, n the members, m of them on each of N nodes:
-//   ring          one ring per channel, each carrying S/C: all-reduce 2(n-1) steps of S/(nC) per
-//                 member (member i sends step k to i+1 after sending step k-1 and receiving step
-//                 k-1), all-gather and reduce-scatter n-1 steps, broadcast a pipelined chain from
-//                 the first member. Across nodes there is one channel per NIC a node's members use
-//                 (NCCL's rails): channel k enters every node at its member k and leaves it at its
-//                 member k-1, so every NIC carries one ring's traffic each way. Inside one node all
-//                 channels are the same ring (C = 1: identical links, one flow per hop)
+//   ring          all-reduce 2(n-1) steps of S/n per member (member i sends step k to i+1 after
+//                 sending step k-1 and receiving step k-1), all-gather and reduce-scatter n-1 steps,
+//                 broadcast a pipelined chain from the first member in K chunks. NCCL runs one ring
+//                 per channel with the channels spread over every NIC a node's members use (its
+//                 rails); with c.channels = C > 1 the ring's hops between nodes stand for those C
+//                 channels: one flow through the C NICs together (Message::rails), which alone on
+//                 the network is exactly C rings of S/C. Inside one node the C rotated rings are the
+//                 same ring (identical links), so one ring is exact there
 //   tree          binary tree over the members in order (member i's parent is (i-1)/2): the buffer
 //                 goes up in K chunks (pipelined: a member forwards chunk c once it has chunk c from
 //                 both children; siblings send each chunk together), then, once the root has it
