@@ -3,6 +3,7 @@
 #include "calibration/KernelTable.hpp"
 #include "common/Error.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -72,11 +73,11 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
     std::vector<SizeTime> points;
     for (auto& [bytes, times] : by_size)
       points.push_back({bytes, median(times)});
-    char what[128];
-    std::snprintf(what, sizeof what, "%s over %d ranks%s", std::get<0>(key).c_str(), std::get<1>(key),
-                  std::get<2>(key) > 1 ? (" on " + std::to_string(std::get<2>(key)) + " nodes").c_str() : "");
+    const std::string what =
+        fmt::format("{} over {} ranks{}", std::get<0>(key), std::get<1>(key),
+                    std::get<2>(key) > 1 ? fmt::format(" on {} nodes", std::get<2>(key)) : std::string());
     if (points.size() < 3) {
-      result.notes.push_back(std::string(what) + ": only " + std::to_string(points.size()) + " distinct sizes, not fitted");
+      result.notes.push_back(what + ": only " + std::to_string(points.size()) + " distinct sizes, not fitted");
       continue;
     }
     CollectiveCurve curve;
@@ -123,9 +124,10 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   if (!roofline.empty()) {
     try {
       const RooflineFit f = fit_roofline(roofline, profile.value("memory_bandwidth"));
-      char how[160];
-      std::snprintf(how, sizeof how, "fit of %zu kernel records (%d compute-, %d memory-bound), R^2 %.4f, max error %.1f%%",
-                    roofline.size(), f.compute_bound, f.memory_bound, f.r2, 100 * f.max_relative_error);
+      const std::string how = fmt::format("fit of {} kernel records ({} compute-, {} memory-bound), R^2 {:.4f}, max "
+                                          "error {:.1f}%",
+                                          roofline.size(), f.compute_bound, f.memory_bound, f.r2,
+                                          100 * f.max_relative_error);
       auto set = [&](const std::string& key, double value, const std::string& unit) {
         Parameter& p = profile.parameters[key];
         p.name = key;
@@ -157,7 +159,8 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   profile.provenance = {{"source", "ddlsim calibrate fit"}, {"measured", "yes"}, {"date", options.date},
                         {"command", options.command}, {"compute_parameters", "from base profile " + options.base},
                         {"traces", options.sources}};
-  for (const char* key : {"nccl_version", "driver", "cuda_runtime", "cublas", "cudnn", "sm_count", "timing"})
+  for (const char* key : {"nccl_version", "driver", "cuda_runtime", "cublas", "cudnn", "sm_count", "timing", "clocks_start",
+                          "clocks_end", "clocks_warning", "commit", "collective_timing", "l2_isolation", "math"})
     if (auto it = records.provenance.find(key); it != records.provenance.end())
       profile.provenance[key] = it->second;
   return result;

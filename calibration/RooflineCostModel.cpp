@@ -2,6 +2,7 @@
 
 #include "common/Error.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <cstdio>
 
@@ -47,11 +48,8 @@ double RooflineCostModel::seconds(const KernelWork& work) const
 
 std::string RooflineCostModel::describe() const
 {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "roofline(%s: bf16 %.4g flop/s effective, memory %.4g B/s effective, overhead %.3g s)",
-                profile_name_.c_str(), flop_rate_[static_cast<std::size_t>(Dtype::bf16)], memory_bandwidth_,
-                overhead_);
-  return buf;
+  return fmt::format("roofline({}: bf16 {:.4g} flop/s effective, memory {:.4g} B/s effective, overhead {:.3g} s)",
+                     profile_name_, flop_rate_[static_cast<std::size_t>(Dtype::bf16)], memory_bandwidth_, overhead_);
 }
 
 }  // namespace ddlsim::calibration

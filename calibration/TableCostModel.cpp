@@ -1,5 +1,6 @@
 #include "calibration/TableCostModel.hpp"
 
+#include <fmt/core.h>
 #include <cstdio>
 
 namespace ddlsim::calibration {
@@ -73,9 +74,7 @@ double TableCostModel::seconds(const KernelWork& work) const
 
 std::string TableCostModel::describe() const
 {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "tables(%s: %zu measured) + ", profile_name_.c_str(), tables_.size());
-  return buf + roofline_.describe();
+  return fmt::format("tables({}: {} measured) + {}", profile_name_, tables_.size(), roofline_.describe());
 }
 
 std::unique_ptr<CostModel> make_cost_model(const CalibrationProfile& profile)

@@ -36,7 +36,7 @@ constexpr std::array<TypeName, 12> type_names{{{"int8", 1},
                                                 {"f8e4m3", 1},
                                                 {"f8e5m2", 1}}};
 
-enum class Op { all_reduce, all_gather, reduce_scatter, broadcast, send_recv };
+enum class Op { all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv };
 
 Op parse_op(std::string op)
 {
@@ -53,9 +53,9 @@ Op parse_op(std::string op)
   if (op == "send_recv" || op == "sendrecv")
     return Op::send_recv;
   if (op == "all_to_all" || op == "alltoall")
-    throw std::invalid_argument("--op all_to_all: all-to-all is not simulated by this build yet (it comes with "
-                                "expert parallelism's all_to_all collective)");
-  throw std::invalid_argument("--op '" + op + "': expected all_reduce, all_gather, reduce_scatter, broadcast or send_recv");
+    return Op::all_to_all;
+  throw std::invalid_argument("--op '" + op +
+                              "': expected all_reduce, all_gather, reduce_scatter, broadcast, all_to_all or send_recv");
 }
 
 sim::CollectiveKind kind_of(Op op)
@@ -64,17 +64,19 @@ sim::CollectiveKind kind_of(Op op)
   case Op::all_gather: return sim::CollectiveKind::all_gather;
   case Op::reduce_scatter: return sim::CollectiveKind::reduce_scatter;
   case Op::broadcast: return sim::CollectiveKind::broadcast;
+  case Op::all_to_all: return sim::CollectiveKind::all_to_all;
   case Op::all_reduce:
   case Op::send_recv: break;
   }
   return sim::CollectiveKind::all_reduce;
 }
 
-// A row's printed size and count for a requested size (nccl-tests' GetCollByteCount).
+// A row's printed size and count for a requested size (nccl-tests' GetCollByteCount; all-to-all: the
+// count each rank sends each peer).
 std::pair<double, long long> row_shape(Op op, double requested, int type_bytes, int ranks)
 {
   const auto count = static_cast<long long>(requested / type_bytes);
-  if (op == Op::all_gather || op == Op::reduce_scatter) {
+  if (op == Op::all_gather || op == Op::reduce_scatter || op == Op::all_to_all) {
     const long long align = std::max(1, 16 / type_bytes);
     const long long base = (count / ranks) / align * align;
     return {static_cast<double>(base) * ranks * type_bytes, base};
@@ -156,6 +158,7 @@ std::string nccl_tests_program(const std::string& op)
   case Op::all_gather: return "all_gather_perf";
   case Op::reduce_scatter: return "reduce_scatter_perf";
   case Op::broadcast: return "broadcast_perf";
+  case Op::all_to_all: return "alltoall_perf";
   case Op::send_recv: return "sendrecv_perf";
   }
   return "";
@@ -184,7 +187,9 @@ std::vector<CollectiveRow> simulate_collective_sweep(const CollectiveSweep& swee
     const auto [size, count] = row_shape(op, requested, w, n);
     row.size_bytes = size;
     row.count = count;
-    const double bytes = op == Op::all_gather || op == Op::reduce_scatter ? size : static_cast<double>(count) * w;
+    const double bytes = op == Op::all_gather || op == Op::reduce_scatter || op == Op::all_to_all
+                             ? size
+                             : static_cast<double>(count) * w;
     std::vector<sim::TaskId> tasks;
     if (op == Op::send_recv) {
       row.how = "p2p";
@@ -271,10 +276,13 @@ void print_nccl_tests(std::ostream& out, const CollectiveSweep& sweep, const std
   out << line;
   double busbw_sum = 0;
   const int root = op == Op::broadcast ? sweep.root : -1;
+  // nccl-tests prints "none" for the operations that do not reduce (all_gather.cu, broadcast.cu, alltoall.cu).
+  const bool reduces = op == Op::all_reduce || op == Op::reduce_scatter || op == Op::send_recv;
+  const std::string redop = reduces ? sweep.redop : "none";
   for (const CollectiveRow& r : rows) {
     const std::string t = fixed(r.time_s * 1e6, 7), alg = fixed(r.algbw_Bps / 1e9, 6), bus = fixed(r.busbw_Bps / 1e9, 6);
     std::snprintf(line, sizeof line, "%12.0f  %12lld  %8s  %6s  %6d  %7s  %6s  %6s    N/A  %7s  %6s  %6s    N/A  %s\n",
-                  r.size_bytes, r.count, sweep.dtype.c_str(), sweep.redop.c_str(), root, t.c_str(), alg.c_str(), bus.c_str(),
+                  r.size_bytes, r.count, sweep.dtype.c_str(), redop.c_str(), root, t.c_str(), alg.c_str(), bus.c_str(),
                   t.c_str(), alg.c_str(), bus.c_str(), r.how.c_str());
     out << line;
     busbw_sum += r.busbw_Bps / 1e9;

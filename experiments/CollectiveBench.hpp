@@ -4,10 +4,13 @@
 // nccl-tests semantics (github.com/NVIDIA/nccl-tests, src/*.cu): sizes go from -b to -e, times -f
 // (or plus -i); a row's size is the larger of the send and receive buffers in bytes and its count
 // the elements each rank passes to NCCL (all-gather and reduce-scatter: size / ranks, rounded down
-// to 16 bytes); algbw = size / time for every operation (all-gather and reduce-scatter counting the
-// whole buffer), busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather and
-// reduce-scatter, x 1 for broadcast and send/recv. Send/recv sends each rank's buffer to the next
-// rank, all at once.
+// to 16 bytes; all-to-all: the count each rank sends each peer, size / ranks rounded down to 16
+// bytes, the size being ranks x that); algbw = size / time for every operation (all-gather,
+// reduce-scatter and all-to-all counting the whole buffer), busbw = algbw x 2(n-1)/n for all-reduce,
+// x (n-1)/n for all-gather, reduce-scatter and all-to-all, x 1 for broadcast and send/recv.
+// Send/recv sends each rank's buffer to the next rank, all at once; all-to-all is NCCL's grouped
+// send/recv to every peer (sim/Collectives.hpp). The redop column is "none" for the operations that
+// do not reduce, as nccl-tests prints it.
 //
 // Every size is one collective over the first `gpus` GPUs of the cluster, one after the other in a
 // single replay (SimGrid's engine is once per process), resolved by NCCL's tuner
@@ -41,7 +44,7 @@ struct CollectiveSweep {
   sim::ClusterSpec cluster;        ///< its first `gpus` GPUs take part (sim::first_gpus)
   std::string cluster_label;       ///< for the header
   int gpus = 0;                    ///< 0: every GPU of the cluster
-  std::string op = "all_reduce";   ///< all_reduce, all_gather, reduce_scatter, broadcast, send_recv
+  std::string op = "all_reduce";   ///< all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv
   std::vector<double> sizes;       ///< requested sizes in bytes (nccl_tests_sizes)
   std::string dtype = "float";     ///< nccl-tests type name: float, half, bfloat16, int8, ...
   std::string redop = "sum";

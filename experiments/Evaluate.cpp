@@ -3,6 +3,7 @@
 #include "calibration/TableCostModel.hpp"
 #include "common/Error.hpp"
 #include "common/Units.hpp"
+#include "experiments/ChakraWorkload.hpp"
 #include "experiments/Timeline.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/OpCosts.hpp"
@@ -45,13 +46,15 @@ void write_device_table(const PointConfig& point, const sim::ReplayResult& resul
 
 // DDP-style buckets: walking the stage's layers from the last, close a bucket once it holds at
 // least `cap` bytes of gradients; the rest (down to the first layer) is the last bucket.
+// With expert parallelism (`without_experts`) the experts' gradients are reduced apart, over their own group.
 std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
-                                                  double dtype_bytes, int tp)
+                                                  double dtype_bytes, int tp, bool without_experts)
 {
   std::vector<sim::GradientBucket> buckets;
   double bytes = 0;
   for (std::size_t i = layers.end; i-- > layers.begin;) {
-    bytes += model.held_parameters(i, layers, tp) * dtype_bytes;
+    if (!(without_experts && model.layers()[i].kind == models::LayerKind::moe))
+      bytes += model.held_parameters(i, layers, tp) * dtype_bytes;
     if (bytes >= cap && i > layers.begin) {
       buckets.push_back({.layer = i, .bytes = bytes});
       bytes = 0;
@@ -82,18 +85,14 @@ double rank_capacity(const PointConfig& point, int rank)
 // peak_flops_<dtype>); left empty when the profile has none.
 void fill_model_flop_columns(ResultRow& row, const PointConfig& point, double t)
 {
-  const models::Model& model = point.model;
+  const WorkloadFlop flop = workload_flop(point);
   const double samples_per_s = static_cast<double>(point.training.global_batch) / t;
-  double flop_per_sample = model.forward_flop_per_sample() + model.backward_flop_per_sample();
-  if (model.has(models::LayerKind::attention)) {
-    const double seq = model.input_shape().tokens;
-    row.set("tokens_per_s", samples_per_s * seq);
-    flop_per_sample = seq * model_flop_per_token(model);
-  }
+  if (flop.tokens > 0)
+    row.set("tokens_per_s", samples_per_s * flop.tokens);
   const calibration::Parameter* peak =
       point.profile.find("peak_flops_" + std::string(dtype_table.name(point.training.dtype)));
   if (peak != nullptr && peak->value > 0)
-    row.set("mfu", samples_per_s * flop_per_sample / (point.parallelism.gpus() * peak->value));
+    row.set("mfu", samples_per_s * flop.model_per_sample / (point.parallelism.gpus() * peak->value));
 }
 
 // Result columns of a replay covering `iterations` iterations. With tensor-parallel groups folded
@@ -109,8 +108,7 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
            n;
   };
   const double t = result.makespan_s / iterations;
-  const double flop_per_iteration = static_cast<double>(point.training.global_batch) *
-                                    (point.model.forward_flop_per_sample() + point.model.backward_flop_per_sample());
+  const double flop_per_iteration = static_cast<double>(point.training.global_batch) * workload_flop(point).per_sample;
   row.set("status", std::string("ok"));
   row.set("iteration_time_s", t);
   row.set("throughput_samples_per_s", static_cast<double>(point.training.global_batch) / t);
@@ -131,14 +129,16 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
   fill_model_flop_columns(row, point, t);
 }
 
-// What the tuner chose, per use and algorithm/protocol: "dp ring/simple 4, tp nvls/simple 96".
+// What the tuner chose, per use and algorithm/protocol: "dp ring/simple 4, ep direct/simple 8, tp nvls/simple 96"
+// (ep: expert parallelism's all-to-alls; dp: every other collective beside the tensor-parallel ones).
 struct ChoiceCount {
   std::map<std::string, std::size_t> counts;
   void add(const sim::CollectiveTask& c)
   {
     const bool tp = c.role == sim::CollectiveRole::tensor_parallel;
-    ++counts[std::string(tp ? "tp " : "dp ") + std::string(sim::collective_algorithm_table.name(c.algorithm)) + "/" +
-             std::string(sim::collective_protocol_table.name(c.protocol))];
+    const bool ep = c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine;
+    ++counts[std::string(tp ? "tp " : ep ? "ep " : "dp ") + std::string(sim::collective_algorithm_table.name(c.algorithm)) +
+             "/" + std::string(sim::collective_protocol_table.name(c.protocol))];
   }
   std::string text() const
   {
@@ -148,6 +148,37 @@ struct ChoiceCount {
     return out;
   }
 };
+
+// NCCL's tuner on every collective of `graph` (Collectives.hpp: resolve_collective), with a cache:
+// a point repeats the same few collectives thousands of times.
+void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices)
+{
+  using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>>;
+  std::map<Key, sim::CollectiveTask> cache;
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) != sim::TaskKind::collective)
+      continue;
+    sim::CollectiveTask& c = graph.collective(id);
+    if (c.group.size() < 2)
+      continue;
+    Key key{c.kind, c.algorithm, c.bytes, c.group};
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      sim::CollectiveTask resolved = c;
+      sim::resolve_collective(resolved, cluster);
+      it = cache.emplace(std::move(key), std::move(resolved)).first;
+    }
+    sim::CollectiveTask resolved = it->second;  // the tuner's choice, with c's own place in the iteration
+    resolved.fidelity = c.fidelity;
+    resolved.stage = c.stage;
+    resolved.micro_batch = c.micro_batch;
+    resolved.phase = c.phase;
+    resolved.role = c.role;
+    c = std::move(resolved);
+    choices.add(c);
+  }
+}
+
 
 // Tensor-parallel groups folded into one device: the ranks of a group run identical work and
 // send identical flows over their own links, so one device per group with the group's summed
@@ -239,6 +270,11 @@ TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pip
       u.bytes *= tp;
     for (auto& r : stage.rings)
       r.kv_bytes_per_sample *= tp;
+    for (auto& u : stage.units)
+      u.expert_bytes *= tp;
+    for (auto& x : stage.exchanges)
+      x.bytes_per_sample *= tp;
+    stage.expert_gradient_bytes *= tp;
   }
   fold.bytes_per_gpu = bytes / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
   fold.seconds_per_gpu = seconds / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
@@ -351,6 +387,88 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   return row;
 }
 
+// Mean per GPU of the time its expert all-to-alls are in flight while it does not compute.
+double exposed_all_to_all_seconds(const sim::TaskGraph& graph, const sim::ReplayResult& result)
+{
+  const auto n = static_cast<std::size_t>(graph.device_count());
+  std::vector<std::vector<sim::Interval>> compute(n), exchange(n);
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    const sim::Interval iv{result.timings[id].start_s, result.timings[id].end_s};
+    if (graph.kind(id) == sim::TaskKind::compute) {
+      compute[static_cast<std::size_t>(graph.compute(id).device)].push_back(iv);
+    } else if (graph.kind(id) == sim::TaskKind::collective) {
+      const auto& c = graph.collective(id);
+      if (c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine)
+        for (int d : c.group)
+          exchange[static_cast<std::size_t>(d)].push_back(iv);
+    }
+  }
+  double total = 0;
+  for (std::size_t d = 0; d < n; ++d)
+    total += sim::uncovered_length(exchange[d], compute[d]);
+  return total / static_cast<double>(n);
+}
+
+// The configuration columns of an imported Chakra workload: ddlsim's own export carries its point's
+// (the model, layout, batch, memory), which stay; cluster and calibration are this experiment's.
+ResultRow describe_chakra_point(const PointConfig& p)
+{
+  static const std::set<std::string> own = {"config_id", "experiment", "cluster", "calibration", "status", "message",
+                                            "memory_capacity_bytes", "compute_costs", "collective_times"};
+  const ChakraWorkload& w = *p.chakra;
+  const auto& names = csv_columns();
+  ResultRow row;
+  for (const auto& [name, value] : w.columns())
+    if (!own.count(name) && std::find(names.begin(), names.end(), name) != names.end())
+      row.set(name, value);
+  row.set("config_id", static_cast<long long>(p.index));
+  row.set("experiment", p.experiment);
+  row.set("cluster", p.cluster_label);
+  row.set("calibration", p.calibration_label);
+  row.set("memory_capacity_bytes", p.cluster.smallest_memory());
+  if (!w.from_ddlsim()) {
+    row.set("model", p.model_label);
+    row.set("gpus", static_cast<long long>(w.ranks()));
+    if (p.training.global_batch > 0)
+      row.set("global_batch", p.training.global_batch);
+    row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
+  }
+  return row;
+}
+
+// A Chakra workload (ChakraWorkload.hpp) replayed on the point's cluster: its compute times as the
+// traces give them, its collectives timed by this calibration's curves where it has them.
+ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions& options, ResultRow& row)
+{
+  if (const MemoryVerdict memory = check_memory(point); !memory.fits()) {
+    row.set("status", std::string(status_table.name(Status::oom)));
+    row.set("message", memory.message);
+    return row;
+  }
+  const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(point.profile);
+  ChakraWorkload::Graph built = point.chakra->build(*cost, point.training.dtype);
+  row.set("compute_costs", std::string(built.priced ? "chakra+roofline" : "chakra"));
+  ChoiceCount choices;  // the exported algorithm stays (it is NCCL's choice already); the tuner sets its protocol
+  resolve_collectives(built.graph, point.cluster, choices);
+  row.set("collective_algorithms", choices.text());
+  row.set("collective_times", apply_measured_collectives(built.graph, point.cluster, point.profile, 1));
+  if (options.on_workload) {
+    options.on_workload({built.graph, point.cluster, built.compute_seconds, row});
+    return row;
+  }
+  const sim::ReplayResult result = sim::replay(built.graph, point.cluster, built.compute_seconds, options.replay);
+  fill_timing_columns(row, point, result, 1);
+  for (sim::TaskId id = 0; id < built.graph.size(); ++id)
+    if (built.graph.kind(id) == sim::TaskKind::collective &&
+        built.graph.collective(id).kind == sim::CollectiveKind::all_to_all) {
+      row.set("all_to_all_time_s", exposed_all_to_all_seconds(built.graph, result));
+      break;
+    }
+  if (!options.trace_dir.empty())
+    write_timeline(point, built.graph, result, point.cluster, TimelineMemory{}, options.trace_dir);
+  return row;
+}
+
 bool par_partition_searches(const PointConfig& point)
 {
   return point.parallelism.partition == models::Partitioner::optimal ||
@@ -415,46 +533,13 @@ bool apply_measured_transfer(sim::TransferTask& t, const sim::ClusterSpec& clust
   return true;
 }
 
-namespace {
-
-// NCCL's tuner on every collective of `graph` (Collectives.hpp: resolve_collective), with a cache:
-// a point repeats the same few collectives thousands of times.
-void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices)
-{
-  using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>>;
-  std::map<Key, sim::CollectiveTask> cache;
-  for (sim::TaskId id = 0; id < graph.size(); ++id) {
-    if (graph.kind(id) != sim::TaskKind::collective)
-      continue;
-    sim::CollectiveTask& c = graph.collective(id);
-    if (c.group.size() < 2)
-      continue;
-    Key key{c.kind, c.algorithm, c.bytes, c.group};
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      sim::CollectiveTask resolved = c;
-      sim::resolve_collective(resolved, cluster);
-      it = cache.emplace(std::move(key), std::move(resolved)).first;
-    }
-    sim::CollectiveTask resolved = it->second;  // the tuner's choice, with c's own place in the iteration
-    resolved.fidelity = c.fidelity;
-    resolved.stage = c.stage;
-    resolved.micro_batch = c.micro_batch;
-    resolved.phase = c.phase;
-    resolved.role = c.role;
-    c = std::move(resolved);
-    choices.add(c);
-  }
-}
-
-}  // namespace
 
 // The tensor-parallel collectives of a stage, from each layer's role (models::TpRole): row layers
 // all-reduce their output in forward; column layers all-reduce their input gradient in backward;
 // gathered layers (the grid's) all-gather their output in forward and all-reduce the input
 // gradient in backward. Sizes are the full tensors per sample.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d,
-                                                  bool sequence_parallel)
+                                                  bool sequence_parallel, int ep)
 {
   std::vector<sim::TpCollective> out;
   // Sequence parallelism (Korthikanti et al. 2022): the tensors between the tensor-parallel regions
@@ -470,6 +555,42 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
     if (l.inputs.empty())
       input = model.input_shape().elements();
     const bool first = i == 0;  // the model input needs no gradient
+    // A mixture of experts: the router gathers/all-reduces at the input as a column layer does, the
+    // combine reduces at the output as a row layer does (ep 1, or without sequence parallelism);
+    // with ep > 1 and SP, the experts gather the dispatched tokens and reduce-scatter their outputs.
+    const bool around_experts = sp && ep > 1;
+    if (l.kind == models::LayerKind::moe_router || l.kind == models::LayerKind::moe_combine ||
+        l.kind == models::LayerKind::moe) {
+      const double output = l.output_elements() * d;
+      const bool router = l.kind == models::LayerKind::moe_router, combine = l.kind == models::LayerKind::moe_combine;
+      if (l.kind == models::LayerKind::moe && around_experts) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = output});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = output, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = input * d});
+      } else if (router && !around_experts && sp && !first) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = input * d});
+      } else if (router && !sp && !first) {
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = input * d});
+      } else if (combine && !around_experts && sp) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = output});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = output, .before = true});
+      } else if (combine && !sp) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = output});
+      }
+      continue;
+    }
     switch (l.tp) {
     case models::TpRole::row:
       if (sp) {
@@ -523,15 +644,34 @@ sim::ComputeOptions compute_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
   return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp};
+          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp, .ep = par.ep};
+}
+
+std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point)
+{
+  for (const auto& l : point.model.layers())
+    if (l.kind == models::LayerKind::moe)
+      return models::expert_load(l, point.parallelism.ep);
+  return std::nullopt;
+}
+
+double dropped_tokens(const PointConfig& point)
+{
+  double dropped = 0;
+  for (const auto& l : point.model.layers())
+    if (l.kind == models::LayerKind::moe)  // its input: tokens x top_k copies per sample
+      dropped += (1 - models::expert_load(l, 1).kept) * l.output.tokens;
+  return dropped * static_cast<double>(point.training.global_batch);
 }
 
 models::MemoryOptions memory_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
+  const auto load = point_expert_load(point);
   return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
           .reserve_bytes = point.training.memory_reserve, .tp = par.tp, .sequence_parallel = par.sequence_parallel,
-          .cp = par.cp, .zero = par.zero, .shard = par.shard_group()};
+          .cp = par.cp, .zero = par.zero, .shard = par.shard_group(), .ep = par.ep,
+          .expert_shard = par.expert_shard_group(), .expert_load = load ? load->busiest() : 1.0};
 }
 
 double model_flop_per_token(const models::Model& model)
@@ -574,6 +714,16 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   pipe.tp = par.tp;
   pipe.tp_algorithm = par.tp_collective;
   pipe.tp_fidelity = par.tp_fidelity;
+  pipe.ep = par.ep;
+  pipe.expert_shard = par.expert_shard_group();
+  pipe.ep_algorithm = par.ep_collective;
+  pipe.ep_fidelity = par.ep_fidelity;
+  const auto load = point_expert_load(point);
+  if (par.ep > 1 && load) {
+    pipe.expert_load = load->rank_load;
+    for (double l : load->rank_load)
+      pipe.expert_compute.push_back(l / load->kept);  // the cost model counts the kept share already
+  }
   const int chunks = par.pp * par.virtual_stages;
   const bool interleaved = par.virtual_stages > 1;
 
@@ -612,22 +762,27 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     const double token_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;
     stage.activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d * token_share : 0.0;
     stage.gradient_bytes = memory.parameters(ranges[s]) * d;
+    if (par.ep > 1) {  // the experts' gradients go to their own groups
+      stage.expert_gradient_bytes = memory.expert_parameters(ranges[s]) * d;
+      stage.gradient_bytes -= stage.expert_gradient_bytes;
+    }
     for (std::size_t i = layers.begin; i < layers.end; ++i)
       if (model.layers()[i].norm_channels > 0)  // sum and sum of squares per channel, fp32
         stage.sync_points.push_back({.layer = i + 1, .bytes = 2 * model.layers()[i].norm_channels * 4});
     if (par.dp_bucket > 0)
-      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp);
+      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp, par.ep > 1);
     if (par.tp > 1)
-      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel);
+      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel, par.ep);
     // ZeRO units (blocks): gathered with stage 3, and the reduce-scatter units of stages 2-3 (FSDP
     // reduces per wrapped module; with dp_bucket, stage 2 reduces in those buckets instead).
     if (par.zero >= 3 || (par.zero == 2 && par.dp_bucket <= 0))
       for (std::size_t b = ranges[s].begin; b < ranges[s].end; ++b) {
         const models::StageRange unit = model.blocks()[b].layers;
-        double params = 0;
+        double params = 0, experts = 0;
         for (std::size_t i = unit.begin; i < unit.end; ++i)
-          params += model.held_parameters(i, layers, par.tp);
-        stage.units.push_back({.begin = unit.begin, .end = unit.end, .bytes = params * d});
+          (par.ep > 1 && model.layers()[i].kind == models::LayerKind::moe ? experts : params) +=
+              model.held_parameters(i, layers, par.tp) / (model.layers()[i].kind == models::LayerKind::moe ? par.ep : 1);
+        stage.units.push_back({.begin = unit.begin, .end = unit.end, .bytes = params * d, .expert_bytes = experts * d});
       }
     if (par.cp > 1)
       for (std::size_t i = layers.begin; i < layers.end; ++i)
@@ -636,6 +791,15 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
           const double kv_per_rank = std::max(1.0, static_cast<double>(l.kv_heads) / par.tp);
           const double head_dim = l.output.features / l.heads;
           stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d});
+        }
+    if (par.ep > 1)
+      for (std::size_t i = layers.begin; i < layers.end; ++i)
+        if (const models::Layer& l = model.layers()[i]; l.kind == models::LayerKind::moe) {
+          // Each GPU sends its tokens' copies (tokens x top_k x hidden), to every shard of an expert
+          // split over several GPUs; its s/cp tokens, and with sequence parallelism its 1/tp of them.
+          const double tokens_share = token_share / (par.sequence_parallel ? par.tp : 1);
+          stage.exchanges.push_back(
+              {.layer = i, .bytes_per_sample = model.layers()[i].output_elements() * d * tokens_share * load->shards});
         }
     pipe.stages.push_back(std::move(stage));
     plan.stage_blocks.push_back(ranges[s]);
@@ -700,10 +864,37 @@ MemoryVerdict stage_memory_verdict(const PointConfig& point, const PointPlan& pl
 
 MemoryVerdict check_memory(const PointConfig& point)
 {
+  if (point.chakra) {  // the memory the exporting point needed, if ddlsim wrote the traces
+    const auto peak = point.chakra->columns().find("peak_memory_bytes");
+    MemoryVerdict v;
+    v.peak_bytes = peak == point.chakra->columns().end() ? 0.0 : std::stod(peak->second);
+    v.capacity_bytes = point.cluster.smallest_memory();
+    if (v.peak_bytes > v.capacity_bytes)
+      v.message = "the traces' peak memory " + format_quantity(v.peak_bytes, Dimension::bytes) + " > capacity " +
+                  format_quantity(v.capacity_bytes, Dimension::bytes);
+    return v;
+  }
   if (point.parallelism.ps)
     return parameter_server_memory(point);
   const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(point.profile);
   return stage_memory_verdict(point, plan_point(point, *cost));
+}
+
+WorkloadFlop workload_flop(const PointConfig& point)
+{
+  if (point.chakra)
+    return {.per_sample = point.chakra->flop_per_sample(point.training.global_batch),
+            .model_per_sample = point.chakra->model_flop_per_sample(point.training.global_batch),
+            .tokens = point.chakra->tokens_per_sample()};
+  const models::Model& model = point.model;
+  WorkloadFlop flop;
+  flop.per_sample = model.forward_flop_per_sample() + model.backward_flop_per_sample();
+  flop.model_per_sample = flop.per_sample;
+  if (model.has(models::LayerKind::attention)) {
+    flop.tokens = model.input_shape().tokens;
+    flop.model_per_sample = flop.tokens * model_flop_per_token(model);
+  }
+  return flop;
 }
 
 long long bn_batch(const PointConfig& point)
@@ -751,7 +942,22 @@ ResultRow describe_point(const PointConfig& p)
   const bool folded = folds_tensor_groups(p);
   row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)) +
                                      ";tp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.tp_fidelity)) +
-                                     (folded ? "+aggregated" : ""));
+                                     (folded ? "+aggregated" : "") +
+                                     (p.parallelism.ep > 1 ? ";ep=" + std::string(sim::collective_fidelity_table.name(
+                                                                          p.parallelism.ep_fidelity))
+                                                           : ""));
+  if (p.model.has(models::LayerKind::moe)) {
+    row.set("ep", static_cast<long long>(p.parallelism.ep));
+    row.set("ep_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.ep_collective)));
+    if (p.is_valid())
+      row.set("dropped_tokens", dropped_tokens(p));
+    for (const auto& l : p.model.layers())
+      if (l.kind == models::LayerKind::moe) {
+        row.set("load_imbalance", l.load_imbalance);
+        row.set("capacity_factor", l.capacity_factor);
+        break;
+      }
+  }
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));
   if (p.parallelism.ps) {
@@ -785,7 +991,7 @@ ResultRow failed_row(std::size_t index, const std::string& experiment, Status st
 
 ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& options)
 {
-  ResultRow row = describe_point(point);
+  ResultRow row = point.chakra ? describe_chakra_point(point) : describe_point(point);
   auto fail = [&](Status status, const std::string& message) {
     row.set("status", std::string(status_table.name(status)));
     row.set("message", message);
@@ -798,6 +1004,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     return fail(Status::invalid, message);
   }
   try {
+    if (point.chakra)
+      return simulate_chakra_point(point, options, row);
     const std::unique_ptr<calibration::CostModel> cost_model = calibration::make_cost_model(point.profile);
     const calibration::CostModel& cost = *cost_model;
     row.set("compute_costs", point.profile.kernel_tables.empty() ? "roofline" : "tables+roofline");
@@ -849,10 +1057,16 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
             if (phase == c.phase && layer >= c.layer_begin && layer < c.layer_end)
               seconds[id] += collective_s;
         }
+    if (options.on_workload) {
+      options.on_workload({graph, cluster, seconds, row});
+      return row;
+    }
     const sim::ReplayResult result = sim::replay(graph, cluster, seconds, options.replay);
 
     fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,
                         aggregate ? fold.seconds_per_gpu : 0.0);
+    if (point.model.has(models::LayerKind::moe))
+      row.set("all_to_all_time_s", exposed_all_to_all_seconds(graph, result));
     for (const auto& l : point.model.layers())
       if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
         row.set("message", "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +

@@ -12,22 +12,48 @@
 #include "calibration/CostModel.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/ResultRow.hpp"
+#include "models/ExpertLoad.hpp"
 #include "models/Memory.hpp"
 #include "sim/OpCosts.hpp"
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace ddlsim::experiments {
+
+/// What a point simulates, just before the replay: its task graph (tensor-parallel groups folded
+/// when the point folds them), the cluster it runs on, each compute task's seconds, and the row's
+/// configuration and memory columns (`ddlsim export chakra` writes it out).
+struct PointWorkload {
+  const sim::TaskGraph& graph;
+  const sim::ClusterSpec& cluster;
+  const std::vector<double>& compute_seconds;
+  const ResultRow& row;
+};
 
 struct EvaluateOptions {
   sim::ReplayOptions replay;
   std::string trace_dir;  ///< when set, write <trace_dir>/<experiment>_<config_id>.json (Chrome trace)
   /// Every kernel at this fraction of its rows, activation transfers likewise (sim::ComputeOptions::scale).
   double work_scale = 1;
+  /// When set, evaluate_point hands the point's workload to it instead of replaying it (no SimGrid
+  /// engine is created) and returns the row without timing columns.
+  std::function<void(const PointWorkload&)> on_workload;
 };
+
+/// The flop the CSV's throughput columns count for one sample: the model's forward and backward
+/// flop (achieved_flop_per_s_per_gpu), those MFU counts (PaLM's 6N + 12lhs per token for a sequence
+/// model), and the tokens of a sample (0 without attention: no tokens_per_s).
+struct WorkloadFlop {
+  double per_sample = 0;
+  double model_per_sample = 0;
+  double tokens = 0;
+};
+WorkloadFlop workload_flop(const PointConfig& point);
 
 struct PointPlan {
   sim::PipelinePlan pipeline;
@@ -61,9 +87,21 @@ bool folds_tensor_groups(const PointConfig& point);
 
 /// The tensor-parallel collectives of `layers` (each layer's models::TpRole): their layer, phase,
 /// kind and bytes per sample (at `dtype_bytes` per element); with `sequence_parallel` (a sequence
-/// model) each all-reduce becomes a reduce-scatter and an all-gather.
+/// model) each all-reduce becomes a reduce-scatter and an all-gather. A mixture of experts (its
+/// experts split over the group) is reduced like a dense MLP at its ends (router input, combine
+/// output); with expert parallelism `ep` > 1 and sequence parallelism, as Megatron-Core does, each
+/// tensor rank dispatches its tokens and the group gathers what arrived before the experts and
+/// reduce-scatters their output after.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers,
-                                                  double dtype_bytes, bool sequence_parallel = false);
+                                                  double dtype_bytes, bool sequence_parallel = false, int ep = 1);
+
+/// The expert load of a point's mixture of experts over its ep ranks (its first experts layer's:
+/// the generators make them all alike); nullopt for a dense model.
+std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point);
+
+/// Token copies (token x expert assignments) the experts drop per iteration, over every MoE layer
+/// and the whole global batch (0 when dropless).
+double dropped_tokens(const PointConfig& point);
 
 /// The options of a point for the cost and memory models (tp, sequence and context parallelism, ZeRO).
 sim::ComputeOptions compute_options(const PointConfig& point);

@@ -313,50 +313,66 @@ Tensor ModelBuilder::swiglu(Tensor x, std::string name)
 Tensor ModelBuilder::moe(Tensor x, const MoeOptions& o, std::string name)
 {
   if (x.shape.image || o.experts < 1 || o.top_k < 1 || o.top_k > o.experts || !(o.expert_ffn_hidden >= 1) ||
-      o.capacity_factor < 0 || !(o.load_imbalance >= 1))
+      o.capacity_factor < 0 || !(o.load_imbalance >= 1) || o.load_imbalance > o.experts)
     throw std::invalid_argument("moe '" + name + "' needs tokens x hidden, 1 <= top_k <= experts, an expert width, a "
-                                "capacity factor >= 0 and a load imbalance >= 1 (got experts " +
+                                "capacity factor >= 0 and 1 <= load imbalance <= experts (got experts " +
                                 std::to_string(o.experts) + ", top_k " + std::to_string(o.top_k) + ")");
   const double s = x.shape.tokens, h = x.shape.features, e = o.experts, k = o.top_k, f = o.expert_ffn_hidden;
   const double matrices = o.swiglu ? 3 : 2;
   const double up = o.swiglu ? 2 * f : f;  // gate and up fused, or the one up matrix
-  Layer& l = add_layer(LayerKind::moe, std::move(name), {x}, x.shape);
-  l.experts = o.experts;
-  l.top_k = o.top_k;
-  l.capacity_factor = o.capacity_factor;
-  l.load_imbalance = o.load_imbalance;
-  l.expert_parameters = matrices * h * f;
-  l.parameters = h * e + e * l.expert_parameters;
-  l.active_parameters = h * e + k * l.expert_parameters;
-  l.stash_inputs = true;  // the router's and the dispatch's input
-  // Kept for backward, per token: the routing probabilities (fp32 as two elements), the permuted
-  // tokens (the up GEMM's input), the up output (the activation's input) and the activation's output
-  // (the down GEMM's input), each for top_k copies.
-  const double routed = s * k;
-  l.stashed_elements = 2 * s * e + routed * (h + up + f);
-  l.kernels.push_back(gemm_kernel(l.name + ".router", s, e, h));
-  l.kernels.push_back(pointwise_kernel(l.name + ".topk", s * e, s * e + 2 * routed, 5 * s * e));
-  Kernel dispatch = pointwise_kernel(l.name + ".dispatch", s * h, routed * h, 0);  // permute: a copy per route
-  l.kernels.push_back(dispatch);
-  // The experts' grouped GEMMs over all routed rows; every expert's weights are read once.
-  Kernel gate_up = gemm_kernel(l.name + ".experts_up", routed, up, h);
+  const double routed = s * k;             // token copies, one per route
+  auto describe = [&](Layer& l) {
+    l.experts = o.experts;
+    l.top_k = o.top_k;
+    l.capacity_factor = o.capacity_factor;
+    l.load_imbalance = o.load_imbalance;
+    l.expert_parameters = matrices * h * f;
+  };
+  // Router: the gate GEMM (hidden x experts), top-k, and the tokens permuted by expert (a copy per
+  // route): what the dispatch sends. It keeps its input and the routing probabilities (fp32).
+  Layer& router = add_layer(LayerKind::moe_router, name + ".router", {x}, TensorShape::sequence(routed, h));
+  describe(router);
+  router.parameters = router.active_parameters = h * e;
+  router.stash_inputs = true;
+  router.stashed_elements = 2 * s * e;
+  router.kernels.push_back(gemm_kernel(router.name + ".gate", s, e, h));
+  router.kernels.push_back(pointwise_kernel(router.name + ".topk", s * e, s * e + 2 * routed, 5 * s * e));
+  router.kernels.push_back(pointwise_kernel(router.name + ".permute", s * h, routed * h, 0));
+  const Tensor permuted{layers_.size() - 1, router.output};
+
+  // Experts: grouped GEMMs over all routed rows, every expert's weights read once. They keep their
+  // input (the up GEMM's), the up output (the activation's input) and the activation's output.
+  Layer& experts = add_layer(LayerKind::moe, name + ".experts", {permuted}, TensorShape::sequence(routed, h));
+  describe(experts);
+  experts.parameters = e * experts.expert_parameters;
+  experts.active_parameters = k * experts.expert_parameters;
+  experts.stash_inputs = true;
+  experts.stashed_elements = routed * (up + f);
+  Kernel gate_up = gemm_kernel(experts.name + ".up", routed, up, h);
   gate_up.forward_fixed_elements = e * h * up;
   gate_up.backward_fixed_elements = 2 * e * h * up;
-  l.kernels.push_back(gate_up);
+  experts.kernels.push_back(gate_up);
   if (o.swiglu) {
-    Kernel act = pointwise_kernel(l.name + ".swiglu", 2 * routed * f, routed * f, 6 * routed * f);
+    Kernel act = pointwise_kernel(experts.name + ".swiglu", 2 * routed * f, routed * f, 6 * routed * f);
     act.backward_flop = 12 * routed * f;
     act.backward_sample_elements = 5 * routed * f;
-    l.kernels.push_back(act);
+    experts.kernels.push_back(act);
   } else {
-    l.kernels.push_back(pointwise_kernel(l.name + ".gelu", routed * f, routed * f, 8 * routed * f));
+    experts.kernels.push_back(pointwise_kernel(experts.name + ".gelu", routed * f, routed * f, 8 * routed * f));
   }
-  Kernel down = gemm_kernel(l.name + ".experts_down", routed, h, f);
+  Kernel down = gemm_kernel(experts.name + ".down", routed, h, f);
   down.forward_fixed_elements = e * f * h;
   down.backward_fixed_elements = 2 * e * f * h;
-  l.kernels.push_back(down);
-  l.kernels.push_back(pointwise_kernel(l.name + ".combine", routed * h + routed, s * h, 2 * routed * h));
-  return {layers_.size() - 1, l.output};
+  experts.kernels.push_back(down);
+  const Tensor outputs{layers_.size() - 1, experts.output};
+
+  // Combine: each token's top_k outputs un-permuted and summed with the routing weights; it keeps the
+  // experts' outputs, which the routing weights' gradient needs.
+  Layer& combine = add_layer(LayerKind::moe_combine, name + ".combine", {outputs}, x.shape);
+  describe(combine);
+  combine.stash_inputs = true;
+  combine.kernels.push_back(pointwise_kernel(combine.name, routed * h + routed, s * h, 2 * routed * h));
+  return {layers_.size() - 1, combine.output};
 }
 
 Tensor ModelBuilder::embedding(Tensor tokens, double vocab, double hidden, double positions, std::string name)

@@ -30,8 +30,21 @@
 //   sharp         in-network reduction across nodes (NCCL CollNet): ring reduce-scatter inside each
 //                 node, every member's S/m shard into the fabric's switches and back reduced (K
 //                 chunks), ring all-gather inside each node; needs fabric.sharp
+//   all-to-all    member i sends the j-th of its n blocks (S/n each, times the load of j, or of i
+//                 for a combine: CollectiveTask::member_load) to member j:
+//     direct      every message at once, no waits (NCCL's grouped send/recv): n (n-1) messages.
+//                 With c.channels > 1 (NCCL's PXN, set by resolve_collective across NVLink nodes)
+//                 a message to another node leaves through the NIC on the destination's rail: it is
+//                 sent by the sender's node-mate of the destination's local rank (NCCL's NVLink hop
+//                 there is not simulated)
+//     hierarchical  members spread evenly over N nodes of m: inside each node, member j sends
+//                 member j' every block it holds for local rank j' of any node (N blocks); then
+//                 member j' of node a sends member j' of node b the m blocks of node a's members for
+//                 it, once its own phase-1 blocks have arrived (Tutel's 2DH, DeepSpeed's
+//                 hierarchical all-to-all): N m (m-1) + m N (N-1) messages
 // Algorithms that do not apply (tree, double_tree, sharp for an all-gather; hierarchical or sharp
-// over one node or uneven nodes; nvls across nodes or without NVLS) fall back to ring.
+// over one node or uneven nodes; nvls across nodes or without NVLS) fall back to ring; an
+// all-to-all is direct unless hierarchical applies; `direct` for the other kinds is ring.
 //
 // analytic_seconds() is the same algorithm's time, uncontended, from the links each step loads
 // (a = a step's latency, B = the bottleneck bandwidth of its links given every channel's load):
@@ -43,6 +56,13 @@
 //   double_tree       2 (path + (K-1) max hop) over the chain and the deeper tree (steady-state loads)
 //   nvls              (K+1) (S (m+1) / (m K min(B, B_nvls/m)))
 //   sharp             2 (m-1)(a_i + S/(m B_i)) + (K+1) S / (m K B_nic/g)  (g members per NIC)
+//   direct a2a        the link class that finishes last: max(a_i + L_i / B_i, a_n + L_n / B_n), L_i the
+//                     most bytes one GPU sends or receives inside its node, L_n the most one NIC (or,
+//                     on a fat tree, one leaf's uplinks) carries each way (uniform, m members on each
+//                     of N nodes, a NIC each: L_i = (m-1) S/n, L_n = (N-1) m S/n; one switch:
+//                     a + (n-1) S / (n B))
+//   hierarchical a2a  a_i + L_1 / B_i + a_n + L_2 / B_n, the two phases' busiest links (uniform:
+//                     L_1 = (m-1) S/m, L_2 = (N-1) S/N)
 // plus the protocol's fixed latency. At flow fidelity every algorithm but double_tree takes exactly
 // this time alone on its links (tests/sim); double_tree's closed form counts every link at its
 // steady-state load, so the flows finish a little earlier while the pipeline fills.
@@ -52,7 +72,9 @@
 // its size and its group, and for a forced algorithm its best protocol, and sets the task's
 // channels, fixed latency, per-step latencies (NCCL's per-step latency of the protocol on NVLink,
 // PCIe or the network, plus the fabric's latency between nodes) and bandwidth share (Simple 1,
-// LL128 0.92, LL 0.5 up to NCCL's LL ceiling; tree all-reduce 0.92 of that).
+// LL128 0.92, LL 0.5 up to NCCL's LL ceiling; tree all-reduce 0.92 of that). An all-to-all is NCCL's
+// p2p path: LL or Simple (no LL128), the ring's per-step latency of the protocol per message and its
+// fixed latency per exchange; `auto` is direct, or hierarchical where it fits and is faster.
 //
 // Measured collectives. calibrate_collective() maps a fitted curve t = alpha + S / bandwidth (from a
 // profile's `collectives`, e.g. nccl-tests on the real cluster) onto one collective: every message
@@ -107,7 +129,10 @@ std::uint64_t message_count(const CollectiveTask& c, int gpus_per_node);
 /// Calls send(src, dst, bytes) with the total bytes each member sends to each peer in `c`'s
 /// decomposition, without building the messages for a ring (O(nC) instead of O(n^2 C)). Bytes a
 /// GPU sends into a switch are reported with dst a GPU of the switch's reach (its own node for an
-/// NVSwitch, another node for the fabric); what switches send is not reported.
+/// NVSwitch, another node for the fabric); what switches send is not reported. A direct all-to-all
+/// gives, per member, the bytes of its own blocks it sends to each node at once (PXN's relay left
+/// out), addressed to that node's first other member (O(n x nodes) instead of O(n^2)): per-member
+/// totals and node crossings are exact, the peer inside a node is a representative.
 void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send);
 
 /// Closed-form duration of `c` on `cluster` (see above), with c's protocol and calibration.
@@ -153,7 +178,7 @@ int rail_channels(const CollectiveTask& c, const ClusterSpec& cluster);
 int tree_chunks(double bytes);
 
 /// A collective's bus bandwidth factor as nccl-tests defines it: 2(n-1)/n for all-reduce, (n-1)/n for
-/// all-gather and reduce-scatter, 1 for broadcast (busbw = algbw x factor).
+/// all-gather, reduce-scatter and all-to-all, 1 for broadcast (busbw = algbw x factor).
 double bus_bandwidth_factor(CollectiveKind kind, int members);
 
 }  // namespace ddlsim::sim

@@ -1,5 +1,7 @@
 #include "sim/OpCosts.hpp"
 
+#include "models/ExpertLoad.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -47,6 +49,11 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch)
     p.n = whole(launch.gemm.n);
     p.k = whole(launch.gemm.k);
     p.batch = whole(launch.gemm.batch);
+    // The layouts a training step runs: the data gradient reads the weights transposed, the weight gradient the
+    // activations (calibration::GemmLayout).
+    p.layout = launch.pass == LaunchPass::backward_data     ? calibration::GemmLayout::nt
+               : launch.pass == LaunchPass::backward_weight ? calibration::GemmLayout::tn
+                                                            : calibration::GemmLayout::nn;
     return p;
   case models::KernelKind::conv2d: {
     p.op = calibration::BenchOp::conv2d;
@@ -65,10 +72,15 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch)
 }
 
 std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp,
-                                         double scale, bool sequence_parallel, int cp)
+                                         double scale, bool sequence_parallel, int cp, int ep)
 {
   const bool per_token = !layer.output.image;
   const double share = models::tp_divides(layer.tp) || (sequence_parallel && per_token) ? 1.0 / tp : 1.0;
+  // The experts: the kept token copies, 1/ep of the weights, each expert over `shards` GPUs.
+  const bool experts = layer.kind == models::LayerKind::moe;
+  const double kept = experts ? models::expert_load(layer, 1).kept : 1.0;
+  const double weights = experts ? 1.0 / ep : 1.0;
+  const double shards = experts && ep > layer.experts ? static_cast<double>(ep / layer.experts) : 1.0;
   std::vector<KernelLaunch> out;
   for (const auto& k : layer.kernels) {
     // The samples this kernel really runs: scaled rows are whole (at least one row, batch or image).
@@ -81,16 +93,22 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
       else if (k.kind == models::KernelKind::conv2d)
         rows = std::max(1.0, std::round(samples * scale));
     }
+    rows *= kept;
     KernelLaunch launch{.kind = k.kind, .pass = phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward,
                         .work = kernel_work(k, phase, rows, dtype), .gemm = k.gemm, .conv = k.conv,
                         .conv_batch = static_cast<int>(std::lround(rows)), .layer = &layer};
     launch.work.flop *= share;
     launch.work.bytes *= share;
+    const double fixed = (phase == Phase::backward ? k.backward_fixed_elements : k.forward_fixed_elements) *
+                         dtype_bytes(dtype) * share;
+    launch.work.bytes -= fixed * (1 - weights);  // this GPU's experts' weights only
     if (cp > 1) {  // s/cp tokens of each sample; the weights are read whole
-      const double fixed = (phase == Phase::backward ? k.backward_fixed_elements : k.forward_fixed_elements) *
-                           dtype_bytes(dtype) * share;
       launch.work.flop /= cp;
-      launch.work.bytes = (launch.work.bytes - fixed) / cp + fixed;
+      launch.work.bytes = (launch.work.bytes - fixed * weights) / cp + fixed * weights;
+    }
+    if (k.kind == models::KernelKind::gemm && shards > 1) {  // a split expert: all its rows, part of its width
+      launch.gemm.m *= shards;
+      (k.gemm.k == layer.output.features ? launch.gemm.n : launch.gemm.k) /= shards;
     }
     if (k.kind == models::KernelKind::gemm) {
       launch.gemm.m = std::max(1.0, std::round(launch.gemm.m * rows / cp));  // one GEMM over the micro-batch's rows
@@ -134,7 +152,7 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
     // and writes the fp32 state and master copy, reads gradients and writes weights.
     double params = 0;
     for (std::size_t l = begin; l < end; ++l)
-      params += model.held_parameters(l, {begin, end}, options.tp);
+      params += model.held_parameters(l, {begin, end}, options.tp) / (layers[l].kind == models::LayerKind::moe ? options.ep : 1);
     if (params <= 0)
       return {};
     const double d = dtype_bytes(options.dtype);
@@ -149,13 +167,13 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
   std::vector<KernelLaunch> out;
   for (std::size_t l = begin; l < end; ++l) {
     for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp, options.scale,
-                                       options.sequence_parallel, options.cp))
+                                       options.sequence_parallel, options.cp, options.ep))
       out.push_back(launch);
     if (phase == Phase::backward &&
         (options.recompute == models::Recompute::full ||
          (options.recompute == models::Recompute::selective && layers[l].recompute_cheap)))
       for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp, options.scale,
-                                         options.sequence_parallel, options.cp))
+                                         options.sequence_parallel, options.cp, options.ep))
         out.push_back(launch);
   }
   return out;

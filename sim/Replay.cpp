@@ -253,7 +253,8 @@ private:
   double analytic_duration(const CollectiveTask& c)
   {
     auto key = std::make_tuple(c.kind, c.algorithm, c.protocol, c.channels, c.bytes, c.base_latency_s, c.hop_latency_s,
-                               c.bandwidth_factor, c.intra_step_latency_s, c.inter_step_latency_s, c.group);
+                               c.bandwidth_factor, c.intra_step_latency_s, c.inter_step_latency_s, c.group,
+                               c.member_load, c.load_at_source);
     auto it = analytic_cache_.find(key);
     if (it == analytic_cache_.end())
       it = analytic_cache_.emplace(std::move(key), analytic_seconds(c, cluster_)).first;
@@ -322,7 +323,7 @@ private:
   const detail::Platform& platform_;
   std::unordered_map<TaskId, int> rail_set_;  // collectives with channels across nodes: their NIC set
   std::map<std::tuple<CollectiveKind, CollectiveAlgorithm, CollectiveProtocol, int, double, double, double, double, double,
-                      double, std::vector<int>>,
+                      double, std::vector<int>, std::vector<double>, bool>,
            double>
       analytic_cache_;
   std::vector<std::uint32_t> remaining_;
@@ -376,7 +377,8 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
   std::vector<std::vector<int>> rail_sets;
   std::unordered_map<TaskId, int> rail_set;
   for (TaskId id = 0; id < graph.size(); ++id)
-    if (graph.kind(id) == TaskKind::collective && graph.collective(id).channels > 1) {
+    if (graph.kind(id) == TaskKind::collective && graph.collective(id).channels > 1 &&
+        graph.collective(id).kind != CollectiveKind::all_to_all) {  // PXN sends from GPUs, not the rails
       const std::vector<int> nics = rail_nics(graph.collective(id), cluster);
       if (nics.empty())
         continue;

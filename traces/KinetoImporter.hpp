@@ -15,14 +15,22 @@
 #include "traces/Json.hpp"
 #include "traces/TraceRecords.hpp"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace ddlsim::traces {
 
-/// Reads `path`. Throws TraceError naming the file when it cannot be read or is not a Kineto trace.
+/// Reads `path`, streaming its events (memory near the file's size, not a tree of it). Throws
+/// TraceError naming the file when it cannot be read or is not a Kineto trace.
 TraceSet import_kineto(const std::string& path);
 /// The same from a parsed document (`path` names it in errors and provenance).
 TraceSet import_kineto(const JsonValue& root, const std::string& path);
+/// The same from a file's text, which is changed (give it json_padding() spare capacity to spare a
+/// copy); nullopt when the document has no traceEvents member, and then `root` is the whole document.
+std::optional<TraceSet> import_kineto_text(std::string& text, const std::string& path, JsonValue& root);
+/// Adds the kernels and collectives of `events` (elements of traceEvents) to `set`, counting skips.
+void import_kineto_events(TraceSet& set, const std::vector<JsonValue>& events);
 
 /// The collective an NCCL kernel name or annotation stands for ("ncclKernel_AllReduce_RING_LL_Sum_float",
 /// "ncclDevKernel_SendRecv", "nccl:_all_gather_base" -> all_reduce, send_recv, all_gather); empty when none.

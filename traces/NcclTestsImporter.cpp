@@ -186,14 +186,14 @@ TraceSet import_nccl_tests(const std::string& path)
 
 TraceSet import_trace(const std::string& path)
 {
-  const std::string text = read_maybe_gzip(path);
+  std::string text = read_maybe_gzip(path, json_padding());
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw TraceError(path + ": the file is empty");
   if (!looks_like_json(text))
     return checked(from_text(text, path), path);
-  const JsonValue root = parse_json(text, path);
-  if (root.find("traceEvents")) {
-    TraceSet set = import_kineto(root, path);
+  JsonValue root;  // a Kineto trace's events stream past; other documents come back whole
+  if (std::optional<TraceSet> kineto = import_kineto_text(text, path, root)) {
+    TraceSet set = std::move(*kineto);
     if (set.kernels.empty() && set.collectives.empty())
       throw TraceError(path + ": traceEvents: no GPU kernel and no NCCL collective among its " +
                        std::to_string(set.skipped_total()) +

@@ -9,8 +9,12 @@ Oracles (docs/collectives.md cites them):
   - NVIDIA/nccl-tests issue 309: on one 8-GPU H100 node NCCL picks Ring/LL from 8 B to 1 MB and
     NVLS/Simple from 2 MB up.
   - 8 bytes over 1,024 GPUs: a tree's logarithm, at most 200 us (issue 17).
+  - All-to-all across N nodes of GPUs with a NIC each (NCCL maintainer, NVIDIA/nccl-tests issue 130):
+    "on 2 nodes ... BusBW = 2x network bandwidth per GPU", in general N/(N-1)x; NDR NICs give 48-49
+    GB/s each (issue 267), and "Alltoall cannot aggregate the bandwidth of multiple NICs".
 nccl-tests' own definitions (src/*.cu): algbw = size / time; busbw = algbw x 2(n-1)/n (all-reduce),
-x (n-1)/n (all-gather, reduce-scatter), x 1 (broadcast, send/recv); all-gather's count is size / n.
+x (n-1)/n (all-gather, reduce-scatter, all-to-all), x 1 (broadcast, send/recv); all-gather's count is
+size / n, all-to-all's the count each rank sends each peer (size / n, rounded down to 16 bytes).
 """
 import os
 import sys
@@ -68,7 +72,7 @@ check(440 <= peak <= 500, f"NVLS peak bus bandwidth near nccl-tests #212's ~480 
 # nccl-tests' columns: count, algbw, busbw and the in-place copy, for every operation.
 for op, factor, count_div in (("all_reduce", lambda n: 2 * (n - 1) / n, 1), ("all_gather", lambda n: (n - 1) / n, 8),
                               ("reduce_scatter", lambda n: (n - 1) / n, 8), ("broadcast", lambda n: 1, 1),
-                              ("send_recv", lambda n: 1, 1)):
+                              ("all_to_all", lambda n: (n - 1) / n, 8), ("send_recv", lambda n: 1, 1)):
     rc, r, out, err = collective("--cluster", "dgx-h100", "--gpus", "8", "--op", op, "-b", "64K", "-e", "64M", "-f", "8")
     checks += 1
     ok = rc == 0 and len(r) == 4 and "# Collective test starting:" in out
@@ -77,8 +81,41 @@ for op, factor, count_div in (("all_reduce", lambda n: 2 * (n - 1) / n, 1), ("al
         ok = ok and abs(x["algbw"] - x["size"] / (x["time_us"] * 1e3)) <= 0.01 + x["algbw"] * (1e-3 + 0.006 / x["time_us"])
         ok = ok and abs(x["busbw"] - x["algbw"] * factor(8)) <= 0.01 + 1e-3 * x["busbw"]
         ok = ok and x["count"] == x["size"] / 4 / count_div and x["time_in_us"] == x["time_us"]
-        ok = ok and x["root"] == (0 if op == "broadcast" else -1) and x["type"] == "float" and x["redop"] == "sum"
+        ok = ok and x["root"] == (0 if op == "broadcast" else -1) and x["type"] == "float"
+        # nccl-tests prints "none" where nothing is reduced (all_gather.cu, broadcast.cu, alltoall.cu)
+        ok = ok and x["redop"] == ("sum" if op in ("all_reduce", "reduce_scatter", "send_recv") else "none")
     check(ok, f"{op}: nccl-tests' size, count, algbw and busbw columns: {r} {err}")
+
+# All-to-all (alltoall_perf): 1 GiB across 2 and 8 DGX H100, N/(N-1) x a NIC's 48 GB/s within 10%
+# (nccl-tests #130, #267); NCCL's p2p path: LL for small exchanges, Simple for large, direct under auto,
+# a forced hierarchical exchange slower than direct (PXN loads the NICs alike already).
+for cluster, nodes in (("dgx-h100x2", 2), ("dgx-h100x8", 8)):
+    rc, r, out, err = collective("--cluster", cluster, "--op", "all_to_all", "-b", "1G", "-e", "1G")
+    band = nodes / (nodes - 1) * 48
+    checks += 1
+    check(rc == 0 and len(r) == 1 and 0.9 * band <= r[0]["busbw"] <= 1.1 * band and
+          r[0]["how"] == "direct/simple flow" and "alltoall_perf" in out,
+          f"1 GiB all-to-all on {cluster}: busbw {nodes}/{nodes - 1} x 48 GB/s within 10%: {r} {err}")
+rc, r, _, err = collective("--cluster", "dgx-h100x2", "--op", "all_to_all", "-b", "8", "-e", "1G", "-f", "8")
+checks += 1
+check(rc == 0 and len(r) == 10 and [x["size"] for x in r[:3]] == [0, 0, 512] and r[2]["count"] == 8 and
+      all(x["how"].startswith("direct/ll ") for x in r if x["size"] <= 2 ** 18) and
+      all(x["how"].startswith("direct/simple ") for x in r if x["size"] >= 2 ** 24) and
+      all(10 <= x["time_us"] <= 12 for x in r[:3]),
+      f"all-to-all sizes as alltoall_perf rounds them, LL then Simple, NCCL's latencies: {r} {err}")
+rc, r, _, err = collective("--cluster", "dgx-h100x2", "--op", "alltoall_perf", "-b", "256M", "-e", "256M",
+                           "--algo", "hierarchical")
+rc2, r2, _, _ = collective("--cluster", "dgx-h100x2", "--op", "all_to_all", "-b", "256M", "-e", "256M")
+checks += 1
+check(rc == 0 and rc2 == 0 and r[0]["how"] == "hierarchical/simple flow" and r[0]["time_us"] > r2[0]["time_us"],
+      f"a forced hierarchical all-to-all is slower than NCCL's direct one with PXN: {r} {r2} {err}")
+rc_flow, r_flow, _, _ = collective("--cluster", "dgx-h100x2", "--op", "all_to_all", "-b", "64M", "-e", "64M",
+                                   "--fidelity", "flow")
+rc_an, r_an, _, _ = collective("--cluster", "dgx-h100x2", "--op", "all_to_all", "-b", "64M", "-e", "64M",
+                               "--fidelity", "analytic")
+checks += 1
+check(rc_flow == 0 and rc_an == 0 and abs(r_flow[0]["time_us"] - r_an[0]["time_us"]) <= 0.011,
+      f"all-to-all alone on the network: flows and the closed form agree: {r_flow} {r_an}")
 
 # Sizes as nccl-tests steps them: -f multiplies, -i adds; -d sets the type.
 rc, r, _, _ = collective("--cluster", "dgx-h100", "-b", "8", "-e", "128", "-f", "2", "-d", "half")

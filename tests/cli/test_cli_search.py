@@ -114,7 +114,7 @@ check(not any(r["tp"] == "1" and r["pp"] == "1" and r["cp"] == "1" and r["zero"]
 table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
 best = max(rows, key=lambda r: float(r["tokens_per_s"])) if rows else None
 checks += 1
-check(table and best and table[0][1:7] == [best["tp"], best["pp"], best["dp"], best["cp"], best["zero"],
+check(table and best and table[0][1:8] == [best["tp"], best["pp"], best["dp"], best["cp"], best.get("ep") or "1", best["zero"],
                                              "yes" if best["sequence_parallel"] == "true" else "no"],
       f"the best simulated layout ranks first: {table[:1]} vs {best and (best['tp'], best['pp'], best['dp'])}")
 # On one GPU without communication the closed form is the simulation: M (t_f + t_b) + the step.
@@ -125,6 +125,6 @@ with open(one, "w") as f:
 rc, out, err = run(binary, "search", "parallel", one, "--top", "20", "-o", os.path.join(tmp, "one.csv"))
 table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
 checks += 1
-check(rc == 0 and table and all(abs(float(t[10]) / float(t[11]) - 1) < 1e-3 for t in table),
+check(rc == 0 and table and all(abs(float(t[11]) / float(t[12]) - 1) < 1e-3 for t in table),
       f"estimate = simulation on one GPU: {rc} {err} {table}")
 finish("cli_search", checks)

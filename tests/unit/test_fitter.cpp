@@ -180,7 +180,8 @@ TEST_CASE("fit_profile keeps curves of one group size on different node counts a
     records.collectives.push_back({.collective = "all_reduce", .bytes = bytes, .dtype = "float", .group_size = 8,
                                    .nodes = 8, .duration_s = 20e-6 + bytes / 40e9, .source = "t", .name = "", .point = 0});
   }
-  const FitResult fit = fit_profile(load_profile("h100-sxm"), records, {.name = "t", .base = "h100-sxm"});
+  const FitResult fit = fit_profile(load_profile("h100-sxm"), records,
+                                    {.name = "t", .base = "h100-sxm", .sources = "", .command = "", .date = ""});
   REQUIRE(fit.profile.collectives.size() == 2);
   const auto inside = fit.profile.measured_time("all_reduce", 8, 1, 1e9);
   const auto across = fit.profile.measured_time("all_reduce", 8, 8, 1e9);

@@ -82,6 +82,12 @@ TEST_CASE("the resource estimate equals the built graph's tasks and activities")
       experiment("resnet50", 1, 8, "global_batch: 64, micro_batch: 8", "pp: 1, dp: 8, dp_bucket: 25MiB"),
       // analytic data-parallel collectives are timers: no activities
       experiment("gpt2-small", 1, 8, "global_batch: 64, micro_batch: 2", "pp: 2, dp: 4, dp_fidelity: analytic"),
+      // expert parallelism: all-to-alls across two nodes (auto: direct, NCCL's PXN) with uneven loads, and
+      // hierarchical ones; the experts' gradients over their own groups with ZeRO
+      experiment("mixtral-8x7b", 2, 8, "global_batch: 16, micro_batch: 1, seq: 1024, load_imbalance: 2.0",
+                 "pp: 2, dp: 8, zero: 1, ep: 8"),
+      experiment("mixtral-8x7b", 2, 8, "global_batch: 16, micro_batch: 1, seq: 1024",
+                 "pp: 1, dp: 16, zero: 1, ep: 16, ep_collective: hierarchical"),
   };
   for (const auto& text : cases) {
     CAPTURE(text);

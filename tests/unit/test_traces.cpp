@@ -76,12 +76,18 @@ TEST_CASE("bad JSON is refused with the byte offset, never a crash")
 {
   CHECK(error_of(R"({"a": [1, 2)") == "t.json: byte 11: expected ']', the text ends (truncated?)");
   CHECK(error_of(R"({"a": tru})") == "t.json: byte 6: unexpected character 't'");
-  CHECK(error_of(R"({"a": 1e999})") == "t.json: byte 11: number 1e999 is out of range");
-  CHECK(error_of(R"({"a": "\q"})") == "t.json: byte 9: invalid escape '\\q'");
+  CHECK(error_of(R"({"a": 1e999})") == "t.json: byte 6: number 1e999 is out of range");
+  CHECK(error_of(R"({"a": "\q"})") == "t.json: byte 7: invalid escape '\\q'");
   CHECK(error_of(R"({"a": 1} x)") == "t.json: byte 9: unexpected text after the JSON value");
   CHECK(error_of(std::string(600, '[') + std::string(600, ']')).find("nesting deeper than 512") != std::string::npos);
   CHECK(error_of("").find("the text ends") != std::string::npos);
   CHECK(error_of("{\"a\": \"x\ny\"}").find("control character") != std::string::npos);
+  CHECK(error_of(R"({"a": 1}})") == "t.json: byte 8: unexpected text after the JSON value");
+  CHECK(error_of(R"({"a" 1})").rfind("t.json: byte ", 0) == 0);
+  CHECK(error_of(R"({"a": [1, 2}})") == "t.json: byte 11: unexpected character '}'");
+  CHECK(error_of(R"({"a": 1}})") == "t.json: byte 8: unexpected text after the JSON value");
+  CHECK(error_of(R"({"a" 1})").rfind("t.json: byte ", 0) == 0);
+  CHECK(error_of(R"({"a": [1, 2}})") == "t.json: byte 11: unexpected character '}'");
 }
 
 TEST_CASE("Kineto import: kernels, NCCL sizes from kernel arguments and annotations, skipped events counted")
