@@ -18,6 +18,10 @@
 //         - {min_bytes: 8, max_bytes: 65536, alpha: 1.2e-05, bandwidth: 2.1e+09, r2: 0.998, points: 14,
 //            max_relative_error: 0.03}
 //
+//   gemm_tiles:                       # shape-aware kernel costs (KernelModel.hpp), with sm_count, gemm_* parameters
+//     tiles: [[128, 256], [256, 128], [128, 128], [64, 128]]
+//     source: "CUTLASS 3 sm90 kernel tile shapes"
+//
 //   kernel_tables:                    # measured microbenchmarks (KernelTable.hpp), [work, seconds] pairs
 //     - {op: gemm, dtype: bf16, source: "h100.jsonl", held_out_error: 0.02, points: [[2.1e9, 1.1e-05], ...]}
 //
@@ -78,6 +82,20 @@ struct CollectiveCurve {
   double seconds(double bytes) const;
 };
 
+/// One output tile of a GEMM kernel: rows x columns of C that one CTA computes.
+struct GemmTile {
+  int m = 0;
+  int n = 0;
+};
+
+/// The GEMM output tiles a device's libraries choose from (cuBLAS, CUTLASS): the shape-aware kernel
+/// model (KernelModel.hpp) is on when a profile lists them.
+struct GemmTiles {
+  std::vector<GemmTile> tiles;
+  std::string source;       ///< where the list comes from
+  std::string description;
+};
+
 struct CalibrationProfile {
   std::string name;
   ProfileKind kind = ProfileKind::analytic;
@@ -86,6 +104,7 @@ struct CalibrationProfile {
   std::map<std::string, Parameter> parameters;    ///< by name, sorted
   std::vector<CollectiveCurve> collectives;       ///< measured collectives (measured profiles)
   std::vector<KernelTable> kernel_tables;         ///< measured op tables (measured profiles)
+  GemmTiles gemm_tiles;                           ///< shape-aware kernel costs when not empty
 
   const Parameter* find(const std::string& parameter) const;
   /// The fitted curve of `collective` (all_reduce, ...) over `group_size` ranks, or nullptr.

@@ -14,7 +14,8 @@ const char* table_op(WorkKind kind)
   case WorkKind::batched_gemm: return "batched_gemm";
   case WorkKind::conv2d: return "conv2d";
   case WorkKind::memory: return "pointwise";
-  case WorkKind::unknown: return nullptr;
+  case WorkKind::unknown:
+  case WorkKind::attention: return nullptr;  // a fused kernel: never a library kernel's measured time
   }
   return nullptr;
 }
@@ -54,7 +55,8 @@ const KernelTable* TableCostModel::table_for(const KernelWork& work) const
 
 double TableCostModel::seconds(const KernelWork& work) const
 {
-  if (!work.shape.empty() && work.kind != WorkKind::unknown && work.kind != WorkKind::memory) {
+  if (!work.shape.empty() && work.kind != WorkKind::unknown && work.kind != WorkKind::memory &&
+      work.kind != WorkKind::attention) {
     const int i = index_[static_cast<std::size_t>(work.kind)][static_cast<std::size_t>(work.dtype)];
     if (i >= 0) {
       const auto& shapes = tables_[static_cast<std::size_t>(i)].shapes;

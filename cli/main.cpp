@@ -4,6 +4,7 @@
 //
 // Every subcommand is one block of define_commands() at the end of this file: its options, bound to
 // the fields of its arguments struct, and the function that runs it.
+#include "calibration/KernelModel.hpp"
 #include "calibration/Profile.hpp"
 #include "calibration/ProfileFit.hpp"
 #include "cli/CommandLine.hpp"
@@ -72,6 +73,15 @@ void add_output(CLI::App* app, std::optional<std::string>& output, const std::st
   app->add_option("-o,--output", output, help)->type_name("FILE");
 }
 
+// "a, b, c"
+template <typename Strings> std::string joined(const Strings& items)
+{
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 void add_columns(CLI::App* app, experiments::ColumnSelection& columns)
 {
   app->add_option_function<std::string>(
@@ -83,19 +93,9 @@ void add_columns(CLI::App* app, experiments::ColumnSelection& columns)
              throw CLI::ValidationError(std::string("--columns: ") + e.what());
            }
          },
-         "the CSV's columns: names and presets (default, all, contract, identity, memory, throughput, measured, "
-         "parameter_server, llm, moe, simulation); -NAME takes one out (default: every column some row fills; "
-         "docs/csv.md)")
+         "the CSV's columns: names and presets (" + joined(experiments::ColumnSelection::presets()) +
+             "); -NAME takes one out (default: every column some row fills; docs/csv.md)")
       ->type_name("LIST");
-}
-
-// "a, b, c"
-template <typename Strings> std::string joined(const Strings& items)
-{
-  std::string out;
-  for (const auto& i : items)
-    out += (out.empty() ? "" : ", ") + i;
-  return out;
 }
 
 // True, after printing every point's problems, when no point can be simulated: that is bad input,
@@ -581,7 +581,8 @@ int cmd_model(const ModelArgs& a)
       const auto& l = model.layers()[i];
       std::string kernels;
       for (const auto& k : l.kernels)
-        kernels += (kernels.empty() ? "" : "; ") + k.shape_string();
+        if (k.in_forward)
+          kernels += (kernels.empty() ? "" : "; ") + k.shape_string();
       fmt::print("{:<5} {:<34} {:<15} {:<10} {:<14} {:14.0f} {:12.4g} {:>12}  {}\n", i, l.name,
                  models::layer_kind_table.name(l.kind), models::tp_role_table.name(l.tp), l.output.to_string(),
                  l.parameters, l.forward_flop(), bytes(model.owned_stash_bytes(i, *dtype)), kernels);
@@ -823,6 +824,7 @@ struct CalibrateFitArgs {
   std::string output, base;
   std::optional<std::string> name;
   std::string command_line;
+  bool accept_poor_fit = false;
 };
 
 int cmd_calibrate_fit(const CalibrateFitArgs& a)
@@ -839,7 +841,8 @@ int cmd_calibrate_fit(const CalibrateFitArgs& a)
                                 .base    = a.base,
                                 .sources = joined(a.files),
                                 .command = a.command_line,
-                                .date    = date});
+                                .date    = date,
+                                .accept_poor_fit = a.accept_poor_fit});
   for (const auto& note : fit.notes)
     fmt::print(stderr, "ddlsim: {}\n", note);
   const calibration::CalibrationProfile& profile = fit.profile;
@@ -864,6 +867,12 @@ int cmd_calibrate_report(const CalibrateReportArgs& a)
   fmt::print("\nparameters:\n");
   for (const auto& [name, p] : profile.parameters)
     fmt::print("  {:<20} {:14.6g} {:<7} {}\n", name, p.value, p.unit, p.source);
+  if (!profile.gemm_tiles.tiles.empty()) {
+    std::string tiles;
+    for (const auto& t : profile.gemm_tiles.tiles)
+      tiles += fmt::format("{}{}x{}", tiles.empty() ? "" : ", ", t.m, t.n);
+    fmt::print("\ngemm_tiles (shape-aware kernel costs, docs/kernels.md): {}\n  {}\n", tiles, profile.gemm_tiles.source);
+  }
   if (!profile.kernel_tables.empty()) {
     fmt::print("\nkernel tables (log-log interpolation inside the measured range, roofline outside):\n");
     fmt::print("  {:<13} {:<5} {:>6} {:>12} {:>12} {:>14} {:>14} {:>8} {:>14}\n", "op", "dtype", "points", "min_work",
@@ -1064,6 +1073,67 @@ int cmd_export_chakra(const ExportChakraArgs& a)
   return exit_ok;
 }
 
+// ---- profile gemm|attention: the shape-aware kernel model (calibration/KernelModel.hpp) ---------
+
+struct ProfileKernelArgs {
+  std::string profile, dtype = "bf16";
+  std::vector<long long> dims;  // M N K, or HEADS SEQ HEAD_DIM
+  long long batch = 1;
+  bool causal = false, backward = false;
+};
+
+int cmd_profile_gemm(const ProfileKernelArgs& a)
+{
+  if (a.dims.size() != 3)
+    throw UsageError{"profile gemm needs PROFILE M N K"};
+  const auto dtype = dtype_table.parse(a.dtype);
+  if (!dtype)
+    throw UsageError{"--dtype expects one of " + dtype_table.names()};
+  const calibration::CalibrationProfile profile = calibration::load_profile(a.profile);
+  auto us = [](double s) { return s * 1e6; };
+  const calibration::GemmDims dims{.m = static_cast<double>(a.dims[0]), .n = static_cast<double>(a.dims[1]),
+                                   .k = static_cast<double>(a.dims[2]), .batch = static_cast<double>(a.batch)};
+  const calibration::GemmEstimate e = calibration::estimate_gemm(profile, dims, *dtype);
+  fmt::print("gemm {} m={} n={} k={} batch={} on {}\n", a.dtype, a.dims[0], a.dims[1], a.dims[2], a.batch, profile.name);
+  fmt::print("time_us {:.3f}\nflop_per_s {:.6g}\nefficiency {:.4f}\nbound {}\n", us(e.seconds), e.flop / e.seconds,
+             e.efficiency, calibration::kernel_bound_name(e.bound));
+  if (e.ctas > 0)
+    fmt::print("tile {}x{}, split-K {}: {} CTAs in {} wave(s) on {:g} SMs; compute {:.3f} us, memory {:.3f} us{}\n",
+               e.tile.m, e.tile.n, e.split_k, e.ctas, e.waves, profile.value("sm_count"), us(e.compute_s),
+               us(e.memory_s), e.split_k > 1 ? fmt::format(", split-K reduction {:.3f} us", us(e.split_s)) : "");
+  else if (!profile.gemm_tiles.tiles.empty())
+    fmt::print("matrix-vector kernel (at most {:g} rows or columns): compute {:.3f} us, memory {:.3f} us\n",
+               profile.value("gemv_max_rows"), us(e.compute_s), us(e.memory_s));
+  else
+    fmt::print("flat roofline (the profile lists no gemm_tiles): compute {:.3f} us, memory {:.3f} us\n",
+               us(e.compute_s), us(e.memory_s));
+  return exit_ok;
+}
+
+int cmd_profile_attention(const ProfileKernelArgs& a)
+{
+  if (a.dims.size() != 3)
+    throw UsageError{"profile attention needs PROFILE HEADS SEQ HEAD_DIM"};
+  const auto dtype = dtype_table.parse(a.dtype);
+  if (!dtype)
+    throw UsageError{"--dtype expects one of " + dtype_table.names()};
+  const calibration::CalibrationProfile profile = calibration::load_profile(a.profile);
+  const std::string peak_name = "peak_flops_" + a.dtype;
+  const double peak           = profile.find(peak_name) ? profile.value(peak_name) : 0.0;
+  const calibration::AttentionDims dims{.heads    = static_cast<double>(a.dims[0]),
+                                        .q        = static_cast<double>(a.dims[1]),
+                                        .kv       = static_cast<double>(a.dims[1]),
+                                        .head_dim = static_cast<double>(a.dims[2]),
+                                        .causal   = a.causal,
+                                        .backward = a.backward};
+  const calibration::AttentionEstimate e = calibration::estimate_attention(profile, dims, *dtype);
+  fmt::print("attention {} {} heads={} seq={} head_dim={}{} on {}\n", a.backward ? "backward" : "forward", a.dtype,
+             a.dims[0], a.dims[1], a.dims[2], a.causal ? " causal" : "", profile.name);
+  fmt::print("time_us {:.3f}\nflop_per_s {:.6g}\nefficiency {:.4f}\nbound {}\n", e.seconds * 1e6, e.efficiency * peak,
+             e.efficiency, calibration::kernel_bound_name(e.bound));
+  return exit_ok;
+}
+
 // ---- help -----------------------------------------------------------------------------------
 
 struct HelpArgs {
@@ -1085,7 +1155,10 @@ int cmd_help(const HelpArgs& a)
     prefix += (prefix.empty() ? "" : " ") + app->get_name();
     app = sub;
   }
-  fmt::print("{}", app->help(prefix));
+  // CLI::App::help() prints the help of the subcommand that was parsed, which for the root is this
+  // `help` command itself: the root's own text comes from its formatter.
+  fmt::print("{}", a.topic.empty() ? app->get_formatter()->make_help(app, app->get_name(), CLI::AppFormatMode::Normal)
+                                   : app->help(prefix));
   return exit_ok;
 }
 
@@ -1345,6 +1418,32 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
     add_sets(c.app, c.args.sets);
   }
   {
+    CLI::App* profile = root.add_subcommand("profile", "a kernel's predicted time on a profile's GPU");
+    profile->require_subcommand(1);
+    auto dimensions = [](CLI::App* app, ProfileKernelArgs& a, const char* names) {
+      app->add_option("PROFILE", a.profile, "a shipped profile or a file")->required()->type_name("");
+      app->add_option("DIMS", a.dims, names)
+          ->required()
+          ->check(CLI::Range(1LL, 1LL << 40))
+          ->type_name(names);
+      app->add_option("--dtype", a.dtype, "element type (default bf16)")->type_name("DTYPE");
+    };
+    auto g = table.add<ProfileKernelArgs>(*profile, "gemm",
+                                          "one GEMM C[M x N] = A[M x K] B[K x N]: time, flop/s, efficiency and why",
+                                          cmd_profile_gemm);
+    g.app->footer("Efficiency is the share of the dtype's dense peak; the why is the tile, split-K and waves over the "
+                  "SMs, or the memory and launch floor. docs/kernels.md");
+    dimensions(g.app, g.args, "M N K");
+    cli::add_int(g.app, "--batch", g.args.batch, 1, 1LL << 40, "a batched GEMM of B such products (default 1)");
+    auto at = table.add<ProfileKernelArgs>(
+        *profile, "attention", "a fused attention kernel (FlashAttention): HEADS x SEQ queries against SEQ keys",
+        cmd_profile_attention);
+    at.app->footer("HEADS is micro-batch x heads, each of SEQ queries and keys of HEAD_DIM. docs/kernels.md");
+    dimensions(at.app, at.args, "HEADS SEQ HEAD_DIM");
+    at.app->add_flag("--causal", at.args.causal, "a causal mask (half the square)");
+    at.app->add_flag("--backward", at.args.backward, "the backward kernel");
+  }
+  {
     CLI::App* calibrate = root.add_subcommand("calibrate", "collect, import and fit calibration profiles");
     calibrate->require_subcommand(1);
     auto collect = table.add<CalibrateCollectArgs>(
@@ -1376,8 +1475,9 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
 
     auto fit = table.add<CalibrateFitArgs>(*calibrate, "fit", "fit calibration records into a measured profile",
                                            cmd_calibrate_fit);
-    fit.app->footer("Collectives as alpha-beta size regimes, microbenchmark ops as lookup tables, roofline "
-                    "efficiencies; peaks and bandwidth come from --base. docs/calibration.md");
+    fit.app->footer("Collectives as alpha-beta size regimes, microbenchmark ops and traced GEMMs and convolutions as "
+                    "lookup tables, roofline and GEMM-model efficiencies; peaks and bandwidth come from --base; says "
+                    "which kernel records carried no work, and why. docs/calibration.md");
     fit.args.command_line = command_line;
     fit.app->add_option("TRACES.jsonl", fit.args.files, "the calibration records")->required()->type_name("...");
     fit.app->add_option("--base", fit.args.base, "the profile the compute parameters come from")
@@ -1385,6 +1485,8 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
         ->type_name("PROFILE");
     fit.app->add_option("-o,--output", fit.args.output, "the profile to write")->required()->type_name("profile.yaml");
     fit.app->add_option("--name", fit.args.name, "the profile's name (default: the file's)")->type_name("NAME");
+    fit.app->add_flag("--accept-poor-fit", fit.args.accept_poor_fit,
+                      "write the profile even when a fit's R^2 is below 0.9 (refused otherwise)");
 
     auto report = table.add<CalibrateReportArgs>(
         *calibrate, "report", "a profile's parameters, provenance and fit quality (R^2, errors)", cmd_calibrate_report);

@@ -68,6 +68,17 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
 }
 
 // Memory of the smallest GPU of pipeline rank `rank` (its replicas and tensor ranks).
+// Speed of the slowest GPU of a pipeline rank (its replicas and tensor ranks), relative to the profile:
+// what the partitioners divide a stage's time by.
+double rank_speed(const PointConfig& point, int rank)
+{
+  const int per_rank = point.parallelism.replicas() * point.parallelism.tp;
+  double speed = std::numeric_limits<double>::infinity();
+  for (int g = 0; g < per_rank; ++g)
+    speed = std::min(speed, point.cluster.speed_of(rank * per_rank + g));
+  return speed;
+}
+
 double rank_capacity(const PointConfig& point, int rank)
 {
   const auto& par = point.parallelism;
@@ -324,6 +335,16 @@ MemoryVerdict parameter_server_memory(const PointConfig& point)
   return v;
 }
 
+// The replay's options for a point: the run's, with the profile's compute slowdown under overlapping
+// communication (0 when the profile has none).
+sim::ReplayOptions replay_options(const PointConfig& point, const EvaluateOptions& options)
+{
+  sim::ReplayOptions replay = options.replay;
+  if (const calibration::Parameter* slowdown = point.profile.find("comm_compute_slowdown"))
+    replay.comm_compute_slowdown = slowdown->value;
+  return replay;
+}
+
 // Data parallelism through parameter servers: workers hold the model, weights and gradients and
 // their activations; servers hold 1/S of the weights and the optimizer state each.
 ResultRow evaluate_parameter_server(const PointConfig& point, const calibration::CostModel& cost,
@@ -366,7 +387,7 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   const sim::PsGraph g = sim::build_parameter_server(plan);
   const auto seconds = sim::compute_durations(
       g.graph, model, cost, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
-  const sim::ReplayResult result = sim::replay(g.graph, point.cluster, seconds, options.replay);
+  const sim::ReplayResult result = sim::replay(g.graph, point.cluster, seconds, replay_options(point, options));
   // Throughput credits each worker with its own pace, and each GPU is timed over its own run
   // (ParameterServer.hpp): the makespan would time every worker at the straggler's pace.
   const sim::PsThroughput rate = sim::ps_throughput(plan, g, result.timings);
@@ -456,7 +477,7 @@ ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions&
     options.on_workload({built.graph, point.cluster, built.compute_seconds, row});
     return row;
   }
-  const sim::ReplayResult result = sim::replay(built.graph, point.cluster, built.compute_seconds, options.replay);
+  const sim::ReplayResult result = sim::replay(built.graph, point.cluster, built.compute_seconds, replay_options(point, options));
   fill_timing_columns(row, point, result, 1);
   for (sim::TaskId id = 0; id < built.graph.size(); ++id)
     if (built.graph.kind(id) == sim::TaskKind::collective &&
@@ -718,6 +739,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   pipe.expert_shard = par.expert_shard_group();
   pipe.ep_algorithm = par.ep_collective;
   pipe.ep_fidelity = par.ep_fidelity;
+  pipe.expert_recompute = point.training.recompute == models::Recompute::full;
   const auto load = point_expert_load(point);
   if (par.ep > 1 && load) {
     pipe.expert_load = load->rank_load;
@@ -736,16 +758,22 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   const models::StageFits fits = interleaved ? models::StageFits{} : [&](int s, models::StageRange blocks) {
     return stage_memory(s, blocks).total() <= rank_capacity(point, s);
   };
+  // Heterogeneous GPUs and stragglers: chunk c runs on pipeline rank c mod pp at that rank's slowest
+  // GPU's speed, so the partitioners balance time, not work (empty: every GPU at the profile's speed).
+  std::vector<double> speeds;
+  if (!point.cluster.speed.empty())
+    for (int c = 0; c < chunks; ++c)
+      speeds.push_back(rank_speed(point, c % par.pp));
   std::vector<models::StageRange> ranges;
   switch (par.partition) {
   case models::Partitioner::optimal: {
-    auto found = models::partition_optimal(block_seconds, chunks, fits);
-    ranges = found ? *found : *models::partition_optimal(block_seconds, chunks);
+    auto found = models::partition_optimal(block_seconds, chunks, fits, speeds);
+    ranges = found ? *found : *models::partition_optimal(block_seconds, chunks, {}, speeds);
     break;
   }
   case models::Partitioner::balanced: {
-    auto found = models::partition_balanced(block_seconds, chunks, fits);
-    ranges = found ? *found : *models::partition_balanced(block_seconds, chunks);
+    auto found = models::partition_balanced(block_seconds, chunks, fits, speeds);
+    ranges = found ? *found : *models::partition_balanced(block_seconds, chunks, {}, speeds);
     break;
   }
   case models::Partitioner::uniform: ranges = models::partition_uniform(block_seconds.size(), chunks); break;
@@ -1061,7 +1089,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       options.on_workload({graph, cluster, seconds, row});
       return row;
     }
-    const sim::ReplayResult result = sim::replay(graph, cluster, seconds, options.replay);
+    const sim::ReplayResult result = sim::replay(graph, cluster, seconds, replay_options(point, options));
 
     fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,
                         aggregate ? fold.seconds_per_gpu : 0.0);

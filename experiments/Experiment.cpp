@@ -424,10 +424,13 @@ void check_expert_parallelism(PointConfig& p, Problem problem, Blame blame)
                                  std::pair{"training.capacity_factor", p.training.capacity_factor.has_value()}})
     if (set && !experts)
       problem(key, "model '" + p.model_label + "' has no mixture of experts to route");
-  if (par.ep == 1)
-    return;
   const auto moe = std::find_if(p.model.layers().begin(), p.model.layers().end(),
                                 [](const models::Layer& l) { return l.kind == models::LayerKind::moe; });
+  if (moe != p.model.layers().end() && p.training.load_imbalance && *p.training.load_imbalance > moe->experts)
+    problem("training.load_imbalance", "the busiest expert cannot take more than all the tokens: at most the " +
+                                           std::to_string(moe->experts) + " experts of model '" + p.model_label + "'");
+  if (par.ep == 1)
+    return;
   if (moe == p.model.layers().end()) {
     problem("parallelism.ep", "expert parallelism spreads a mixture of experts: model '" + p.model_label +
                                   "' has no moe layer");

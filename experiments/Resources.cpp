@@ -113,7 +113,9 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     if (R > 1 && par.dp_bucket > 0) {
       double bytes   = 0;
       for (std::size_t i = model.size(); i-- > 0;) {
-        bytes += model.held_parameters(i, all, par.tp) * d;  // as gradient_buckets() sizes them: per tensor rank
+        // As gradient_buckets() sizes them: per tensor rank, the experts' apart with expert parallelism.
+        if (par.ep == 1 || model.layers()[i].kind != models::LayerKind::moe)
+          bytes += model.held_parameters(i, all, par.tp) * d;
         if (bytes >= par.dp_bucket) {
           buckets += 1;
           bytes = 0;
@@ -170,7 +172,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     const double ring_layers = par.cp > 1 ? attention_layers : 0;
 
     // Expert parallelism: per experts layer and micro-batch, four all-to-alls (dispatch and combine,
-    // forward and backward) in each of the R / ep groups, per tensor rank; each splits the pass unless
+    // forward and backward; six with full recomputation) in each of the R / ep groups, per tensor rank; each splits the pass unless
     // a tensor-parallel collective already splits it there (sequence parallelism). The experts'
     // gradients are reduced over the R / ep replicas holding them, once per chunk (ZeRO 2 and 3: per
     // micro-batch), in groups of the expert shard group; ZeRO 1 and 2 gather them after the step.
@@ -185,15 +187,17 @@ ResourceEstimate estimate_resources(const PointConfig& point)
       expert_group.push_back(i * ep * tp);
     for (int j = 0; j < expert_groups; ++j)
       expert_across.push_back(j * expert_shard * ep * tp);
-    const double exchanges = expert_layers > 0 ? 4 * expert_layers * M * (R / ep) * tp : 0;
+    const double per_layer = point.training.recompute == models::Recompute::full ? 6 : 4;  // + the recomputed forward's
+    const double exchanges = expert_layers > 0 ? per_layer * expert_layers * M * (R / ep) * tp : 0;
     if (expert_layers > 0)
       for (std::size_t i = 0; i < model.size(); ++i)
         if (model.layers()[i].kind == models::LayerKind::moe)
           for (bool forward : {true, false})
             for (std::size_t position : {i, i + 1})
               splits.emplace(forward, position);
-    // Per micro-batch and ep group: each experts layer's dispatch and combine, forward and backward,
-    // at its size and with the ranks' loads (which NCCL's tuner, for `auto`, may send hierarchically).
+    // Per micro-batch and ep group: each experts layer's dispatch and combine, forward and backward
+    // (and the recomputed forward's), at its size and with the ranks' loads (which NCCL's tuner, for
+    // `auto`, may send hierarchically).
     double a2a_messages = 0, a2a_most = 0, held_experts = 0;
     if (expert_layers > 0) {
       const auto load = point_expert_load(point);
@@ -206,7 +210,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
           for (bool at_source : {false, true}) {
             const double n = messages(sim::CollectiveKind::all_to_all, par.ep_collective, par.ep_fidelity, ep_group,
                                       cluster, bytes, load->rank_load, at_source);
-            a2a_messages += 2 * n;
+            a2a_messages += per_layer / 2 * n;  // half of them in the dispatch's direction
             a2a_most = std::max(a2a_most, n);
           }
         }

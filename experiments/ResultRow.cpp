@@ -151,10 +151,13 @@ ColumnSelection ColumnSelection::parse(const std::string& spec)
     if (token.empty())
       continue;
     const std::string name = token[0] == '-' ? token.substr(1) : token;
-    if (std::find(valid.begin(), valid.end(), name) == valid.end())
+    if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
+      std::string listed;
+      for (const auto& preset : presets())
+        listed += (listed.empty() ? "" : ", ") + preset;
       throw Error("unknown column '" + name + "'" + did_you_mean(name, valid) +
-                  " (a column of docs/csv.md, or a preset: default, all, contract, identity, memory, throughput, "
-                  "measured, parameter_server, llm, moe, simulation)");
+                  " (a column of docs/csv.md, or a preset: " + listed + ")");
+    }
     selection.tokens_.push_back(token);
   }
   // A selection that starts by taking out takes out of the default set.

@@ -282,18 +282,18 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       tensor[r] += collective_seconds(point, tc.kind, pipe.tp_algorithm, tp_group, tc.bytes_per_sample * mb);
     gradients[r] += stage.gradient_bytes;
     experts[r] += stage.expert_gradient_bytes;
+    const double passes = pipe.expert_recompute ? 3 : 2;  // forward, backward, and the recomputed forward
     for (const sim::ExpertExchange& x : stage.exchanges) {
-      // Four all-to-alls per micro-batch, and the busiest GPU's extra expert work.
-      double exchanges = 0;
-      for (bool at_source : {false, true}) {  // dispatch and combine, as NCCL's tuner resolves them
+      // Four all-to-alls per micro-batch (six with full recomputation), as NCCL's tuner resolves them,
+      // and the busiest GPU's extra expert work.
+      for (bool at_source : {false, true}) {  // dispatch and combine
         sim::CollectiveTask a2a{.kind = sim::CollectiveKind::all_to_all, .algorithm = pipe.ep_algorithm,
                                 .fidelity = sim::CollectiveFidelity::analytic, .group = ep_group,
                                 .bytes = x.bytes_per_sample * mb, .member_load = pipe.expert_load,
                                 .load_at_source = at_source};
         sim::resolve_collective(a2a, point.cluster);
-        exchanges += 2 * sim::analytic_seconds(a2a, point.cluster);
+        tensor[r] += passes * sim::analytic_seconds(a2a, point.cluster);
       }
-      tensor[r] += exchanges;
       work[r] += (busiest - 1) *
                  (sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::forward, mb, compute, cost) +
                   sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::backward, mb, compute, cost));
@@ -304,6 +304,10 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       first_gather[r] = first_gather[r] > 0 ? first_gather[r] : g;
     }
   }
+  // Communication hidden under compute slows that compute: D seconds of overlap add D s / (1 + s)
+  // (the profile's comm_compute_slowdown s, as the replay applies it: sim/CommOverlap.hpp).
+  const calibration::Parameter* slowdown = point.profile.find("comm_compute_slowdown");
+  const double overlap_cost = slowdown ? slowdown->value / (1 + slowdown->value) : 0.0;
   double slowest = 0;
   for (int r = 0; r < ranks; ++r) {
     const auto i = static_cast<std::size_t>(r);
@@ -317,13 +321,23 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     const double last = par.dp_bucket > 0 ? std::min(par.dp_bucket, grads) : grads;
     const auto reduce = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
     if (par.replicas() > 1) {
+      // Reductions hidden under the backward slow it: the earlier buckets (ZeRO 2 without buckets: every
+      // unit) under the last micro-batch's; with ZeRO 2, every micro-batch's reduction under its own.
+      if (overlap_cost > 0 && par.zero < 3) {
+        const double hidden_last = par.zero == 2 && par.dp_bucket <= 0 ? grads : grads - last;
+        double hidden = collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, hidden_last);
+        if (par.zero == 2)
+          hidden += (m - 1) * collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, grads);
+        t += overlap_cost * std::min((par.zero == 2 ? m : 1.0) * work[i], hidden);
+      }
       t += collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, par.zero >= 3 ? 0.0 : last);
       if (par.zero > 0 && shard < par.replicas())
         t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, across_group, last / shard);
       if (par.zero == 1 || par.zero == 2)
         t += collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads);
       if (par.zero >= 3)
-        t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]);
+        t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]) +
+             overlap_cost * std::min(2 * m * gathers[i], m * work[i]);
       // The experts' gradients, reduced (and with ZeRO 1-2 gathered) over their own groups.
       t += collective_seconds(point, reduce, pipe.dp_algorithm, expert_group, experts[i]);
       if (par.zero > 0 && expert_shard < par.expert_replicas())

@@ -156,6 +156,9 @@ struct Kernel {
   /// Part of a fused kernel (FlashAttention): priced by its flop and bytes, never by the measured time
   /// of a library kernel of the same GEMM shape (which would do the full square, once)
   bool fused = false;
+  bool causal = false;                  ///< fused attention with a causal mask: blocks on and below the diagonal
+  bool in_forward = true;               ///< launched in the forward pass (false: a backward-only kernel)
+  bool in_backward = true;              ///< launched in the backward pass (false: a forward-only kernel)
   std::string shape_string() const;     ///< e.g. "gemm m=1024 n=2304 k=768", "conv 3x224x224 k=64 7x7/2"
 };
 

@@ -77,10 +77,15 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
       const bool sp = options.sequence_parallel && sequence_model && !l.output.image;
       const double stash_share = (sp ? 1.0 / tp : share) / cp;  // of the layer's private stash
       const double rows = expert_layer ? options.expert_load : 1.0;  // the busiest GPU's tokens
+      // An expert split over `shards` GPUs (ep > experts): each shard receives every token copy routed
+      // to its expert, whole, and keeps it for backward (its GEMM outputs are 1/shards as wide).
+      const double shards = expert_layer && options.ep > l.experts ? static_cast<double>(options.ep / l.experts) : 1.0;
       params += l.parameters * share / (expert_layer ? options.ep : 1);
       experts += expert_layer ? l.parameters * share / options.ep : 0.0;
       const double split = model.owned_split_stash_elements(i);
-      const double whole = model.owned_stash_elements(i) - split;
+      double whole = model.owned_stash_elements(i) - split;
+      if (shards > 1 && !l.inputs.empty())
+        whole += (shards - 1) * layers[l.inputs.front()].output_elements();
       stash += (((sp ? whole / tp : whole) + split / tp) * d / cp + l.stashed_mask_bytes * stash_share) * rows;
       if (l.recompute_cheap) {
         const double dropped = (l.stashed_elements * d + l.stashed_mask_bytes) * stash_share;
@@ -92,9 +97,9 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
         gradients += layers[in].output_elements();
       if (l.inputs.empty())
         gradients += model.input_shape().elements();
-      double buffers = 0;  // the dispatch's send and receive buffers
+      double buffers = 0;  // the dispatch's send and receive buffers (every copy to each shard)
       if (expert_layer && options.ep > 1)
-        buffers = (1 + options.expert_load) * l.output_elements() * d / cp / (sp ? tp : 1.0);
+        buffers = shards * (1 + options.expert_load) * l.output_elements() * d / cp / (sp ? tp : 1.0);
       workspace = std::max(workspace, (l.workspace_elements() + gradients) * d * share / cp + buffers);
       if (l.tied_parameters > 0)
         tied_layers_.push_back(i);

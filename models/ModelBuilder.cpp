@@ -74,32 +74,81 @@ Kernel pointwise_kernel(std::string name, double in, double out, double flop)
   return k;
 }
 
-// Normalisation: one pass for the statistics, one to normalise (3 element transfers, ~8 flop per
-// element); backward needs two reductions over dY and x, then writes dx.
-Kernel norm_kernel(std::string name, double elements, double channels)
+// Normalisation kernels as the libraries launch them, in element transfers per element of x (each
+// tensor read or written once counts one) and launches per pass (docs/kernels.md):
+//   batch_norm  cuDNN's NCHW training kernels (bn_fw_tr_1C11, bn_bw_1C11): forward one launch that
+//               reads x for the per-channel statistics and again to write y (3); backward one launch
+//               that reduces dy and dy x and writes dx (5)
+//   group_norm  PyTorch's native kernels: forward the per-(sample, group) moments (read x: 1), then
+//               the normalisation (read x, write y: 2); backward the internal gradients (read dy, x:
+//               2), then dx (read dy, x, write dx: 3); small per-(sample, channel) parameters between
+//   layer_norm  PyTorch's native, Apex's and Megatron's fused kernels: forward one launch (read x,
+//               write y and a mean and rstd per token: 2); backward dx (read dy, x, write dx: 3) and
+//               the gamma and beta gradients (read dy, x: 2), two launches
+//   rms_norm    the same kernels without the mean and the shift (one rstd per token)
+// Per-token and per-group statistics are fp32; they are counted as elements of the training dtype
+// (under 0.3% of the traffic from 768 features up).
+std::vector<Kernel> norm_kernels(const std::string& name, Normalization kind, double elements, double channels,
+                                 double rows, double groups)
 {
-  Kernel k = make_kernel(std::move(name), KernelKind::pointwise);
-  k.forward_flop = 8 * elements;
-  k.forward_sample_elements = 3 * elements;
-  k.forward_fixed_elements = 2 * channels;
-  k.backward_flop = 12 * elements;
-  k.backward_sample_elements = 5 * elements;
-  k.backward_fixed_elements = 4 * channels;
-  return k;
-}
-
-// RMSNorm: one fused pass reads x and writes y (the sum of squares is a register reduction, ~4 flop
-// per element); backward reads dY and x, one reduction, writes dx. Only a scale, no shift.
-Kernel rms_norm_kernel(std::string name, double elements, double channels)
-{
-  Kernel k = make_kernel(std::move(name), KernelKind::pointwise);
-  k.forward_flop = 4 * elements;
-  k.forward_sample_elements = 2 * elements;
-  k.forward_fixed_elements = channels;
-  k.backward_flop = 8 * elements;
-  k.backward_sample_elements = 3 * elements;
-  k.backward_fixed_elements = 2 * channels;
-  return k;
+  std::vector<Kernel> out;
+  auto kernel = [&](const std::string& suffix) {
+    Kernel k = make_kernel(name + suffix, KernelKind::pointwise);
+    return k;
+  };
+  switch (kind) {
+  case Normalization::batch_norm:
+  case Normalization::sync_batch_norm: {
+    Kernel k = kernel("");
+    k.forward_flop = 8 * elements;
+    k.forward_sample_elements = 3 * elements;
+    k.forward_fixed_elements = 2 * channels;  // gamma, beta
+    k.backward_flop = 12 * elements;
+    k.backward_sample_elements = 5 * elements;
+    k.backward_fixed_elements = 4 * channels;  // gamma read; dgamma, dbeta written (and beta)
+    out.push_back(k);
+    break;
+  }
+  case Normalization::group_norm: {
+    Kernel moments = kernel(".moments");
+    moments.forward_flop = 3 * elements;
+    moments.forward_sample_elements = elements + 2 * groups;  // x read; mean, rstd written
+    moments.backward_flop = 4 * elements;
+    moments.backward_sample_elements = 2 * elements + 2 * channels;  // dy, x read; ds, db per channel written
+    Kernel apply = kernel(".apply");
+    apply.forward_flop = 2 * elements;
+    apply.forward_sample_elements = 2 * elements + 2 * channels;  // x read, y written; scale, shift per channel
+    apply.forward_fixed_elements = 2 * channels;
+    apply.backward_flop = 5 * elements;
+    apply.backward_sample_elements = 3 * elements + 2 * channels;  // dy, x read, dx written
+    apply.backward_fixed_elements = 4 * channels;                  // gamma read; dgamma, dbeta written
+    out.push_back(moments);
+    out.push_back(apply);
+    break;
+  }
+  case Normalization::layer_norm:
+  case Normalization::rms_norm: {
+    const bool rms = kind == Normalization::rms_norm;
+    const double stats = rms ? 1 : 2;       // rstd (and mean) per token
+    const double params = rms ? 1 : 2;      // gamma (and beta)
+    Kernel fused = kernel("");
+    fused.forward_flop = (rms ? 4 : 8) * elements;
+    fused.forward_sample_elements = 2 * elements + stats * rows;
+    fused.forward_fixed_elements = params * channels;
+    fused.backward_flop = (rms ? 6 : 8) * elements;
+    fused.backward_sample_elements = 3 * elements + stats * rows;  // dy, x (and the statistics) read, dx written
+    fused.backward_fixed_elements = channels;                      // gamma read
+    Kernel weights = kernel(".weight_grad");
+    weights.in_forward = false;
+    weights.backward_flop = (rms ? 2 : 3) * elements;
+    weights.backward_sample_elements = 2 * elements + stats * rows;  // dy, x read
+    weights.backward_fixed_elements = params * channels;             // dgamma (and dbeta) written
+    out.push_back(fused);
+    out.push_back(weights);
+    break;
+  }
+  }
+  return out;
 }
 
 double activation_flop(Activation f)
@@ -262,6 +311,7 @@ Tensor ModelBuilder::attention(Tensor qkv, const AttentionOptions& o, std::strin
     k->forward_flop *= fraction;
     k->backward_flop *= fraction;
     k->fused = true;
+    k->causal = o.causal;
   }
   scores.backward_flop += scores.forward_flop;  // QK^T recomputed
   scores.forward_sample_elements = a * s * d + kv * s * d;                // Q, K
@@ -417,8 +467,9 @@ Tensor ModelBuilder::norm(Tensor x, Normalization kind, std::string name, int gr
   l.stash_inputs = true;
   if (kind == Normalization::sync_batch_norm)
     l.norm_channels = channels;
-  l.kernels.push_back(kind == Normalization::rms_norm ? rms_norm_kernel(l.name, x.shape.elements(), channels)
-                                                      : norm_kernel(l.name, x.shape.elements(), channels));
+  const double rows = x.shape.image ? 1.0 : x.shape.tokens;
+  for (Kernel& k : norm_kernels(l.name, kind, x.shape.elements(), channels, rows, groups))
+    l.kernels.push_back(std::move(k));
   return {layers_.size() - 1, l.output};
 }
 

@@ -1410,7 +1410,17 @@ void calibrate_collective(CollectiveTask& c, const ClusterSpec& cluster, double 
 {
   c.hop_latency_s = -1;
   c.bandwidth_factor = 1;
-  const AnalyticParts p = analytic_parts(c, cluster);
+  // A fitted curve is of the collective with every member at the mean load (nccl-tests, a trace's
+  // collectives): member loads scale the messages on top of it, so the factor comes from the uniform
+  // collective's closed form.
+  AnalyticParts p;
+  if (c.member_load.empty()) {
+    p = analytic_parts(c, cluster);
+  } else {
+    CollectiveTask uniform = c;
+    uniform.member_load.clear();
+    p = analytic_parts(uniform, cluster);
+  }
   if (p.hops <= 0)
     return;
   c.base_latency_s = 0;

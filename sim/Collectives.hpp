@@ -153,7 +153,9 @@ double message_latency(const CollectiveTask& c, const ClusterSpec& cluster, int 
 
 /// Sets c.hop_latency_s and c.bandwidth_factor so that c's uncontended time is alpha_s + transfer_s
 /// (a measured curve at c's size: transfer_s = S / bandwidth); clears the protocol's fixed latency.
-/// No-op for groups of one.
+/// The curve is of the collective at uniform load: with member loads (an all-to-all with a busy
+/// expert) the busiest link's bandwidth term stays that many times the measured one. No-op for groups
+/// of one.
 void calibrate_collective(CollectiveTask& c, const ClusterSpec& cluster, double alpha_s, double transfer_s);
 
 /// Groups above this many members are not tuned (their closed forms cost seconds each): `auto` is

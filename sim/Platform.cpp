@@ -1,12 +1,15 @@
 #include "sim/Platform.hpp"
 
+#include "sim/CommOverlap.hpp"
+
 #include <simgrid/kernel/routing/NetPoint.hpp>
 
 namespace sg4 = simgrid::s4u;
 
 namespace ddlsim::sim::detail {
 
-Platform build_platform(const ClusterSpec& cluster, const std::vector<std::vector<int>>& rail_sets)
+Platform build_platform(const ClusterSpec& cluster, const std::vector<std::vector<int>>& rail_sets,
+                        double comm_compute_slowdown)
 {
   using Dir = sg4::LinkInRoute::Direction;
   Platform platform;
@@ -36,7 +39,7 @@ Platform build_platform(const ClusterSpec& cluster, const std::vector<std::vecto
     for (int local = 0; local < cluster.gpus_per_node; ++local) {
       const int index = n * cluster.gpus_per_node + local;
       const std::string gpu = "gpu" + std::to_string(index);
-      hosts.push_back(zone->create_host(gpu, work_per_second * cluster.speed_of(index)));
+      hosts.push_back(zone->create_host(gpu, gpu_speeds(work_per_second * cluster.speed_of(index), comm_compute_slowdown)));
       links.push_back(zone->create_split_duplex_link(gpu + "_link", cluster.intra_node.bandwidth)->set_latency(0));
     }
     for (std::size_t i = 0; i < hosts.size(); ++i)

@@ -47,7 +47,9 @@ struct Platform {
 };
 
 /// Creates zones, hosts and links in the current Engine and seals them; `rail_sets` are the NIC sets
-/// (sorted NIC indices) the rails hosts stand for.
-Platform build_platform(const ClusterSpec& cluster, const std::vector<std::vector<int>>& rail_sets = {});
+/// (sorted NIC indices) the rails hosts stand for. With comm_compute_slowdown > 0 each GPU host has a
+/// second, slower power state (CommOverlap.hpp).
+Platform build_platform(const ClusterSpec& cluster, const std::vector<std::vector<int>>& rail_sets = {},
+                        double comm_compute_slowdown = 0);
 
 }  // namespace ddlsim::sim::detail

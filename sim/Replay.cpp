@@ -2,6 +2,7 @@
 
 #include "common/Error.hpp"
 #include "sim/Collectives.hpp"
+#include "sim/CommOverlap.hpp"
 #include "sim/Platform.hpp"
 
 #include <simgrid/kernel/Timer.hpp>
@@ -26,10 +27,11 @@ namespace {
 class Replayer {
 public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
-           const detail::Platform& platform, std::unordered_map<TaskId, int> rail_set)
+           const detail::Platform& platform, std::unordered_map<TaskId, int> rail_set, double comm_compute_slowdown)
       : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(platform.gpus), platform_(platform),
         rail_set_(std::move(rail_set)),
-        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count()))
+        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count())),
+        overlap_(platform.gpus, comm_compute_slowdown)
   {
     for (TaskId id = 0; id < graph.size(); ++id)
       remaining_[id] = graph.dependency_count(id);
@@ -117,6 +119,7 @@ private:
       q.holder = id;
     }
     timings_[id].start_s = now();
+    overlap_.begin(graph_, id);  // communication slows its GPUs' compute (no-op for compute tasks)
     switch (graph_.kind(id)) {
     case TaskKind::compute: {
       const double s = seconds_[id];
@@ -140,10 +143,14 @@ private:
       const auto& c = graph_.collective(id);
       if (c.fidelity == CollectiveFidelity::analytic) {
         const double duration = analytic_duration(c);
-        simgrid::kernel::timer::Timer::set(now() + duration, [this, id] {
+        auto done = [this, id] {
           finish(id);
           drain_ready();
-        });
+        };
+        if (overlap_.blocks_stream(c))
+          overlap_.run_blocking(id, c, duration, done);  // stream work: slowed like compute (CommOverlap.hpp)
+        else
+          simgrid::kernel::timer::Timer::set(now() + duration, done);
         return;
       }
       Run run;
@@ -301,6 +308,7 @@ private:
   void finish(TaskId id)
   {
     timings_[id].end_s = now();
+    overlap_.end(graph_, id);
     if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
       // Hand the queue to the task that has waited longest: it launches before anything readied now.
       ArrivalQueue& q = queues_[static_cast<std::size_t>(graph_.compute(id).device)];
@@ -335,6 +343,7 @@ private:
   std::vector<std::size_t> free_records_;
   std::deque<sg4::ActivityPtr> graveyard_;
   std::uint64_t activities_ = 0;
+  detail::CommOverlap overlap_;
 };
 
 bool engine_used = false;
@@ -387,8 +396,8 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
       if (it == rail_sets.end())
         rail_sets.push_back(nics);
     }
-  const detail::Platform platform = detail::build_platform(cluster, rail_sets);
-  Replayer replayer(graph, cluster, compute_seconds, platform, std::move(rail_set));
+  const detail::Platform platform = detail::build_platform(cluster, rail_sets, options.comm_compute_slowdown);
+  Replayer replayer(graph, cluster, compute_seconds, platform, std::move(rail_set), options.comm_compute_slowdown);
   sg4::Activity::on_completion_cb([&replayer](const sg4::Activity& a) { replayer.on_completion(a); });
   replayer.start();
   engine.run();

@@ -31,6 +31,9 @@ struct ReplayOptions {
   std::vector<std::string> simgrid_config;
   /// SimGrid log settings as for --log= (default: only critical messages).
   std::vector<std::string> simgrid_log;
+  /// Extra share of time compute takes while a transfer or collective of its GPU runs (the profile's
+  /// comm_compute_slowdown; 0: none). See CommOverlap.hpp.
+  double comm_compute_slowdown = 0;
 };
 
 struct ReplayResult {

@@ -22,6 +22,7 @@ struct Step {
   double bytes = 0;                // collectives: total bytes (per-sample sizes already scaled); ring: K/V bytes
   CollectiveRole role = CollectiveRole::gradients;  // expert: dispatch or combine
   bool at_source = false;                           // expert: the busiest rank sends (combine direction)
+  bool recomputed = false;                          // expert: the recomputed forward's, in backward
   double expert_bytes = 0;                          // gather: the unit's experts' parameters
 };
 
@@ -78,6 +79,15 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
                          .collective = CollectiveKind::all_to_all, .bytes = bytes,
                          .role = forward ? CollectiveRole::expert_combine : CollectiveRole::expert_dispatch,
                          .at_source = true}});
+      // Full recomputation: the forward's dispatch and combine again, before the combine's backward
+      // (the experts' recomputed forward is part of their backward compute task, as in OpCosts).
+      if (!forward && plan.expert_recompute)
+        for (const bool combine : {false, true})
+          events.push_back({x.layer + 1,
+                            {.kind = Step::Kind::expert, .begin = x.layer, .end = x.layer + 1,
+                             .collective = CollectiveKind::all_to_all, .bytes = bytes,
+                             .role = combine ? CollectiveRole::expert_combine : CollectiveRole::expert_dispatch,
+                             .at_source = combine, .recomputed = true}});
     }
   if (plan.tp > 1)
     for (const TpCollective& c : stage.tp_collectives)
@@ -93,14 +103,15 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
   // Forward: increasing position; backward: decreasing. At one position: a bucket first (it closes
   // the work before it), then a gather (it opens the work after it), a ring last (it is that work).
   // An all-to-all towards the experts precedes the tensor-parallel gather of what it brought (Megatron-
-  // Core's order); one away from them follows the tensor-parallel reduce-scatter before it.
+  // Core's order); one away from them follows the tensor-parallel reduce-scatter before it. The
+  // recomputed dispatch and combine come first, the dispatch before the combine.
   auto rank = [](const Step& s) {
     switch (s.kind) {
     case Step::Kind::bucket:
     case Step::Kind::expert_bucket: return 0.0;
     case Step::Kind::gather: return 2.0;
     case Step::Kind::ring: return 3.0;
-    case Step::Kind::expert: return s.at_source ? 1.5 : 0.5;
+    case Step::Kind::expert: return s.recomputed ? (s.at_source ? 0.3 : 0.2) : s.at_source ? 1.5 : 0.5;
     default: return 1.0;
     }
   };

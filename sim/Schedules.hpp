@@ -29,8 +29,9 @@
 // consecutive replicas (per tensor rank) runs an all-to-all that dispatches the routed tokens to the
 // experts' GPUs and one that combines the results back, in forward and (the other way) in backward,
 // each blocking the stream; the busiest ep rank receives (dispatch) and sends (combine) the most and
-// computes the longest (expert_load, expert_compute). Expert gradients are reduced over the replicas
-// holding the same experts, dense ones over all.
+// computes the longest (expert_load, expert_compute). Under full recomputation (expert_recompute) the
+// backward reruns the forward's dispatch and combine before the combine's backward. Expert gradients
+// are reduced over the replicas holding the same experts, dense ones over all.
 //
 //   PipelinePlan plan{.dp = 2, .micro_batches = 8, .micro_batch_size = 4,
 //                     .stages = {{.layers = {0, 7}, .activation_bytes = 6e6, .gradient_bytes = 2e8},
@@ -183,6 +184,10 @@ struct PipelinePlan {
   int expert_shard = 1;
   CollectiveAlgorithm ep_algorithm = CollectiveAlgorithm::direct;
   CollectiveFidelity ep_fidelity = CollectiveFidelity::flow;
+  /// Full recomputation (ep > 1): every backward pass first reruns the experts layers' forward, their
+  /// dispatch and combine all-to-alls included (Megatron-Core checkpoints the whole transformer
+  /// layer): two more all-to-alls per experts layer, before the combine's backward.
+  bool expert_recompute = false;
   /// Per ep rank, its experts' work over the uniform, dropless work (models::ExpertLoad): the
   /// all-to-alls' member loads. Empty: 1 on every rank.
   std::vector<double> expert_load;

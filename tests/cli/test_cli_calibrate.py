@@ -67,7 +67,7 @@ rc, out, err = run(binary, "calibrate", "report", prof1)
 checks += 1
 check(rc == 0 and "kernel tables" in out and "gemm" in out and "pointwise" in out and "held-out median error" in out,
       f"calibrate report shows tables and collectives: {out} {err}")
-table_line = [l for l in out.splitlines() if l.strip().startswith("gemm")]
+table_line = [l for l in out.splitlines() if l.strip().startswith("gemm ")]
 checks += 1
 check(len(table_line) == 1 and "bf16" in table_line[0] and " 9 " in table_line[0], f"the gemm table has 9 points: {table_line}")
 

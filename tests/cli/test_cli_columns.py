@@ -2,6 +2,7 @@
 stay), --columns chooses columns by name and preset (did-you-mean for unknown ones), and
 --resume and merge read CSVs of any column set."""
 import os
+import re
 import sys
 
 from common import ROOT, check, finish, read_csv, run, workdir
@@ -49,6 +50,15 @@ check(header(default)[: len(CONTRACT)] == CONTRACT, "contract columns first")
 checks += 1
 check(all(r[c] == a[c] for r, a in zip(rows, all_rows) for c in header(default) if c != "sim_wall_time_s"),
       "the default CSV's cells are the full CSV's")
+
+# docs/csv.md says how many columns the demo's default CSV has out of all of them, and how many it
+# leaves out: the figures must be this version's.
+m = re.search(r"The demo \(`experiments/demo.yaml`\) has (\d+) of the (\d+) columns: the (\d+) left out",
+              text(os.path.join(ROOT, "docs", "csv.md")))
+checks += 1
+check(m is not None and (int(m.group(1)), int(m.group(2)), int(m.group(3))) ==
+      (len(header(default)), len(header(full)), len(header(full)) - len(header(default))),
+      f"docs/csv.md's demo column counts: {m and m.groups()} against {len(header(default))} of {len(header(full))}")
 
 # 2. Names and presets, in the order given; `-NAME` takes out; starting with `-` takes out of the default.
 sel = os.path.join(tmp, "sel.csv")

@@ -38,6 +38,10 @@ check(rc == 0 and "Usage: ddlsim" in out and "exit codes: 0 ok, 1 bad input" in 
 for command in {c.split()[0] for c in COMMANDS} | {"help"}:
     checks += 1
     check(re.search(rf"(?m)^  {command} ", out), f"--help lists {command}")
+# `ddlsim help` alone is `ddlsim --help` (as before the port), not the help command's own help.
+rc2, out2, err2 = run(binary, "help")
+checks += 1
+check(rc2 == 0 and out2 == out, f"`ddlsim help` prints `ddlsim --help`: {rc2} {out2[:200]} {err2}")
 
 for command, options in COMMANDS.items():
     words = command.split()

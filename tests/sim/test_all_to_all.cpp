@@ -143,6 +143,20 @@ TEST_CASE("a resolved combine over two nodes: NCCL's latencies, and PXN spreads 
   CHECK(r.activities == 8 * 7);
 }
 
+// A fitted curve is of the uniform all-to-all (nccl-tests' alltoall_perf): a busiest member at w x the
+// mean still takes w times the measured bandwidth term, at flow level and in closed form.
+TEST_CASE("a calibrated all-to-all whose busiest member receives twice the mean takes alpha + 2 S/bandwidth")
+{
+  const double S = 96e6, alpha = 17e-6, bandwidth = 41e9, n = 8, w = 2;
+  CollectiveTask task = all_to_all({0, 1, 2, 3, 4, 5, 6, 7}, S);
+  task.member_load.assign(8, (n - w) / (n - 1));
+  task.member_load[5] = w;
+  const ClusterSpec c = nodes(1, 8);
+  calibrate_collective(task, c, alpha, S / bandwidth);
+  CHECK(run(task, c).makespan_s == doctest::Approx(alpha + w * S / bandwidth).epsilon(1e-6));
+  CHECK(analytic_seconds(task, c) == doctest::Approx(alpha + w * S / bandwidth).epsilon(1e-9));
+}
+
 // An experts layer under expert parallelism (Schedules.hpp): one stage, 4 replicas = one ep group on
 // one switch, one micro-batch, only the experts layer computes (t_f forward, t_b backward at uniform
 // load). Its dispatch and combine, forward and backward, are four all-to-alls of S bytes per member;
@@ -152,12 +166,13 @@ TEST_CASE("a resolved combine over two nodes: NCCL's latencies, and PXN spreads 
 // (the last term: the ring all-reduce of the stage's zero dense gradient bytes, latency only).
 // Imbalance 2 doubles the expert phase: everything but the latencies.
 namespace {
-double expert_iteration(double w)
+double expert_iteration(double w, bool recompute = false)
 {
   const double S = 48e6, n = 4, t_f = 3e-3, t_b = 6e-3;
   PipelinePlan plan;
   plan.dp = 4;
   plan.ep = 4;
+  plan.expert_recompute = recompute;
   plan.micro_batches = 1;
   plan.optimizer_step = false;
   const double others = (n - w) / (n - 1);
@@ -173,11 +188,21 @@ double expert_iteration(double w)
     if (g.kind(id) == TaskKind::compute && g.compute(id).layer_begin == 1 && g.compute(id).layer_end == 2)
       seconds[id] = (g.compute(id).phase == Phase::forward ? t_f : t_b) * g.compute(id).share;
   const ReplayResult r = replay(g, nodes(1, 4), seconds);
-  const double expected = 4 * (a + w * (n - 1) * S / (n * B)) + w * (t_f + t_b) + 2 * (n - 1) * a;
+  const double exchanges = recompute ? 6 : 4;
+  const double expected = exchanges * (a + w * (n - 1) * S / (n * B)) + w * (t_f + t_b) + 2 * (n - 1) * a;
   CHECK(r.makespan_s == doctest::Approx(expected).epsilon(1e-9));
-  return r.makespan_s - 4 * a - 2 * (n - 1) * a;  // the expert phase: exchanges' bytes and compute
+  return r.makespan_s - exchanges * a - 2 * (n - 1) * a;  // the expert phase: exchanges' bytes and compute
 }
 }  // namespace
+
+// Full recomputation reruns the forward before the backward, its dispatch and combine included:
+// six all-to-alls, 6 (a + w (n-1) S/(nB)) + w (t_f + t_b) + 2 (n-1) a (t_b holding the recomputed
+// forward, as the cost model's backward does).
+TEST_CASE("an experts layer under full recomputation: six all-to-alls")
+{
+  const double phase = expert_iteration(2, true);
+  CHECK(phase == doctest::Approx(2 * (6 * 3.0 / 4 * 48e6 / B + 9e-3)).epsilon(1e-9));
+}
 
 TEST_CASE("an experts layer at uniform load: four all-to-alls and its compute")
 {

@@ -160,6 +160,37 @@ TEST_CASE("imbalance 2 doubles the busiest GPU's expert compute")
   CHECK(busy[1] == doctest::Approx((4 - 2) / 3.0 * uniform[1]));     // the others share the rest
 }
 
+// Full recomputation reruns each block's forward before its backward, the experts layer's dispatch
+// and combine included (Megatron-Core checkpoints the whole transformer layer): GPU 0's backward of
+// micro-batch 0 goes, per experts layer, recomputed dispatch (d), recomputed combine (c), the combine's
+// backward (c), the experts (E), the dispatch's backward (d).
+TEST_CASE("full recomputation reruns each experts layer's dispatch and combine before its backward")
+{
+  auto backward_order = [](const std::string& recompute) {
+    const PointConfig p = point_of(moe_experiment("top_k: 2", "dp: 4, ep: 4", 4, ", recompute: " + recompute));
+    REQUIRE(p.is_valid());
+    const auto cost = calibration::make_cost_model(p.profile);
+    const sim::TaskGraph g = sim::build_schedule(plan_point(p, *cost).pipeline);
+    std::string order;
+    for (sim::TaskId id = 0; id < g.size(); ++id)
+      if (g.kind(id) == sim::TaskKind::compute) {
+        const auto& c = g.compute(id);
+        if (c.device == 0 && c.phase == sim::Phase::backward && c.micro_batch == 0 &&
+            p.model.layers()[c.layer_begin].kind == models::LayerKind::moe)
+          order += 'E';
+      } else if (g.kind(id) == sim::TaskKind::collective) {
+        const auto& c = g.collective(id);
+        if (c.group.front() == 0 && c.phase == sim::Phase::backward && c.micro_batch == 0 &&
+            (c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine))
+          order += c.role == sim::CollectiveRole::expert_dispatch ? 'd' : 'c';
+      }
+    return order;
+  };
+  CHECK(backward_order("none") == "cEdcEd");       // two MoE layers, the last one's backward first
+  CHECK(backward_order("selective") == "cEdcEd");  // the attention core only
+  CHECK(backward_order("full") == "dccEddccEd");
+}
+
 TEST_CASE("experts' parameters over ep GPUs with their optimizer state and gradients over dp x cp / ep")
 {
   const PointConfig one = point_of(moe_experiment("top_k: 2", "dp: 8, zero: 1", 8));
@@ -195,6 +226,25 @@ TEST_CASE("experts' parameters over ep GPUs with their optimizer state and gradi
   CHECK(expert_groups == std::set<std::vector<int>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
 }
 
+// An expert split over two GPUs (ep = 2 x experts): each shard receives every copy routed to its
+// expert, whole (b s k h per sample and GPU in all, twice ep = experts' rows at half the width). Its
+// dispatch send buffer is twice as large too (every copy goes to both shards), and so is the receive
+// buffer: per MoE layer and sample, b s k h d more stashed input, and a workspace of 2 (1 + 1) s k h d
+// instead of (1 + 1) s k h d.
+TEST_CASE("an expert split over two GPUs keeps every routed token's input and doubles the dispatch buffers")
+{
+  auto memory = [](int ep) {
+    const PointConfig p = point_of(moe_experiment("top_k: 2", "schedule: 1f1b, dp: 8, ep: " + std::to_string(ep), 8));
+    REQUIRE(p.is_valid());
+    const auto cost = calibration::make_cost_model(p.profile);
+    return plan_point(p, *cost).stage_memory.at(0);
+  };
+  const double b = 2, s = 128, k = 2, h = 256, d = 2, moe_layers = 2;
+  const models::MemoryBreakdown whole = memory(4), split = memory(8);
+  CHECK(split.activations - whole.activations == doctest::Approx(moe_layers * b * s * k * h * d));
+  CHECK(split.workspace - whole.workspace == doctest::Approx(b * 2 * s * k * h * d));
+}
+
 TEST_CASE("expert parallelism's bad input gives file:line:key")
 {
   auto problem = [](const std::string& text) {
@@ -212,6 +262,18 @@ TEST_CASE("expert parallelism's bad input gives file:line:key")
   m = problem("name: t\nmodel: llama3-8b\ncluster: {use: dgx-h100, gpus: 2}\ncalibration: h100-sxm\n"
               "training: {global_batch: 2, micro_batch: 1, seq: 256}\nparallelism: {dp: 2, ep: 2}\n");
   CHECK(m.find(":6: parallelism.ep: expert parallelism spreads a mixture of experts") != std::string::npos);
+  // The run's load_imbalance above the experts: its own key and line, not the model's.
+  m = problem(moe_experiment("top_k: 2", "dp: 4, ep: 4", 4, ", load_imbalance: 5"));
+  CHECK(m.find(":6: training.load_imbalance: ") != std::string::npos);
+  CHECK(m.find("at most the 4 experts") != std::string::npos);
+  // Below 1: one error, at the run's key.
+  try {
+    point_of(moe_experiment("top_k: 2", "dp: 4", 4, ", load_imbalance: 0.5"));
+    FAIL("load_imbalance 0.5 accepted");
+  } catch (const ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics().front().to_string().find(":6: training.load_imbalance: ") != std::string::npos);
+  }
   // top_k above the experts: the model's own key, with its line.
   try {
     point_of(moe_experiment("top_k: 5", "dp: 4"));

@@ -102,6 +102,14 @@ TEST_CASE("--columns: names and presets in order, -NAME takes out, unknown names
                     doctest::Contains("unknown column 'iteration_time' (did you mean 'iteration_time_s'?)"));
   CHECK_THROWS_WITH(ColumnSelection::parse("all,-all"), doctest::Contains("selects no column"));
   CHECK_THROWS(ColumnSelection::parse(","));
+  // The message lists every preset, the moe one included.
+  const std::vector<std::string> presets = ColumnSelection::presets();
+  REQUIRE(std::find(presets.begin(), presets.end(), "moe") != presets.end());
+  std::string listed;
+  for (const auto& preset : presets)
+    listed += (listed.empty() ? "" : ", ") + preset;
+  const std::string expected = "a preset: " + listed + ")";
+  CHECK_THROWS_WITH(ColumnSelection::parse("nope"), doctest::Contains(expected.c_str()));
 }
 
 TEST_CASE("read_csv_table reads a file of any column set back; missing columns are empty")
