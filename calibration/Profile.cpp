@@ -211,6 +211,7 @@ CalibrationProfile parse_profile(YamlMap& top)
         CollectiveCurve curve;
         curve.collective = c.required_string("collective");
         curve.group_size = static_cast<int>(c.integer("group_size", 0, 0, 1 << 20));
+        curve.nodes = static_cast<int>(c.integer("nodes", 0, 0, 1 << 20));
         curve.source = c.string("source", "");
         curve.held_out_error = c.quantity("held_out_error", Dimension::count, -1.0, Bound::non_negative);
         const YAML::Node regimes = c.node("regimes");
@@ -269,6 +270,42 @@ const CollectiveCurve* CalibrationProfile::find_collective(const std::string& co
   return nullptr;
 }
 
+std::optional<CalibrationProfile::MeasuredTime> CalibrationProfile::measured_time(const std::string& collective,
+                                                                                 int group_size, int nodes,
+                                                                                 double bytes) const
+{
+  const bool spans = nodes > 1;
+  const CollectiveCurve* below = nullptr;
+  const CollectiveCurve* above = nullptr;
+  auto at = [&](const CollectiveCurve& c) {
+    const AlphaBetaFit& r = c.regime(bytes);
+    return std::pair{r.alpha_s, r.bandwidth > 0 ? bytes / r.bandwidth : 0.0};
+  };
+  auto where = [](const CollectiveCurve& c) {
+    return c.spans_nodes() ? " on " + std::to_string(c.nodes) + " nodes" : std::string(" on 1 node");
+  };
+  for (const auto& c : collectives) {
+    if (c.collective != collective || c.regimes.empty() || c.spans_nodes() != spans)
+      continue;
+    if (c.group_size == group_size && (!spans || c.nodes == nodes)) {
+      const auto [alpha, transfer] = at(c);
+      return MeasuredTime{alpha, transfer, collective + " x" + std::to_string(group_size) + where(c)};
+    }
+    if (c.group_size < group_size && (!below || c.group_size > below->group_size))
+      below = &c;
+    if (c.group_size > group_size && (!above || c.group_size < above->group_size))
+      above = &c;
+  }
+  if (!below || !above)
+    return std::nullopt;
+  const double w = static_cast<double>(group_size - below->group_size) / (above->group_size - below->group_size);
+  const auto [a0, t0] = at(*below);
+  const auto [a1, t1] = at(*above);
+  return MeasuredTime{(1 - w) * a0 + w * a1, (1 - w) * t0 + w * t1,
+                      collective + " x" + std::to_string(below->group_size) + ".." + std::to_string(above->group_size) +
+                          (spans ? " across nodes" : " on 1 node") + ", interpolated"};
+}
+
 void write_profile(const CalibrationProfile& p, std::ostream& out)
 {
   auto q = [](const std::string& s) {
@@ -311,8 +348,10 @@ void write_profile(const CalibrationProfile& p, std::ostream& out)
   if (!p.collectives.empty()) {
     out << "collectives:\n";
     for (const auto& c : p.collectives) {
-      out << "  - collective: " << c.collective << "\n    group_size: " << c.group_size << "\n    source: " << q(c.source)
-          << "\n";
+      out << "  - collective: " << c.collective << "\n    group_size: " << c.group_size << "\n";
+      if (c.nodes > 0)
+        out << "    nodes: " << c.nodes << "\n";
+      out << "    source: " << q(c.source) << "\n";
       if (c.held_out_error >= 0)
         out << "    held_out_error: " << num(c.held_out_error) << "\n";
       out << "    regimes:\n";

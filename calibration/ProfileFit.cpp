@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <stdexcept>
 
 namespace ddlsim::calibration {
@@ -188,23 +189,26 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   for (auto& [key, param] : profile.parameters)
     param.source = "base profile " + options.base + " (" + (param.source.empty() ? "unfitted" : param.source) + ")";
 
-  // Collectives: (collective, group size) -> size -> times.
-  std::map<std::pair<std::string, int>, std::map<double, std::vector<double>>> samples;
+  // Collectives: (collective, group size, nodes) -> size -> times.
+  std::map<std::tuple<std::string, int, int>, std::map<double, std::vector<double>>> samples;
   for (const auto& c : records.collectives)
     if (c.bytes > 0 && c.duration_s > 0)
-      samples[{c.collective, c.group_size}][c.bytes].push_back(c.duration_s);
+      samples[{c.collective, c.group_size, c.nodes}][c.bytes].push_back(c.duration_s);
   for (auto& [key, by_size] : samples) {
     std::vector<SizeTime> points;
     for (auto& [bytes, times] : by_size)
       points.push_back({bytes, median(times)});
-    const std::string what = fmt::format("{} over {} ranks", key.first, key.second);
+    const std::string what =
+        fmt::format("{} over {} ranks{}", std::get<0>(key), std::get<1>(key),
+                    std::get<2>(key) > 1 ? fmt::format(" on {} nodes", std::get<2>(key)) : std::string());
     if (points.size() < 3) {
       result.notes.push_back(what + ": only " + std::to_string(points.size()) + " distinct sizes, not fitted");
       continue;
     }
     CollectiveCurve curve;
-    curve.collective = key.first;
-    curve.group_size = key.second;
+    curve.collective = std::get<0>(key);
+    curve.group_size = std::get<1>(key);
+    curve.nodes = std::get<2>(key);
     curve.source = options.sources;
     curve.regimes = fit_regimes(points);
     curve.held_out_error = points.size() >= 6 ? held_out_error(points) : -1.0;  // -1: too few points

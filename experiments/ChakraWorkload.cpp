@@ -38,6 +38,7 @@ EtCommType comm_type_of(sim::CollectiveKind kind)
   case sim::CollectiveKind::all_reduce: return EtCommType::all_reduce;
   case sim::CollectiveKind::all_gather: return EtCommType::all_gather;
   case sim::CollectiveKind::reduce_scatter: return EtCommType::reduce_scatter;
+  case sim::CollectiveKind::broadcast: return EtCommType::broadcast;
   case sim::CollectiveKind::all_to_all: return EtCommType::all_to_all;
   }
   return EtCommType::all_reduce;
@@ -49,6 +50,7 @@ std::optional<sim::CollectiveKind> collective_of(double comm_type)
   case static_cast<int>(EtCommType::all_reduce): return sim::CollectiveKind::all_reduce;
   case static_cast<int>(EtCommType::all_gather): return sim::CollectiveKind::all_gather;
   case static_cast<int>(EtCommType::reduce_scatter): return sim::CollectiveKind::reduce_scatter;
+  case static_cast<int>(EtCommType::broadcast): return sim::CollectiveKind::broadcast;
   case static_cast<int>(EtCommType::all_to_all): return sim::CollectiveKind::all_to_all;
   default: return std::nullopt;
   }
@@ -193,6 +195,8 @@ public:
           n.set("ddlsim_phase", std::string(sim::phase_table.name(c.phase)));
           n.set("ddlsim_stage", std::int64_t{c.stage});
           n.set("ddlsim_micro_batch", std::int64_t{c.micro_batch});
+          if (c.kind == sim::CollectiveKind::broadcast)  // the rank whose buffer every member ends with
+            n.set("root", std::int64_t{c.group.front()});
           if (!c.member_load.empty()) {  // an expert all-to-all's uneven loads (Chakra has one comm_size)
             std::string loads;
             for (double l : c.member_load)
@@ -818,6 +822,15 @@ ChakraWorkload::Graph ChakraWorkload::build(const calibration::CostModel& cost, 
       const auto fidelity = n.text("ddlsim_fidelity");
       c.fidelity = sim::collective_fidelity_table.parse(fidelity.value_or("flow")).value_or(sim::CollectiveFidelity::flow);
       c.group = task.group;
+      if (const auto root = n.number("root"); root && c.kind == sim::CollectiveKind::broadcast) {
+        // ddlsim's broadcast sends from its first member: the group from the root on
+        const auto at = std::find(c.group.begin(), c.group.end(), static_cast<int>(*root));
+        if (at == c.group.end())
+          throw TraceError(node_ref(paths_[static_cast<std::size_t>(task.nodes.front().first)], n) + ": broadcast root " +
+                           std::to_string(to_int(*root)) + " is not a member of its process group " +
+                           ranks_json(c.group));
+        std::rotate(c.group.begin(), at, c.group.end());
+      }
       c.bytes = n.number("ddlsim_bytes").value_or(*n.number("comm_size"));
       c.stage = integer(n, "ddlsim_stage", 0);
       c.micro_batch = integer(n, "ddlsim_micro_batch", -1);

@@ -244,6 +244,7 @@ HostSetup calibrate_host(const std::vector<PointConfig>& points, const CrossChec
   c.gpu_name = backends::host_description();
   c.gpu_memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   c.intra_node = {.bandwidth = bandwidth, .latency = latency};
+  c.intra_link = sim::IntraLink::host;  // threads, not NCCL: collectives at the measured links
   c.nics_per_node = 1;
   c.nic = {.bandwidth = bandwidth, .latency = latency};
   status("host calibration: " + std::to_string(setup.profile.kernel_tables.size()) + " tables, copies at " +

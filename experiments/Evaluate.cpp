@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <tuple>
 #include <numeric>
 #include <set>
@@ -139,6 +140,57 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
   fill_model_flop_columns(row, point, t);
 }
 
+// What the tuner chose, per use and algorithm/protocol: "dp ring/simple 4, ep direct/simple 8, tp nvls/simple 96"
+// (ep: expert parallelism's all-to-alls; dp: every other collective beside the tensor-parallel ones).
+struct ChoiceCount {
+  std::map<std::string, std::size_t> counts;
+  void add(const sim::CollectiveTask& c)
+  {
+    const bool tp = c.role == sim::CollectiveRole::tensor_parallel;
+    const bool ep = c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine;
+    ++counts[std::string(tp ? "tp " : ep ? "ep " : "dp ") + std::string(sim::collective_algorithm_table.name(c.algorithm)) +
+             "/" + std::string(sim::collective_protocol_table.name(c.protocol))];
+  }
+  std::string text() const
+  {
+    std::string out;
+    for (const auto& [name, n] : counts)
+      out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    return out;
+  }
+};
+
+// NCCL's tuner on every collective of `graph` (Collectives.hpp: resolve_collective), with a cache:
+// a point repeats the same few collectives thousands of times.
+void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices)
+{
+  using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>>;
+  std::map<Key, sim::CollectiveTask> cache;
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) != sim::TaskKind::collective)
+      continue;
+    sim::CollectiveTask& c = graph.collective(id);
+    if (c.group.size() < 2)
+      continue;
+    Key key{c.kind, c.algorithm, c.bytes, c.group};
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      sim::CollectiveTask resolved = c;
+      sim::resolve_collective(resolved, cluster);
+      it = cache.emplace(std::move(key), std::move(resolved)).first;
+    }
+    sim::CollectiveTask resolved = it->second;  // the tuner's choice, with c's own place in the iteration
+    resolved.fidelity = c.fidelity;
+    resolved.stage = c.stage;
+    resolved.micro_batch = c.micro_batch;
+    resolved.phase = c.phase;
+    resolved.role = c.role;
+    c = std::move(resolved);
+    choices.add(c);
+  }
+}
+
+
 // Tensor-parallel groups folded into one device: the ranks of a group run identical work and
 // send identical flows over their own links, so one device per group with the group's summed
 // link bandwidth and summed bytes gives the same timings (tests/sim check it), with tp times fewer
@@ -150,37 +202,43 @@ struct TensorFold {
   double seconds_per_gpu = 0;  // tensor-parallel time folded into each GPU's compute, averaged likewise
   std::size_t fitted = 0;      // folded collectives timed from a measured curve
   std::size_t total = 0;       // folded collectives
+  ChoiceCount choices;         // what the tuner chose for them (one stage's group each)
 };
 
-// Calibrates `task` from the profile's fitted curve of its kind and group size, if there is one.
-// `gpus_per_device` > 1 when each simulated device stands for that many GPUs (tp aggregation): the
-// task then carries their summed bytes, and each GPU's own collective is measured at its share.
-bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
-                               const calibration::CalibrationProfile& profile, int gpus_per_device)
-{
-  const calibration::CollectiveCurve* curve = profile.find_collective(
-      std::string(sim::collective_kind_table.name(task.kind)), static_cast<int>(task.group.size()));
-  if (curve == nullptr || task.group.size() < 2)
-    return false;
-  const double bytes = task.bytes / gpus_per_device;
-  const calibration::AlphaBetaFit& r = curve->regime(bytes);
-  sim::calibrate_collective(task, cluster, r.alpha_s, r.bandwidth > 0 ? bytes / r.bandwidth : 0.0);
-  return true;
-}
-
 // Calibrates every collective of `graph` that a fitted curve covers; says how many, for the CSV.
+// Calibrates every collective of `graph` that a fitted curve covers, and every pipeline (and ring
+// attention) transfer that a send/recv curve covers; says how many, for the CSV: "fitted K/N", with
+// the collectives the links time and why ("links M/N (no curve for all_reduce x16 on 2 nodes)"), and
+// "p2p fitted K/N".
 std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
                                        const calibration::CalibrationProfile& profile, int gpus_per_device)
 {
   if (profile.collectives.empty())
     return "links";
-  std::size_t total = 0, fitted = 0;
+  std::size_t total = 0, fitted = 0, transfers = 0, p2p = 0;
+  std::string first_missing;
   for (sim::TaskId id = 0; id < graph.size(); ++id)
-    if (graph.kind(id) == sim::TaskKind::collective) {
+    if (graph.kind(id) == sim::TaskKind::collective && graph.collective(id).group.size() > 1) {
       ++total;
-      fitted += apply_measured_collective(graph.collective(id), cluster, profile, gpus_per_device) ? 1 : 0;
+      std::string missing;
+      fitted += apply_measured_collective(graph.collective(id), cluster, profile, gpus_per_device, &missing) ? 1 : 0;
+      if (first_missing.empty())
+        first_missing = missing;
+    } else if (graph.kind(id) == sim::TaskKind::transfer) {
+      sim::TransferTask& t = graph.transfer(id);
+      if (t.kind != sim::TransferKind::activation && t.kind != sim::TransferKind::context)
+        continue;  // parameter-server pushes and pulls are not NCCL's
+      ++transfers;
+      p2p += apply_measured_transfer(t, cluster, profile) ? 1 : 0;
     }
-  return fitted == 0 ? "links" : "fitted " + std::to_string(fitted) + "/" + std::to_string(total);
+  std::string out = fitted == 0 ? "links" : "fitted " + std::to_string(fitted) + "/" + std::to_string(total);
+  if (fitted < total)
+    out += (fitted > 0 ? ", links " : " ") + std::to_string(total - fitted) + "/" + std::to_string(total);
+  if (!first_missing.empty())
+    out += " (no curve for " + first_missing + ")";
+  if (p2p > 0)
+    out += "; p2p fitted " + std::to_string(p2p) + "/" + std::to_string(transfers);
+  return out;
 }
 
 TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pipe)
@@ -194,9 +252,12 @@ TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pip
     double stage_bytes = 0;
     for (const sim::TpCollective& c : stage.tp_collectives) {
       sim::CollectiveTask task{.kind = c.kind, .algorithm = pipe.tp_algorithm, .fidelity = sim::CollectiveFidelity::analytic,
-                               .group = {}, .bytes = c.bytes_per_sample * pipe.micro_batch_size};
+                               .group = {}, .bytes = c.bytes_per_sample * pipe.micro_batch_size,
+                               .role = sim::CollectiveRole::tensor_parallel};
       for (int t = 0; t < tp; ++t)
         task.group.push_back(pipe.device(static_cast<int>(s), 0, t));
+      sim::resolve_collective(task, point.cluster);
+      fold.choices.add(task);
       double sent = 0;
       for (const sim::Message& m : sim::decompose(task, point.cluster.gpus_per_node))
         if (m.src == task.group.front())
@@ -232,20 +293,6 @@ TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pip
   return fold;
 }
 
-// The cluster of tensor-parallel groups: tp GPUs become one host with tp times their links.
-sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
-{
-  sim::ClusterSpec a = c;
-  a.gpus_per_node = c.gpus_per_node / tp;
-  a.intra_node.bandwidth = c.intra_node.bandwidth * tp;
-  // GPU i uses NIC i mod count: a group of tp GPUs uses min(count, tp) distinct NICs, and groups
-  // sharing NICs keep sharing them (exact when count and tp divide one another).
-  a.nics_per_node = std::max(1, c.nics_per_node / tp);
-  a.nic.bandwidth = c.nic.bandwidth * std::min(c.nics_per_node, tp);
-  a.memory.clear();
-  a.gpu_names.clear();
-  return a;
-}
 
 // The resource guard (Resources.hpp): its estimate beside the replay's own count and the process's
 // size, and why the point is over its limits (empty when it is not). Experiment::point() has refused
@@ -422,6 +469,9 @@ ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions&
   const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(point.profile);
   ChakraWorkload::Graph built = point.chakra->build(*cost, point.training.dtype);
   row.set("compute_costs", std::string(built.priced ? "chakra+roofline" : "chakra"));
+  ChoiceCount choices;  // the exported algorithm stays (it is NCCL's choice already); the tuner sets its protocol
+  resolve_collectives(built.graph, point.cluster, choices);
+  row.set("collective_algorithms", choices.text());
   row.set("collective_times", apply_measured_collectives(built.graph, point.cluster, point.profile, 1));
   if (options.on_workload) {
     options.on_workload({built.graph, point.cluster, built.compute_seconds, row});
@@ -447,6 +497,63 @@ bool par_partition_searches(const PointConfig& point)
 }
 
 }  // namespace
+
+sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
+{
+  sim::ClusterSpec a = c;
+  a.gpus_per_node = c.gpus_per_node / tp;
+  a.intra_node.bandwidth = c.intra_node.bandwidth * tp;
+  // GPU i uses NIC i mod count: a group of tp GPUs uses min(count, tp) distinct NICs, and groups
+  // sharing NICs keep sharing them (exact when count and tp divide one another).
+  a.nics_per_node = std::max(1, c.nics_per_node / tp);
+  a.nic.bandwidth = c.nic.bandwidth * std::min(c.nics_per_node, tp);
+  a.memory.clear();
+  a.gpu_names.clear();
+  return a;
+}
+
+bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
+                               const calibration::CalibrationProfile& profile, int gpus_per_device, std::string* missing)
+{
+  if (task.group.size() < 2)
+    return false;
+  std::set<int> nodes;
+  for (int d : task.group)
+    nodes.insert(cluster.node_of(d));
+  const std::string kind(sim::collective_kind_table.name(task.kind));
+  const int n = static_cast<int>(task.group.size()), spread = static_cast<int>(nodes.size());
+  const double bytes = task.bytes / gpus_per_device;
+  const auto measured = profile.measured_time(kind, n, spread, bytes);
+  if (!measured) {
+    if (missing != nullptr)
+      *missing = kind + " x" + std::to_string(n) + " on " + std::to_string(spread) + (spread > 1 ? " nodes" : " node");
+    return false;
+  }
+  sim::calibrate_collective(task, cluster, measured->alpha_s, measured->transfer_s);
+  return true;
+}
+
+bool apply_measured_transfer(sim::TransferTask& t, const sim::ClusterSpec& cluster,
+                             const calibration::CalibrationProfile& profile)
+{
+  // A send/recv curve of the same spread: inside one node, or across nodes (any rank count:
+  // nccl-tests' sendrecv times every rank's send to the next at once, each pair alone on its links).
+  const bool across = cluster.node_of(t.src) != cluster.node_of(t.dst);
+  const calibration::CollectiveCurve* curve = nullptr;
+  for (const auto& c : profile.collectives)
+    if (c.collective == "send_recv" && !c.regimes.empty() && c.spans_nodes() == across &&
+        (curve == nullptr || c.group_size < curve->group_size))
+      curve = &c;
+  if (curve == nullptr || t.bytes <= 0)
+    return false;
+  const calibration::AlphaBetaFit& r = curve->regime(t.bytes);
+  const double link = across ? cluster.nic.bandwidth : cluster.intra_node.bandwidth;
+  t.latency_s = r.alpha_s;
+  // Alone on its links the transfer then takes alpha + bytes / measured bandwidth.
+  t.bandwidth_factor = r.bandwidth > 0 ? r.bandwidth / link : std::numeric_limits<double>::infinity();
+  return true;
+}
+
 
 // The tensor-parallel collectives of a stage, from each layer's role (models::TpRole): row layers
 // all-reduce their output in forward; column layers all-reduce their input gradient in backward;
@@ -960,6 +1067,9 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     if (const std::string over = check_estimate(row, point); !over.empty())
       return fail(Status::invalid, over);
     sim::TaskGraph graph = sim::build_schedule(pipe);
+    ChoiceCount choices = fold.choices;
+    resolve_collectives(graph, cluster, choices);
+    row.set("collective_algorithms", choices.text());
     std::string measured = apply_measured_collectives(graph, cluster, point.profile, aggregate ? par.tp : 1);
     if (fold.fitted > 0)
       measured += "; tp fitted " + std::to_string(fold.fitted) + "/" + std::to_string(fold.total);

@@ -112,6 +112,24 @@ models::MemoryOptions memory_options(const PointConfig& point);
 /// width x sequence). What `mfu` divides by the GPUs' dense peak.
 double model_flop_per_token(const models::Model& model);
 
+/// The cluster of tensor-parallel groups (tp_aggregate): every tp GPUs become one device with tp times
+/// their links (and the NICs they use).
+sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp);
+
+/// Times `task` by the profile's measured curve of its operation and group, when one matches
+/// (docs/collectives.md: the group size, and whether the group spans nodes; interpolated between
+/// measured group sizes). `gpus_per_device` > 1 when each simulated device stands for that many GPUs
+/// (tp aggregation): the task then carries their summed bytes, and each GPU's own collective is
+/// measured at its share. Returns whether a curve timed it; else `missing` says which curve was missing.
+bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
+                               const calibration::CalibrationProfile& profile, int gpus_per_device,
+                               std::string* missing = nullptr);
+
+/// Times a point-to-point transfer by the profile's measured send/recv curve of the same spread
+/// (inside a node, or across nodes), when there is one. Returns whether a curve timed it.
+bool apply_measured_transfer(sim::TransferTask& transfer, const sim::ClusterSpec& cluster,
+                             const calibration::CalibrationProfile& profile);
+
 /// The batch size batch-norm statistics see: the micro-batch for batch_norm, micro-batch x dp for
 /// sync_batch_norm; 0 when the model has no batch norm.
 long long bn_batch(const PointConfig& point);

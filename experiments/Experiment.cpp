@@ -647,19 +647,20 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
     p.parallelism.ep = static_cast<int>(par->integer("ep", 1, 1, 1 << 20));
     p.parallelism.ep_collective =
-        par->choice("ep_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::direct);
+        par->choice("ep_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
     if (p.parallelism.ep_collective != sim::CollectiveAlgorithm::direct &&
-        p.parallelism.ep_collective != sim::CollectiveAlgorithm::hierarchical)
-      par->report("ep_collective", "the expert all-to-alls are direct or hierarchical");
+        p.parallelism.ep_collective != sim::CollectiveAlgorithm::hierarchical &&
+        p.parallelism.ep_collective != sim::CollectiveAlgorithm::automatic)
+      par->report("ep_collective", "the expert all-to-alls are auto, direct or hierarchical");
     p.parallelism.ep_fidelity = par->choice("ep_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.virtual_stages = static_cast<int>(par->integer("virtual_stages", 1, 1, 1024));
     p.parallelism.dp_collective =
-        par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+        par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
     p.parallelism.dp_fidelity =
         par->choice("dp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.dp_bucket = par->quantity("dp_bucket", Dimension::bytes, 0.0, Bound::non_negative);
     p.parallelism.tp_collective =
-        par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+        par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
     p.parallelism.tp_fidelity =
         par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);
@@ -667,7 +668,7 @@ PointConfig Experiment::point(std::size_t index) const
                                          std::pair{"tp_collective", p.parallelism.tp_collective}})
       if (algorithm == sim::CollectiveAlgorithm::direct)
         par->report(key, "direct is the all-to-all algorithm of expert parallelism (ep_collective); expected one "
-                         "of: ring, tree, hierarchical");
+                         "of: auto, ring, tree, double_tree, hierarchical, nvls, sharp");
     // `ps: null` (e.g. one value of a sweep over parameter-server settings) means no parameter server.
     const bool no_ps = par->has("ps") && par->yaml()["ps"].IsNull();
     if (no_ps)

@@ -15,11 +15,11 @@
 //                 sequence_parallel: false,                # Megatron SP inside each tp group
 //                 zero: 0,                                 # 0-3: sharded data parallelism (ZeRO/FSDP)
 //                 zero_group: 0,                           # GPUs per shard group (HSDP); 0 = dp x cp
-//                 ep: 8, ep_collective: direct,            # expert parallelism (mixtures of experts) and
-//                 ep_fidelity: flow,                       #   its all-to-alls: direct | hierarchical
-//                 dp_collective: ring, dp_fidelity: flow,  # ring | tree | hierarchical; flow | analytic
+//                 ep: 8, ep_collective: auto,              # expert parallelism (mixtures of experts) and
+//                 ep_fidelity: flow,                       #   its all-to-alls: auto | direct | hierarchical
+//                 dp_collective: auto, dp_fidelity: flow,  # auto | ring | tree | double_tree | hierarchical | nvls | sharp; flow | analytic
 //                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
-//                 tp_collective: ring, tp_fidelity: flow,  # tensor-parallel collectives
+//                 tp_collective: auto, tp_fidelity: flow,  # tensor-parallel collectives
 //                 partition: optimal,   # optimal | balanced | uniform | explicit (with balance: [..])
 //                 ps: {servers: 2, placement: dedicated, consistency: ssp, staleness: 2, iterations: 8}}
 //                     # or hosts: [0, 9]: the servers' GPUs (workers are GPUs 0..dp-1)
@@ -120,13 +120,13 @@ struct ParallelismSpec {
   /// replicas (Megatron-Core's order: ep consecutive replicas); their gradients are reduced over the
   /// dp x cp / ep replicas that hold the same experts
   int ep = 1;
-  sim::CollectiveAlgorithm ep_collective = sim::CollectiveAlgorithm::direct;  ///< direct | hierarchical
+  sim::CollectiveAlgorithm ep_collective = sim::CollectiveAlgorithm::automatic;  ///< auto | direct | hierarchical
   sim::CollectiveFidelity ep_fidelity = sim::CollectiveFidelity::flow;
   bool sequence_parallel = false;  ///< Megatron sequence parallelism inside each tensor-parallel group
   int virtual_stages = 1;  ///< model chunks per device (interleaved schedule)
-  sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
+  sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::automatic;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
-  sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::ring;
+  sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::automatic;
   sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;
   bool tp_aggregate = true;  ///< with analytic tp collectives, simulate each tp group as one device
   double dp_bucket = 0;  ///< bytes per gradient bucket overlapped with backward; 0 = one all-reduce after it

@@ -26,15 +26,19 @@ constexpr double bytes_per_edge    = 8;
 constexpr double bytes_per_host    = 64.0 * 1024;
 constexpr double bytes_per_message = 120;
 
-// Messages of a collective of `kind` over `group` (flow fidelity), 0 for analytic ones (a timer).
+// Messages of a collective of `kind` over `group` of `bytes` (flow fidelity) as NCCL's tuner resolves
+// it on `cluster` (the algorithm and its chunks depend on the size; an all-to-all's also on its
+// members' loads), 0 for analytic ones (a timer).
 double messages(sim::CollectiveKind kind, sim::CollectiveAlgorithm algorithm, sim::CollectiveFidelity fidelity,
-                std::vector<int> group, int gpus_per_node)
+                std::vector<int> group, const sim::ClusterSpec& cluster, double bytes,
+                std::vector<double> member_load = {}, bool load_at_source = false)
 {
   if (fidelity == sim::CollectiveFidelity::analytic || group.size() < 2)
     return 0;
-  // The most tree chunks (16): the estimate does not know each bucket's exact size.
-  const sim::CollectiveTask c{.kind = kind, .algorithm = algorithm, .group = std::move(group), .bytes = 1e300};
-  return static_cast<double>(sim::message_count(c, gpus_per_node));
+  sim::CollectiveTask c{.kind = kind, .algorithm = algorithm, .group = std::move(group), .bytes = bytes,
+                        .member_load = std::move(member_load), .load_at_source = load_at_source};
+  sim::resolve_collective(c, cluster);
+  return static_cast<double>(sim::message_count(c, cluster.gpus_per_node));
 }
 
 ResourceEstimate parameter_server(const PointConfig& point)
@@ -64,7 +68,9 @@ ResourceEstimate estimate_resources(const PointConfig& point)
   } else {
     const bool folded  = folds_tensor_groups(point); // as evaluate_point() simulates it
     const int tp       = folded ? 1 : par.tp;
-    const int per_node = folded ? point.cluster.gpus_per_node / par.tp : point.cluster.gpus_per_node;
+    const sim::ClusterSpec cluster = folded ? aggregate_cluster(point.cluster, par.tp) : point.cluster;
+    const double d = dtype_bytes(point.training.dtype);
+    const double fold_bytes = folded ? par.tp : 1;  // a folded device carries its group's bytes
     const double M = point.micro_batches(), C = static_cast<double>(par.pp) * par.virtual_stages;
     const int R = par.replicas();  // replicas of a stage: dp x cp
     const double members       = static_cast<double>(R) * tp;
@@ -105,7 +111,6 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     // evaluate's gradient_buckets() fills them (from the last layer; a bucket closes at the cap).
     double buckets = C;
     if (R > 1 && par.dp_bucket > 0) {
-      const double d = dtype_bytes(point.training.dtype);
       double bytes   = 0;
       for (std::size_t i = model.size(); i-- > 0;) {
         // As gradient_buckets() sizes them: per tensor rank, the experts' apart with expert parallelism.
@@ -136,18 +141,30 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     for (int t = 0; t < tp; ++t)
       tp_group.push_back(t);
     const auto reduce_kind = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
+    // Bytes of one reduction: a block (ZeRO units), a bucket, or a chunk's gradients.
+    double held = 0;
+    for (std::size_t i = 0; i < model.size(); ++i)
+      held += model.held_parameters(i, all, par.tp);
+    const double reduced_bytes = fold_bytes * d *
+                                 (per_unit ? held / std::max(1.0, B) : par.dp_bucket > 0 ? par.dp_bucket : held / C);
     // One reduction: a collective per shard group, and with hybrid sharding an all-reduce per shard.
     const double hybrid = par.zero > 0 && groups > 1 ? shard : 0;
     const double reduction_messages =
-        groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, per_node) +
-        hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, per_node);
-    const double sync_messages =
-        messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, per_node);
+        groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, cluster, reduced_bytes) +
+        hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, cluster,
+                          reduced_bytes / shard);
+    double sync_messages = 0;  // every synchronised norm's all-reduce of its per-channel sums (fp32)
+    for (const models::Layer& l : model.layers())
+      if (l.norm_channels > 0)
+        sync_messages += messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, cluster,
+                                  fold_bytes * 2 * l.norm_channels * 4);
     const double gather_messages =
-        groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, per_node);
+        groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
+                          fold_bytes * d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C));
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
     for (const sim::TpCollective& c : tensor)
-      tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, per_node);
+      tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster,
+                              c.bytes_per_sample * d * point.training.micro_batch);
     // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 once after the step.
     const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : C;
     // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
@@ -178,22 +195,43 @@ ResourceEstimate estimate_resources(const PointConfig& point)
           for (bool forward : {true, false})
             for (std::size_t position : {i, i + 1})
               splits.emplace(forward, position);
-    const double a2a_messages =
-        messages(sim::CollectiveKind::all_to_all, par.ep_collective, par.ep_fidelity, ep_group, per_node);
+    // Per micro-batch and ep group: each experts layer's dispatch and combine, forward and backward
+    // (and the recomputed forward's), at its size and with the ranks' loads (which NCCL's tuner, for
+    // `auto`, may send hierarchically).
+    double a2a_messages = 0, a2a_most = 0, held_experts = 0;
+    if (expert_layers > 0) {
+      const auto load = point_expert_load(point);
+      const double token_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;
+      for (std::size_t i = 0; i < model.size(); ++i)
+        if (const models::Layer& l = model.layers()[i]; l.kind == models::LayerKind::moe) {
+          held_experts += model.held_parameters(i, all, par.tp) / ep;
+          const double bytes = fold_bytes * l.output_elements() * d * token_share /
+                               (par.sequence_parallel ? par.tp : 1) * load->shards * point.training.micro_batch;
+          for (bool at_source : {false, true}) {
+            const double n = messages(sim::CollectiveKind::all_to_all, par.ep_collective, par.ep_fidelity, ep_group,
+                                      cluster, bytes, load->rank_load, at_source);
+            a2a_messages += per_layer / 2 * n;  // half of them in the dispatch's direction
+            a2a_most = std::max(a2a_most, n);
+          }
+        }
+    }
     const double expert_hybrid = par.zero > 0 && expert_groups > 1 ? expert_shard : 0;
     const double expert_reductions =
         expert_layers > 0 && expert_replicas > 1 ? C * (par.zero >= 2 ? M : 1) * ep * tp : 0;  // per family and rank
+    const double expert_reduced_bytes = fold_bytes * d * held_experts / C;
     const double expert_reduction_messages =
-        expert_groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, expert_group, per_node) +
-        expert_hybrid *
-            messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, expert_across, per_node);
+        expert_groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, expert_group, cluster,
+                                 expert_reduced_bytes) +
+        expert_hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, expert_across,
+                                 cluster, expert_reduced_bytes / std::max(1, expert_shard));
     const double expert_gathers =
         expert_layers == 0 || expert_shard < 2 ? 0
         : par.zero >= 3                        ? 2 * M * expert_blocks * ep * tp
         : par.zero > 0                         ? C * ep * tp
                                                : 0;
     const double expert_gather_messages =
-        expert_groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, expert_group, per_node);
+        expert_groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, expert_group, cluster,
+                                 fold_bytes * d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
 
     const double passes = members * M * (2 * C + 2 * sync_points + static_cast<double>(splits.size()) +
                                          2 * ring_layers * (par.cp + 1) +
@@ -213,8 +251,8 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     e.devices    = static_cast<double>(par.pp) * R * tp;
     e.tasks      = passes + bucket_splits + optimizer + transfers + collectives;
     e.activities = passes + bucket_splits + optimizer + transfers +
-                   (R > 1 ? tp * M * 2 * sync_points * sync_messages : 0) + tp * reductions * reduction_messages +
-                   tp * gathers * gather_messages + R * M * tp_messages + exchanges * a2a_messages +
+                   (R > 1 ? tp * M * 2 * sync_messages : 0) + tp * reductions * reduction_messages +
+                   tp * gathers * gather_messages + R * M * tp_messages + M * (R / ep) * tp * a2a_messages +
                    expert_reductions * expert_reduction_messages + expert_gathers * expert_gather_messages;
     // Every task waits for about two others (stream order and one transfer or collective); a
     // collective waits for each of its members.
@@ -222,8 +260,8 @@ ResourceEstimate estimate_resources(const PointConfig& point)
               (reduction_tasks + gather_tasks) * shard + exchanges * ep +
               (expert_tasks - exchanges) * std::max(1, expert_shard);
     const double in_flight =
-        e.devices * std::max({1.0, sync_messages / std::max(1, R), reduction_messages / std::max(1, R),
-                              tp_messages / std::max(1.0, tp * std::max(1.0, tp_collectives)), a2a_messages / ep});
+        e.devices * std::max({1.0, sync_messages / std::max(1.0, sync_points) / std::max(1, R), reduction_messages / std::max(1, R),
+                              tp_messages / std::max(1.0, tp * std::max(1.0, tp_collectives)), a2a_most / ep});
     e.memory_bytes = bytes_per_message * in_flight;
   }
   e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices;

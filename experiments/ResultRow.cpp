@@ -51,7 +51,7 @@ const std::vector<std::string>& csv_columns()
       "attention",        "tokens_per_s",        "mfu",
       "active_parameters", "ep",                 "ep_collective",
       "all_to_all_time_s", "dropped_tokens",     "load_imbalance",
-      "capacity_factor",  "measured_peak_memory_bytes"};
+      "capacity_factor",  "measured_peak_memory_bytes", "collective_algorithms"};
   return columns;
 }
 
@@ -87,10 +87,10 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
       {"llm", {"seq", "attention", "cp", "zero", "zero_group", "sequence_parallel", "active_parameters"}},
       {"moe",
        {"ep", "ep_collective", "all_to_all_time_s", "dropped_tokens", "load_imbalance", "capacity_factor",
-        "active_parameters"}},
+        "active_parameters", "collective_algorithms"}},
       {"simulation",
        {"sim_activities", "sim_activities_estimate", "sim_wall_time_s", "sim_memory_estimate_bytes",
-        "collective_fidelity", "compute_costs", "collective_times"}},
+        "collective_fidelity", "collective_algorithms", "compute_costs", "collective_times"}},
   };
   return presets;
 }

@@ -229,8 +229,9 @@ double collective_seconds(const PointConfig& point, sim::CollectiveKind kind, si
 {
   if (group.size() < 2 || bytes <= 0)
     return 0;
-  const sim::CollectiveTask task{.kind = kind, .algorithm = algorithm, .fidelity = sim::CollectiveFidelity::analytic,
-                                 .group = std::move(group), .bytes = bytes};
+  sim::CollectiveTask task{.kind = kind, .algorithm = algorithm, .fidelity = sim::CollectiveFidelity::analytic,
+                           .group = std::move(group), .bytes = bytes};
+  sim::resolve_collective(task, point.cluster);  // NCCL's choice and protocol, as the simulation makes it
   return sim::analytic_seconds(task, point.cluster);
 }
 
@@ -283,15 +284,16 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     experts[r] += stage.expert_gradient_bytes;
     const double passes = pipe.expert_recompute ? 3 : 2;  // forward, backward, and the recomputed forward
     for (const sim::ExpertExchange& x : stage.exchanges) {
-      // Four all-to-alls per micro-batch (six with full recomputation), and the busiest GPU's extra
-      // expert work.
-      sim::CollectiveTask a2a{.kind = sim::CollectiveKind::all_to_all, .algorithm = pipe.ep_algorithm,
-                              .fidelity = sim::CollectiveFidelity::analytic, .group = ep_group,
-                              .bytes = x.bytes_per_sample * mb};
-      a2a.member_load = pipe.expert_load;
-      const double dispatch = sim::analytic_seconds(a2a, point.cluster);
-      a2a.load_at_source = true;
-      tensor[r] += passes * (dispatch + sim::analytic_seconds(a2a, point.cluster));
+      // Four all-to-alls per micro-batch (six with full recomputation), as NCCL's tuner resolves them,
+      // and the busiest GPU's extra expert work.
+      for (bool at_source : {false, true}) {  // dispatch and combine
+        sim::CollectiveTask a2a{.kind = sim::CollectiveKind::all_to_all, .algorithm = pipe.ep_algorithm,
+                                .fidelity = sim::CollectiveFidelity::analytic, .group = ep_group,
+                                .bytes = x.bytes_per_sample * mb, .member_load = pipe.expert_load,
+                                .load_at_source = at_source};
+        sim::resolve_collective(a2a, point.cluster);
+        tensor[r] += passes * sim::analytic_seconds(a2a, point.cluster);
+      }
       work[r] += (busiest - 1) *
                  (sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::forward, mb, compute, cost) +
                   sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::backward, mb, compute, cost));

@@ -8,7 +8,8 @@ namespace sg4 = simgrid::s4u;
 
 namespace ddlsim::sim::detail {
 
-Platform build_platform(const ClusterSpec& cluster, double comm_compute_slowdown)
+Platform build_platform(const ClusterSpec& cluster, const std::vector<std::vector<int>>& rail_sets,
+                        double comm_compute_slowdown)
 {
   using Dir = sg4::LinkInRoute::Direction;
   Platform platform;
@@ -45,14 +46,39 @@ Platform build_platform(const ClusterSpec& cluster, double comm_compute_slowdown
       for (std::size_t j = i + 1; j < hosts.size(); ++j)
         zone->add_route(hosts[i]->get_netpoint(), hosts[j]->get_netpoint(), nullptr, nullptr,
                         {{links[i], Dir::UP}, {links[j], Dir::DOWN}}, true);
+    if (cluster.nvls_bandwidth > 0) {  // the NVSwitch that reduces and multicasts (NVLS)
+      sg4::Host* nvswitch = zone->create_host(node + "_nvswitch", work_per_second);
+      sg4::Link* engine = zone->create_split_duplex_link(node + "_nvls", cluster.nvls_bandwidth)->set_latency(0);
+      for (std::size_t i = 0; i < hosts.size(); ++i) {
+        zone->add_route(hosts[i]->get_netpoint(), nvswitch->get_netpoint(), nullptr, nullptr,
+                        {{links[i], Dir::UP}, {engine, Dir::UP}}, false);
+        zone->add_route(nvswitch->get_netpoint(), hosts[i]->get_netpoint(), nullptr, nullptr,
+                        {{engine, Dir::DOWN}, {links[i], Dir::DOWN}}, false);
+      }
+      platform.node_switches.push_back(nvswitch);
+    }
     simgrid::kernel::routing::NetPoint* gateway = zone->create_router(node + "_gw");
     if (cluster.nodes > 1) {
       std::vector<sg4::Link*> nics;
       for (int k = 0; k < cluster.nics_per_node; ++k)
         nics.push_back(zone->create_split_duplex_link(node + "_nic" + std::to_string(k), cluster.nic.bandwidth)->set_latency(0));
+      // All NICs together: a GPU's own traffic never fills it (its NIC does first), a collective's
+      // channel group over the rails (node<n>_rails) shares it with them.
+      sg4::Link* all_nics =
+          zone->create_split_duplex_link(node + "_all_nics", cluster.nics_per_node * cluster.nic.bandwidth)->set_latency(0);
       for (std::size_t i = 0; i < hosts.size(); ++i)
         zone->add_route(hosts[i]->get_netpoint(), gateway, nullptr, nullptr,
-                        {{nics[i % nics.size()], Dir::UP}}, true);
+                        {{nics[i % nics.size()], Dir::UP}, {all_nics, Dir::UP}}, true);
+      std::vector<sg4::Host*> rails;
+      for (std::size_t i = 0; i < rail_sets.size(); ++i) {
+        const std::string name = node + "_rails" + std::to_string(i);
+        sg4::Host* host = zone->create_host(name, work_per_second);
+        sg4::Link* set = zone->create_split_duplex_link(name, static_cast<double>(rail_sets[i].size()) * cluster.nic.bandwidth)
+                             ->set_latency(0);
+        zone->add_route(host->get_netpoint(), gateway, nullptr, nullptr, {{set, Dir::UP}, {all_nics, Dir::UP}}, true);
+        rails.push_back(host);
+      }
+      platform.rails.push_back(std::move(rails));
     }
     zone->seal();
     if (!fat_tree)
@@ -60,6 +86,22 @@ Platform build_platform(const ClusterSpec& cluster, double comm_compute_slowdown
     zones.push_back(zone);
     gateways.push_back(gateway);
     platform.gpus.insert(platform.gpus.end(), hosts.begin(), hosts.end());
+  }
+  if (cluster.sharp && cluster.nodes > 1) {  // the fabric's reducing switches (SHARP), a zone of their own
+    sg4::NetZone* zone = sg4::create_full_zone("sharp_zone");
+    zone->set_parent(root);
+    platform.fabric_switch = zone->create_host("sharp", work_per_second);
+    simgrid::kernel::routing::NetPoint* gateway = zone->create_router("sharp_gw");
+    sg4::Link* inside = zone->create_link("sharp_inside", 1e18)->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->set_latency(0);
+    zone->add_route(platform.fabric_switch->get_netpoint(), gateway, nullptr, nullptr, {sg4::LinkInRoute(inside)}, true);
+    zone->seal();
+    if (fat_tree)
+      for (int a = 0; a < cluster.nodes; ++a)  // reduced in the leaf: no uplink carries more than one stream
+        root->add_route(zones[static_cast<std::size_t>(a)]->get_netpoint(), zone->get_netpoint(),
+                        gateways[static_cast<std::size_t>(a)], gateway,
+                        {sg4::LinkInRoute(switches[static_cast<std::size_t>(a / cluster.nodes_per_leaf)])}, true);
+    else
+      root->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {}, true);
   }
   if (fat_tree)
     for (int a = 0; a < cluster.nodes; ++a)

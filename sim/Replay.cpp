@@ -9,9 +9,12 @@
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 namespace sg4 = simgrid::s4u;
@@ -24,8 +27,9 @@ namespace {
 class Replayer {
 public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
-           const detail::Platform& platform, double comm_compute_slowdown)
-      : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(platform.gpus),
+           const detail::Platform& platform, std::unordered_map<TaskId, int> rail_set, double comm_compute_slowdown)
+      : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(platform.gpus), platform_(platform),
+        rail_set_(std::move(rail_set)),
         remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count())),
         overlap_(platform.gpus, comm_compute_slowdown)
   {
@@ -132,13 +136,13 @@ private:
     }
     case TaskKind::transfer: {
       const auto& t = graph_.transfer(id);
-      send(t.src, t.dst, t.bytes, Record::Kind::task, id, 0);
+      send(t.src, t.dst, t.bytes / t.bandwidth_factor, Record::Kind::task, id, 0, t.latency_s);
       return;
     }
     case TaskKind::collective: {
       const auto& c = graph_.collective(id);
       if (c.fidelity == CollectiveFidelity::analytic) {
-        const double duration = analytic_seconds(c, cluster_);
+        const double duration = analytic_duration(c);
         auto done = [this, id] {
           finish(id);
           drain_ready();
@@ -169,6 +173,14 @@ private:
       for (std::uint32_t m = 0; m < n; ++m)
         if (stored.waiting[m] == 0)
           first.push_back(m);
+      if (c.base_latency_s > 0) {  // the protocol's fixed latency (kernel launch, setup) before the first step
+        simgrid::kernel::timer::Timer::set(now() + c.base_latency_s, [this, id, first] {
+          for (std::uint32_t m : first)
+            send_message(id, m);
+          drain_ready();
+        });
+        return;
+      }
       for (std::uint32_t m : first)
         send_message(id, m);
       return;
@@ -179,14 +191,16 @@ private:
   void send_message(TaskId id, std::uint32_t m)
   {
     const Message& msg = runs_.at(id).messages[m];
-    if (msg.src < 0) {  // a join: nothing to send
+    if (msg.src == -1 && msg.dst == -1) {  // a join: nothing to send
       message_done(id, m);
       return;
     }
     const CollectiveTask& c = graph_.collective(id);
-    // A calibrated collective: the measured per-hop latency, and the measured bandwidth as a factor
-    // on the payload (CM02 gives a flow bytes / (bandwidth x factor) seconds alone on its links).
-    send(msg.src, msg.dst, msg.bytes / c.bandwidth_factor, Record::Kind::message, id, m, c.hop_latency_s);
+    // The step's latency (protocol, calibration or route), and the protocol's or the measured
+    // bandwidth as a factor on the payload (CM02 gives a flow bytes / (bandwidth x factor) seconds
+    // alone on its links).
+    send(msg.src, msg.dst, msg.bytes / c.bandwidth_factor, Record::Kind::message, id, m,
+         message_latency(c, cluster_, msg.src, msg.dst), msg.rails ? rail_set_.at(id) : -1);
   }
 
   void message_done(TaskId id, std::uint32_t m)
@@ -208,15 +222,18 @@ private:
 
   // A message: the route's latency (or `latency_s` when >= 0) as a timer, then the bytes as a Comm
   // (skipped when empty).
-  void send(int src, int dst, double bytes, Record::Kind kind, TaskId task, std::uint32_t member, double latency_s = -1)
+  // With `rail_set` >= 0, the message goes between the two nodes' rails hosts of that NIC set.
+  void send(int src, int dst, double bytes, Record::Kind kind, TaskId task, std::uint32_t member, double latency_s = -1,
+            int rail_set = -1)
   {
     const double latency = latency_s >= 0 ? latency_s : cluster_.latency(src, dst);
-    auto transmit = [this, src, dst, bytes, kind, task, member] {
+    auto transmit = [this, src, dst, bytes, kind, task, member, rail_set] {
       if (bytes <= 0) {
         complete_message(kind, task, member);
         return;
       }
-      sg4::CommPtr comm = sg4::Comm::sendto_init(gpus_[static_cast<std::size_t>(src)], gpus_[static_cast<std::size_t>(dst)]);
+      sg4::CommPtr comm = rail_set >= 0 ? sg4::Comm::sendto_init(rails(src, rail_set), rails(dst, rail_set))
+                                        : sg4::Comm::sendto_init(host(src), host(dst));
       comm->set_payload_size(static_cast<std::uint64_t>(bytes + 0.5));
       track(comm, kind, task, member);
       comm->start();
@@ -236,6 +253,41 @@ private:
       message_done(task, member);
     else
       finish(task);
+  }
+
+  // A closed form costs O(members) with link bookkeeping; an iteration repeats the same few
+  // collectives thousands of times: each distinct one is computed once.
+  double analytic_duration(const CollectiveTask& c)
+  {
+    auto key = std::make_tuple(c.kind, c.algorithm, c.protocol, c.channels, c.bytes, c.base_latency_s, c.hop_latency_s,
+                               c.bandwidth_factor, c.intra_step_latency_s, c.inter_step_latency_s, c.group,
+                               c.member_load, c.load_at_source);
+    auto it = analytic_cache_.find(key);
+    if (it == analytic_cache_.end())
+      it = analytic_cache_.emplace(std::move(key), analytic_seconds(c, cluster_)).first;
+    return it->second;
+  }
+
+  // The host of a message endpoint: a GPU, or a switch that reduces (Collectives.hpp).
+  sg4::Host* host(int endpoint) const
+  {
+    if (endpoint >= 0)
+      return gpus_[static_cast<std::size_t>(endpoint)];
+    sg4::Host* h = nullptr;
+    if (endpoint == fabric_switch_endpoint)
+      h = platform_.fabric_switch;
+    else if (is_switch_endpoint(endpoint) &&
+             static_cast<std::size_t>(node_of_switch_endpoint(endpoint)) < platform_.node_switches.size())
+      h = platform_.node_switches[static_cast<std::size_t>(node_of_switch_endpoint(endpoint))];
+    if (h == nullptr)
+      throw SimulationError("a collective reduces in a switch that cluster '" + cluster_.name +
+                            "' does not have (nvls needs intra_node.nvls, sharp needs fabric.sharp)");
+    return h;
+  }
+
+  sg4::Host* rails(int gpu, int set) const
+  {
+    return platform_.rails.at(static_cast<std::size_t>(cluster_.node_of(gpu))).at(static_cast<std::size_t>(set));
   }
 
   template <typename Ptr> void track(const Ptr& activity, Record::Kind kind, TaskId task, std::uint32_t member)
@@ -276,6 +328,12 @@ private:
   const ClusterSpec& cluster_;
   const std::vector<double>& seconds_;
   const std::vector<sg4::Host*>& gpus_;
+  const detail::Platform& platform_;
+  std::unordered_map<TaskId, int> rail_set_;  // collectives with channels across nodes: their NIC set
+  std::map<std::tuple<CollectiveKind, CollectiveAlgorithm, CollectiveProtocol, int, double, double, double, double, double,
+                      double, std::vector<int>, std::vector<double>, bool>,
+           double>
+      analytic_cache_;
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
   std::vector<ArrivalQueue> queues_;      // per device
@@ -303,6 +361,11 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
                           cluster.name + "' has " + std::to_string(cluster.gpu_count()));
   if (compute_seconds.size() != graph.size())
     throw SimulationError("compute_seconds must hold one entry per task");
+  for (TaskId id = 0; id < graph.size(); ++id)
+    if (graph.kind(id) == TaskKind::collective && graph.collective(id).fidelity == CollectiveFidelity::flow &&
+        effective_algorithm(graph.collective(id), cluster) != effective_algorithm(graph.collective(id), cluster.gpus_per_node))
+      throw SimulationError("collective " + graph.label(id) + " reduces in a switch that cluster '" + cluster.name +
+                            "' does not have (nvls needs intra_node.nvls, sharp needs fabric.sharp): resolve it first");
   engine_used = true;
   const auto wall_start = std::chrono::steady_clock::now();
 
@@ -319,8 +382,22 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
   for (const auto& setting : options.simgrid_config)
     sg4::Engine::set_config(setting);
 
-  const detail::Platform platform = detail::build_platform(cluster, options.comm_compute_slowdown);
-  Replayer replayer(graph, cluster, compute_seconds, platform, options.comm_compute_slowdown);
+  // The NIC sets that collectives spread their channels over (Collectives.hpp: rail_nics).
+  std::vector<std::vector<int>> rail_sets;
+  std::unordered_map<TaskId, int> rail_set;
+  for (TaskId id = 0; id < graph.size(); ++id)
+    if (graph.kind(id) == TaskKind::collective && graph.collective(id).channels > 1 &&
+        graph.collective(id).kind != CollectiveKind::all_to_all) {  // PXN sends from GPUs, not the rails
+      const std::vector<int> nics = rail_nics(graph.collective(id), cluster);
+      if (nics.empty())
+        continue;
+      auto it = std::find(rail_sets.begin(), rail_sets.end(), nics);
+      rail_set[id] = static_cast<int>(it - rail_sets.begin());
+      if (it == rail_sets.end())
+        rail_sets.push_back(nics);
+    }
+  const detail::Platform platform = detail::build_platform(cluster, rail_sets, options.comm_compute_slowdown);
+  Replayer replayer(graph, cluster, compute_seconds, platform, std::move(rail_set), options.comm_compute_slowdown);
   sg4::Activity::on_completion_cb([&replayer](const sg4::Activity& a) { replayer.on_completion(a); });
   replayer.start();
   engine.run();

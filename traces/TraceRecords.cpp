@@ -76,7 +76,7 @@ void write_jsonl(const TraceSet& set, std::ostream& out)
   for (const auto& c : set.collectives)
     out << "{\"type\":\"collective\",\"collective\":" << quoted(c.collective) << ",\"bytes\":" << number(c.bytes)
         << ",\"dtype\":" << quoted(c.dtype) << ",\"group_size\":" << c.group_size
-        << ",\"duration_s\":" << number(c.duration_s) << ",\"source\":" << quoted(c.source)
+        << (c.nodes > 0 ? ",\"nodes\":" + std::to_string(c.nodes) : std::string()) << ",\"duration_s\":" << number(c.duration_s) << ",\"source\":" << quoted(c.source)
         << ",\"name\":" << quoted(c.name) << (c.point > 0 ? ",\"point\":" + std::to_string(c.point) : std::string())
         << "}\n";
 }
@@ -195,6 +195,7 @@ TraceSet read_jsonl(const std::string& path)
       c.bytes = f.number("bytes", true);
       c.dtype = f.string("dtype", false);
       c.group_size = f.integer("group_size", 0);
+      c.nodes = f.integer("nodes", 0);
       c.duration_s = f.number("duration_s", true);
       c.source = f.string("source", false);
       c.name = f.string("name", false);

@@ -47,6 +47,7 @@ struct CollectiveRecord {
   double bytes = 0;        ///< message size per rank; 0 when the trace does not say
   std::string dtype;       ///< element type as the trace names it, lower case
   int group_size = 0;      ///< 0 when unknown
+  int nodes = 0;           ///< machines the group spans (distinct hosts of its ranks); 0 when unknown
   double duration_s = 0;
   std::string source;      ///< "kernel" or "annotation"
   std::string name;

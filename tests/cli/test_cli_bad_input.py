@@ -118,7 +118,7 @@ CASES = [
     ("10^9 GPUs", RUN, {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(1000000000, 1))}, 1,
      ["exp.yaml:3: cluster.nodes: '1000000000' is out of range [1, 131072]"]),
     ("10^6-way data parallelism: over the activity limit", RUN,
-     {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(16384, 64)).replace("pp: 2, dp: 2", "pp: 1, dp: 1048576")
+     {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(16384, 64)).replace("pp: 2, dp: 2", "pp: 1, dp: 1048576, dp_collective: ring")
       .replace("global_batch: 16, micro_batch: 2", "global_batch: 1048576, micro_batch: 1")}, 1,
      ["exp.yaml:6: parallelism.dp: this point would need about 2.2e+12 SimGrid activities", "over limits.max_activities = 1e+08"]),
     ("10^9 micro-batches: over the activity limit", RUN,

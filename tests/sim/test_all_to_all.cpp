@@ -4,7 +4,8 @@
 //   direct, one switch, busiest member at w x the mean (dispatch)  a + w (n-1) S / (n B)
 //   direct, N nodes of m, one NIC per GPU         max(a + (m-1) S/(n B), a_n + (N-1) m S/(n B_n))
 //   hierarchical, N nodes of m                    a + (m-1) S/(m B) + a_n + (N-1) S/(N B_n)
-// and analytic fidelity as one timer of the same form. One engine per process.
+// and analytic fidelity as one timer of the same form; resolved by NCCL's tuner, its latencies and
+// PXN's rails. One engine per process.
 #include "sim/Collectives.hpp"
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
@@ -113,6 +114,33 @@ TEST_CASE("a calibrated flow-level all-to-all takes the measured alpha + S/bandw
   const ClusterSpec c = nodes(1, 8);
   calibrate_collective(task, c, alpha, S / bandwidth);
   CHECK(run(task, c).makespan_s == doctest::Approx(alpha + S / bandwidth).epsilon(1e-6));
+}
+
+// NCCL's p2p path, resolved (Collectives.hpp: resolve_collective): Simple for 96 MB, the ring's fixed
+// latency 8.4 us before the exchange, network steps of 14 us plus the fabric's latency, and PXN: a
+// combine's busy sender (w times the mean, the others o = (n - w)/(n - 1)) on node 0 of 2 nodes of
+// 4 hands each remote block to its node-mate on the destination's rail, so NIC r of node 0 carries
+// the blocks of all four members for rail r of node 1, (w + 3 o) S/n, instead of the busy GPU's own
+// NIC carrying its 4 w S/n:
+//   8.4 us + 14 us + a + (w + 3 o) S / (n B_n)
+TEST_CASE("a resolved combine over two nodes: NCCL's latencies, and PXN spreads the busy sender over the rails")
+{
+  const double S = 96e6, n = 8, w = 2, o = (n - w) / (n - 1);
+  const ClusterSpec c = nodes(2, 4);
+  CollectiveTask task = all_to_all({0, 1, 2, 3, 4, 5, 6, 7}, S);
+  task.algorithm = CollectiveAlgorithm::automatic;
+  task.member_load.assign(8, o);
+  task.member_load[0] = w;
+  task.load_at_source = true;
+  resolve_collective(task, c);
+  REQUIRE(task.protocol == CollectiveProtocol::simple);
+  REQUIRE(task.channels == 4);
+  const double expected = 8.4e-6 + 14e-6 + a + (w + 3 * o) * S / (n * (B / 4));
+  REQUIRE(expected < 8.4e-6 + 14e-6 + a + 4 * w * S / (n * (B / 4)));  // what its own NIC would take
+  const ReplayResult r = run(task, c);
+  CHECK(r.makespan_s == doctest::Approx(expected).epsilon(1e-9));
+  CHECK(r.makespan_s == doctest::Approx(analytic_seconds(task, c)).epsilon(1e-9));
+  CHECK(r.activities == 8 * 7);
 }
 
 // A fitted curve is of the uniform all-to-all (nccl-tests' alltoall_perf): a busiest member at w x the

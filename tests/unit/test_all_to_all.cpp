@@ -1,6 +1,7 @@
 // The all-to-all collective: its messages (count, bytes per member, per-member loads), the
 // hierarchical variant's two phases, the fallbacks, the O(n) fast paths (for_each_send, the closed
-// form's link loads) against the messages themselves, and the closed form on one switch.
+// form's link loads) against the messages themselves, the closed form on one switch, and how NCCL's
+// tuner resolves it (protocol, latencies, PXN's rails).
 #include "sim/Collectives.hpp"
 
 #include <doctest/doctest.h>
@@ -234,4 +235,100 @@ TEST_CASE("all-to-all closed forms: a + (n-1) S/(nB) on one switch; the NICs acr
   CollectiveTask busy = c;
   busy.member_load = {2, 6.0 / 7, 6.0 / 7, 6.0 / 7, 6.0 / 7, 6.0 / 7, 6.0 / 7, 6.0 / 7};
   CHECK(analytic_parts(busy, one).transfer_s == doctest::Approx(2 * 7.0 / 8 * S / 400e9));
+}
+
+// NCCL's p2p path (src/enqueue.cc, addP2pToPlan): an all-to-all is a grouped send/recv, LL or Simple
+// (never LL128), each message one step of the ring column's latency of tuning.cc, the exchange the
+// ring's fixed latency; across NVLink nodes PXN sends through the destination's rail.
+TEST_CASE("a resolved all-to-all: LL for small exchanges, Simple for large, never LL128; auto is direct")
+{
+  ClusterSpec c = cluster(2, 4, 4);
+  CollectiveTask a2a{.kind = CollectiveKind::all_to_all, .algorithm = CollectiveAlgorithm::automatic,
+                     .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = 4096};
+  CollectiveTask small = a2a;
+  resolve_collective(small, c);
+  CHECK(small.algorithm == CollectiveAlgorithm::direct);
+  CHECK(small.protocol == CollectiveProtocol::ll);
+  CHECK(small.bandwidth_factor == 0.5);                                 // LL: 4 data bytes in 8
+  CHECK(small.base_latency_s == doctest::Approx(6.6e-6));               // the ring's LL fixed latency
+  CHECK(small.intra_step_latency_s == doctest::Approx(0.6e-6));         // NVLink, LL
+  CHECK(small.inter_step_latency_s == doctest::Approx(2.7e-6 + 1e-6));  // network, LL, plus the fabric
+  CHECK(small.channels == 4);                                           // PXN over the node's 4 rails
+  CollectiveTask large = a2a;
+  large.bytes = 1e9;
+  resolve_collective(large, c);
+  CHECK(large.algorithm == CollectiveAlgorithm::direct);
+  CHECK(large.protocol == CollectiveProtocol::simple);
+  CHECK(large.bandwidth_factor == 1);
+  CHECK(large.base_latency_s == doctest::Approx(8.4e-6));
+  CHECK(large.inter_step_latency_s == doctest::Approx(14e-6 + 1e-6));
+  // Even loads: the direct exchange loads every NIC as the hierarchical one's second phase does, so
+  // the hierarchical one (an NVLink phase more, two launches) is slower and auto never takes it.
+  CollectiveTask forced = a2a;
+  forced.bytes = 1e9;
+  forced.algorithm = CollectiveAlgorithm::hierarchical;
+  resolve_collective(forced, c);
+  CHECK(forced.algorithm == CollectiveAlgorithm::hierarchical);
+  CHECK(forced.base_latency_s == doctest::Approx(2 * 8.4e-6));
+  CHECK(forced.channels == 1);
+  CHECK(analytic_seconds(forced, c) > analytic_seconds(large, c));
+  // A forced LL128 (NCCL_PROTO) does not exist on the p2p path: the exchange keeps its own protocol.
+  CollectiveTask ll128 = a2a;
+  ll128.bytes = 1e9;
+  resolve_collective(ll128, c, CollectiveProtocol::ll128);
+  CHECK(ll128.protocol == CollectiveProtocol::simple);
+  // Inside one node there is no network: no PXN; on PCIe nodes NCCL has no PXN either.
+  CollectiveTask one{.kind = CollectiveKind::all_to_all, .algorithm = CollectiveAlgorithm::automatic,
+                     .group = {0, 1, 2, 3}, .bytes = 1e9};
+  resolve_collective(one, c);
+  CHECK(one.channels == 1);
+  c.intra_link = IntraLink::pcie;
+  CollectiveTask pcie = a2a;
+  resolve_collective(pcie, c);
+  CHECK(pcie.channels == 1);
+  CHECK(pcie.intra_step_latency_s == doctest::Approx(1.0e-6));  // PCI, LL
+}
+
+TEST_CASE("PXN: a message to another node leaves from the sender's node-mate on the destination's rail")
+{
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> load(0.2, 3.0);
+  const ClusterSpec c = cluster(3, 4, 2);  // two GPUs share each NIC
+  for (bool at_source : {false, true}) {
+    CollectiveTask a2a{.kind = CollectiveKind::all_to_all, .algorithm = CollectiveAlgorithm::automatic,
+                       .group = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, .bytes = 1e8};
+    for (std::size_t i = 0; i < a2a.group.size(); ++i)
+      a2a.member_load.push_back(load(random));
+    a2a.load_at_source = at_source;
+    resolve_collective(a2a, c);
+    REQUIRE(a2a.algorithm == CollectiveAlgorithm::direct);
+    REQUIRE(a2a.channels == 2);
+    CollectiveTask own = a2a;  // the same messages, each from its own sender
+    own.channels = 1;
+    const auto messages = decompose(a2a, c.gpus_per_node), logical = decompose(own, c.gpus_per_node);
+    REQUIRE(messages.size() == logical.size());
+    for (std::size_t k = 0; k < messages.size(); ++k) {
+      CHECK(messages[k].dst == logical[k].dst);
+      CHECK(messages[k].bytes == logical[k].bytes);
+      if (c.node_of(logical[k].src) == c.node_of(logical[k].dst))
+        CHECK(messages[k].src == logical[k].src);
+      else  // the sender's node, the destination's local rank (so its rail)
+        CHECK(messages[k].src == c.node_of(logical[k].src) * 4 + logical[k].dst % 4);
+    }
+    // The closed form's busiest link, counted from the messages as sent (NICs of the relaying GPUs).
+    std::vector<Message> local, remote;
+    for (const auto& m : messages)
+      (c.node_of(m.src) == c.node_of(m.dst) ? local : remote).push_back(m);
+    const AnalyticParts parts = analytic_parts(a2a, c);
+    const double t_local = a2a.intra_step_latency_s + busiest_link_seconds(local, c) / a2a.bandwidth_factor;
+    const double t_remote = a2a.inter_step_latency_s + busiest_link_seconds(remote, c) / a2a.bandwidth_factor;
+    CHECK(parts.latency_s + parts.transfer_s / a2a.bandwidth_factor == doctest::Approx(std::max(t_local, t_remote)));
+    // Bytes sent per member stay the member's own blocks (comm_bytes_per_gpu, inter_node_bytes_per_gpu).
+    std::map<int, double> sent, expected;
+    for_each_send(a2a, c.gpus_per_node, [&](int src, int, double bytes) { sent[src] += bytes; });
+    for (const auto& m : logical)
+      expected[m.src] += m.bytes;
+    for (int g : a2a.group)
+      CHECK(sent[g] == doctest::Approx(expected[g]));
+  }
 }

@@ -37,11 +37,12 @@ struct Built {
 Built build(const PointConfig& p)
 {
   const auto cost        = calibration::make_cost_model(p.profile);
-  const sim::TaskGraph g = sim::build_schedule(plan_point(p, *cost).pipeline);
+  sim::TaskGraph g = sim::build_schedule(plan_point(p, *cost).pipeline);
   Built b{.tasks = static_cast<double>(g.size())};
   for (sim::TaskId id = 0; id < g.size(); ++id)
     if (g.kind(id) == sim::TaskKind::collective) {
-      const auto& c = g.collective(id);
+      auto& c = g.collective(id);
+      sim::resolve_collective(c, p.cluster);  // NCCL's choice, as evaluate_point() makes it
       if (c.fidelity == sim::CollectiveFidelity::flow)
         b.activities += static_cast<double>(sim::message_count(c, p.cluster.gpus_per_node));
     } else {
@@ -93,6 +94,12 @@ TEST_CASE("the resource estimate equals the built graph's tasks and activities")
                  "pp: 2, dp: 2, tp: 2, sequence_parallel: true, ep: 2"),
       // gradient buckets without the experts' gradients, which go to their own group
       experiment(moe, 2, 4, "global_batch: 16, micro_batch: 2", "dp: 8, ep: 4, dp_bucket: 1MiB"),
+      // expert parallelism: all-to-alls across two nodes (auto: direct, NCCL's PXN) with uneven loads, and
+      // hierarchical ones; the experts' gradients over their own groups with ZeRO
+      experiment("mixtral-8x7b", 2, 8, "global_batch: 16, micro_batch: 1, seq: 1024, load_imbalance: 2.0",
+                 "pp: 2, dp: 8, zero: 1, ep: 8"),
+      experiment("mixtral-8x7b", 2, 8, "global_batch: 16, micro_batch: 1, seq: 1024",
+                 "pp: 1, dp: 16, zero: 1, ep: 16, ep_collective: hierarchical"),
   };
   for (const auto& text : cases) {
     CAPTURE(text);

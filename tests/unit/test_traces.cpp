@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <unistd.h>
 #include <zlib.h>
@@ -154,6 +155,7 @@ TEST_CASE("nccl-tests text tables and -J JSON become collective records")
   CHECK(text.collectives[0].bytes == 1024);
   CHECK(text.collectives[0].dtype == "float");
   CHECK(text.collectives[0].group_size == 4);
+  CHECK(text.collectives[0].nodes == 1);  // every rank on host node-a
   CHECK(text.collectives[3].duration_s == doctest::Approx(55.2e-6));
   CHECK(text.collectives[4].bytes == 16777216);
   CHECK(text.skipped_total() == 1);  // the garbage line
@@ -165,9 +167,26 @@ TEST_CASE("nccl-tests text tables and -J JSON become collective records")
   CHECK(json.collectives[2].bytes == 67108864);
   CHECK(json.collectives[2].duration_s == doctest::Approx(210e-6));
   CHECK(json.collectives[2].group_size == 2);
+  CHECK(json.collectives[2].nodes == 1);
   CHECK(json.skipped_total() == 1);
   CHECK(json.provenance.at("device") == "NVIDIA H200");
   CHECK(json.provenance.at("nccl_version") == "22105");
+
+  // Ranks on two hosts: a group that spans two nodes, and the JSON-lines round trip keeps it.
+  {
+    std::ifstream in(fixtures + "/nccl_tests_all_reduce.txt");
+    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const char* rank : {"#  Rank  2 Group  0 Pid  40003 on    node-a", "#  Rank  3 Group  0 Pid  40004 on    node-a"})
+      log.replace(log.find(rank), std::string(rank).size(), std::string(rank).replace(std::string(rank).size() - 6, 6, "node-b"));
+    std::ofstream(temp_path("two_nodes.txt")) << log;
+    const TraceSet two = import_nccl_tests(temp_path("two_nodes.txt"));
+    CHECK(two.collectives[0].group_size == 4);
+    CHECK(two.collectives[0].nodes == 2);
+    std::ofstream out(temp_path("two_nodes.jsonl"));
+    write_jsonl(two, out);
+    out.close();
+    CHECK(read_jsonl(temp_path("two_nodes.jsonl")).collectives[0].nodes == 2);
+  }
 
   // import_trace tells the three formats apart.
   CHECK(import_trace(fixtures + "/nccl_tests_all_reduce.txt").collectives.size() == 5);
