@@ -81,16 +81,15 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     // synchronised-norm points (as plan_point() places them), each splitting a pass.
     const models::StageRange all{0, model.size()};
     const auto tensor = tp < 2 ? std::vector<sim::TpCollective>{}
-                               : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep);
+                               : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep,
+                                                    point.training.recompute == models::Recompute::full);
     const double tp_collectives = static_cast<double>(tensor.size());
     // Where a pass is split (a blocking collective between two compute segments): the tensor-parallel
     // collectives' positions and, with expert parallelism, both sides of every experts layer; two at
     // one place split it once (pass_steps in sim/Schedules.cpp).
     std::set<std::tuple<bool, std::size_t>> splits;
-    for (const sim::TpCollective& c : tensor) {
-      const bool forward = c.phase == sim::Phase::forward;
-      splits.emplace(forward, forward ? (c.before ? c.layer : c.layer + 1) : (c.before ? c.layer + 1 : c.layer));
-    }
+    for (const sim::TpCollective& c : tensor)
+      splits.emplace(c.phase == sim::Phase::forward, c.position());
     double sync_points          = 0;
     double attention_layers     = 0;
     double expert_layers        = 0;  // with expert parallelism: the experts layers, and the blocks holding them
