@@ -161,10 +161,13 @@ struct ChoiceCount {
 };
 
 // NCCL's tuner on every collective of `graph` (Collectives.hpp: resolve_collective), with a cache:
-// a point repeats the same few collectives thousands of times.
+// a point repeats the same few collectives thousands of times. The key holds everything the tuner
+// reads, an all-to-all's member loads and their direction included: a combine (the busiest GPU sends)
+// is not its dispatch (it receives), and the cached copy replaces the task.
 void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices)
 {
-  using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>>;
+  using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>, std::vector<double>,
+                         bool>;
   std::map<Key, sim::CollectiveTask> cache;
   for (sim::TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != sim::TaskKind::collective)
@@ -172,7 +175,7 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
     sim::CollectiveTask& c = graph.collective(id);
     if (c.group.size() < 2)
       continue;
-    Key key{c.kind, c.algorithm, c.bytes, c.group};
+    Key key{c.kind, c.algorithm, c.bytes, c.group, c.member_load, c.load_at_source};
     auto it = cache.find(key);
     if (it == cache.end()) {
       sim::CollectiveTask resolved = c;

@@ -6,11 +6,17 @@
 //   hierarchical, N nodes of m                    a + (m-1) S/(m B) + a_n + (N-1) S/(N B_n)
 // and analytic fidelity as one timer of the same form; resolved by NCCL's tuner, its latencies and
 // PXN's rails. One engine per process.
+#include "experiments/Evaluate.hpp"
+#include "experiments/Experiment.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
 
 #include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 using namespace ddlsim::sim;
 
@@ -214,4 +220,88 @@ TEST_CASE("an experts layer whose busiest GPU has twice the mean load: the exper
 {
   const double phase = expert_iteration(2);
   CHECK(phase == doctest::Approx(2 * (4 * 3.0 / 4 * 48e6 / B + 9e-3)).epsilon(1e-9));
+}
+
+// A whole expert-parallel point, as `ddlsim run` simulates it (experiments/Evaluate.hpp: built, resolved
+// by NCCL's tuner, replayed): an MoE model with 8 experts, ep 16 over two DGX H100 nodes (each expert
+// split over two GPUs, ranks 0 and 1 of node 0 holding the busiest), load_imbalance 2: w = 2 on ranks
+// 0 and 1, o = (16 - 2 w)/14 on the 14 others. Per micro-batch and experts layer, the forward's dispatch
+// and the combine's backward load the busy GPUs as receivers; the forward's combine and the dispatch's
+// backward as senders. u = S/16 (S: each GPU's send buffer), m = 8 GPUs per node, N = 2 nodes,
+// NVLink B_i = 450 GB/s, NICs B_n = 400 Gb/s (8 per node), NCCL's Simple p2p constants: t0 = 8.4 us
+// fixed, 3.4 us per NVLink step, 14 us + the fabric's 2 us per network step (a_n = 16 us):
+//   direct, receivers busy:      t0 + a_n + m w u / B_n            (NIC of the busy GPU's rail)
+//   direct, senders busy (PXN):  t0 + a_n + (2 w + 6 o) u / B_n    (node 0's every NIC carries its
+//                                                                   members' blocks for that rail)
+//   hierarchical, receivers busy: 2 t0 + 3.4 us + (m-1)(w + o) u / B_i + a_n + m w u / B_n
+//   hierarchical, senders busy:   2 t0 + 3.4 us + N (m-1) w u / B_i + a_n + (2 w + 6 o) u / B_n
+// Each all-to-all of the replay takes its own closed form. Before the fix, the tuner's cache (keyed
+// without the loads' direction) made every combine a dispatch: both took the receivers' time (the
+// hierarchical exchange of experiments/moe.yaml, 3.09 ms instead of 2.09 ms per combine).
+namespace {
+struct ExpertPointTimes {
+  int receivers = 0, senders = 0;  // all-to-alls with the busy GPUs receiving, sending
+};
+
+ExpertPointTimes check_expert_point(const std::string& algorithm)
+{
+  const auto path =
+      std::filesystem::temp_directory_path() / ("ddlsim_a2a_point_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(path)
+      << "name: a2a\n"
+         "model: {name: moe, llama: {layers: 2, hidden: 1024, heads: 8, ffn_hidden: 2048, seq: 4096, vocab: 1000,\n"
+         "        moe: {experts: 8, top_k: 2, expert_ffn_hidden: 2048}}}\n"
+         "cluster: {use: dgx-h100x128, gpus: 16}\n"
+         "calibration: h100-sxm\n"
+         "training: {global_batch: 32, micro_batch: 1, load_imbalance: 2.0}\n"
+         "parallelism: {schedule: 1f1b, pp: 1, dp: 16, tp: 1, ep: 16, ep_collective: "
+      << algorithm << "}\n";
+  const ddlsim::experiments::PointConfig point = ddlsim::experiments::Experiment::load(path.string()).point(0);
+  std::filesystem::remove(path);
+  const ClusterSpec& cl = point.cluster;
+  REQUIRE(cl.gpus_per_node == 8);
+  REQUIRE(cl.nodes == 2);
+  REQUIRE(cl.intra_node.bandwidth == doctest::Approx(450e9));
+  REQUIRE(cl.nic.bandwidth == doctest::Approx(50e9));
+  REQUIRE(cl.nics_per_node == 8);
+  REQUIRE(cl.fabric_latency == doctest::Approx(2e-6));
+  const double n = 16, m = 8, N = 2, w = 2, o = (n - 2 * w) / 14, Bi = 450e9, Bn = 50e9;
+  const double t0 = 8.4e-6, ai = 3.4e-6, an = 14e-6 + 2e-6;
+  const bool hierarchical = algorithm == "hierarchical";
+  ExpertPointTimes times;
+  ddlsim::experiments::EvaluateOptions options;
+  options.on_workload = [&](const ddlsim::experiments::PointWorkload& work) {
+    const ReplayResult r = replay(work.graph, work.cluster, work.compute_seconds);
+    for (TaskId id = 0; id < work.graph.size(); ++id) {
+      if (work.graph.kind(id) != TaskKind::collective || work.graph.collective(id).kind != CollectiveKind::all_to_all)
+        continue;
+      const CollectiveTask& c = work.graph.collective(id);
+      REQUIRE(c.protocol == CollectiveProtocol::simple);
+      const double u = c.bytes / n;
+      // The busy GPUs send in the forward's combine and the dispatch's backward.
+      const bool senders = (c.phase == Phase::forward) == (c.role == CollectiveRole::expert_combine);
+      const double nic = (senders ? 2 * w + (m - 2) * o : m * w) * u / Bn;
+      const double nvlink = (senders ? N * (m - 1) * w : (m - 1) * (w + o)) * u / Bi;
+      const double expected = hierarchical ? 2 * t0 + ai + nvlink + an + nic : t0 + an + nic;
+      CHECK(r.timings[id].end_s - r.timings[id].start_s == doctest::Approx(expected).epsilon(1e-9));
+      ++(senders ? times.senders : times.receivers);
+    }
+  };
+  ddlsim::experiments::evaluate_point(point, options);
+  return times;
+}
+}  // namespace
+
+TEST_CASE("an expert-parallel point over two nodes at load 2: each direct all-to-all takes its closed form")
+{
+  const ExpertPointTimes t = check_expert_point("direct");
+  CHECK(t.receivers == 2 * 2 * 2);  // 2 layers x 2 micro-batches x (dispatch, combine's backward)
+  CHECK(t.senders == 2 * 2 * 2);
+}
+
+TEST_CASE("an expert-parallel point over two nodes at load 2: each hierarchical all-to-all takes its closed form")
+{
+  const ExpertPointTimes t = check_expert_point("hierarchical");
+  CHECK(t.receivers == 2 * 2 * 2);
+  CHECK(t.senders == 2 * 2 * 2);
 }
