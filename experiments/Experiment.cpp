@@ -573,6 +573,7 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.tp_fidelity =
         par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);
+    p.parallelism.fold_replicas = par->boolean("fold_replicas", true);
     // `ps: null` (e.g. one value of a sweep over parameter-server settings) means no parameter server.
     const bool no_ps = par->has("ps") && par->yaml()["ps"].IsNull();
     if (no_ps)

@@ -111,7 +111,9 @@ struct ParallelismSpec {
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
   sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::ring;
   sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;
-  bool tp_aggregate = true;  ///< with analytic tp collectives, simulate each tp group as one device
+  bool tp_aggregate = true;  ///< simulate each tp group as one device where its ranks are symmetric (Fold.hpp)
+  /// Simulate one representative of each set of symmetric ranks (replicas, tp ranks): docs/scale.md
+  bool fold_replicas = true;
   double dp_bucket = 0;  ///< bytes per gradient bucket overlapped with backward; 0 = one all-reduce after it
   models::Partitioner partition = models::Partitioner::optimal;
   std::vector<int> balance;  ///< blocks per stage when partition is explicit

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 namespace ddlsim::experiments {
 namespace {
@@ -59,12 +60,17 @@ ResourceEstimate estimate_resources(const PointConfig& point)
   if (par.ps) {
     e = parameter_server(point);
   } else {
-    const bool folded  = folds_tensor_groups(point); // as evaluate_point() simulates it
-    const int tp       = folded ? 1 : par.tp;
-    const int per_node = folded ? point.cluster.gpus_per_node / par.tp : point.cluster.gpus_per_node;
+    // As evaluate_point() simulates it: under its fold (Fold.hpp), only representatives run tasks
+    // (tp_sim of the tp ranks, R_sim of the R replicas of each stage) and a collective sends its
+    // messages over |H|, the fold's elements that keep its group.
+    const FoldPlan fold = plan_fold(point);
+    const int tp       = par.tp;
+    const int per_node = point.cluster.gpus_per_node;
     const double M = point.micro_batches(), C = static_cast<double>(par.pp) * par.virtual_stages;
     const int R = par.replicas();  // replicas of a stage: dp x cp
-    const double members       = static_cast<double>(R) * tp;
+    const double tp_sim = static_cast<double>(tp) / fold.tp;
+    const double R_sim  = static_cast<double>(R) / fold.replicas;
+    const double members       = R_sim * tp_sim;
     const models::Model& model = point.model;
     const double B             = static_cast<double>(model.blocks().size());
 
@@ -74,6 +80,16 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     const auto tensor = tp < 2 ? std::vector<sim::TpCollective>{}
                                : tensor_collectives(model, all, 1.0, par.sequence_parallel);
     const double tp_collectives = static_cast<double>(tensor.size());
+    // Each splits its pass where it sits, unless another sits there too (sequence parallelism: a
+    // row layer's reduce-scatter and the next column layer's all-gather): distinct places count.
+    std::set<std::pair<int, std::size_t>> places;
+    for (const sim::TpCollective& c : tensor) {
+      const bool forward = c.phase == sim::Phase::forward;
+      const std::size_t at = forward ? (c.before ? c.layer : c.layer + 1) : (c.before ? c.layer + 1 : c.layer);
+      if (at > 0 && at < model.size())
+        places.emplace(forward ? 0 : 1, at);
+    }
+    const double tp_splits = static_cast<double>(places.size());
     double sync_points          = 0;
     double attention_layers     = 0;
     for (const models::Layer& l : model.layers()) {
@@ -83,6 +99,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     // Gradient buckets: each chunk's last bucket, plus those the whole model's gradients close as
     // evaluate's gradient_buckets() fills them (from the last layer; a bucket closes at the cap).
     double buckets = C;
+    double shared_places = 0;  // bucket boundaries where a tensor-parallel collective splits the backward already
     if (R > 1 && par.dp_bucket > 0) {
       const double d = dtype_bytes(point.training.dtype);
       double bytes   = 0;
@@ -90,6 +107,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
         bytes += model.held_parameters(i, all, par.tp) * d;  // as gradient_buckets() sizes them: per tensor rank
         if (bytes >= par.dp_bucket) {
           buckets += 1;
+          shared_places += places.count({1, i}) != 0 ? 1 : 0;
           bytes = 0;
         }
       }
@@ -102,6 +120,10 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     const double reductions   = R < 2 ? 0 : per_backward * (par.zero >= 2 ? M : 1);
     const int shard           = par.zero > 0 ? par.shard_group() : R;
     const int groups          = R / shard;
+    // Folded: the shard groups holding a representative (the first R_sim replicas), each kept by no
+    // shift unless it is every replica; across the groups, every shard's all-reduce, kept by all.
+    const double groups_sim = groups > 1 ? std::max(1.0, R_sim / shard) : 1.0;
+    const double shard_h    = groups > 1 ? 1.0 : fold.replicas;
 
     std::vector<int> shard_group, across_group, tp_group, dp_group;
     for (int r = 0; r < shard; ++r)
@@ -116,46 +138,56 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     // One reduction: a collective per shard group, and with hybrid sharding an all-reduce per shard.
     const double hybrid = par.zero > 0 && groups > 1 ? shard : 0;
     const double reduction_messages =
-        groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, per_node) +
-        hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, per_node);
+        groups_sim * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, per_node) / shard_h +
+        hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, per_node) /
+            fold.replicas;
     const double sync_messages =
-        messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, per_node);
+        messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, per_node) / fold.replicas;
     const double gather_messages =
-        groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, per_node);
+        groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, per_node) /
+        shard_h;
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
     for (const sim::TpCollective& c : tensor)
-      tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, per_node);
+      tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, per_node) / fold.tp;
     // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 once after the step.
     const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : C;
     // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
     // and cp - 1 transfers per GPU.
     const double ring_layers = par.cp > 1 ? attention_layers : 0;
 
-    const double passes = members * M * (2 * C + 2 * sync_points + tp_collectives + 2 * ring_layers * (par.cp + 1) +
+    const double passes = members * M * (2 * C + 2 * sync_points + tp_splits + 2 * ring_layers * (par.cp + 1) +
                                          (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
     const double bucket_splits =
-        bucketed && par.zero < 3 ? members * (per_backward - C) * (par.zero >= 2 ? M : 1) : 0;
+        bucketed && par.zero < 3
+            ? members * (per_backward - C - (per_unit ? 0 : shared_places)) * (par.zero >= 2 ? M : 1)
+            : 0;
     const double optimizer = members * C;
     // Ring steps: cp - 1 forward, cp - 1 backward and the dK/dV's return.
     const double transfers = (par.pp > 1 ? 2 * M * (C - 1) * members : 0) +
                              (par.cp > 1 ? members * M * ring_layers * (2.0 * (par.cp - 1) + 1) : 0);
-    const double reduction_tasks = tp * reductions * (groups + hybrid);
-    const double gather_tasks    = tp * gathers * groups;
-    const double collectives     = (R > 1 ? tp * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +
-                               R * M * tp_collectives;
-    e.devices    = static_cast<double>(par.pp) * R * tp;
+    const double reduction_tasks = tp_sim * reductions * (groups_sim + hybrid);
+    const double gather_tasks    = tp_sim * gathers * groups_sim;
+    const double collectives     = (R > 1 ? tp_sim * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +
+                               R_sim * M * tp_collectives;
+    e.devices    = static_cast<double>(par.pp) * members;
     e.tasks      = passes + bucket_splits + optimizer + transfers + collectives;
     e.activities = passes + bucket_splits + optimizer + transfers +
-                   (R > 1 ? tp * M * 2 * sync_points * sync_messages : 0) + tp * reductions * reduction_messages +
-                   tp * gathers * gather_messages + R * M * tp_messages;
+                   (R > 1 ? tp_sim * M * 2 * sync_points * sync_messages : 0) + tp_sim * reductions * reduction_messages +
+                   tp_sim * gathers * gather_messages + R_sim * M * tp_messages;
     // Every task waits for about two others (stream order and one transfer or collective); a
-    // collective waits for each of its members.
-    e.edges = 2 * e.tasks + (R > 1 ? tp * M * 2 * sync_points * R : 0) + R * M * tp_collectives * tp +
-              (reduction_tasks + gather_tasks) * shard;
+    // collective waits for each of its representative members.
+    e.edges = 2 * e.tasks + (R > 1 ? tp_sim * M * 2 * sync_points * R_sim : 0) + R_sim * M * tp_collectives * tp_sim +
+              (reduction_tasks + gather_tasks) * std::min<double>(shard, R_sim);
     const double in_flight =
-        e.devices * std::max({1.0, sync_messages / std::max(1, R), reduction_messages / std::max(1, R),
-                              tp_messages / std::max(1.0, tp * std::max(1.0, tp_collectives))});
+        e.devices * std::max({1.0, sync_messages / std::max(1.0, R_sim), reduction_messages / std::max(1.0, R_sim),
+                              tp_messages / std::max(1.0, tp_sim * std::max(1.0, tp_collectives))});
     e.memory_bytes = bytes_per_message * in_flight;
+    // A folded collective is decomposed whole once per shape to check its symmetry.
+    if (fold.factor() > 1)
+      e.memory_bytes += bytes_per_message * std::max(
+          {messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, per_node),
+           messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, per_node),
+           messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, per_node)});
   }
   e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices;
   return e;

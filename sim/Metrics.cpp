@@ -1,6 +1,7 @@
 #include "sim/Metrics.hpp"
 
 #include "sim/Collectives.hpp"
+#include "sim/Fold.hpp"
 
 #include <algorithm>
 
@@ -100,6 +101,57 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
     stats[d].bytes_sent = sent.total[d];
     stats[d].bytes_sent_inter = sent.inter[d];
   }
+  return stats;
+}
+
+std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
+                                      int gpus_per_node, const Fold& fold, const FoldedCollectives& folded)
+{
+  const auto n = static_cast<std::size_t>(graph.device_count());
+  std::vector<std::vector<Interval>> compute(n);
+  std::vector<std::vector<Interval>> comm(n);
+  std::vector<double> sent(n, 0.0), inter(n, 0.0);
+  auto rep = [&](int d) { return static_cast<std::size_t>(fold.representative(d)); };
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const Interval iv{timings[id].start_s, timings[id].end_s};
+    switch (graph.kind(id)) {
+    case TaskKind::compute: compute[rep(graph.compute(id).device)].push_back(iv); break;
+    case TaskKind::transfer: {
+      const TransferTask& x = graph.transfer(id);
+      comm[rep(x.src)].push_back(iv);
+      comm[rep(x.dst)].push_back(iv);  // an image of it goes to the receiver's representative
+      sent[rep(x.src)] += x.bytes;
+      if (x.src / gpus_per_node != x.dst / gpus_per_node)
+        inter[rep(x.src)] += x.bytes;
+      break;
+    }
+    case TaskKind::collective: {
+      const CollectiveTask& c = graph.collective(id);
+      for (int d : c.group)
+        comm[rep(d)].push_back(iv);
+      // Each member's bytes reach its representative once per image of the collective holding
+      // it: the |H| members of an H-orbit stand for one image.
+      const double images = folded.stabilizer(id);
+      for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) {
+        sent[rep(src)] += bytes / images;
+        if (src / gpus_per_node != dst / gpus_per_node)
+          inter[rep(src)] += bytes / images;
+      });
+      break;
+    }
+    }
+  }
+  std::vector<DeviceStats> stats(n);
+  for (int r : fold.representatives()) {
+    const auto d = static_cast<std::size_t>(r);
+    stats[d].compute_s = union_length(compute[d]);
+    stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
+    stats[d].idle_s = std::max(0.0, makespan_s - stats[d].compute_s - stats[d].exposed_comm_s);
+    stats[d].bytes_sent = sent[d];
+    stats[d].bytes_sent_inter = inter[d];
+  }
+  for (std::size_t d = 0; d < n; ++d)
+    stats[d] = stats[rep(static_cast<int>(d))];
   return stats;
 }
 

@@ -19,6 +19,7 @@
 
 #include <simgrid/s4u.hpp>
 
+#include <functional>
 #include <vector>
 
 namespace ddlsim::sim::detail {
@@ -33,5 +34,47 @@ struct Platform {
 
 /// Creates zones, hosts and links in the current Engine and seals them.
 Platform build_platform(const ClusterSpec& cluster);
+
+/// The links of build_platform's platform, numbered, and the route between two GPUs as a list of
+/// them, in the order a message crosses them: [gpu_a up, gpu_b down] inside a node; else
+/// [NIC(a) up, (fat tree, other leaf: leaf(a) uplink up, leaf(b) uplink down; same leaf: its
+/// switch), NIC(b) down]. GPU i of a node uses NIC i mod count. The folded replay builds its
+/// quotient of these links (Fold.hpp).
+class LinkModel {
+public:
+  explicit LinkModel(const ClusterSpec& cluster);
+  int size() const { return switch_base_ + (fat_tree_ ? leaves_ : 0); }
+  double bandwidth(int link) const;
+  /// A fat tree's switch inside a leaf: every flow gets the bandwidth, none is shared.
+  bool fatpipe(int link) const { return link >= switch_base_; }
+  /// Appends the links from GPU src to GPU dst (src != dst) to `out`.
+  void route(int src, int dst, std::vector<int>& out) const;
+  /// The links GPU d's messages can cross on its side (its own link each way, its NIC each way, its
+  /// leaf's uplink each way and switch) with those of GPU e at the same place: what a device
+  /// permutation sending d to e sends these links to.
+  void pair_links(int d, int e, const std::function<void(int, int)>& pair) const;
+
+private:
+  const ClusterSpec& cluster_;
+  bool fat_tree_;
+  int leaves_;
+  int nic_base_, leaf_base_, switch_base_;
+  int nic_of(int gpu) const;
+};
+
+/// The quotient platform of a folded replay: a host per representative (for compute), and per
+/// distinct route of quotient links (each of the given bandwidth, FATPIPE where marked) a sender
+/// host whose route to the common receiver `sink` is that route.
+struct FoldedPlatform {
+  std::vector<simgrid::s4u::Host*> gpus;     ///< by global GPU index; representatives only (others null)
+  std::vector<simgrid::s4u::Host*> senders;  ///< per route
+  simgrid::s4u::Host* sink = nullptr;
+};
+struct QuotientLink {
+  double bandwidth = 0;
+  bool fatpipe = false;
+};
+FoldedPlatform build_folded_platform(const ClusterSpec& cluster, const std::vector<int>& representatives,
+                                     const std::vector<QuotientLink>& links, const std::vector<std::vector<int>>& routes);
 
 }  // namespace ddlsim::sim::detail

@@ -2,6 +2,7 @@
 
 #include "common/Error.hpp"
 #include "sim/Collectives.hpp"
+#include "sim/Fold.hpp"
 #include "sim/Platform.hpp"
 
 #include <simgrid/kernel/Timer.hpp>
@@ -11,6 +12,8 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
+#include <optional>
 #include <unordered_map>
 
 namespace sg4 = simgrid::s4u;
@@ -18,17 +21,97 @@ namespace sg4 = simgrid::s4u;
 namespace ddlsim::sim {
 namespace {
 
+// Under a fold: the quotient routes every message needs, found before the platform is built.
+struct FoldedRoutes {
+  std::vector<detail::QuotientLink> links;      // per link orbit used
+  std::vector<std::vector<int>> routes;         // distinct routes, as orbits
+  std::unordered_map<std::uint64_t, int> pair;  // src * devices + dst -> route
+
+  FoldedRoutes(const TaskGraph& graph, const ClusterSpec& cluster, const Fold& fold, const FoldedCollectives& folded)
+  {
+    const detail::LinkModel model(cluster);
+    // Link orbits: the closure of the generators' link maps over the devices they move.
+    std::vector<int> parent(static_cast<std::size_t>(model.size()));
+    for (std::size_t l = 0; l < parent.size(); ++l)
+      parent[l] = static_cast<int>(l);
+    auto find = [&](int l) {
+      while (parent[static_cast<std::size_t>(l)] != l)
+        l = parent[static_cast<std::size_t>(l)] = parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(l)])];
+      return l;
+    };
+    for (const FoldGenerator& g : fold.generators())
+      for (int d = 0; d < fold.devices(); ++d)
+        model.pair_links(d, g.image[static_cast<std::size_t>(d)], [&](int a, int b) {
+          a = find(a);
+          b = find(b);
+          if (a != b)
+            parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
+        });
+    std::vector<int> orbit_size(parent.size(), 0);
+    for (std::size_t l = 0; l < parent.size(); ++l)
+      ++orbit_size[static_cast<std::size_t>(find(static_cast<int>(l)))];
+    std::unordered_map<int, int> quotient;  // orbit root -> quotient link
+    std::map<std::vector<int>, int> known;
+    std::vector<int> route;
+    const auto devices = static_cast<std::uint64_t>(cluster.gpu_count());
+    auto add = [&](int src, int dst) {
+      const std::uint64_t key = static_cast<std::uint64_t>(src) * devices + static_cast<std::uint64_t>(dst);
+      if (pair.count(key) != 0)
+        return;
+      route.clear();
+      model.route(src, dst, route);
+      for (int& l : route) {
+        const int root = find(l);
+        auto [at, fresh] = quotient.emplace(root, static_cast<int>(links.size()));
+        if (fresh) {
+          // A link orbit O carries |G| / |O| flows of every flow orbit crossing it per link: a
+          // shared link of |O| / |G| of the bandwidth per representative flow gives the same shares.
+          const double share = model.fatpipe(l) ? 1.0 : static_cast<double>(orbit_size[static_cast<std::size_t>(root)]) /
+                                                            fold.order();
+          links.push_back({model.bandwidth(l) * share, model.fatpipe(l)});
+        }
+        l = at->second;
+      }
+      auto [it, fresh] = known.emplace(route, static_cast<int>(routes.size()));
+      if (fresh)
+        routes.push_back(route);
+      pair.emplace(key, it->second);
+    };
+    for (TaskId id = 0; id < graph.size(); ++id) {
+      if (graph.kind(id) == TaskKind::transfer && graph.transfer(id).bytes > 0) {
+        add(graph.transfer(id).src, graph.transfer(id).dst);
+      } else if (graph.kind(id) == TaskKind::collective && graph.collective(id).fidelity == CollectiveFidelity::flow) {
+        for (const Message& m : folded.messages(id))
+          if (m.src >= 0 && m.bytes > 0)
+            add(m.src + folded.offset(id), m.dst + folded.offset(id));
+      }
+    }
+  }
+};
+
 // Drives one replay. Activities carry the index of a Record in their user data; the global
 // completion callback routes them back here.
 class Replayer {
 public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
-           const detail::Platform& platform)
-      : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(platform.gpus),
-        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count()))
+           const std::vector<sg4::Host*>& gpus, const ReplayOptions& options)
+      : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(gpus), options_(options),
+        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count())),
+        single_task_(static_cast<std::size_t>(graph.device_count()), 1), wall_start_(std::chrono::steady_clock::now())
   {
-    for (TaskId id = 0; id < graph.size(); ++id)
+    for (TaskId id = 0; id < graph.size(); ++id) {
       remaining_[id] = graph.dependency_count(id);
+      if (graph.kind(id) == TaskKind::compute && !graph.compute(id).on_stream)
+        single_task_[static_cast<std::size_t>(graph.compute(id).device)] = 0;
+    }
+  }
+
+  // Under a fold: the folded collectives, and the sender host of each (src, dst) route.
+  void set_fold(const FoldedCollectives* folded, const FoldedRoutes* routes, const detail::FoldedPlatform* platform)
+  {
+    folded_ = folded;
+    routes_ = routes;
+    folded_platform_ = platform;
   }
 
   void start()
@@ -44,6 +127,7 @@ public:
     auto tag = reinterpret_cast<std::uintptr_t>(activity.get_data<void>());
     if (tag == 0)
       return;  // not one of ours
+    report_progress();
     Record rec = records_[tag - 1];
     free_records_.push_back(tag - 1);
     // Keep the last references for a while: SimGrid still uses the activity after this callback.
@@ -92,6 +176,18 @@ private:
 
   static double now() { return sg4::Engine::get_clock(); }
 
+  // A progress report at most every progress_interval_s of host time (the clock read every 64 events).
+  void report_progress()
+  {
+    if (!options_.on_progress || ++events_ % 64 != 0)
+      return;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+    if (wall < next_report_s_)
+      return;
+    next_report_s_ = wall + options_.progress_interval_s;
+    options_.on_progress({.simulated_s = now(), .activities = activities_, .wall_s = wall});
+  }
+
   void drain_ready()
   {
     while (!ready_.empty()) {
@@ -120,6 +216,17 @@ private:
         finish(id);
         return;
       }
+      const int device = graph_.compute(id).device;
+      if (single_task_[static_cast<std::size_t>(device)] != 0) {
+        // Alone on its GPU an Exec takes s / speed: a timer gives that time without the solver.
+        ++activities_;
+        simgrid::kernel::timer::Timer::set(now() + s / cluster_.speed_of(device), [this, id] {
+          report_progress();
+          finish(id);
+          drain_ready();
+        });
+        return;
+      }
       sg4::ExecPtr exec = sg4::Exec::init();
       exec->set_flops_amount(s * detail::work_per_second);
       exec->set_host(gpus_[static_cast<std::size_t>(graph_.compute(id).device)]);
@@ -143,7 +250,17 @@ private:
         return;
       }
       Run run;
-      run.messages = decompose(c, cluster_.gpus_per_node);
+      if (folded_ != nullptr) {
+        run.messages = folded_->messages(id);
+        const int offset = folded_->offset(id);
+        for (Message& m : run.messages)
+          if (m.src >= 0) {
+            m.src += offset;
+            m.dst += offset;
+          }
+      } else {
+        run.messages = decompose(c, cluster_.gpus_per_node);
+      }
       if (run.messages.empty()) {
         finish(id);
         return;
@@ -209,7 +326,12 @@ private:
         complete_message(kind, task, member);
         return;
       }
-      sg4::CommPtr comm = sg4::Comm::sendto_init(gpus_[static_cast<std::size_t>(src)], gpus_[static_cast<std::size_t>(dst)]);
+      sg4::CommPtr comm = routes_ != nullptr
+                              ? sg4::Comm::sendto_init(folded_platform_->senders[static_cast<std::size_t>(routes_->pair.at(
+                                                           static_cast<std::uint64_t>(src) * static_cast<std::uint64_t>(cluster_.gpu_count()) +
+                                                           static_cast<std::uint64_t>(dst)))],
+                                                       folded_platform_->sink)
+                              : sg4::Comm::sendto_init(gpus_[static_cast<std::size_t>(src)], gpus_[static_cast<std::size_t>(dst)]);
       comm->set_payload_size(static_cast<std::uint64_t>(bytes + 0.5));
       track(comm, kind, task, member);
       comm->start();
@@ -268,6 +390,10 @@ private:
   const ClusterSpec& cluster_;
   const std::vector<double>& seconds_;
   const std::vector<sg4::Host*>& gpus_;
+  const ReplayOptions& options_;
+  const FoldedCollectives* folded_ = nullptr;
+  const FoldedRoutes* routes_ = nullptr;
+  const detail::FoldedPlatform* folded_platform_ = nullptr;
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
   std::vector<ArrivalQueue> queues_;      // per device
@@ -277,6 +403,10 @@ private:
   std::vector<std::size_t> free_records_;
   std::deque<sg4::ActivityPtr> graveyard_;
   std::uint64_t activities_ = 0;
+  std::vector<char> single_task_;  // per device: it never runs two compute tasks at once
+  std::chrono::steady_clock::time_point wall_start_;
+  std::uint64_t events_ = 0;
+  double next_report_s_ = 0;
 };
 
 bool engine_used = false;
@@ -294,6 +424,17 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
                           cluster.name + "' has " + std::to_string(cluster.gpu_count()));
   if (compute_seconds.size() != graph.size())
     throw SimulationError("compute_seconds must hold one entry per task");
+  const Fold* fold = options.fold != nullptr && !options.fold->trivial() ? options.fold : nullptr;
+  if (fold != nullptr && fold->devices() != graph.device_count())
+    throw SimulationError("the fold must act on the graph's devices");
+  // Folding every collective may refuse the fold (FoldError): before the engine exists, so that the
+  // caller can try again with fewer symmetries.
+  std::optional<FoldedCollectives> folded;
+  std::optional<FoldedRoutes> routes;
+  if (fold != nullptr) {
+    folded.emplace(graph, cluster.gpus_per_node, *fold);
+    routes.emplace(graph, cluster, *fold, *folded);
+  }
   engine_used = true;
   const auto wall_start = std::chrono::steady_clock::now();
 
@@ -310,14 +451,23 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
   for (const auto& setting : options.simgrid_config)
     sg4::Engine::set_config(setting);
 
-  const detail::Platform platform = detail::build_platform(cluster);
-  Replayer replayer(graph, cluster, compute_seconds, platform);
+  detail::Platform platform;
+  detail::FoldedPlatform folded_platform;
+  if (fold != nullptr)
+    folded_platform = detail::build_folded_platform(cluster, fold->representatives(), routes->links, routes->routes);
+  else
+    platform = detail::build_platform(cluster);
+  Replayer replayer(graph, cluster, compute_seconds, fold != nullptr ? folded_platform.gpus : platform.gpus, options);
+  if (fold != nullptr)
+    replayer.set_fold(&*folded, &*routes, &folded_platform);
   sg4::Activity::on_completion_cb([&replayer](const sg4::Activity& a) { replayer.on_completion(a); });
   replayer.start();
   engine.run();
 
   ReplayResult result = replayer.result();
-  result.devices = device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);
+  result.devices = fold != nullptr
+                       ? device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node, *fold, *folded)
+                       : device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);
   result.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;
 }
