@@ -738,6 +738,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       const auto seconds = sim::compute_durations(graph, point.model, cost, compute);
       sim::ReplayOptions replay = options.replay;
       replay.fold = pipe.fold;
+      replay.estimated_activities = std::stod(row.get("sim_activities_estimate"));
       sim::ReplayResult result;
       try {
         result = sim::replay(graph, point.cluster, seconds, replay);

@@ -18,12 +18,15 @@
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace ddlsim::experiments {
 
 struct EvaluateOptions {
+  /// replay.on_progress, when set, sees the point's progress with the resource guard's estimate of
+  /// its activities (ReplayProgress::estimated_activities).
   sim::ReplayOptions replay;
   std::string trace_dir;  ///< when set, write <trace_dir>/<experiment>_<config_id>.json (Chrome trace)
   /// Every kernel at this fraction of its rows, activation transfers likewise (sim::ComputeOptions::scale).

@@ -110,7 +110,7 @@ struct ParallelismSpec {
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
   sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::ring;
-  sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;
+  sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;  ///< `auto` resolved: auto_tp_fidelity()
   bool tp_aggregate = true;  ///< simulate each tp group as one device where its ranks are symmetric (Fold.hpp)
   /// Simulate one representative of each set of symmetric ranks (replicas, tp ranks): docs/scale.md
   bool fold_replicas = true;
@@ -124,6 +124,11 @@ struct ParallelismSpec {
   /// GPUs a ZeRO shard group spans (1 without ZeRO).
   int shard_group() const { return zero == 0 ? 1 : zero_group > 0 ? zero_group : dp * cp; }
 };
+
+/// What `parallelism.tp_fidelity: auto` (the default) means on `cluster`: the closed form where it
+/// provably equals the flow-level ring (tp is a whole node's GPUs, whose links nothing else uses, and
+/// the algorithm a ring), flows otherwise.
+sim::CollectiveFidelity auto_tp_fidelity(const ParallelismSpec& par, const sim::ClusterSpec& cluster);
 
 /// One fully resolved configuration, ready to simulate.
 struct PointConfig {

@@ -21,6 +21,13 @@ std::vector<Interval> merged(std::vector<Interval> v)
   }
   return out;
 }
+// Idle time: what the iteration leaves of compute and exposed communication. A remainder below
+// 1e-12 of the iteration is the rounding of those sums (a GPU busy throughout), not idle time.
+double idle_time(double makespan_s, double compute_s, double exposed_s)
+{
+  const double idle = makespan_s - compute_s - exposed_s;
+  return idle > 1e-12 * makespan_s ? idle : 0.0;
+}
 }  // namespace
 
 double union_length(std::vector<Interval> intervals)
@@ -97,7 +104,7 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   for (std::size_t d = 0; d < n; ++d) {
     stats[d].compute_s = union_length(compute[d]);
     stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
-    stats[d].idle_s = std::max(0.0, makespan_s - stats[d].compute_s - stats[d].exposed_comm_s);
+    stats[d].idle_s = idle_time(makespan_s, stats[d].compute_s, stats[d].exposed_comm_s);
     stats[d].bytes_sent = sent.total[d];
     stats[d].bytes_sent_inter = sent.inter[d];
   }
@@ -146,7 +153,7 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
     const auto d = static_cast<std::size_t>(r);
     stats[d].compute_s = union_length(compute[d]);
     stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
-    stats[d].idle_s = std::max(0.0, makespan_s - stats[d].compute_s - stats[d].exposed_comm_s);
+    stats[d].idle_s = idle_time(makespan_s, stats[d].compute_s, stats[d].exposed_comm_s);
     stats[d].bytes_sent = sent[d];
     stats[d].bytes_sent_inter = inter[d];
   }

@@ -99,10 +99,12 @@ public:
         remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count())),
         single_task_(static_cast<std::size_t>(graph.device_count()), 1), wall_start_(std::chrono::steady_clock::now())
   {
+    // Where tasks queue on arrival (off the stream: parameter servers), the order in which equal
+    // times are handled decides the queue's order: Execs everywhere then, as always.
     for (TaskId id = 0; id < graph.size(); ++id) {
       remaining_[id] = graph.dependency_count(id);
       if (graph.kind(id) == TaskKind::compute && !graph.compute(id).on_stream)
-        single_task_[static_cast<std::size_t>(graph.compute(id).device)] = 0;
+        std::fill(single_task_.begin(), single_task_.end(), 0);
     }
   }
 
@@ -185,7 +187,8 @@ private:
     if (wall < next_report_s_)
       return;
     next_report_s_ = wall + options_.progress_interval_s;
-    options_.on_progress({.simulated_s = now(), .activities = activities_, .wall_s = wall});
+    options_.on_progress({.simulated_s = now(), .activities = activities_, .wall_s = wall,
+                          .estimated_activities = options_.estimated_activities});
   }
 
   void drain_ready()
@@ -403,7 +406,7 @@ private:
   std::vector<std::size_t> free_records_;
   std::deque<sg4::ActivityPtr> graveyard_;
   std::uint64_t activities_ = 0;
-  std::vector<char> single_task_;  // per device: it never runs two compute tasks at once
+  std::vector<char> single_task_;  // per device: compute as timers (no task queues on arrival)
   std::chrono::steady_clock::time_point wall_start_;
   std::uint64_t events_ = 0;
   double next_report_s_ = 0;

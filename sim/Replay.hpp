@@ -2,11 +2,12 @@
 //
 // Every task becomes SimGrid activities created just in time, when its last dependency finishes
 // (creating them all up front with add_successor is quadratic in SimGrid 3.32):
-//   compute     a timer of its duration over the GPU's speed where the GPU only ever runs one task
-//               at a time (its stream: the graph serialises them), the same time an Exec alone on
-//               the host takes, without the solver; an Exec on the device's host where off-stream
-//               tasks share the GPU: they wait for the device's arrival queue and run one at a time,
-//               in the order they became ready (ties: the order the replay readied them)
+//   compute     a timer of its duration over the GPU's speed: a GPU runs its stream's tasks one at a
+//               time (the graph serialises them), and an Exec alone on the host takes that time, by
+//               the solver. Graphs with off-stream tasks (parameter servers) use Execs: those tasks
+//               share the GPU with the stream, wait for the device's arrival queue and run one at a
+//               time in the order they became ready (ties: the order the replay readied them, which
+//               Execs keep as before)
 //   transfer    a timer for the route latency, then one Comm between the two GPU hosts
 //   collective  flow fidelity: decomposed into point-to-point messages (Collectives.hpp), each a
 //               latency timer then a Comm, so that collectives contend on links like any other
@@ -40,6 +41,7 @@ struct ReplayProgress {
   double simulated_s = 0;        ///< simulated time reached
   std::uint64_t activities = 0;  ///< activities started so far (as ReplayResult::activities)
   double wall_s = 0;             ///< host time since the replay began
+  double estimated_activities = 0;  ///< ReplayOptions::estimated_activities
 };
 
 struct ReplayOptions {
@@ -53,6 +55,8 @@ struct ReplayOptions {
   /// Called with the replay's progress about every progress_interval_s of host time.
   std::function<void(const ReplayProgress&)> on_progress;
   double progress_interval_s = 0.5;
+  /// The activities the replay is expected to simulate (0: unknown), passed on to on_progress.
+  double estimated_activities = 0;
 };
 
 struct ReplayResult {

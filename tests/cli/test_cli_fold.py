@@ -136,6 +136,22 @@ for name, (text, fold) in fallbacks.items():
         check(not diff and rows[1]["collective_fidelity"].split(";fold=")[1] == fold,
               f"{name}: falls back and says so: {rows[1]['collective_fidelity']} {diff[:4]}")
 
+# tp_fidelity: auto (the default) takes the closed form where it equals the flow-level ring: tp a whole
+# node's GPUs (whose links carry nothing else), a ring; flows otherwise.
+rows, err = run_rows("auto", experiment("auto", "gpt3-1.3b", four_nodes, "global_batch: 64, micro_batch: 2",
+                                        "schedule: 1f1b, pp: 2, dp: 2, tp: 8, dp_bucket: 64MiB",
+                                        "  parallelism.tp_fidelity: [flow, auto]\n"))
+checks += 1
+check(len(rows) == 2 and not differences(rows[0], rows[1])
+      and rows[1]["collective_fidelity"].startswith("dp=flow;tp=analytic+aggregated;")
+      and int(rows[1]["sim_activities"]) < int(rows[0]["sim_activities"]),
+      f"tp_fidelity auto: the closed form where exact: {err} {[r['collective_fidelity'] for r in rows]}")
+rows, err = run_rows("auto4", experiment("auto4", "gpt3-1.3b", four_nodes, "global_batch: 64, micro_batch: 2",
+                                         "schedule: 1f1b, pp: 2, dp: 4, tp: 4", "  parallelism.pp: [2]\n"))
+checks += 1
+check(len(rows) == 1 and rows[0]["collective_fidelity"].startswith("dp=flow;tp=flow+aggregated;"),
+      f"tp_fidelity auto: flows where two tensor groups share a node: {err} {[r['collective_fidelity'] for r in rows]}")
+
 # tp_aggregate on and off: the CSV row, the device table and the timeline are the same.
 timeline_dir = os.path.join(out_dir, "traces")
 rows, err = run_rows("aggregate", experiment(
