@@ -134,8 +134,10 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
     }
     case TaskKind::collective: {
       const CollectiveTask& c = graph.collective(id);
+      std::size_t last = n;  // members of one orbit in a row (a tensor group) share one interval
       for (int d : c.group)
-        comm[rep(d)].push_back(iv);
+        if (rep(d) != last)
+          comm[last = rep(d)].push_back(iv);
       // Each member's bytes reach its representative once per image of the collective holding
       // it: the |H| members of an H-orbit stand for one image.
       const double images = folded.stabilizer(id);

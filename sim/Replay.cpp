@@ -96,7 +96,7 @@ public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
            const std::vector<sg4::Host*>& gpus, const ReplayOptions& options)
       : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(gpus), options_(options),
-        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count())),
+        remaining_(graph.size()), timings_(graph.size()), inside_(graph.size(), 0), fused_(graph.size(), 0),
         single_task_(static_cast<std::size_t>(graph.device_count()), 1), wall_start_(std::chrono::steady_clock::now())
   {
     // Where tasks queue on arrival (off the stream: parameter servers), the order in which equal
@@ -203,7 +203,7 @@ private:
   void launch(TaskId id)
   {
     if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
-      ArrivalQueue& q = queues_[static_cast<std::size_t>(graph_.compute(id).device)];
+      ArrivalQueue& q = queues_[graph_.compute(id).device];
       if (q.busy && q.holder != id) {
         q.waiting.push_back(id);
         return;
@@ -221,13 +221,7 @@ private:
       }
       const int device = graph_.compute(id).device;
       if (single_task_[static_cast<std::size_t>(device)] != 0) {
-        // Alone on its GPU an Exec takes s / speed: a timer gives that time without the solver.
-        ++activities_;
-        simgrid::kernel::timer::Timer::set(now() + s / cluster_.speed_of(device), [this, id] {
-          report_progress();
-          finish(id);
-          drain_ready();
-        });
+        run_chain(id);
         return;
       }
       sg4::ExecPtr exec = sg4::Exec::init();
@@ -287,6 +281,83 @@ private:
       return;
     }
     }
+  }
+
+  // How long task n takes where a chain on `device` may hold it: a compute task of the device's
+  // stream, or an analytic collective (a timer); negative where it may not.
+  double chain_duration(TaskId n, int device) const
+  {
+    if (graph_.kind(n) == TaskKind::compute) {
+      const ComputeTask& c = graph_.compute(n);
+      return c.device == device && c.on_stream ? std::max(0.0, seconds_[n]) / cluster_.speed_of(device) : -1;
+    }
+    if (graph_.kind(n) == TaskKind::collective && graph_.collective(n).fidelity == CollectiveFidelity::analytic)
+      return analytic_seconds(graph_.collective(n), cluster_);
+    return -1;
+  }
+
+  // A compute task as a timer (alone on its GPU an Exec takes seconds / speed), and after it, in the
+  // same timer, the tasks that follow it on its own: each task whose every predecessor is in the
+  // chain, where every other successor of the chain's last task waits for it too, so that nothing
+  // outside the chain starts at the times inside it. Each task's times are those its own timer
+  // would give (start + duration, in the same order of additions); the timer fires at the last end.
+  void run_chain(TaskId first)
+  {
+    const int device = graph_.compute(first).device;
+    std::vector<TaskId> chain{first};
+    std::vector<double> ends{now() + seconds_[first] / cluster_.speed_of(device)};
+    std::vector<TaskId> touched;
+    auto enter = [&](TaskId m) {
+      for (TaskId n : graph_.successors(m)) {
+        if (inside_[n]++ == 0)
+          touched.push_back(n);
+      }
+    };
+    enter(first);
+    for (;;) {
+      const auto& next_of = graph_.successors(chain.back());
+      TaskId next = 0;
+      double duration = -1;
+      for (TaskId n : next_of) {
+        if (fused_[n] != 0 || inside_[n] != graph_.dependency_count(n))
+          continue;
+        duration = chain_duration(n, device);
+        if (duration >= 0) {
+          next = n;
+          break;
+        }
+      }
+      if (duration < 0)
+        break;
+      const auto& after = graph_.successors(next);
+      const bool others_wait = std::all_of(next_of.begin(), next_of.end(), [&](TaskId n) {
+        return n == next || std::find(after.begin(), after.end(), n) != after.end();
+      });
+      if (!others_wait)
+        break;
+      chain.push_back(next);
+      ends.push_back(ends.back() + duration);
+      enter(next);
+    }
+    for (TaskId n : touched)
+      inside_[n] = 0;
+    for (TaskId m : chain) {
+      fused_[m] = 1;
+      if (graph_.kind(m) == TaskKind::compute && seconds_[m] > 0)
+        ++activities_;
+    }
+    const double start = now();
+    const double fire = ends.back();
+    simgrid::kernel::timer::Timer::set(fire, [this, chain = std::move(chain), ends = std::move(ends), start] {
+      report_progress();
+      double begin = start;
+      for (std::size_t i = 0; i < chain.size(); ++i) {
+        timings_[chain[i]].start_s = begin;
+        finish(chain[i], ends[i]);
+        begin = ends[i];
+      }
+      drain_ready();
+    });
   }
 
   void send_message(TaskId id, std::uint32_t m)
@@ -371,12 +442,12 @@ private:
     ++activities_;
   }
 
-  void finish(TaskId id)
+  void finish(TaskId id, double end_s = -1)
   {
-    timings_[id].end_s = now();
+    timings_[id].end_s = end_s >= 0 ? end_s : now();
     if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
       // Hand the queue to the task that has waited longest: it launches before anything readied now.
-      ArrivalQueue& q = queues_[static_cast<std::size_t>(graph_.compute(id).device)];
+      ArrivalQueue& q = queues_[graph_.compute(id).device];
       q.busy = !q.waiting.empty();
       if (q.busy) {
         q.holder = q.waiting.front();
@@ -385,7 +456,7 @@ private:
       }
     }
     for (TaskId succ : graph_.successors(id))
-      if (--remaining_[succ] == 0)
+      if (--remaining_[succ] == 0 && fused_[succ] == 0)  // a chain runs its own tasks
         ready_.push_back(succ);
   }
 
@@ -399,7 +470,9 @@ private:
   const detail::FoldedPlatform* folded_platform_ = nullptr;
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
-  std::vector<ArrivalQueue> queues_;      // per device
+  std::vector<std::uint32_t> inside_;  // while a chain forms: its members that each task waits for
+  std::vector<char> fused_;            // tasks a chain has taken
+  std::map<int, ArrivalQueue> queues_;    // per device with off-stream tasks
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::deque<TaskId> ready_;
   std::vector<Record> records_;
