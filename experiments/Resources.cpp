@@ -23,6 +23,7 @@ constexpr double bytes_per_task    = 150;
 constexpr double bytes_per_edge    = 8;
 constexpr double bytes_per_host    = 64.0 * 1024;
 constexpr double bytes_per_message = 120;
+constexpr double bytes_per_gpu     = 256;  // per GPU of the point, folded or not: the fold's orbits, statistics
 
 // Messages of a collective of `kind` over `group` (flow fidelity), 0 for analytic ones (a timer).
 double messages(sim::CollectiveKind kind, sim::CollectiveAlgorithm algorithm, sim::CollectiveFidelity fidelity,
@@ -189,7 +190,8 @@ ResourceEstimate estimate_resources(const PointConfig& point)
            messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, per_node),
            messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, per_node)});
   }
-  e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices;
+  e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices +
+                    bytes_per_gpu * par.gpus();
   return e;
 }
 

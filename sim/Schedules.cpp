@@ -143,10 +143,20 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         kept_ranks[s].push_back(t);
   }
 
-  // Tasks of each pass, in order: ids[((s * members + q) * M + m) * 2 + phase].
-  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(chunks * members * m_count * 2));
+  // Tasks of each pass of the members that run tasks, in order: ids[((s * kept + at) * M + m) * 2 +
+  // phase], `at` the member's place among its chunk's kept members (slot).
+  std::size_t kept = 0;
+  std::vector<int> slot(static_cast<std::size_t>(chunks * members), -1);
+  for (std::size_t s = 0; s < kept_members.size(); ++s) {
+    kept = std::max(kept, kept_members[s].size());
+    for (std::size_t at = 0; at < kept_members[s].size(); ++at)
+      slot[s * static_cast<std::size_t>(members) + static_cast<std::size_t>(kept_members[s][at])] = static_cast<int>(at);
+  }
+  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(chunks) * kept * static_cast<std::size_t>(m_count) * 2);
   auto pass = [&](int s, int q, int m, Phase phase) -> std::vector<TaskId>& {
-    return ids[static_cast<std::size_t>(((s * members + q) * m_count + m) * 2 + (phase == Phase::backward ? 1 : 0))];
+    const auto at = static_cast<std::size_t>(slot[static_cast<std::size_t>(s * members + q)]);
+    return ids[((static_cast<std::size_t>(s) * kept + at) * static_cast<std::size_t>(m_count) + static_cast<std::size_t>(m)) * 2 +
+               (phase == Phase::backward ? 1 : 0)];
   };
   // The last task of each device in program order: compute on its stream, or a blocking collective.
   std::vector<TaskId> last(static_cast<std::size_t>(plan.devices()), no_task);
