@@ -13,7 +13,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's own interpreter, which sees python3-matplotlib (another python3 may come first on PATH).
 PYTHON := /usr/bin/python3
 DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev libopenmpi-dev \
-        python3 python3-matplotlib
+        libcli11-dev libfmt-dev libprotobuf-dev protobuf-compiler libsimdjson-dev \
+        python3 python3-matplotlib python3-protobuf
 
 # Real PyTorch profiler traces whose import rate `make bench` also measures, when the folder exists.
 KINETO_DIR ?= ../shared/data/traces/kineto
@@ -73,6 +74,8 @@ crosscheck: build
 
 # The seed studies' figures and tables (docs/results.md): every shipped seed experiment and search.
 results: build
+	$(BUILD)/bin/ddlsim run experiments/demo.yaml -o results/demo.csv -j $(JOBS) --quiet
+	$(PYTHON) plots/plot_throughput.py results/demo.csv -o docs/figures/demo.png
 	$(BUILD)/bin/ddlsim run experiments/gpipe_bm.yaml -o results/gpipe_bm.csv -j $(JOBS) --quiet
 	$(PYTHON) plots/plot_bm.py results/gpipe_bm.csv -o docs/figures/gpipe_bm.png
 	$(BUILD)/bin/ddlsim run experiments/gpipe_bm.yaml -o results/gantt.csv --quiet --trace-dir results/timeline \
@@ -86,6 +89,8 @@ results: build
 	$(PYTHON) plots/plot_grid.py results/grid_shapes.csv -o docs/figures/grid_shapes.png
 	$(BUILD)/bin/ddlsim run experiments/llama3_recipes.yaml -o results/llama3_recipes.csv -j $(JOBS) --quiet
 	$(PYTHON) plots/plot_recipes.py results/llama3_recipes.csv -o docs/figures/llama3_recipes.png
+	$(BUILD)/bin/ddlsim run experiments/moe.yaml -o results/moe.csv -j $(JOBS) --quiet
+	$(PYTHON) plots/plot_moe.py results/moe.csv -o docs/figures/moe.png
 	for e in parallelism_compare normalization sync_async; do \
 	  $(BUILD)/bin/ddlsim run experiments/$$e.yaml -o results/$$e.csv -j $(JOBS) --quiet || exit 1; done
 

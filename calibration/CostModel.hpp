@@ -10,13 +10,38 @@
 
 #include "common/Dtype.hpp"
 
+#include <cstddef>
+
 #include <string>
 
 namespace ddlsim::calibration {
 
 /// What kind of kernel the work is: lets a measured lookup table for that op price it
-/// (TableCostModel.hpp); `unknown` work is priced by the roofline alone.
-enum class WorkKind { unknown, gemm, batched_gemm, conv2d, memory };
+/// (TableCostModel.hpp), and a profile's shape-aware model its shape (KernelModel.hpp); `unknown`
+/// work is priced by the roofline alone; `attention` is a fused attention kernel (FlashAttention),
+/// never priced by a GEMM table.
+enum class WorkKind { unknown, gemm, batched_gemm, conv2d, memory, attention };
+inline constexpr std::size_t work_kind_count = 6;
+
+/// The GEMM a kernel runs on one GPU: C[m x n] += A[m x k] B[k x n], `batch` times. A convolution's
+/// is its implicit GEMM (KernelModel.hpp). m = 0: unknown (the flat roofline prices the kernel).
+struct GemmDims {
+  double m = 0;
+  double n = 0;
+  double k = 0;
+  double batch = 1;
+};
+
+/// A fused attention kernel on one GPU: `heads` (micro-batch x heads) of `q` query rows against `kv`
+/// key rows of `head_dim`; causal keeps the blocks on and below the diagonal. head_dim = 0: unknown.
+struct AttentionDims {
+  double heads = 0;
+  double q = 0;
+  double kv = 0;
+  double head_dim = 0;
+  bool causal = false;
+  bool backward = false;
+};
 
 /// Work of one layer pass (or a fused group of kernels) on one GPU.
 struct KernelWork {
@@ -25,6 +50,8 @@ struct KernelWork {
   Dtype dtype = Dtype::fp32;
   WorkKind kind = WorkKind::unknown;
   std::string shape{};  ///< GEMM or convolution shape key (BenchPoint::shape_key): exact-shape table lookups
+  GemmDims gemm{};          ///< gemm, batched_gemm, conv2d: the (implicit) GEMM on this GPU, for shape-aware costs
+  AttentionDims attention{};  ///< attention: its shape, for shape-aware costs
 };
 
 class CostModel {

@@ -1,7 +1,10 @@
 #include "calibration/Microbench.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <set>
+#include <stdexcept>
 
 namespace ddlsim::calibration {
 namespace {
@@ -34,13 +37,14 @@ BenchPoint gemm_point(BenchOp op, const char* dtype, long long m, long long n, l
   return p;
 }
 
-BenchPoint sized_point(BenchOp op, const char* dtype, double bytes, const char* collective)
+BenchPoint sized_point(BenchOp op, const char* dtype, double bytes, const char* collective, int group = 0)
 {
   BenchPoint p;
   p.op = op;
   p.dtype = dtype;
   p.bytes = bytes;
   p.collective = collective;
+  p.group = group;
   return p;
 }
 
@@ -64,6 +68,16 @@ const char* bench_op_name(BenchOp op)
   return "?";
 }
 
+const char* gemm_layout_name(GemmLayout layout)
+{
+  switch (layout) {
+  case GemmLayout::nn: return "nn";
+  case GemmLayout::nt: return "nt";
+  case GemmLayout::tn: return "tn";
+  }
+  return "?";
+}
+
 const char* conv_pass_name(ConvPass pass)
 {
   switch (pass) {
@@ -81,6 +95,30 @@ double BenchPoint::element_bytes() const
   if (dtype == "fp8")
     return 1.0;
   return 4.0;
+}
+
+std::array<std::size_t, 3> BenchPoint::operand_bytes() const
+{
+  auto whole = [](double b) { return b > 0 ? static_cast<std::size_t>(std::llround(b)) : std::size_t{0}; };
+  const double e = element_bytes();
+  switch (op) {
+  case BenchOp::gemm:
+  case BenchOp::batched_gemm: {
+    const double b = static_cast<double>(batch), dm = static_cast<double>(m), dn = static_cast<double>(n),
+                 dk = static_cast<double>(k);
+    return {whole(e * b * dm * dk), whole(e * b * dk * dn), whole(e * b * dm * dn)};
+  }
+  case BenchOp::conv2d:
+    return {whole(e * conv.n * conv.c * conv.h * static_cast<double>(conv.w)),
+            whole(e * conv.k * conv.c * conv.r * static_cast<double>(conv.s)),
+            whole(e * conv.n * conv.k * conv.out_h() * static_cast<double>(conv.out_w()))};
+  case BenchOp::pointwise: {  // x read and y written: half of `bytes` each, fp32
+    const std::size_t elements = std::max<std::size_t>(1, whole(bytes) / 8);
+    return {4 * elements, 0, 4 * elements};
+  }
+  default:
+    return {0, 0, 0};
+  }
 }
 
 double BenchPoint::flop() const
@@ -119,17 +157,19 @@ std::string BenchPoint::label() const
   char buf[160];
   switch (op) {
   case BenchOp::gemm:
-    std::snprintf(buf, sizeof buf, "gemm %s m=%lld n=%lld k=%lld", dtype.c_str(), m, n, k);
+    std::snprintf(buf, sizeof buf, "gemm %s m=%lld n=%lld k=%lld%s%s", dtype.c_str(), m, n, k,
+                  layout == GemmLayout::nn ? "" : " ", layout == GemmLayout::nn ? "" : gemm_layout_name(layout));
     break;
   case BenchOp::batched_gemm:
-    std::snprintf(buf, sizeof buf, "batched_gemm %s m=%lld n=%lld k=%lld batch=%lld", dtype.c_str(), m, n, k, batch);
+    std::snprintf(buf, sizeof buf, "batched_gemm %s m=%lld n=%lld k=%lld batch=%lld%s%s", dtype.c_str(), m, n, k, batch,
+                  layout == GemmLayout::nn ? "" : " ", layout == GemmLayout::nn ? "" : gemm_layout_name(layout));
     break;
   case BenchOp::conv2d:
     std::snprintf(buf, sizeof buf, "conv2d %s %s n=%d %dx%dx%d k=%d %dx%d/%d pad %d", dtype.c_str(), conv_pass_name(pass),
                   conv.n, conv.c, conv.h, conv.w, conv.k, conv.r, conv.s, conv.stride, conv.pad);
     break;
   case BenchOp::collective:
-    std::snprintf(buf, sizeof buf, "%s %s %.0f B", collective.c_str(), dtype.c_str(), bytes);
+    std::snprintf(buf, sizeof buf, "%s %s %.0f B over %d GPUs", collective.c_str(), dtype.c_str(), bytes, group);
     break;
   default:
     std::snprintf(buf, sizeof buf, "%s %.0f B", bench_op_name(op), bytes);
@@ -144,7 +184,9 @@ std::string BenchPoint::shape_key() const
   switch (op) {
   case BenchOp::gemm:
   case BenchOp::batched_gemm:
-    std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld batch=%lld", m, n, k, batch);
+    // nn keeps the key it always had, which the GEMM grid parses; the other layouts are exact shapes of their own.
+    std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld batch=%lld%s%s", m, n, k, batch,
+                  layout == GemmLayout::nn ? "" : " layout=", layout == GemmLayout::nn ? "" : gemm_layout_name(layout));
     return buf;
   case BenchOp::conv2d:
     std::snprintf(buf, sizeof buf, "n=%d c=%d h=%d w=%d k=%d r=%d s=%d stride=%d pad=%d %s", conv.n, conv.c, conv.h, conv.w,
@@ -153,6 +195,75 @@ std::string BenchPoint::shape_key() const
   default:
     return {};
   }
+}
+
+std::string nccl_type_name(const std::string& dtype)
+{
+  if (dtype == "bf16")
+    return "bfloat16";
+  if (dtype == "fp16")
+    return "half";
+  if (dtype == "fp8")
+    return "int8";
+  return "float";
+}
+
+CollectiveBuffers collective_buffers(const std::string& collective, double bytes, double element_bytes, int group,
+                                     int rank)
+{
+  if (group < 1 || rank < 0 || rank >= group)
+    throw std::invalid_argument("rank " + std::to_string(rank) + " of a group of " + std::to_string(group));
+  if (!(element_bytes > 0))
+    throw std::invalid_argument("element size must be positive");
+  const auto n = static_cast<std::size_t>(group);
+  const auto elements = static_cast<double>(std::llround(bytes / element_bytes));
+  std::size_t count = elements < 1 ? 1 : static_cast<std::size_t>(elements);
+  CollectiveBuffers b;
+  if (collective == "all_reduce" || collective == "broadcast") {
+    b.send_count = b.recv_count = count;
+  } else if (collective == "all_gather") {  // nccl-tests: sendcount = count / n, recvcount = sendcount x n
+    count = (count + n - 1) / n * n;
+    b.send_count = count / n;
+    b.recv_count = count;
+  } else if (collective == "reduce_scatter") {
+    count = (count + n - 1) / n * n;
+    b.send_count = count;
+    b.recv_count = count / n;
+  } else if (collective == "send_recv") {
+    if (group < 2)
+      throw std::invalid_argument("send_recv needs a group of at least 2");
+    b.send_count = b.recv_count = count;
+    b.send_to = (rank + 1) % group;
+    b.recv_from = (rank + group - 1) % group;
+  } else {
+    throw std::invalid_argument("unknown collective '" + collective + "'");
+  }
+  b.bytes = element_bytes * static_cast<double>(count);
+  return b;
+}
+
+void add_points(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& extra)
+{
+  std::set<std::string> labels;
+  for (const BenchPoint& p : plan)
+    labels.insert(p.label());
+  for (const BenchPoint& p : extra)
+    if (labels.insert(p.label()).second)
+      plan.push_back(p);
+  std::stable_sort(plan.begin(), plan.end(),
+                   [](const BenchPoint& a, const BenchPoint& b) { return static_cast<int>(a.op) < static_cast<int>(b.op); });
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    plan[i].id = static_cast<int>(i) + 1;
+}
+
+std::vector<int> collective_group_sizes(int gpus, bool quick)
+{
+  std::vector<int> out;
+  const int most = std::min(gpus, 8);
+  for (int g = 2; g <= most; ++g)
+    if (!quick || (g & (g - 1)) == 0 || g == most)
+      out.push_back(g);
+  return out;
 }
 
 std::vector<ConvProblem> zoo_convolutions()
@@ -200,6 +311,17 @@ std::vector<BenchPoint> microbenchmark_plan(const PlanOptions& options)
         for (long long n : sizes)
           for (long long k : sizes)
             add(gemm_point(BenchOp::gemm, dtype, m, n, k, 1));
+    // The gradients' layouts, on the grid, in the dtype training runs in (quick: the exact shapes of a step come
+    // from `ddlsim-collect --workload`, which times every launch at its own layout).
+    if (!quick)
+      for (GemmLayout layout : {GemmLayout::nt, GemmLayout::tn})
+        for (long long m : sizes)
+          for (long long n : sizes)
+            for (long long k : sizes) {
+              BenchPoint p = gemm_point(BenchOp::gemm, "bf16", m, n, k, 1);
+              p.layout = layout;
+              add(p);
+            }
   }
   if (wanted(options, BenchOp::batched_gemm)) {
     // Attention: scores = Q K^T (s x s x d) and context = P V (s x d x s), batch = micro-batch x heads.
@@ -239,13 +361,14 @@ std::vector<BenchPoint> microbenchmark_plan(const PlanOptions& options)
       for (double b : sizes)
         add(sized_point(op, op == BenchOp::pointwise ? "fp32" : "", b, ""));
   if (wanted(options, BenchOp::collective)) {
+    // Over groups of GPUs 0 .. g-1; none on one GPU, where no collective runs in training.
     const std::vector<double> message = geometric(8, gib, quick ? 4.0 : 2.0);
-    std::vector<const char*> kinds{"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
-    if (options.gpus >= 2)
-      kinds.push_back("send_recv");
-    for (const char* kind : kinds)
-      for (double b : message)
-        add(sized_point(BenchOp::collective, "fp32", b, kind));
+    const std::vector<const char*> dtypes = quick ? std::vector<const char*>{"bf16"} : std::vector<const char*>{"bf16", "fp32"};
+    for (int group : collective_group_sizes(options.gpus, quick))
+      for (const char* dtype : dtypes)
+        for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv"})
+          for (double b : message)
+            add(sized_point(BenchOp::collective, dtype, b, kind, group));
   }
   return plan;
 }

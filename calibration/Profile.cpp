@@ -14,7 +14,7 @@
 namespace ddlsim::calibration {
 namespace {
 
-constexpr std::array<ParameterSpec, 9> specs{{
+constexpr std::array<ParameterSpec, 22> specs{{
     {"peak_flops_fp32", Dimension::flop_rate, false, "peak FP32 rate (CUDA cores)"},
     {"peak_flops_tf32", Dimension::flop_rate, false, "peak dense TF32 tensor-core rate"},
     {"peak_flops_fp16", Dimension::flop_rate, false, "peak dense FP16 tensor-core rate"},
@@ -24,6 +24,28 @@ constexpr std::array<ParameterSpec, 9> specs{{
     {"memory_bandwidth", Dimension::bandwidth, false, "device memory bandwidth"},
     {"memory_efficiency", Dimension::count, true, "fraction of the memory bandwidth that kernels reach"},
     {"kernel_overhead", Dimension::time, false, "fixed time per kernel (launch gap between back-to-back kernels)"},
+    // Shape-aware kernel costs (KernelModel.hpp), used when the profile lists gemm_tiles.
+    {"sm_count", Dimension::count, false, "streaming multiprocessors: the CTAs that run at once, one per SM"},
+    {"gemm_efficiency", Dimension::count, true,
+     "share of an SM's dense peak a GEMM tile reaches in its main loop (full tiles, full waves)"},
+    {"gemm_tile_k_bytes", Dimension::bytes, false, "bytes of K one main-loop step of a GEMM tile consumes per row"},
+    {"gemm_pipeline_steps", Dimension::count, false,
+     "main-loop steps of fixed cost per tile: pipeline fill and epilogue"},
+    {"gemm_tile_intensity", Dimension::count, false,
+     "tile intensity tm tn / (tm + tn) from which a tile reaches gemm_efficiency (smaller tiles are limited by their operand traffic)"},
+    {"gemv_max_rows", Dimension::count, false,
+     "a GEMM with at most this many rows or columns may run as a memory-bound matrix-vector kernel"},
+    {"kernel_launch_floor", Dimension::time, false, "shortest time a kernel runs on the GPU, however little its work"},
+    {"attention_efficiency", Dimension::count, true,
+     "share of the peak fused attention's matrix products reach between softmax steps"},
+    {"special_function_rate", Dimension::flop_rate, false, "exponentials per second (SFU/MUFU) for the softmax"},
+    {"attention_block", Dimension::count, false, "query and key rows per block of fused attention"},
+    {"attention_block_overhead", Dimension::count, false,
+     "fixed cost of one query block of fused attention, in KV blocks (loading Q, writing O)"},
+    {"attention_backward_efficiency", Dimension::count, true,
+     "fused attention's backward efficiency relative to its forward"},
+    {"comm_compute_slowdown", Dimension::count, false,
+     "extra share of time compute takes while a collective or transfer of its GPU runs (NCCL kernels take SMs and memory bandwidth)"},
 }};
 
 constexpr EnumTable<ProfileKind, 2> kind_table{{{
@@ -136,7 +158,9 @@ CalibrationProfile parse_profile(YamlMap& top)
       p.name = key;
       p.unit = si_unit(spec.dimension);
       // A fitted per-kernel overhead may be 0 (the fit clamps it there); every other value is positive.
-      auto v = entry->quantity("value", spec.dimension, key == "kernel_overhead" ? Bound::non_negative : Bound::positive);
+      const bool may_be_zero = key == "kernel_overhead" || key == "kernel_launch_floor" || key == "gemm_pipeline_steps" ||
+                               key == "attention_block_overhead" || key == "comm_compute_slowdown";
+      auto v = entry->quantity("value", spec.dimension, may_be_zero ? Bound::non_negative : Bound::positive);
       if (!entry->has("value"))
         entry->report("value", "missing required key");
       if (v && spec.is_fraction && *v > 1.0)
@@ -151,6 +175,32 @@ CalibrationProfile parse_profile(YamlMap& top)
   } else {
     top.report("parameters", "missing required key");
   }
+  if (auto tiles = top.map("gemm_tiles")) {
+    const YAML::Node list = tiles->node("tiles");
+    if (!list.IsSequence() || list.size() == 0) {
+      tiles->report("tiles", "expected a non-empty list of [rows, columns] output tiles, e.g. [[128, 256], [128, 128]]");
+    } else {
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const YAML::Node& t = list[i];
+        long long m = 0, n = 0;
+        const bool ok = t.IsSequence() && t.size() == 2 && t[0].IsScalar() && t[1].IsScalar() &&
+                        YAML::convert<long long>::decode(t[0], m) && YAML::convert<long long>::decode(t[1], n) &&
+                        m >= 1 && n >= 1 && m <= 4096 && n <= 4096;
+        if (!ok) {
+          tiles->diagnostics().error(t, tiles->key_path("tiles") + "[" + std::to_string(i) + "]",
+                                     "expected [rows, columns], two whole numbers from 1 to 4096");
+          continue;
+        }
+        profile.gemm_tiles.tiles.push_back({static_cast<int>(m), static_cast<int>(n)});
+      }
+    }
+    profile.gemm_tiles.source = tiles->string("source", "");
+    profile.gemm_tiles.description = tiles->string("description", "");
+    tiles->check_unknown_keys();
+    for (const char* needed : {"sm_count", "gemm_efficiency", "gemm_tile_k_bytes", "gemm_pipeline_steps", "gemm_tile_intensity"})
+      if (!profile.find(needed))
+        top.report("gemm_tiles", std::string("the shape-aware GEMM model needs parameters.") + needed);
+  }
   const YAML::Node curves = top.node("collectives");
   if (curves.IsDefined()) {
     if (!curves.IsSequence()) {
@@ -161,6 +211,7 @@ CalibrationProfile parse_profile(YamlMap& top)
         CollectiveCurve curve;
         curve.collective = c.required_string("collective");
         curve.group_size = static_cast<int>(c.integer("group_size", 0, 0, 1 << 20));
+        curve.nodes = static_cast<int>(c.integer("nodes", 0, 0, 1 << 20));
         curve.source = c.string("source", "");
         curve.held_out_error = c.quantity("held_out_error", Dimension::count, -1.0, Bound::non_negative);
         const YAML::Node regimes = c.node("regimes");
@@ -219,6 +270,42 @@ const CollectiveCurve* CalibrationProfile::find_collective(const std::string& co
   return nullptr;
 }
 
+std::optional<CalibrationProfile::MeasuredTime> CalibrationProfile::measured_time(const std::string& collective,
+                                                                                 int group_size, int nodes,
+                                                                                 double bytes) const
+{
+  const bool spans = nodes > 1;
+  const CollectiveCurve* below = nullptr;
+  const CollectiveCurve* above = nullptr;
+  auto at = [&](const CollectiveCurve& c) {
+    const AlphaBetaFit& r = c.regime(bytes);
+    return std::pair{r.alpha_s, r.bandwidth > 0 ? bytes / r.bandwidth : 0.0};
+  };
+  auto where = [](const CollectiveCurve& c) {
+    return c.spans_nodes() ? " on " + std::to_string(c.nodes) + " nodes" : std::string(" on 1 node");
+  };
+  for (const auto& c : collectives) {
+    if (c.collective != collective || c.regimes.empty() || c.spans_nodes() != spans)
+      continue;
+    if (c.group_size == group_size && (!spans || c.nodes == nodes)) {
+      const auto [alpha, transfer] = at(c);
+      return MeasuredTime{alpha, transfer, collective + " x" + std::to_string(group_size) + where(c)};
+    }
+    if (c.group_size < group_size && (!below || c.group_size > below->group_size))
+      below = &c;
+    if (c.group_size > group_size && (!above || c.group_size < above->group_size))
+      above = &c;
+  }
+  if (!below || !above)
+    return std::nullopt;
+  const double w = static_cast<double>(group_size - below->group_size) / (above->group_size - below->group_size);
+  const auto [a0, t0] = at(*below);
+  const auto [a1, t1] = at(*above);
+  return MeasuredTime{(1 - w) * a0 + w * a1, (1 - w) * t0 + w * t1,
+                      collective + " x" + std::to_string(below->group_size) + ".." + std::to_string(above->group_size) +
+                          (spans ? " across nodes" : " on 1 node") + ", interpolated"};
+}
+
 void write_profile(const CalibrationProfile& p, std::ostream& out)
 {
   auto q = [](const std::string& s) {
@@ -252,11 +339,19 @@ void write_profile(const CalibrationProfile& p, std::ostream& out)
     out << "  " << name << ": {value: " << with_unit(param.value, dimension) << ", source: " << q(param.source)
         << ", description: " << q(param.description) << "}\n";
   }
+  if (!p.gemm_tiles.tiles.empty()) {
+    out << "gemm_tiles:\n  tiles: [";
+    for (std::size_t i = 0; i < p.gemm_tiles.tiles.size(); ++i)
+      out << (i ? ", " : "") << "[" << p.gemm_tiles.tiles[i].m << ", " << p.gemm_tiles.tiles[i].n << "]";
+    out << "]\n  source: " << q(p.gemm_tiles.source) << "\n  description: " << q(p.gemm_tiles.description) << "\n";
+  }
   if (!p.collectives.empty()) {
     out << "collectives:\n";
     for (const auto& c : p.collectives) {
-      out << "  - collective: " << c.collective << "\n    group_size: " << c.group_size << "\n    source: " << q(c.source)
-          << "\n";
+      out << "  - collective: " << c.collective << "\n    group_size: " << c.group_size << "\n";
+      if (c.nodes > 0)
+        out << "    nodes: " << c.nodes << "\n";
+      out << "    source: " << q(c.source) << "\n";
       if (c.held_out_error >= 0)
         out << "    held_out_error: " << num(c.held_out_error) << "\n";
       out << "    regimes:\n";

@@ -11,11 +11,16 @@
 //   collectives:                      # fitted by `ddlsim calibrate fit` (Fitter.hpp)
 //     - collective: all_reduce
 //       group_size: 8
+//       nodes: 1                        # machines the measured group spanned (absent: one)
 //       source: "all_reduce_8gpu.txt"
 //       held_out_error: 0.012           # median relative error on held-out points
 //       regimes:                        # t = alpha + bytes / bandwidth within [min_bytes, max_bytes]
 //         - {min_bytes: 8, max_bytes: 65536, alpha: 1.2e-05, bandwidth: 2.1e+09, r2: 0.998, points: 14,
 //            max_relative_error: 0.03}
+//
+//   gemm_tiles:                       # shape-aware kernel costs (KernelModel.hpp), with sm_count, gemm_* parameters
+//     tiles: [[128, 256], [256, 128], [128, 128], [64, 128]]
+//     source: "CUTLASS 3 sm90 kernel tile shapes"
 //
 //   kernel_tables:                    # measured microbenchmarks (KernelTable.hpp), [work, seconds] pairs
 //     - {op: gemm, dtype: bf16, source: "h100.jsonl", held_out_error: 0.02, points: [[2.1e9, 1.1e-05], ...]}
@@ -64,6 +69,10 @@ std::span<const ParameterSpec> parameter_specs();
 struct CollectiveCurve {
   std::string collective;  ///< all_reduce, all_gather, ...
   int group_size = 0;
+  /// Machines the measured group spanned: 1 inside one node, more across nodes; 0 unknown (profiles
+  /// written before the key existed), taken as one node.
+  int nodes = 0;
+  bool spans_nodes() const { return nodes > 1; }
   std::string source;      ///< the traces it was fitted from
   double held_out_error = -1;  ///< median relative error on held-out sizes; -1 when too few sizes
   std::vector<AlphaBetaFit> regimes;
@@ -71,6 +80,20 @@ struct CollectiveCurve {
   const AlphaBetaFit& regime(double bytes) const;
   /// Time for `bytes`, from regime(bytes); 0 without regimes.
   double seconds(double bytes) const;
+};
+
+/// One output tile of a GEMM kernel: rows x columns of C that one CTA computes.
+struct GemmTile {
+  int m = 0;
+  int n = 0;
+};
+
+/// The GEMM output tiles a device's libraries choose from (cuBLAS, CUTLASS): the shape-aware kernel
+/// model (KernelModel.hpp) is on when a profile lists them.
+struct GemmTiles {
+  std::vector<GemmTile> tiles;
+  std::string source;       ///< where the list comes from
+  std::string description;
 };
 
 struct CalibrationProfile {
@@ -81,10 +104,22 @@ struct CalibrationProfile {
   std::map<std::string, Parameter> parameters;    ///< by name, sorted
   std::vector<CollectiveCurve> collectives;       ///< measured collectives (measured profiles)
   std::vector<KernelTable> kernel_tables;         ///< measured op tables (measured profiles)
+  GemmTiles gemm_tiles;                           ///< shape-aware kernel costs when not empty
 
   const Parameter* find(const std::string& parameter) const;
   /// The fitted curve of `collective` (all_reduce, ...) over `group_size` ranks, or nullptr.
   const CollectiveCurve* find_collective(const std::string& collective, int group_size) const;
+  /// The measured time of `collective` over a group of `group_size` GPUs on `nodes` nodes for
+  /// `bytes`, as alpha + transfer: from the curve of that group size and spread (one node, or across
+  /// nodes: a curve measured inside one node never times a group that spans nodes, nor the other way
+  /// round), else interpolated linearly in group size between the nearest measured sizes of the same
+  /// spread on either side; nullopt when none matches (the links time it). `how` says which.
+  struct MeasuredTime {
+    double alpha_s = 0;
+    double transfer_s = 0;
+    std::string how;  ///< "all_reduce x8 on 1 node", or "all_reduce x16..x32 across nodes, interpolated"
+  };
+  std::optional<MeasuredTime> measured_time(const std::string& collective, int group_size, int nodes, double bytes) const;
   /// Value of a parameter; throws CalibrationError naming the profile when it is missing.
   double value(const std::string& parameter) const;
 };

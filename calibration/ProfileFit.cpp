@@ -1,11 +1,15 @@
 #include "calibration/ProfileFit.hpp"
 
+#include "calibration/KernelModel.hpp"
 #include "calibration/KernelTable.hpp"
 #include "common/Error.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <stdexcept>
 
 namespace ddlsim::calibration {
@@ -48,6 +52,129 @@ std::vector<Measured> per_point(const std::vector<traces::KernelRecord>& kernels
   return out;
 }
 
+// Kernel records that carry no work, counted by reason, with the CPU ops most behind each.
+std::string unusable_summary(const std::vector<traces::KernelRecord>& kernels)
+{
+  struct Reason {
+    int count = 0;
+    std::map<std::string, int> ops;
+  };
+  std::map<std::string, Reason> reasons;
+  int total = 0;
+  for (const auto& k : kernels)
+    if (!(k.flop > 0 || k.bytes > 0)) {
+      ++total;
+      Reason& r = reasons[k.unusable.empty() ? "no work recorded (neither a microbenchmark nor a trace recorded with "
+                                                 "record_shapes=True)"
+                                               : k.unusable];
+      ++r.count;
+      if (!k.cpu_op.empty())
+        ++r.ops[k.cpu_op];
+    }
+  if (total == 0)
+    return {};
+  auto by_count = [](const auto& counted) {
+    std::vector<std::pair<int, std::string>> out;
+    for (const auto& [name, n] : counted)
+      out.emplace_back(-n, name);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  std::map<std::string, int> counts;
+  for (const auto& [reason, r] : reasons)
+    counts[reason] = r.count;
+  std::string out = std::to_string(total) + " of " + std::to_string(kernels.size()) + " kernel records carry no work:";
+  for (const auto& [minus, reason] : by_count(counts)) {
+    out += " " + std::to_string(-minus) + " " + reason;
+    const auto ops = by_count(reasons[reason].ops);
+    for (std::size_t i = 0; i < ops.size() && i < 3; ++i)
+      out += (i ? ", " : " (") + ops[i].second + " " + std::to_string(-ops[i].first) + (i + 1 == std::min<std::size_t>(ops.size(), 3) ? ")" : "");
+    out += ";";
+  }
+  out.pop_back();
+  return out;
+}
+
+// gemm_efficiency of the shape-aware model that best predicts the GEMM records with shapes: golden
+// section on [0.02, 1] of the squared log error (the model's time falls as the efficiency grows).
+struct GemmFit {
+  double efficiency = 0;
+  double r2 = 0;
+  double median_error = 0;
+  int records = 0;
+};
+
+std::optional<GemmFit> fit_gemm_efficiency(const CalibrationProfile& base, const std::vector<Measured>& kernels)
+{
+  if (base.gemm_tiles.tiles.empty() || !base.find("gemm_efficiency"))
+    return std::nullopt;
+  struct Sample {
+    GemmDims dims;
+    Dtype dtype;
+    double bytes, seconds;
+  };
+  std::vector<Sample> samples;
+  for (const auto& k : kernels) {
+    long long m = 0, n = 0, kk = 0, batch = 0;
+    const auto dtype = dtype_table.parse(k.dtype);
+    if ((k.op == "gemm" || k.op == "batched_gemm") && dtype && base.find("peak_flops_" + k.dtype) &&
+        parse_gemm_shape(k.shape, m, n, kk, batch) && m > 0 && n > 0 && kk > 0 && batch > 0)
+      samples.push_back({{static_cast<double>(m), static_cast<double>(n), static_cast<double>(kk), static_cast<double>(batch)},
+                         *dtype, k.bytes, k.seconds});
+  }
+  if (samples.size() < 3)
+    return std::nullopt;
+  CalibrationProfile trial = base;
+  auto errors = [&](double e) {
+    trial.parameters["gemm_efficiency"].value = e;
+    const KernelModel model = *KernelModel::from_profile(trial);
+    std::vector<double> out;
+    for (const Sample& s : samples)
+      out.push_back(std::log(model.gemm(s.dims, s.dtype, s.bytes).seconds / s.seconds));
+    return out;
+  };
+  auto cost = [&](double e) {
+    double sum = 0;
+    for (double r : errors(e))
+      sum += r * r;
+    return sum;
+  };
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double lo = 0.02, hi = 1.0;
+  double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo), fa = cost(a), fb = cost(b);
+  for (int i = 0; i < 60; ++i) {
+    if (fa <= fb) {
+      hi = b;
+      b = a;
+      fb = fa;
+      a = hi - phi * (hi - lo);
+      fa = cost(a);
+    } else {
+      lo = a;
+      a = b;
+      fa = fb;
+      b = lo + phi * (hi - lo);
+      fb = cost(b);
+    }
+  }
+  GemmFit fit;
+  fit.efficiency = 0.5 * (lo + hi);
+  fit.records = static_cast<int>(samples.size());
+  const std::vector<double> residuals = errors(fit.efficiency);
+  double mean = 0, ss_tot = 0, ss_res = 0;
+  for (const Sample& s : samples)
+    mean += std::log(s.seconds) / static_cast<double>(samples.size());
+  std::vector<double> relative;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    ss_tot += std::pow(std::log(samples[i].seconds) - mean, 2);
+    ss_res += residuals[i] * residuals[i];
+    relative.push_back(std::abs(std::exp(residuals[i]) - 1));
+  }
+  fit.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1.0;
+  fit.median_error = median(relative);
+  return fit;
+}
+
 }  // namespace
 
 FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, const FitOptions& options)
@@ -62,24 +189,26 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   for (auto& [key, param] : profile.parameters)
     param.source = "base profile " + options.base + " (" + (param.source.empty() ? "unfitted" : param.source) + ")";
 
-  // Collectives: (collective, group size) -> size -> times.
-  std::map<std::pair<std::string, int>, std::map<double, std::vector<double>>> samples;
+  // Collectives: (collective, group size, nodes) -> size -> times.
+  std::map<std::tuple<std::string, int, int>, std::map<double, std::vector<double>>> samples;
   for (const auto& c : records.collectives)
     if (c.bytes > 0 && c.duration_s > 0)
-      samples[{c.collective, c.group_size}][c.bytes].push_back(c.duration_s);
+      samples[{c.collective, c.group_size, c.nodes}][c.bytes].push_back(c.duration_s);
   for (auto& [key, by_size] : samples) {
     std::vector<SizeTime> points;
     for (auto& [bytes, times] : by_size)
       points.push_back({bytes, median(times)});
-    char what[96];
-    std::snprintf(what, sizeof what, "%s over %d ranks", key.first.c_str(), key.second);
+    const std::string what =
+        fmt::format("{} over {} ranks{}", std::get<0>(key), std::get<1>(key),
+                    std::get<2>(key) > 1 ? fmt::format(" on {} nodes", std::get<2>(key)) : std::string());
     if (points.size() < 3) {
-      result.notes.push_back(std::string(what) + ": only " + std::to_string(points.size()) + " distinct sizes, not fitted");
+      result.notes.push_back(what + ": only " + std::to_string(points.size()) + " distinct sizes, not fitted");
       continue;
     }
     CollectiveCurve curve;
-    curve.collective = key.first;
-    curve.group_size = key.second;
+    curve.collective = std::get<0>(key);
+    curve.group_size = std::get<1>(key);
+    curve.nodes = std::get<2>(key);
     curve.source = options.sources;
     curve.regimes = fit_regimes(points);
     curve.held_out_error = points.size() >= 6 ? held_out_error(points) : -1.0;  // -1: too few points
@@ -109,26 +238,34 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   }
 
   // Roofline over compute and memory-bound kernels (copies cross PCIe or the copy engines, not the SMs).
+  // With a shape-aware base, kernels that know their GEMM or convolution shape are priced by that
+  // model, not by the roofline: they fit gemm_efficiency below instead.
+  const bool shape_aware = !profile.gemm_tiles.tiles.empty();
   std::vector<KernelSample> roofline;
   for (const auto& k : kernels) {
     if (k.op.rfind("copy_", 0) == 0)
+      continue;
+    if (shape_aware && !k.shape.empty() && (k.op == "gemm" || k.op == "batched_gemm" || k.op == "conv2d"))
       continue;
     const Parameter* peak = profile.find("peak_flops_" + k.dtype);
     if (k.flop == 0 || peak)
       roofline.push_back({k.flop, k.bytes, peak ? peak->value : 0.0, k.seconds});
   }
+  double roofline_r2 = 1;  // of the roofline fit, when there is one
+  std::string roofline_how;
   if (!roofline.empty()) {
     try {
       const RooflineFit f = fit_roofline(roofline, profile.value("memory_bandwidth"));
-      char how[160];
-      std::snprintf(how, sizeof how, "fit of %zu kernel records (%d compute-, %d memory-bound), R^2 %.4f, max error %.1f%%",
-                    roofline.size(), f.compute_bound, f.memory_bound, f.r2, 100 * f.max_relative_error);
+      roofline_r2 = f.r2;
+      roofline_how = fmt::format("fit of {} kernel records ({} compute-, {} memory-bound), R^2 {:.4f}, max "
+                                 "error {:.1f}%",
+                                 roofline.size(), f.compute_bound, f.memory_bound, f.r2, 100 * f.max_relative_error);
       auto set = [&](const std::string& key, double value, const std::string& unit) {
         Parameter& p = profile.parameters[key];
         p.name = key;
         p.value = value;
         p.unit = unit;
-        p.source = how;
+        p.source = roofline_how;
         for (const auto& spec : parameter_specs())
           if (spec.name == key)
             p.description = std::string(spec.help) + " (fitted)";
@@ -145,16 +282,57 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
       result.notes.push_back(std::string("kernel records not fitted (") + e.what() + "); efficiencies stay the base profile's");
     }
   }
+  const std::string unusable = unusable_summary(records.kernels);
   if (profile.collectives.empty() && profile.kernel_tables.empty() && roofline.empty())
     throw CalibrationError("the records hold nothing to fit: no collective with 3 distinct sizes and no kernel that knows its "
-                           "flop or bytes (import nccl-tests output, or collect microbenchmarks)");
+                           "flop or bytes (import nccl-tests output, traces recorded with record_shapes=True, or collect "
+                           "microbenchmarks)" + (unusable.empty() ? std::string() : "; " + unusable));
+  if (!unusable.empty())
+    result.notes.push_back(unusable);
+
+  // Poor fits: refused unless the caller accepts them.
+  std::vector<std::string> poor;
+  char line[200];
+  for (const auto& c : profile.collectives)
+    for (const auto& r : c.regimes)
+      if (r.r2 < options.min_r2) {
+        std::snprintf(line, sizeof line, "%s over %d ranks, %.0f to %.0f bytes: R^2 %.3f (%d points, largest error %.1f%%)",
+                      c.collective.c_str(), c.group_size, r.min_bytes, r.max_bytes, r.r2, r.points,
+                      100 * r.max_relative_error);
+        poor.emplace_back(line);
+      }
+  if (roofline_r2 < options.min_r2)
+    poor.push_back("the roofline (compute_efficiency, memory_efficiency, kernel_overhead): " + roofline_how);
+  if (const std::optional<GemmFit> g = fit_gemm_efficiency(profile, kernels)) {
+    std::snprintf(line, sizeof line, "fit of %d GEMM records with shapes (shape-aware model), R^2 %.4f of log time, median error %.1f%%",
+                  g->records, g->r2, 100 * g->median_error);
+    Parameter& p = profile.parameters["gemm_efficiency"];
+    p.value = std::min(g->efficiency, 1.0);
+    p.source = line;
+    if (g->r2 < options.min_r2)
+      poor.push_back(std::string("the GEMM model (gemm_efficiency): ") + line);
+  }
+  if (!poor.empty()) {
+    std::string all;
+    for (const auto& p : poor)
+      all += (all.empty() ? "" : "; ") + p;
+    if (!options.accept_poor_fit) {
+      char threshold[32];
+      std::snprintf(threshold, sizeof threshold, "%g", options.min_r2);
+      throw CalibrationError(std::string("a fit is too poor to use (R^2 below ") + threshold + "): " + all +
+                             (unusable.empty() ? std::string() : "; " + unusable) +
+                             "; check the records, or write the profile anyway with --accept-poor-fit");
+    }
+    result.notes.push_back("accepted poor fits (--accept-poor-fit): " + all);
+  }
 
   if (auto it = records.provenance.find("device"); it != records.provenance.end() && !it->second.empty())
     profile.device = it->second;
   profile.provenance = {{"source", "ddlsim calibrate fit"}, {"measured", "yes"}, {"date", options.date},
                         {"command", options.command}, {"compute_parameters", "from base profile " + options.base},
                         {"traces", options.sources}};
-  for (const char* key : {"nccl_version", "driver", "cuda_runtime", "cublas", "cudnn", "sm_count", "timing"})
+  for (const char* key : {"nccl_version", "driver", "cuda_runtime", "cublas", "cudnn", "sm_count", "timing", "clocks_start",
+                          "clocks_end", "clocks_warning", "commit", "collective_timing", "l2_isolation", "math"})
     if (auto it = records.provenance.find(key); it != records.provenance.end())
       profile.provenance[key] = it->second;
   return result;

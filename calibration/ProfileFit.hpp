@@ -8,6 +8,13 @@
 //   compute_efficiency, memory_efficiency, kernel_overhead
 //                  the roofline fit over every kernel record that knows its flop and bytes (copies
 //                  aside), for work outside the tables
+//   gemm_efficiency
+//                  when the base profile has the shape-aware model (KernelModel.hpp): the value that
+//                  makes it best predict the GEMM records that know their shape (least squares on log
+//                  time), for GEMMs outside the tables
+// A fit whose R^2 is below 0.9 (a collective's size regime, the roofline, the GEMM model) is refused
+// unless `accept_poor_fit`; either way the notes say which kernel records carried no work, and why
+// (KernelRecord::unusable, counted by reason).
 // Repeated runs of one microbenchmark point (same "point" id) count once, at their median time.
 // Parameters the records cannot determine keep the base profile's values and say so in `source`.
 //
@@ -29,6 +36,8 @@ struct FitOptions {
   std::string sources;     ///< the trace files, for provenance
   std::string command;     ///< the command line, for provenance
   std::string date;        ///< YYYY-MM-DD, for provenance (the caller's clock: the fit reads none)
+  bool accept_poor_fit = false;  ///< write a fit whose R^2 is below min_r2 (with a note) instead of refusing it
+  double min_r2 = 0.9;
 };
 
 struct FitResult {
@@ -36,7 +45,9 @@ struct FitResult {
   std::vector<std::string> notes;  ///< one line per thing not fitted, and why
 };
 
-/// Fits `records` on top of `base`. Throws CalibrationError when the records hold nothing to fit.
+/// Fits `records` on top of `base`. Throws CalibrationError when the records hold nothing to fit, or
+/// when a fit's R^2 is below options.min_r2 and !options.accept_poor_fit (the message names each poor
+/// fit and the unusable records).
 FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, const FitOptions& options);
 
 }  // namespace ddlsim::calibration

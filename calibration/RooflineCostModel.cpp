@@ -2,6 +2,7 @@
 
 #include "common/Error.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <cstdio>
 
@@ -27,6 +28,8 @@ RooflineCostModel::RooflineCostModel(const CalibrationProfile& profile) : profil
     throw CalibrationError("calibration profile '" + profile.name + "' has no peak_flops_<dtype> parameter");
   memory_bandwidth_ = profile.value("memory_bandwidth") * optional_value(profile, "memory_efficiency", 1.0);
   overhead_ = optional_value(profile, "kernel_overhead", 0.0);
+  floor_ = optional_value(profile, "kernel_launch_floor", 0.0);
+  kernels_ = KernelModel::from_profile(profile);
 }
 
 double RooflineCostModel::effective_flop_rate(Dtype dtype) const
@@ -40,18 +43,27 @@ double RooflineCostModel::effective_flop_rate(Dtype dtype) const
 
 double RooflineCostModel::seconds(const KernelWork& work) const
 {
+  if (kernels_) {
+    const bool gemm_like =
+        work.kind == WorkKind::gemm || work.kind == WorkKind::batched_gemm || work.kind == WorkKind::conv2d;
+    if (gemm_like && work.gemm.m > 0 && work.flop > 0)
+      return kernels_->gemm(work.gemm, work.dtype, work.bytes).seconds;
+    if (work.kind == WorkKind::attention && work.flop > 0)
+      return kernels_->attention(work.attention, work.flop, work.bytes, work.dtype).seconds;
+  }
   const double compute = work.flop > 0 ? work.flop / effective_flop_rate(work.dtype) : 0.0;
   const double memory = work.bytes / memory_bandwidth_;
-  return overhead_ + std::max(compute, memory);
+  return overhead_ + std::max(floor_, std::max(compute, memory));
 }
 
 std::string RooflineCostModel::describe() const
 {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "roofline(%s: bf16 %.4g flop/s effective, memory %.4g B/s effective, overhead %.3g s)",
-                profile_name_.c_str(), flop_rate_[static_cast<std::size_t>(Dtype::bf16)], memory_bandwidth_,
-                overhead_);
-  return buf;
+  std::string text =
+      fmt::format("roofline({}: bf16 {:.4g} flop/s effective, memory {:.4g} B/s effective, overhead {:.3g} s)",
+                  profile_name_, flop_rate_[static_cast<std::size_t>(Dtype::bf16)], memory_bandwidth_, overhead_);
+  if (!kernels_)
+    return text;
+  return text + fmt::format(" + shape-aware kernels({} SMs, {} GEMM tiles)", kernels_->sm_count(), kernels_->tiles().size());
 }
 
 }  // namespace ddlsim::calibration

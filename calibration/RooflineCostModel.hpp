@@ -5,12 +5,19 @@
 //
 // Constants come from a CalibrationProfile (spec-sheet values for an analytic profile; fitted ones
 // once calibration has run). compute_efficiency and memory_efficiency default to 1, kernel_overhead to 0.
+//
+// When the profile lists `gemm_tiles`, work that knows its shape is priced by the shape-aware model
+// instead of one flat efficiency (KernelModel.hpp): GEMMs and convolutions by tile and wave
+// quantization over the SMs, fused attention by head dimension and sequence, and every kernel at
+// least the profile's kernel_launch_floor. Work without a shape keeps the formula above (with the floor).
 #pragma once
 
 #include "calibration/CostModel.hpp"
+#include "calibration/KernelModel.hpp"
 #include "calibration/Profile.hpp"
 
 #include <array>
+#include <optional>
 
 namespace ddlsim::calibration {
 
@@ -25,12 +32,16 @@ public:
   /// Effective rate for a dtype (peak x efficiency), flop/s; throws CalibrationError when the profile has no peak for it.
   double effective_flop_rate(Dtype dtype) const;
   double effective_memory_bandwidth() const { return memory_bandwidth_; }
+  /// The shape-aware model, when the profile describes one.
+  const std::optional<KernelModel>& kernel_model() const { return kernels_; }
 
 private:
   std::string profile_name_;
   std::array<double, 5> flop_rate_{};  // by Dtype; 0 = not in the profile
   double memory_bandwidth_ = 0;
   double overhead_ = 0;
+  double floor_ = 0;
+  std::optional<KernelModel> kernels_;
 };
 
 }  // namespace ddlsim::calibration

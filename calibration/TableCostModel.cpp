@@ -1,5 +1,6 @@
 #include "calibration/TableCostModel.hpp"
 
+#include <fmt/core.h>
 #include <cstdio>
 
 namespace ddlsim::calibration {
@@ -13,7 +14,8 @@ const char* table_op(WorkKind kind)
   case WorkKind::batched_gemm: return "batched_gemm";
   case WorkKind::conv2d: return "conv2d";
   case WorkKind::memory: return "pointwise";
-  case WorkKind::unknown: return nullptr;
+  case WorkKind::unknown:
+  case WorkKind::attention: return nullptr;  // a fused kernel: never a library kernel's measured time
   }
   return nullptr;
 }
@@ -53,7 +55,8 @@ const KernelTable* TableCostModel::table_for(const KernelWork& work) const
 
 double TableCostModel::seconds(const KernelWork& work) const
 {
-  if (!work.shape.empty() && work.kind != WorkKind::unknown && work.kind != WorkKind::memory) {
+  if (!work.shape.empty() && work.kind != WorkKind::unknown && work.kind != WorkKind::memory &&
+      work.kind != WorkKind::attention) {
     const int i = index_[static_cast<std::size_t>(work.kind)][static_cast<std::size_t>(work.dtype)];
     if (i >= 0) {
       const auto& shapes = tables_[static_cast<std::size_t>(i)].shapes;
@@ -73,9 +76,7 @@ double TableCostModel::seconds(const KernelWork& work) const
 
 std::string TableCostModel::describe() const
 {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "tables(%s: %zu measured) + ", profile_name_.c_str(), tables_.size());
-  return buf + roofline_.describe();
+  return fmt::format("tables({}: {} measured) + {}", profile_name_, tables_.size(), roofline_.describe());
 }
 
 std::unique_ptr<CostModel> make_cost_model(const CalibrationProfile& profile)

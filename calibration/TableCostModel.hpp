@@ -38,7 +38,7 @@ private:
   std::string profile_name_;
   std::vector<KernelTable> tables_;
   // Index into tables_ by (kind, dtype); -1 = none. Memory tables ignore the dtype.
-  std::array<std::array<int, 5>, 5> index_{};
+  std::array<std::array<int, 5>, work_kind_count> index_{};
   std::vector<GemmGrid> grids_;  // per table (empty grids for non-GEMM tables)
 };
 

@@ -3,6 +3,10 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(SimGrid REQUIRED IMPORTED_TARGET simgrid>=3.32)   # libsimgrid-dev ships only a .pc file
 find_package(yaml-cpp REQUIRED)                                     # libyaml-cpp-dev
 find_package(Boost 1.74 REQUIRED)                                   # libboost-graph-dev (header-only part)
+find_package(CLI11 2.1 CONFIG REQUIRED)                             # libcli11-dev (header-only): the command line
+find_package(fmt 9 REQUIRED)                                        # libfmt-dev: text formatting
+find_package(Protobuf 3.21 REQUIRED)                                # libprotobuf-dev + protobuf-compiler: Chakra ET
+find_package(simdjson 3.0 REQUIRED)                                 # libsimdjson-dev: JSON of trace import
 if(DDLSIM_BUILD_TESTS)
   find_package(doctest REQUIRED)                                    # doctest-dev
 endif()

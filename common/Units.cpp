@@ -1,5 +1,6 @@
 #include "common/Units.hpp"
 
+#include <fmt/core.h>
 #include <array>
 #include <charconv>
 #include <cctype>
@@ -225,35 +226,29 @@ std::string format_quantity(double value, Dimension dimension)
   case Dimension::flop: unit = "flop"; break;
   case Dimension::flop_rate: unit = "flop/s"; break;
   }
-  char buf[64];
   if (dimension == Dimension::bytes) {  // sizes in binary units, as GPU memory is sold (80 GiB)
     constexpr std::array<std::pair<double, const char*>, 5> binary{
         {{1125899906842624.0, "PiB"}, {1099511627776.0, "TiB"}, {1073741824.0, "GiB"}, {1048576.0, "MiB"}, {1024.0, "KiB"}}};
     for (const auto& [scale, name] : binary)
       if (std::fabs(value) >= scale) {
-        std::snprintf(buf, sizeof buf, "%.2f %s", value / scale, name);
-        return buf;
+        return fmt::format("{:.2f} {}", value / scale, name);
       }
-    std::snprintf(buf, sizeof buf, "%.4g B", value);
-    return buf;
+    return fmt::format("{:.4g} B", value);
   }
   if (dimension == Dimension::time) {
     constexpr std::array<std::pair<double, const char*>, 4> scales{{{1.0, "s"}, {1e-3, "ms"}, {1e-6, "us"}, {1e-9, "ns"}}};
     for (const auto& [scale, name] : scales)
       if (std::fabs(value) >= scale || scale == 1e-9) {
-        std::snprintf(buf, sizeof buf, "%.3g %s", value / scale, name);
-        return buf;
+        return fmt::format("{:.3g} {}", value / scale, name);
       }
   }
   constexpr std::array<std::pair<double, const char*>, 6> scales{
       {{1e18, "E"}, {1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}}};
   for (const auto& [scale, name] : scales)
     if (std::fabs(value) >= scale) {
-      std::snprintf(buf, sizeof buf, "%.2f %s%s", value / scale, name, std::string(unit).c_str());
-      return buf;
+      return fmt::format("{:.2f} {}{}", value / scale, name, unit);
     }
-  std::snprintf(buf, sizeof buf, "%.4g%s%s", value, unit.empty() ? "" : " ", std::string(unit).c_str());
-  return buf;
+  return fmt::format("{:.4g}{}{}", value, unit.empty() ? "" : " ", unit);
 }
 
 std::string format_count(double value)

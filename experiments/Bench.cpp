@@ -8,6 +8,7 @@
 #include "traces/NcclTestsImporter.hpp"
 #include "traces/SyntheticKineto.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -179,10 +180,8 @@ BenchScenario scenario(std::string name, BenchKind kind, std::string description
 
 std::string synthetic_description(std::uint64_t bytes, bool gzip)
 {
-  char size[32];
-  std::snprintf(size, sizeof size, "%.4g MB", static_cast<double>(bytes) / 1e6);
-  return std::string("synthetic PyTorch profiler trace of an 8-GPU job, ") + size + " of JSON" +
-         (gzip ? ", gzipped" : "");
+  return fmt::format("synthetic PyTorch profiler trace of an 8-GPU job, {:.4g} MB of JSON{}", static_cast<double>(bytes) / 1e6,
+                     gzip ? ", gzipped" : "");
 }
 
 std::vector<BenchScenario> import_scenarios()

@@ -17,6 +17,7 @@ const std::vector<std::pair<std::string, std::string>>& constraint_variables()
       {"cp", "context-parallel size"},
       {"zero", "ZeRO stage (0-3)"},
       {"zero_group", "GPUs of a ZeRO shard group as given (0: dp x cp)"},
+      {"ep", "expert-parallel size (mixtures of experts)"},
       {"sequence_parallel", "1 with Megatron sequence parallelism, else 0"},
       {"seq", "tokens per sample (the model's, or training.seq)"},
       {"gpus", "GPUs of the cluster"},

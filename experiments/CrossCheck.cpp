@@ -1,5 +1,7 @@
 #include "experiments/CrossCheck.hpp"
 
+#include "experiments/ChakraWorkload.hpp"
+
 #include "calibration/ProfileFit.hpp"
 #include "calibration/TableCostModel.hpp"
 #include "common/AtomicFile.hpp"
@@ -32,7 +34,8 @@ namespace {
 using calibration::BenchOp;
 using calibration::BenchPoint;
 
-// The workload of a valid point: its TaskGraph with every compute task's kernels.
+// The workload of a valid point: its TaskGraph with every compute task's kernels, and each device's memory as the
+// memory model holds it at that device's peak (what the CSV's peak_memory_bytes reports for the largest).
 backends::Workload point_workload(const PointConfig& point, double scale)
 {
   const auto cost = calibration::make_cost_model(point.profile);
@@ -40,10 +43,30 @@ backends::Workload point_workload(const PointConfig& point, double scale)
   for (auto& stage : plan.pipeline.stages)
     stage.activation_bytes *= scale;  // as evaluate_point does
   const sim::TaskGraph graph = sim::build_schedule(plan.pipeline);
-  return backends::make_workload(graph, point.model,
-                                 {.dtype = point.training.dtype, .optimizer = point.training.optimizer,
-                                  .recompute = point.training.recompute, .tp = point.parallelism.tp, .scale = scale},
-                                 point.experiment + " point " + std::to_string(point.index));
+  backends::Workload w =
+      backends::make_workload(graph, point.model,
+                              {.dtype = point.training.dtype, .optimizer = point.training.optimizer,
+                               .recompute = point.training.recompute, .tp = point.parallelism.tp, .scale = scale},
+                              point.experiment + " point " + std::to_string(point.index));
+  // Device d holds pipeline rank d / (devices / pp), as the timeline's memory counters count it.
+  const int pp = std::max<int>(1, static_cast<int>(plan.stage_memory.size()));
+  const int per_rank = std::max(1, w.devices / pp);
+  for (int d = 0; d < w.devices && !plan.stage_memory.empty(); ++d) {
+    const models::MemoryBreakdown& m = plan.stage_memory[static_cast<std::size_t>(std::min(d / per_rank, pp - 1))];
+    w.memory.push_back({.weights = m.weights, .gradients = m.gradients, .optimizer_state = m.optimizer_state,
+                        .activations = m.activations, .workspace = m.workspace, .reserve = m.reserve});
+  }
+  return w;
+}
+
+std::string read_text(const std::string& path)
+{
+  std::ifstream in(path);
+  if (!in)
+    throw ExecutionError(path + ": cannot read");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 // Runs `work` in a child process and returns what it wrote; an exception, a crash or a non-zero exit
@@ -200,9 +223,12 @@ HostSetup calibrate_host(const std::vector<PointConfig>& points, const CrossChec
   const std::filesystem::path dir = std::filesystem::path(options.work_dir.empty() ? std::string("results") : options.work_dir);
   const std::string records_path = (dir / "host-records.jsonl").string();
   write_file_atomically(records_path, "the host records", [&](std::ostream& out) { traces::write_jsonl(records, out); });
+  // The host's own measurements of every kernel it will run: the tables carry the exact shapes, and the
+  // roofline only prices the rest, so a loose roofline (a loaded machine) is kept rather than refused.
   calibration::FitResult fit = calibration::fit_profile(calibration::load_profile("host-cpu"), records,
                                                         {.name = "host-measured", .base = "host-cpu", .sources = records_path,
-                                                         .command = "ddlsim execute --backend host", .date = date});
+                                                         .command = "ddlsim execute --backend host", .date = date,
+                                                         .accept_poor_fit = true});
   HostSetup setup;
   setup.profile = std::move(fit.profile);
   setup.profile.provenance["host_copy_bandwidth_B_per_s"] = std::to_string(bandwidth);
@@ -218,6 +244,7 @@ HostSetup calibrate_host(const std::vector<PointConfig>& points, const CrossChec
   c.gpu_name = backends::host_description();
   c.gpu_memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   c.intra_node = {.bandwidth = bandwidth, .latency = latency};
+  c.intra_link = sim::IntraLink::host;  // threads, not NCCL: collectives at the measured links
   c.nics_per_node = 1;
   c.nic = {.bandwidth = bandwidth, .latency = latency};
   status("host calibration: " + std::to_string(setup.profile.kernel_tables.size()) + " tables, copies at " +
@@ -227,8 +254,31 @@ HostSetup calibrate_host(const std::vector<PointConfig>& points, const CrossChec
 
 }  // namespace
 
+std::vector<std::string> prepare_workloads(const std::vector<PointConfig>& points, const CrossCheckOptions& options)
+{
+  const std::filesystem::path dir(options.work_dir.empty() ? std::string("results") : options.work_dir);
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> written;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (!points[i].is_valid())
+      continue;
+    const std::string workload = (dir / ("workload-" + std::to_string(i) + ".json")).string();
+    try {
+      const backends::Workload w = point_workload(points[i], options.scale);
+      write_file_atomically(workload, "the workload", [&](std::ostream& o) { backends::write_workload(w, o); });
+      written.push_back(workload);
+    } catch (const ExecutionError&) {
+      // A point no backend runs (tensor parallelism, parameter servers): `execute` reports it.
+    }
+  }
+  return written;
+}
+
 CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions& options)
 {
+  for (const PointConfig& p : points)
+    if (p.chakra)
+      throw Error(chakra_refusal("execute"));
   CrossCheck result;
   const std::string backend = options.backend == Backend::host ? "host" : "cuda";
   if (options.backend == Backend::host) {
@@ -247,7 +297,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
   }
   if (options.on_status)
     options.on_status("simulating " + std::to_string(points.size()) + " points");
-  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {.replay = {}, .trace_dir = {}, .work_scale = options.scale},
+  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {.replay = {}, .trace_dir = {}, .work_scale = options.scale, .on_workload = {}},
                                    .on_progress = {}, .on_row = {}});
 
   double total_error = 0;
@@ -271,6 +321,17 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
           return out.str();
         });
         measured = backends::parse_execution_result(text, "host run of point " + std::to_string(i));
+      } else if (!options.measured_dir.empty()) {
+        // Measured elsewhere (a GPU machine without ddlsim): the workload run there must be this point's.
+        const std::filesystem::path dir(options.measured_dir);
+        const std::string workload = (dir / ("workload-" + std::to_string(i) + ".json")).string();
+        const std::string out = (dir / ("measured-" + std::to_string(i) + ".json")).string();
+        std::ostringstream expected;
+        backends::write_workload(point_workload(point, options.scale), expected);
+        if (read_text(workload) != expected.str())
+          throw ExecutionError(workload + " is not this point's workload (the experiment, the profile's partition or "
+                               "ddlsim changed since it was prepared): prepare and measure again");
+        measured = backends::parse_execution_result(read_text(out), out);
       } else {
         const std::filesystem::path dir = std::filesystem::path(options.work_dir.empty() ? std::string("results") : options.work_dir);
         const std::string workload = (dir / ("workload-" + std::to_string(i) + ".json")).string();
@@ -321,6 +382,8 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
       row.set("measured_max_s", measured.max_s());
       row.set("measured_throughput_samples_per_s", batch / real);
       row.set("error_pct", error);
+      if (measured.peak_memory_bytes > 0)
+        row.set("measured_peak_memory_bytes", measured.peak_memory_bytes);
       std::string notes;  // what the backend changed or shared: mapped devices, fp32 on the host, ...
       for (const auto& n : measured.notes)
         notes += (notes.empty() ? "" : "; ") + n;

@@ -9,8 +9,12 @@
 //          in fp32, and the points' dtype becomes fp32.
 //   cuda   the step runs on this machine's GPUs through ddlsim-run-cuda (sim/backends/cuda/), one
 //          child process per point (or one MPI job per point, through `launcher`), with the
-//          experiment's own calibration profile and cluster. Its CUPTI kernel records are kept
-//          (work_dir/trace-<point>.jsonl): every cross-check is also calibration data.
+//          experiment's own calibration profile and cluster. Its CUPTI kernel records (of iterations traced
+//          after the timed ones) are kept (work_dir/trace-<point>.jsonl): every cross-check is also calibration
+//          data. The measured peak device memory goes beside the simulated one (measured_peak_memory_bytes).
+//          On a GPU machine without ddlsim, in two steps: prepare_workloads writes workload-<point>.json, the
+//          machine runs each with ddlsim-run-cuda into measured-<point>.json, and cross_check with
+//          `measured_dir` reads those instead of running anything (the workloads must be unchanged).
 // Simulations run through the forking sweep runner; executions run one after the other, each in a
 // child process, so a crash or a GPU error becomes that point's `error` row and the sweep goes on.
 //
@@ -44,6 +48,9 @@ struct CrossCheckOptions {
   /// the runner then gets --mpi (NCCL bootstrapped through MPI). Empty: one process on this machine.
   std::vector<std::string> launcher;
   std::string work_dir;                 ///< where the host records and profile (and cuda workloads) go
+  /// cuda: read each point's measured-<point>.json (and check its workload-<point>.json) from this folder instead
+  /// of running ddlsim-run-cuda
+  std::string measured_dir;
   std::function<void(const std::string&)> on_status;  ///< progress lines
 };
 
@@ -56,5 +63,9 @@ struct CrossCheck {
 
 /// Simulates and executes every point. Throws Error when the host calibration itself fails.
 CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions& options);
+
+/// Writes options.work_dir/workload-<point>.json for every valid point a backend can run, for ddlsim-run-cuda on
+/// another machine; returns the files written. Throws Error when a file cannot be written.
+std::vector<std::string> prepare_workloads(const std::vector<PointConfig>& points, const CrossCheckOptions& options);
 
 }  // namespace ddlsim::experiments

@@ -3,6 +3,7 @@
 #include "calibration/TableCostModel.hpp"
 #include "common/Error.hpp"
 #include "common/Units.hpp"
+#include "experiments/ChakraWorkload.hpp"
 #include "experiments/Timeline.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Fold.hpp"
@@ -14,8 +15,10 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <tuple>
 #include <numeric>
+#include <set>
 
 namespace ddlsim::experiments {
 namespace {
@@ -44,13 +47,15 @@ void write_device_table(const PointConfig& point, const sim::ReplayResult& resul
 
 // DDP-style buckets: walking the stage's layers from the last, close a bucket once it holds at
 // least `cap` bytes of gradients; the rest (down to the first layer) is the last bucket.
+// With expert parallelism (`without_experts`) the experts' gradients are reduced apart, over their own group.
 std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
-                                                  double dtype_bytes, int tp)
+                                                  double dtype_bytes, int tp, bool without_experts)
 {
   std::vector<sim::GradientBucket> buckets;
   double bytes = 0;
   for (std::size_t i = layers.end; i-- > layers.begin;) {
-    bytes += model.held_parameters(i, layers, tp) * dtype_bytes;
+    if (!(without_experts && model.layers()[i].kind == models::LayerKind::moe))
+      bytes += model.held_parameters(i, layers, tp) * dtype_bytes;
     if (bytes >= cap && i > layers.begin) {
       buckets.push_back({.layer = i, .bytes = bytes});
       bytes = 0;
@@ -64,6 +69,17 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
 }
 
 // Memory of the smallest GPU of pipeline rank `rank` (its replicas and tensor ranks).
+// Speed of the slowest GPU of a pipeline rank (its replicas and tensor ranks), relative to the profile:
+// what the partitioners divide a stage's time by.
+double rank_speed(const PointConfig& point, int rank)
+{
+  const int per_rank = point.parallelism.replicas() * point.parallelism.tp;
+  double speed = std::numeric_limits<double>::infinity();
+  for (int g = 0; g < per_rank; ++g)
+    speed = std::min(speed, point.cluster.speed_of(rank * per_rank + g));
+  return speed;
+}
+
 double rank_capacity(const PointConfig& point, int rank)
 {
   const auto& par = point.parallelism;
@@ -83,18 +99,14 @@ double rank_capacity(const PointConfig& point, int rank)
 // peak_flops_<dtype>); left empty when the profile has none.
 void fill_model_flop_columns(ResultRow& row, const PointConfig& point, double t)
 {
-  const models::Model& model = point.model;
+  const WorkloadFlop flop = workload_flop(point);
   const double samples_per_s = static_cast<double>(point.training.global_batch) / t;
-  double flop_per_sample = model.forward_flop_per_sample() + model.backward_flop_per_sample();
-  if (model.has(models::LayerKind::attention)) {
-    const double seq = model.input_shape().tokens;
-    row.set("tokens_per_s", samples_per_s * seq);
-    flop_per_sample = seq * model_flop_per_token(model);
-  }
+  if (flop.tokens > 0)
+    row.set("tokens_per_s", samples_per_s * flop.tokens);
   const calibration::Parameter* peak =
       point.profile.find("peak_flops_" + std::string(dtype_table.name(point.training.dtype)));
   if (peak != nullptr && peak->value > 0)
-    row.set("mfu", samples_per_s * flop_per_sample / (point.parallelism.gpus() * peak->value));
+    row.set("mfu", samples_per_s * flop.model_per_sample / (point.parallelism.gpus() * peak->value));
 }
 
 // Result columns of a replay covering `iterations` iterations (devices: every GPU's statistics).
@@ -107,8 +119,7 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
            n;
   };
   const double t = result.makespan_s / iterations;
-  const double flop_per_iteration = static_cast<double>(point.training.global_batch) *
-                                    (point.model.forward_flop_per_sample() + point.model.backward_flop_per_sample());
+  const double flop_per_iteration = static_cast<double>(point.training.global_batch) * workload_flop(point).per_sample;
   row.set("status", std::string("ok"));
   row.set("iteration_time_s", t);
   row.set("throughput_samples_per_s", static_cast<double>(point.training.global_batch) / t);
@@ -124,41 +135,108 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
   fill_model_flop_columns(row, point, t);
 }
 
-// Calibrates `task` from the profile's fitted curve of its kind and group size, if there is one.
-bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
-                               const calibration::CalibrationProfile& profile)
+// What the tuner chose, per use and algorithm/protocol: "dp ring/simple 4, ep direct/simple 8, tp nvls/simple 96"
+// (ep: expert parallelism's all-to-alls; dp: every other collective beside the tensor-parallel ones).
+struct ChoiceCount {
+  std::map<std::string, std::size_t> counts;
+  void add(const sim::CollectiveTask& c, std::size_t images = 1)
+  {
+    const bool tp = c.role == sim::CollectiveRole::tensor_parallel;
+    const bool ep = c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine;
+    counts[std::string(tp ? "tp " : ep ? "ep " : "dp ") + std::string(sim::collective_algorithm_table.name(c.algorithm)) +
+             "/" + std::string(sim::collective_protocol_table.name(c.protocol))] += images;
+  }
+  std::string text() const
+  {
+    std::string out;
+    for (const auto& [name, n] : counts)
+      out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    return out;
+  }
+};
+
+// NCCL's tuner on every collective of `graph` (Collectives.hpp: resolve_collective), with a cache:
+// a point repeats the same few collectives thousands of times. Under a fold (`fold` not null) each
+// collective counts once per image, |G| / |H| (H: the elements that keep its group), as unfolded.
+void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices,
+                         const sim::Fold* fold = nullptr)
 {
-  const calibration::CollectiveCurve* curve = profile.find_collective(
-      std::string(sim::collective_kind_table.name(task.kind)), static_cast<int>(task.group.size()));
-  if (curve == nullptr || task.group.size() < 2)
-    return false;
-  const double bytes = task.bytes;
-  const calibration::AlphaBetaFit& r = curve->regime(bytes);
-  sim::calibrate_collective(task, cluster, r.alpha_s, r.bandwidth > 0 ? bytes / r.bandwidth : 0.0);
-  return true;
+  using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>>;
+  std::map<Key, std::pair<sim::CollectiveTask, std::size_t>> cache;
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) != sim::TaskKind::collective)
+      continue;
+    sim::CollectiveTask& c = graph.collective(id);
+    if (c.group.size() < 2)
+      continue;
+    Key key{c.kind, c.algorithm, c.bytes, c.group};
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      sim::CollectiveTask resolved = c;
+      sim::resolve_collective(resolved, cluster);
+      std::size_t images = 1;
+      if (fold != nullptr) {
+        std::string why;
+        const int h = sim::collective_stabilizer(c, *fold, why);
+        images = h > 0 ? static_cast<std::size_t>(fold->order() / h) : 1;
+      }
+      it = cache.emplace(std::move(key), std::pair{std::move(resolved), images}).first;
+    }
+    sim::CollectiveTask resolved = it->second.first;  // the tuner's choice, with c's own place in the iteration
+    resolved.fidelity = c.fidelity;
+    resolved.stage = c.stage;
+    resolved.micro_batch = c.micro_batch;
+    resolved.phase = c.phase;
+    resolved.role = c.role;
+    c = std::move(resolved);
+    choices.add(c, it->second.second);
+  }
 }
 
+
+
 // Calibrates every collective of `graph` that a fitted curve covers; says how many, for the CSV.
+// Calibrates every collective of `graph` that a fitted curve covers, and every pipeline (and ring
+// attention) transfer that a send/recv curve covers; says how many, for the CSV: "fitted K/N", with
+// the collectives the links time and why ("links M/N (no curve for all_reduce x16 on 2 nodes)"), and
+// "p2p fitted K/N".
 std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
                                        const calibration::CalibrationProfile& profile)
 {
   if (profile.collectives.empty())
     return "links";
-  std::size_t total = 0, fitted = 0;
+  std::size_t total = 0, fitted = 0, transfers = 0, p2p = 0;
+  std::string first_missing;
   for (sim::TaskId id = 0; id < graph.size(); ++id)
-    if (graph.kind(id) == sim::TaskKind::collective) {
+    if (graph.kind(id) == sim::TaskKind::collective && graph.collective(id).group.size() > 1) {
       ++total;
-      fitted += apply_measured_collective(graph.collective(id), cluster, profile) ? 1 : 0;
+      std::string missing;
+      fitted += apply_measured_collective(graph.collective(id), cluster, profile, 1, &missing) ? 1 : 0;
+      if (first_missing.empty())
+        first_missing = missing;
+    } else if (graph.kind(id) == sim::TaskKind::transfer) {
+      sim::TransferTask& t = graph.transfer(id);
+      if (t.kind != sim::TransferKind::activation && t.kind != sim::TransferKind::context)
+        continue;  // parameter-server pushes and pulls are not NCCL's
+      ++transfers;
+      p2p += apply_measured_transfer(t, cluster, profile) ? 1 : 0;
     }
-  return fitted == 0 ? "links" : "fitted " + std::to_string(fitted) + "/" + std::to_string(total);
+  std::string out = fitted == 0 ? "links" : "fitted " + std::to_string(fitted) + "/" + std::to_string(total);
+  if (fitted < total)
+    out += (fitted > 0 ? ", links " : " ") + std::to_string(total - fitted) + "/" + std::to_string(total);
+  if (!first_missing.empty())
+    out += " (no curve for " + first_missing + ")";
+  if (p2p > 0)
+    out += "; p2p fitted " + std::to_string(p2p) + "/" + std::to_string(transfers);
+  return out;
 }
 
 // The resource guard (Resources.hpp): its estimate beside the replay's own count and the process's
 // size, and why the point is over its limits (empty when it is not). Experiment::point() has refused
 // such points already; a point changed since (the micro-batch search's) is refused here.
-std::string check_estimate(ResultRow& row, const PointConfig& point)
+std::string check_estimate(ResultRow& row, const PointConfig& point, const FoldPlan* fold = nullptr)
 {
-  const ResourceEstimate e = estimate_resources(point);
+  const ResourceEstimate e = estimate_resources(point, fold);
   row.set("sim_activities_estimate", e.activities);
   row.set("sim_memory_estimate_bytes", e.memory_bytes);
   return over_limits(point, e);
@@ -192,6 +270,16 @@ MemoryVerdict parameter_server_memory(const PointConfig& point)
                 format_quantity(v.peak_bytes, Dimension::bytes) + " > capacity " +
                 format_quantity(v.capacity_bytes, Dimension::bytes);
   return v;
+}
+
+// The replay's options for a point: the run's, with the profile's compute slowdown under overlapping
+// communication (0 when the profile has none).
+sim::ReplayOptions replay_options(const PointConfig& point, const EvaluateOptions& options)
+{
+  sim::ReplayOptions replay = options.replay;
+  if (const calibration::Parameter* slowdown = point.profile.find("comm_compute_slowdown"))
+    replay.comm_compute_slowdown = slowdown->value;
+  return replay;
 }
 
 // Data parallelism through parameter servers: workers hold the model, weights and gradients and
@@ -236,7 +324,7 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   const sim::PsGraph g = sim::build_parameter_server(plan);
   const auto seconds = sim::compute_durations(
       g.graph, model, cost, {.dtype = dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute});
-  const sim::ReplayResult result = sim::replay(g.graph, point.cluster, seconds, options.replay);
+  const sim::ReplayResult result = sim::replay(g.graph, point.cluster, seconds, replay_options(point, options));
   // Throughput credits each worker with its own pace, and each GPU is timed over its own run
   // (ParameterServer.hpp): the makespan would time every worker at the straggler's pace.
   const sim::PsThroughput rate = sim::ps_throughput(plan, g, result.timings);
@@ -257,6 +345,95 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   return row;
 }
 
+// Mean per GPU of the time its expert all-to-alls are in flight while it does not compute.
+double exposed_all_to_all_seconds(const sim::TaskGraph& graph, const sim::ReplayResult& result,
+                                  const sim::Fold* fold = nullptr)
+{
+  const auto n = static_cast<std::size_t>(graph.device_count());
+  // Under a fold, a device's intervals are its representative's (an image of each task runs there).
+  auto rep = [&](int d) { return static_cast<std::size_t>(fold != nullptr ? fold->representative(d) : d); };
+  std::vector<std::vector<sim::Interval>> compute(n), exchange(n);
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    const sim::Interval iv{result.timings[id].start_s, result.timings[id].end_s};
+    if (graph.kind(id) == sim::TaskKind::compute) {
+      compute[rep(graph.compute(id).device)].push_back(iv);
+    } else if (graph.kind(id) == sim::TaskKind::collective) {
+      const auto& c = graph.collective(id);
+      if (c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine)
+        for (int d : c.group)
+          exchange[rep(d)].push_back(iv);
+    }
+  }
+  std::vector<double> uncovered(n, 0.0);
+  for (std::size_t d = 0; d < n; ++d)
+    if (rep(static_cast<int>(d)) == d)
+      uncovered[d] = sim::uncovered_length(exchange[d], compute[d]);
+  double total = 0;
+  for (std::size_t d = 0; d < n; ++d)
+    total += uncovered[rep(static_cast<int>(d))];
+  return total / static_cast<double>(n);
+}
+
+// The configuration columns of an imported Chakra workload: ddlsim's own export carries its point's
+// (the model, layout, batch, memory), which stay; cluster and calibration are this experiment's.
+ResultRow describe_chakra_point(const PointConfig& p)
+{
+  static const std::set<std::string> own = {"config_id", "experiment", "cluster", "calibration", "status", "message",
+                                            "memory_capacity_bytes", "compute_costs", "collective_times"};
+  const ChakraWorkload& w = *p.chakra;
+  const auto& names = csv_columns();
+  ResultRow row;
+  for (const auto& [name, value] : w.columns())
+    if (!own.count(name) && std::find(names.begin(), names.end(), name) != names.end())
+      row.set(name, value);
+  row.set("config_id", static_cast<long long>(p.index));
+  row.set("experiment", p.experiment);
+  row.set("cluster", p.cluster_label);
+  row.set("calibration", p.calibration_label);
+  row.set("memory_capacity_bytes", p.cluster.smallest_memory());
+  if (!w.from_ddlsim()) {
+    row.set("model", p.model_label);
+    row.set("gpus", static_cast<long long>(w.ranks()));
+    if (p.training.global_batch > 0)
+      row.set("global_batch", p.training.global_batch);
+    row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
+  }
+  return row;
+}
+
+// A Chakra workload (ChakraWorkload.hpp) replayed on the point's cluster: its compute times as the
+// traces give them, its collectives timed by this calibration's curves where it has them.
+ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions& options, ResultRow& row)
+{
+  if (const MemoryVerdict memory = check_memory(point); !memory.fits()) {
+    row.set("status", std::string(status_table.name(Status::oom)));
+    row.set("message", memory.message);
+    return row;
+  }
+  const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(point.profile);
+  ChakraWorkload::Graph built = point.chakra->build(*cost, point.training.dtype);
+  row.set("compute_costs", std::string(built.priced ? "chakra+roofline" : "chakra"));
+  ChoiceCount choices;  // the exported algorithm stays (it is NCCL's choice already); the tuner sets its protocol
+  resolve_collectives(built.graph, point.cluster, choices);
+  row.set("collective_algorithms", choices.text());
+  row.set("collective_times", apply_measured_collectives(built.graph, point.cluster, point.profile));
+  if (options.on_workload) {
+    options.on_workload({built.graph, point.cluster, built.compute_seconds, row});
+    return row;
+  }
+  const sim::ReplayResult result = sim::replay(built.graph, point.cluster, built.compute_seconds, replay_options(point, options));
+  fill_timing_columns(row, point, result, 1);
+  for (sim::TaskId id = 0; id < built.graph.size(); ++id)
+    if (built.graph.kind(id) == sim::TaskKind::collective &&
+        built.graph.collective(id).kind == sim::CollectiveKind::all_to_all) {
+      row.set("all_to_all_time_s", exposed_all_to_all_seconds(built.graph, result));
+      break;
+    }
+  if (!options.trace_dir.empty())
+    write_timeline(point, built.graph, result, point.cluster, TimelineMemory{}, options.trace_dir);
+  return row;
+}
+
 bool par_partition_searches(const PointConfig& point)
 {
   return point.parallelism.partition == models::Partitioner::optimal ||
@@ -265,12 +442,69 @@ bool par_partition_searches(const PointConfig& point)
 
 }  // namespace
 
+sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp)
+{
+  sim::ClusterSpec a = c;
+  a.gpus_per_node = c.gpus_per_node / tp;
+  a.intra_node.bandwidth = c.intra_node.bandwidth * tp;
+  // GPU i uses NIC i mod count: a group of tp GPUs uses min(count, tp) distinct NICs, and groups
+  // sharing NICs keep sharing them (exact when count and tp divide one another).
+  a.nics_per_node = std::max(1, c.nics_per_node / tp);
+  a.nic.bandwidth = c.nic.bandwidth * std::min(c.nics_per_node, tp);
+  a.memory.clear();
+  a.gpu_names.clear();
+  return a;
+}
+
+bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
+                               const calibration::CalibrationProfile& profile, int gpus_per_device, std::string* missing)
+{
+  if (task.group.size() < 2)
+    return false;
+  std::set<int> nodes;
+  for (int d : task.group)
+    nodes.insert(cluster.node_of(d));
+  const std::string kind(sim::collective_kind_table.name(task.kind));
+  const int n = static_cast<int>(task.group.size()), spread = static_cast<int>(nodes.size());
+  const double bytes = task.bytes / gpus_per_device;
+  const auto measured = profile.measured_time(kind, n, spread, bytes);
+  if (!measured) {
+    if (missing != nullptr)
+      *missing = kind + " x" + std::to_string(n) + " on " + std::to_string(spread) + (spread > 1 ? " nodes" : " node");
+    return false;
+  }
+  sim::calibrate_collective(task, cluster, measured->alpha_s, measured->transfer_s);
+  return true;
+}
+
+bool apply_measured_transfer(sim::TransferTask& t, const sim::ClusterSpec& cluster,
+                             const calibration::CalibrationProfile& profile)
+{
+  // A send/recv curve of the same spread: inside one node, or across nodes (any rank count:
+  // nccl-tests' sendrecv times every rank's send to the next at once, each pair alone on its links).
+  const bool across = cluster.node_of(t.src) != cluster.node_of(t.dst);
+  const calibration::CollectiveCurve* curve = nullptr;
+  for (const auto& c : profile.collectives)
+    if (c.collective == "send_recv" && !c.regimes.empty() && c.spans_nodes() == across &&
+        (curve == nullptr || c.group_size < curve->group_size))
+      curve = &c;
+  if (curve == nullptr || t.bytes <= 0)
+    return false;
+  const calibration::AlphaBetaFit& r = curve->regime(t.bytes);
+  const double link = across ? cluster.nic.bandwidth : cluster.intra_node.bandwidth;
+  t.latency_s = r.alpha_s;
+  // Alone on its links the transfer then takes alpha + bytes / measured bandwidth.
+  t.bandwidth_factor = r.bandwidth > 0 ? r.bandwidth / link : std::numeric_limits<double>::infinity();
+  return true;
+}
+
+
 // The tensor-parallel collectives of a stage, from each layer's role (models::TpRole): row layers
 // all-reduce their output in forward; column layers all-reduce their input gradient in backward;
 // gathered layers (the grid's) all-gather their output in forward and all-reduce the input
 // gradient in backward. Sizes are the full tensors per sample.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d,
-                                                  bool sequence_parallel)
+                                                  bool sequence_parallel, int ep)
 {
   std::vector<sim::TpCollective> out;
   // Sequence parallelism (Korthikanti et al. 2022): the tensors between the tensor-parallel regions
@@ -286,6 +520,42 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
     if (l.inputs.empty())
       input = model.input_shape().elements();
     const bool first = i == 0;  // the model input needs no gradient
+    // A mixture of experts: the router gathers/all-reduces at the input as a column layer does, the
+    // combine reduces at the output as a row layer does (ep 1, or without sequence parallelism);
+    // with ep > 1 and SP, the experts gather the dispatched tokens and reduce-scatter their outputs.
+    const bool around_experts = sp && ep > 1;
+    if (l.kind == models::LayerKind::moe_router || l.kind == models::LayerKind::moe_combine ||
+        l.kind == models::LayerKind::moe) {
+      const double output = l.output_elements() * d;
+      const bool router = l.kind == models::LayerKind::moe_router, combine = l.kind == models::LayerKind::moe_combine;
+      if (l.kind == models::LayerKind::moe && around_experts) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = output});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = output, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = input * d});
+      } else if (router && !around_experts && sp && !first) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d, .before = true});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = input * d});
+      } else if (router && !sp && !first) {
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = input * d});
+      } else if (combine && !around_experts && sp) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = output});
+        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = output, .before = true});
+      } else if (combine && !sp) {
+        out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = output});
+      }
+      continue;
+    }
     switch (l.tp) {
     case models::TpRole::row:
       if (sp) {
@@ -343,6 +613,17 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.dp_fidelity = par.dp_fidelity;
   pipe.tp_algorithm = par.tp_collective;
   pipe.tp_fidelity = par.tp_fidelity;
+  pipe.ep = par.ep;
+  pipe.expert_shard = par.expert_shard_group();
+  pipe.ep_algorithm = par.ep_collective;
+  pipe.ep_fidelity = par.ep_fidelity;
+  pipe.expert_recompute = point.training.recompute == models::Recompute::full;
+  const auto load = point_expert_load(point);
+  if (par.ep > 1 && load) {
+    pipe.expert_load = load->rank_load;
+    for (double l : load->rank_load)
+      pipe.expert_compute.push_back(l / load->kept);  // the cost model counts the kept share already
+  }
   pipe.stages.resize(static_cast<std::size_t>(par.pp) * static_cast<std::size_t>(par.virtual_stages));
   return pipe;
 }
@@ -378,7 +659,11 @@ FoldPlan plan_fold(const PointConfig& point)
       f.generators.push_back(std::move(g));
     }
   }
-  if (replicas > 1) {
+  if (replicas > 1 && par.ep > 1) {
+    // The experts' all-to-alls and their ranks' loads (imbalance, capacity) differ replica by
+    // replica: no shift of the replicas is proven to map them onto themselves.
+    note("dp: expert parallelism (ep " + std::to_string(par.ep) + ") is not folded");
+  } else if (replicas > 1) {
     const bool sync_norm = point.model.has(models::LayerKind::sync_batch_norm);
     const bool all_reduces = par.zero == 0 || par.shard_group() < replicas || sync_norm;
     if (all_reduces && tree(par.dp_collective, par.dp_fidelity, replicas)) {
@@ -429,6 +714,8 @@ std::string collective_fidelity(const PointConfig& p, const FoldPlan& f)
                      (f.tp > 1 ? "+aggregated" : "");
   if (!par.ps && (par.tp > 1 || par.replicas() > 1))
     text += ";fold=" + fold_description(f);
+  if (par.ep > 1)  // last, as before folding existed
+    text += ";ep=" + std::string(sim::collective_fidelity_table.name(par.ep_fidelity));
   return text;
 }
 
@@ -436,15 +723,34 @@ sim::ComputeOptions compute_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
   return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp};
+          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp, .ep = par.ep};
+}
+
+std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point)
+{
+  for (const auto& l : point.model.layers())
+    if (l.kind == models::LayerKind::moe)
+      return models::expert_load(l, point.parallelism.ep);
+  return std::nullopt;
+}
+
+double dropped_tokens(const PointConfig& point)
+{
+  double dropped = 0;
+  for (const auto& l : point.model.layers())
+    if (l.kind == models::LayerKind::moe)  // its input: tokens x top_k copies per sample
+      dropped += (1 - models::expert_load(l, 1).kept) * l.output.tokens;
+  return dropped * static_cast<double>(point.training.global_batch);
 }
 
 models::MemoryOptions memory_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
+  const auto load = point_expert_load(point);
   return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
           .reserve_bytes = point.training.memory_reserve, .tp = par.tp, .sequence_parallel = par.sequence_parallel,
-          .cp = par.cp, .zero = par.zero, .shard = par.shard_group()};
+          .cp = par.cp, .zero = par.zero, .shard = par.shard_group(), .ep = par.ep,
+          .expert_shard = par.expert_shard_group(), .expert_load = load ? load->busiest() : 1.0};
 }
 
 double model_flop_per_token(const models::Model& model)
@@ -478,6 +784,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   pipe.stages.clear();  // filled below
   pipe.micro_batches = point.micro_batches();
   pipe.micro_batch_size = mb;
+  const auto load = point_expert_load(point);
   const int chunks = par.pp * par.virtual_stages;
   const bool interleaved = par.virtual_stages > 1;
 
@@ -490,16 +797,22 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
   const models::StageFits fits = interleaved ? models::StageFits{} : [&](int s, models::StageRange blocks) {
     return stage_memory(s, blocks).total() <= rank_capacity(point, s);
   };
+  // Heterogeneous GPUs and stragglers: chunk c runs on pipeline rank c mod pp at that rank's slowest
+  // GPU's speed, so the partitioners balance time, not work (empty: every GPU at the profile's speed).
+  std::vector<double> speeds;
+  if (!point.cluster.speed.empty())
+    for (int c = 0; c < chunks; ++c)
+      speeds.push_back(rank_speed(point, c % par.pp));
   std::vector<models::StageRange> ranges;
   switch (par.partition) {
   case models::Partitioner::optimal: {
-    auto found = models::partition_optimal(block_seconds, chunks, fits);
-    ranges = found ? *found : *models::partition_optimal(block_seconds, chunks);
+    auto found = models::partition_optimal(block_seconds, chunks, fits, speeds);
+    ranges = found ? *found : *models::partition_optimal(block_seconds, chunks, {}, speeds);
     break;
   }
   case models::Partitioner::balanced: {
-    auto found = models::partition_balanced(block_seconds, chunks, fits);
-    ranges = found ? *found : *models::partition_balanced(block_seconds, chunks);
+    auto found = models::partition_balanced(block_seconds, chunks, fits, speeds);
+    ranges = found ? *found : *models::partition_balanced(block_seconds, chunks, {}, speeds);
     break;
   }
   case models::Partitioner::uniform: ranges = models::partition_uniform(block_seconds.size(), chunks); break;
@@ -516,22 +829,27 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     const double token_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;
     stage.activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d * token_share : 0.0;
     stage.gradient_bytes = memory.parameters(ranges[s]) * d;
+    if (par.ep > 1) {  // the experts' gradients go to their own groups
+      stage.expert_gradient_bytes = memory.expert_parameters(ranges[s]) * d;
+      stage.gradient_bytes -= stage.expert_gradient_bytes;
+    }
     for (std::size_t i = layers.begin; i < layers.end; ++i)
       if (model.layers()[i].norm_channels > 0)  // sum and sum of squares per channel, fp32
         stage.sync_points.push_back({.layer = i + 1, .bytes = 2 * model.layers()[i].norm_channels * 4});
     if (par.dp_bucket > 0)
-      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp);
+      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp, par.ep > 1);
     if (par.tp > 1)
-      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel);
+      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel, par.ep);
     // ZeRO units (blocks): gathered with stage 3, and the reduce-scatter units of stages 2-3 (FSDP
     // reduces per wrapped module; with dp_bucket, stage 2 reduces in those buckets instead).
     if (par.zero >= 3 || (par.zero == 2 && par.dp_bucket <= 0))
       for (std::size_t b = ranges[s].begin; b < ranges[s].end; ++b) {
         const models::StageRange unit = model.blocks()[b].layers;
-        double params = 0;
+        double params = 0, experts = 0;
         for (std::size_t i = unit.begin; i < unit.end; ++i)
-          params += model.held_parameters(i, layers, par.tp);
-        stage.units.push_back({.begin = unit.begin, .end = unit.end, .bytes = params * d});
+          (par.ep > 1 && model.layers()[i].kind == models::LayerKind::moe ? experts : params) +=
+              model.held_parameters(i, layers, par.tp) / (model.layers()[i].kind == models::LayerKind::moe ? par.ep : 1);
+        stage.units.push_back({.begin = unit.begin, .end = unit.end, .bytes = params * d, .expert_bytes = experts * d});
       }
     if (par.cp > 1)
       for (std::size_t i = layers.begin; i < layers.end; ++i)
@@ -540,6 +858,15 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
           const double kv_per_rank = std::max(1.0, static_cast<double>(l.kv_heads) / par.tp);
           const double head_dim = l.output.features / l.heads;
           stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d});
+        }
+    if (par.ep > 1)
+      for (std::size_t i = layers.begin; i < layers.end; ++i)
+        if (const models::Layer& l = model.layers()[i]; l.kind == models::LayerKind::moe) {
+          // Each GPU sends its tokens' copies (tokens x top_k x hidden), to every shard of an expert
+          // split over several GPUs; its s/cp tokens, and with sequence parallelism its 1/tp of them.
+          const double tokens_share = token_share / (par.sequence_parallel ? par.tp : 1);
+          stage.exchanges.push_back(
+              {.layer = i, .bytes_per_sample = model.layers()[i].output_elements() * d * tokens_share * load->shards});
         }
     pipe.stages.push_back(std::move(stage));
     plan.stage_blocks.push_back(ranges[s]);
@@ -604,10 +931,37 @@ MemoryVerdict stage_memory_verdict(const PointConfig& point, const PointPlan& pl
 
 MemoryVerdict check_memory(const PointConfig& point)
 {
+  if (point.chakra) {  // the memory the exporting point needed, if ddlsim wrote the traces
+    const auto peak = point.chakra->columns().find("peak_memory_bytes");
+    MemoryVerdict v;
+    v.peak_bytes = peak == point.chakra->columns().end() ? 0.0 : std::stod(peak->second);
+    v.capacity_bytes = point.cluster.smallest_memory();
+    if (v.peak_bytes > v.capacity_bytes)
+      v.message = "the traces' peak memory " + format_quantity(v.peak_bytes, Dimension::bytes) + " > capacity " +
+                  format_quantity(v.capacity_bytes, Dimension::bytes);
+    return v;
+  }
   if (point.parallelism.ps)
     return parameter_server_memory(point);
   const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(point.profile);
   return stage_memory_verdict(point, plan_point(point, *cost));
+}
+
+WorkloadFlop workload_flop(const PointConfig& point)
+{
+  if (point.chakra)
+    return {.per_sample = point.chakra->flop_per_sample(point.training.global_batch),
+            .model_per_sample = point.chakra->model_flop_per_sample(point.training.global_batch),
+            .tokens = point.chakra->tokens_per_sample()};
+  const models::Model& model = point.model;
+  WorkloadFlop flop;
+  flop.per_sample = model.forward_flop_per_sample() + model.backward_flop_per_sample();
+  flop.model_per_sample = flop.per_sample;
+  if (model.has(models::LayerKind::attention)) {
+    flop.tokens = model.input_shape().tokens;
+    flop.model_per_sample = flop.tokens * model_flop_per_token(model);
+  }
+  return flop;
 }
 
 long long bn_batch(const PointConfig& point)
@@ -653,6 +1007,18 @@ ResultRow describe_point(const PointConfig& p)
   row.set("optimizer", std::string(models::optimizer_table.name(p.training.optimizer)));
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
   row.set("collective_fidelity", collective_fidelity(p, plan_fold(p)));
+  if (p.model.has(models::LayerKind::moe)) {
+    row.set("ep", static_cast<long long>(p.parallelism.ep));
+    row.set("ep_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.ep_collective)));
+    if (p.is_valid())
+      row.set("dropped_tokens", dropped_tokens(p));
+    for (const auto& l : p.model.layers())
+      if (l.kind == models::LayerKind::moe) {
+        row.set("load_imbalance", l.load_imbalance);
+        row.set("capacity_factor", l.capacity_factor);
+        break;
+      }
+  }
   row.set("dp_bucket_bytes", p.parallelism.dp_bucket);
   row.set("virtual_stages", static_cast<long long>(p.parallelism.virtual_stages));
   if (p.parallelism.ps) {
@@ -686,7 +1052,7 @@ ResultRow failed_row(std::size_t index, const std::string& experiment, Status st
 
 ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& options)
 {
-  ResultRow row = describe_point(point);
+  ResultRow row = point.chakra ? describe_chakra_point(point) : describe_point(point);
   auto fail = [&](Status status, const std::string& message) {
     row.set("status", std::string(status_table.name(status)));
     row.set("message", message);
@@ -699,6 +1065,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     return fail(Status::invalid, message);
   }
   try {
+    if (point.chakra)
+      return simulate_chakra_point(point, options, row);
     const std::unique_ptr<calibration::CostModel> cost_model = calibration::make_cost_model(point.profile);
     const calibration::CostModel& cost = *cost_model;
     row.set("compute_costs", point.profile.kernel_tables.empty() ? "roofline" : "tables+roofline");
@@ -730,13 +1098,22 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     // Simulate under the point's symmetries (Fold.hpp); a collective that does not fold drops the
     // symmetries that keep it, and the graph is built again with the others.
     FoldPlan folding = plan_fold(point);
+    if (options.on_workload)
+      folding = FoldPlan{};  // an exported workload holds every GPU's tasks
     for (;;) {
       const sim::Fold fold(pipe.devices(), folding.generators);
       pipe.fold = fold.trivial() ? nullptr : &fold;
       sim::TaskGraph graph = sim::build_schedule(pipe);
+      ChoiceCount choices;
+      resolve_collectives(graph, point.cluster, choices, pipe.fold);
+      row.set("collective_algorithms", choices.text());
       row.set("collective_times", apply_measured_collectives(graph, point.cluster, point.profile));
       const auto seconds = sim::compute_durations(graph, point.model, cost, compute);
-      sim::ReplayOptions replay = options.replay;
+      if (options.on_workload) {
+        options.on_workload({graph, point.cluster, seconds, row});
+        return row;
+      }
+      sim::ReplayOptions replay = replay_options(point, options);
       replay.fold = pipe.fold;
       replay.estimated_activities = std::stod(row.get("sim_activities_estimate"));
       sim::ReplayResult result;
@@ -753,9 +1130,14 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
         folding.generators = std::move(kept);
         folding.note += (folding.note.empty() ? "" : "; ") + std::string(e.what());
         row.set("collective_fidelity", collective_fidelity(point, folding));
+        // Less folded, the point costs more: estimated again, and refused over the limits.
+        if (const std::string over = check_estimate(row, point, &folding); !over.empty())
+          return fail(Status::invalid, over);
         continue;
       }
       fill_timing_columns(row, point, result, 1);
+      if (point.model.has(models::LayerKind::moe))
+        row.set("all_to_all_time_s", exposed_all_to_all_seconds(graph, result, pipe.fold));
       for (const auto& l : point.model.layers())
         if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
           row.set("message", "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +

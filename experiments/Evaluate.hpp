@@ -12,6 +12,7 @@
 #include "calibration/CostModel.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/ResultRow.hpp"
+#include "models/ExpertLoad.hpp"
 #include "models/Memory.hpp"
 #include "sim/Fold.hpp"
 #include "sim/OpCosts.hpp"
@@ -19,10 +20,21 @@
 #include "sim/Schedules.hpp"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace ddlsim::experiments {
+
+/// What a point simulates, just before the replay: its task graph (tensor-parallel groups folded
+/// when the point folds them), the cluster it runs on, each compute task's seconds, and the row's
+/// configuration and memory columns (`ddlsim export chakra` writes it out).
+struct PointWorkload {
+  const sim::TaskGraph& graph;
+  const sim::ClusterSpec& cluster;
+  const std::vector<double>& compute_seconds;
+  const ResultRow& row;
+};
 
 struct EvaluateOptions {
   /// replay.on_progress, when set, sees the point's progress with the resource guard's estimate of
@@ -31,7 +43,20 @@ struct EvaluateOptions {
   std::string trace_dir;  ///< when set, write <trace_dir>/<experiment>_<config_id>.json (Chrome trace)
   /// Every kernel at this fraction of its rows, activation transfers likewise (sim::ComputeOptions::scale).
   double work_scale = 1;
+  /// When set, evaluate_point hands the point's workload to it instead of replaying it (no SimGrid
+  /// engine is created) and returns the row without timing columns.
+  std::function<void(const PointWorkload&)> on_workload;
 };
+
+/// The flop the CSV's throughput columns count for one sample: the model's forward and backward
+/// flop (achieved_flop_per_s_per_gpu), those MFU counts (PaLM's 6N + 12lhs per token for a sequence
+/// model), and the tokens of a sample (0 without attention: no tokens_per_s).
+struct WorkloadFlop {
+  double per_sample = 0;
+  double model_per_sample = 0;
+  double tokens = 0;
+};
+WorkloadFlop workload_flop(const PointConfig& point);
 
 struct PointPlan {
   sim::PipelinePlan pipeline;
@@ -82,9 +107,21 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point);
 
 /// The tensor-parallel collectives of `layers` (each layer's models::TpRole): their layer, phase,
 /// kind and bytes per sample (at `dtype_bytes` per element); with `sequence_parallel` (a sequence
-/// model) each all-reduce becomes a reduce-scatter and an all-gather.
+/// model) each all-reduce becomes a reduce-scatter and an all-gather. A mixture of experts (its
+/// experts split over the group) is reduced like a dense MLP at its ends (router input, combine
+/// output); with expert parallelism `ep` > 1 and sequence parallelism, as Megatron-Core does, each
+/// tensor rank dispatches its tokens and the group gathers what arrived before the experts and
+/// reduce-scatters their output after.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers,
-                                                  double dtype_bytes, bool sequence_parallel = false);
+                                                  double dtype_bytes, bool sequence_parallel = false, int ep = 1);
+
+/// The expert load of a point's mixture of experts over its ep ranks (its first experts layer's:
+/// the generators make them all alike); nullopt for a dense model.
+std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point);
+
+/// Token copies (token x expert assignments) the experts drop per iteration, over every MoE layer
+/// and the whole global batch (0 when dropless).
+double dropped_tokens(const PointConfig& point);
 
 /// The options of a point for the cost and memory models (tp, sequence and context parallelism, ZeRO).
 sim::ComputeOptions compute_options(const PointConfig& point);
@@ -94,6 +131,24 @@ models::MemoryOptions memory_options(const PointConfig& point);
 /// uses: all of a dense model's, a mixture of experts' active ones; per attention layer 12 x query
 /// width x sequence). What `mfu` divides by the GPUs' dense peak.
 double model_flop_per_token(const models::Model& model);
+
+/// The cluster of tensor-parallel groups (tp_aggregate): every tp GPUs become one device with tp times
+/// their links (and the NICs they use).
+sim::ClusterSpec aggregate_cluster(const sim::ClusterSpec& c, int tp);
+
+/// Times `task` by the profile's measured curve of its operation and group, when one matches
+/// (docs/collectives.md: the group size, and whether the group spans nodes; interpolated between
+/// measured group sizes). `gpus_per_device` > 1 when each simulated device stands for that many GPUs
+/// (tp aggregation): the task then carries their summed bytes, and each GPU's own collective is
+/// measured at its share. Returns whether a curve timed it; else `missing` says which curve was missing.
+bool apply_measured_collective(sim::CollectiveTask& task, const sim::ClusterSpec& cluster,
+                               const calibration::CalibrationProfile& profile, int gpus_per_device,
+                               std::string* missing = nullptr);
+
+/// Times a point-to-point transfer by the profile's measured send/recv curve of the same spread
+/// (inside a node, or across nodes), when there is one. Returns whether a curve timed it.
+bool apply_measured_transfer(sim::TransferTask& transfer, const sim::ClusterSpec& cluster,
+                             const calibration::CalibrationProfile& profile);
 
 /// The batch size batch-norm statistics see: the micro-batch for batch_norm, micro-batch x dp for
 /// sync_batch_norm; 0 when the model has no batch norm.

@@ -1,8 +1,11 @@
 #include "experiments/Experiment.hpp"
 
+#include "models/ExpertLoad.hpp"
+
 #include "common/DataPath.hpp"
 #include "common/Suggest.hpp"
 #include "common/Units.hpp"
+#include "experiments/ChakraWorkload.hpp"
 #include "models/ModelLoader.hpp"
 
 #include <algorithm>
@@ -13,12 +16,16 @@
 
 namespace ddlsim::experiments {
 
-sim::CollectiveFidelity auto_tp_fidelity(const ParallelismSpec& par, const sim::ClusterSpec& cluster)
+sim::CollectiveFidelity auto_tp_fidelity(const ParallelismSpec& par, const sim::ClusterSpec& cluster,
+                                         double comm_compute_slowdown)
 {
   // A ring over a whole node, whose GPUs' links carry nothing else (every other pair of devices is
   // in another node: pipeline, data-parallel and context traffic leave through the NICs): its
   // messages run in lockstep at the links' bandwidth, so the closed form is the flow-level time.
-  const bool exact = par.tp > 1 && par.tp == cluster.gpus_per_node && par.tp_collective == sim::CollectiveAlgorithm::ring;
+  // With `auto`, NCCL's tuner may run a chain (double_tree) or NVLS inside the node instead, whose
+  // closed forms are not proven equal to their flows: flows then.
+  const bool ring = par.tp_collective == sim::CollectiveAlgorithm::ring;
+  const bool exact = par.tp > 1 && par.tp == cluster.gpus_per_node && ring && comm_compute_slowdown <= 0;
   return exact ? sim::CollectiveFidelity::analytic : sim::CollectiveFidelity::flow;
 }
 namespace {
@@ -292,6 +299,7 @@ bool Experiment::accepts(const PointConfig& p) const
       {"cp", p.parallelism.cp},
       {"zero", p.parallelism.zero},
       {"zero_group", p.parallelism.zero_group},
+      {"ep", p.parallelism.ep},
       {"seq", p.model.input_shape().tokens},
       {"gpus", gpus},
       {"nodes", p.cluster.nodes},
@@ -417,6 +425,51 @@ void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Di
   diags.error_at_line(yaml_line(find_path(doc, key)), key, message);
 }
 
+// Expert parallelism: a mixture of experts to spread, ep GPUs that can hold its experts, carved out of
+// the dp x cp replicas; sequence parallelism with tp (Megatron-Core's rule), whole ep groups per ZeRO
+// shard group.
+template <typename Problem, typename Blame>
+void check_expert_parallelism(PointConfig& p, Problem problem, Blame blame)
+{
+  const auto& par = p.parallelism;
+  const bool experts = p.model.has(models::LayerKind::moe);
+  for (const auto& [key, set] : {std::pair{"training.load_imbalance", p.training.load_imbalance.has_value()},
+                                 std::pair{"training.capacity_factor", p.training.capacity_factor.has_value()}})
+    if (set && !experts)
+      problem(key, "model '" + p.model_label + "' has no mixture of experts to route");
+  const auto moe = std::find_if(p.model.layers().begin(), p.model.layers().end(),
+                                [](const models::Layer& l) { return l.kind == models::LayerKind::moe; });
+  if (moe != p.model.layers().end() && p.training.load_imbalance && *p.training.load_imbalance > moe->experts)
+    problem("training.load_imbalance", "the busiest expert cannot take more than all the tokens: at most the " +
+                                           std::to_string(moe->experts) + " experts of model '" + p.model_label + "'");
+  if (par.ep == 1)
+    return;
+  if (moe == p.model.layers().end()) {
+    problem("parallelism.ep", "expert parallelism spreads a mixture of experts: model '" + p.model_label +
+                                  "' has no moe layer");
+    return;
+  }
+  if (!models::expert_parallel_fits(moe->experts, par.ep))
+    problem("parallelism.ep", "ep = " + std::to_string(par.ep) + " neither divides the " + std::to_string(moe->experts) +
+                                  " experts of layer '" + moe->name +
+                                  "' nor is a multiple of them (each GPU holds experts / ep experts, or 1 / (ep / "
+                                  "experts) of one)");
+  if (par.replicas() % par.ep != 0)
+    problem(blame({"parallelism.ep", "parallelism.dp", "parallelism.cp"}),
+            "ep = " + std::to_string(par.ep) + " does not divide dp x cp = " + std::to_string(par.replicas()) +
+                " (expert parallelism is carved out of the data- and context-parallel GPUs)");
+  if (par.tp > 1 && !par.sequence_parallel)
+    problem(blame({"parallelism.ep", "parallelism.tp", "parallelism.sequence_parallel"}),
+            "expert parallelism with tp > 1 needs sequence_parallel: true (as Megatron-Core: each tensor rank "
+            "dispatches its share of the tokens)");
+  if (par.zero > 0 && par.zero_group > 0 && par.zero_group % par.ep != 0)
+    problem(blame({"parallelism.zero_group", "parallelism.ep"}),
+            "zero_group = " + std::to_string(par.zero_group) + " is not a multiple of ep = " + std::to_string(par.ep) +
+                " (a shard group holds whole expert-parallel groups)");
+  if (par.ps)
+    problem("parallelism.ps", "parameter servers are simulated for dense models: ep must be 1");
+}
+
 // The checks of the 2024-2026 recipes: sequence length, grouped-query attention under tensor
 // parallelism, context parallelism, ZeRO sharding groups.
 template <typename Problem, typename Blame>
@@ -452,6 +505,7 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
     }
     break;
   }
+  check_expert_parallelism(p, problem, blame);
   if (par.zero_group > 0 && par.zero == 0)
     problem("parallelism.zero_group", "zero_group needs zero: 1, 2 or 3");
   else if (par.zero_group == 1)
@@ -482,13 +536,23 @@ PointConfig Experiment::point(std::size_t index) const
     model_options.seq = static_cast<int>(peek.integer("seq", 0, 1, 1 << 26));
     if (peek.has("attention"))
       model_options.attention = peek.choice("attention", models::attention_kind_table, models::AttentionKind::flash);
+    if (peek.has("load_imbalance"))
+      model_options.load_imbalance = peek.quantity("load_imbalance", Dimension::count, 1.0, Bound::positive);
+    if (peek.has("capacity_factor"))
+      model_options.capacity_factor = peek.quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
     if (!quiet.empty())
       model_options = {};  // reported below, at its key
   }
-  auto model = resolve_component<models::Model>(
-      top, "model", "models/zoo", dir_, p.model_label,
-      [&](const auto& path) { return models::load_model_file(path, model_options); },
-      [&](YamlMap& m) { return models::parse_model(m, model_options); });
+  // `model: {chakra: DIR}`: Chakra execution traces are the workload (ChakraWorkload.hpp).
+  const bool chakra_model = doc["model"].IsMap() && doc["model"]["chakra"].IsDefined();
+  std::optional<models::Model> model;
+  if (chakra_model)
+    read_chakra_model(top, dir_, p);
+  else
+    model = resolve_component<models::Model>(
+        top, "model", "models/zoo", dir_, p.model_label,
+        [&](const auto& path) { return models::load_model_file(path, model_options); },
+        [&](YamlMap& m) { return models::parse_model(m, model_options); });
   // A cluster file in part: `cluster: {use: NAME_OR_PATH, gpus: N}` (or nodes: K), the first N GPUs.
   std::string subset_label;
   std::pair<std::string, std::string> subset_problem;  // key, message: a size the cluster cannot give
@@ -540,6 +604,21 @@ PointConfig Experiment::point(std::size_t index) const
         [](const auto& path) { return calibration::load_profile_file(path); },
         [](YamlMap&) { return calibration::CalibrationProfile{}; });
 
+  if (chakra_model) {
+    read_chakra_keys(top, p);  // training, parallelism, output and limits: the traces fix the work
+    top.check_unknown_keys();
+    diags.throw_if_any();
+    p.cluster = std::move(*cluster);
+    p.profile = std::move(*profile);
+    if (!subset_problem.first.empty())
+      diags.error_at_line(yaml_line(find_path(doc, subset_problem.first)), subset_problem.first, subset_problem.second);
+    else if (p.chakra->ranks() != p.cluster.gpu_count())
+      diags.error_at_line(yaml_line(find_path(doc, "cluster")), "cluster",
+                          "the Chakra traces have " + std::to_string(p.chakra->ranks()) + " ranks but cluster '" +
+                              p.cluster.name + "' has " + std::to_string(p.cluster.gpu_count()) + " GPUs");
+    p.problems = diags.list();
+    return p;
+  }
   if (auto training = top.map("training")) {
     p.training.global_batch = training->required_integer("global_batch", 1, 1'000'000'000);
     p.training.micro_batch = static_cast<int>(training->required_integer("micro_batch", 1, 1'000'000));
@@ -551,6 +630,14 @@ PointConfig Experiment::point(std::size_t index) const
     p.training.seq = static_cast<int>(training->integer("seq", 0, 1, 1 << 26));
     if (training->has("attention"))
       p.training.attention = training->choice("attention", models::attention_kind_table, models::AttentionKind::flash);
+    if (training->has("load_imbalance")) {
+      p.training.load_imbalance = training->quantity("load_imbalance", Dimension::count, 1.0, Bound::positive);
+      if (*p.training.load_imbalance < 1)
+        training->report("load_imbalance", "the busiest expert's tokens over the mean is at least 1");
+    }
+    if (training->has("capacity_factor"))
+      p.training.capacity_factor =
+          training->quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
     training->check_unknown_keys();
   } else {
     top.report("training", "missing required key");
@@ -572,14 +659,22 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.zero = static_cast<int>(par->integer("zero", 0, 0, 3));
     p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 0, 1 << 20));
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
+    p.parallelism.ep = static_cast<int>(par->integer("ep", 1, 1, 1 << 20));
+    p.parallelism.ep_collective =
+        par->choice("ep_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
+    if (p.parallelism.ep_collective != sim::CollectiveAlgorithm::direct &&
+        p.parallelism.ep_collective != sim::CollectiveAlgorithm::hierarchical &&
+        p.parallelism.ep_collective != sim::CollectiveAlgorithm::automatic)
+      par->report("ep_collective", "the expert all-to-alls are auto, direct or hierarchical");
+    p.parallelism.ep_fidelity = par->choice("ep_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.virtual_stages = static_cast<int>(par->integer("virtual_stages", 1, 1, 1024));
     p.parallelism.dp_collective =
-        par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+        par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
     p.parallelism.dp_fidelity =
         par->choice("dp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.dp_bucket = par->quantity("dp_bucket", Dimension::bytes, 0.0, Bound::non_negative);
     p.parallelism.tp_collective =
-        par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::ring);
+        par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
     // tp_fidelity: auto (the default) is resolved once the cluster is known (below).
     const YAML::Node tp_fidelity = par->has("tp_fidelity") ? par->yaml()["tp_fidelity"] : YAML::Node();
     tp_fidelity_auto = !tp_fidelity.IsDefined() || (tp_fidelity.IsScalar() && tp_fidelity.Scalar() == "auto");
@@ -590,6 +685,11 @@ PointConfig Experiment::point(std::size_t index) const
           par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);
     p.parallelism.fold_replicas = par->boolean("fold_replicas", true);
+    for (const auto& [key, algorithm] : {std::pair{"dp_collective", p.parallelism.dp_collective},
+                                         std::pair{"tp_collective", p.parallelism.tp_collective}})
+      if (algorithm == sim::CollectiveAlgorithm::direct)
+        par->report(key, "direct is the all-to-all algorithm of expert parallelism (ep_collective); expected one "
+                         "of: auto, ring, tree, double_tree, hierarchical, nvls, sharp");
     // `ps: null` (e.g. one value of a sweep over parameter-server settings) means no parameter server.
     const bool no_ps = par->has("ps") && par->yaml()["ps"].IsNull();
     if (no_ps)
@@ -693,7 +793,9 @@ PointConfig Experiment::point(std::size_t index) const
                   p.cluster.name + "' with replicas of pp x tp x cp = " + std::to_string(per_replica) + " GPUs");
   }
   if (tp_fidelity_auto)
-    p.parallelism.tp_fidelity = auto_tp_fidelity(p.parallelism, p.cluster);
+    p.parallelism.tp_fidelity = auto_tp_fidelity(
+        p.parallelism, p.cluster,
+        p.profile.find("comm_compute_slowdown") != nullptr ? p.profile.find("comm_compute_slowdown")->value : 0.0);
   if (!subset_problem.first.empty())
     problem(subset_problem.first, subset_problem.second);
   check_modern_parallelism(p, problem, blame);

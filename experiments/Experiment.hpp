@@ -1,21 +1,25 @@
 // Experiment files: one base configuration plus sweep axes, expanded into points.
 //
 //   name: gpipe-microbatch
-//   model: gpt2-xl                   # shipped name, path to a model YAML, or an inline model mapping
+//   model: gpt2-xl                   # shipped name, path to a model YAML, or an inline model mapping,
+//                                    # or {chakra: DIR}: Chakra execution traces (ChakraWorkload.hpp)
 //   cluster: dgx-h100x2              # shipped name, path, or inline mapping
 //   calibration: h100-sxm            # shipped profile name or path
 //   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam,
 //              recompute: none, memory_reserve: 1GiB,      # recompute: none | selective | full
-//              seq: 8192, attention: flash}                # override the model's sequence length and
+//              seq: 8192, attention: flash,                # override the model's sequence length and
 //                                                          # attention kernel (transformers: eager | flash)
+//              load_imbalance: 1.5, capacity_factor: 1.25} # and a mixture of experts' routing
 //   parallelism: {schedule: 1f1b, pp: 4, dp: 4, tp: 1,     # dp: auto = GPUs / (pp x tp x cp)
 //                 cp: 1,                                   # context parallelism (ring attention)
 //                 sequence_parallel: false,                # Megatron SP inside each tp group
 //                 zero: 0,                                 # 0-3: sharded data parallelism (ZeRO/FSDP)
 //                 zero_group: 0,                           # GPUs per shard group (HSDP); 0 = dp x cp
-//                 dp_collective: ring, dp_fidelity: flow,  # ring | tree | hierarchical; flow | analytic
+//                 ep: 8, ep_collective: auto,              # expert parallelism (mixtures of experts) and
+//                 ep_fidelity: flow,                       #   its all-to-alls: auto | direct | hierarchical
+//                 dp_collective: auto, dp_fidelity: flow,  # auto | ring | tree | double_tree | hierarchical | nvls | sharp; flow | analytic
 //                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
-//                 tp_collective: ring, tp_fidelity: flow,  # tensor-parallel collectives
+//                 tp_collective: auto, tp_fidelity: flow,  # tensor-parallel collectives
 //                 partition: optimal,   # optimal | balanced | uniform | explicit (with balance: [..])
 //                 ps: {servers: 2, placement: dedicated, consistency: ssp, staleness: 2, iterations: 8}}
 //                     # or hosts: [0, 9]: the servers' GPUs (workers are GPUs 0..dp-1)
@@ -52,6 +56,7 @@
 #include "sim/ParameterServer.hpp"
 #include "sim/Schedules.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -60,6 +65,8 @@
 #include <vector>
 
 namespace ddlsim::experiments {
+
+class ChakraWorkload;  // ChakraWorkload.hpp: Chakra execution traces as the workload
 
 struct TrainingSpec {
   long long global_batch = 0;  ///< samples per iteration, all replicas together
@@ -70,6 +77,10 @@ struct TrainingSpec {
   double memory_reserve = 1024.0 * 1024 * 1024;  ///< bytes per GPU kept for CUDA context, NCCL and the allocator
   int seq = 0;  ///< tokens per sample set by the run (0: the model's own); the model is built with it
   std::optional<models::AttentionKind> attention;  ///< set by the run; else the model's own
+  /// A mixture of experts' busiest expert over the mean, and capacity factor, set by the run (else the
+  /// model's `moe:` values); the model is built with them
+  std::optional<double> load_imbalance;
+  std::optional<double> capacity_factor;
 };
 
 /// Parameter-server data parallelism instead of all-reduce (see sim/ParameterServer.hpp).
@@ -105,11 +116,17 @@ struct ParallelismSpec {
   int cp = 1;              ///< context parallelism: each sample's sequence split over cp GPUs (ring attention)
   int zero = 0;            ///< sharded data parallelism: 1 optimizer states, 2 + gradients, 3 + parameters
   int zero_group = 0;      ///< GPUs a ZeRO shard group spans (hybrid sharding); 0 means dp x cp
+  /// Expert parallelism: a mixture of experts' experts spread over ep GPUs carved out of the dp x cp
+  /// replicas (Megatron-Core's order: ep consecutive replicas); their gradients are reduced over the
+  /// dp x cp / ep replicas that hold the same experts
+  int ep = 1;
+  sim::CollectiveAlgorithm ep_collective = sim::CollectiveAlgorithm::automatic;  ///< auto | direct | hierarchical
+  sim::CollectiveFidelity ep_fidelity = sim::CollectiveFidelity::flow;
   bool sequence_parallel = false;  ///< Megatron sequence parallelism inside each tensor-parallel group
   int virtual_stages = 1;  ///< model chunks per device (interleaved schedule)
-  sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::ring;
+  sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::automatic;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
-  sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::ring;
+  sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::automatic;
   sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;  ///< `auto` resolved: auto_tp_fidelity()
   bool tp_aggregate = true;  ///< simulate each tp group as one device where its ranks are symmetric (Fold.hpp)
   /// Simulate one representative of each set of symmetric ranks (replicas, tp ranks): docs/scale.md
@@ -123,12 +140,19 @@ struct ParallelismSpec {
   int replicas() const { return dp * cp; }
   /// GPUs a ZeRO shard group spans (1 without ZeRO).
   int shard_group() const { return zero == 0 ? 1 : zero_group > 0 ? zero_group : dp * cp; }
+  /// GPUs that hold the same experts: dp x cp / ep (the expert-data-parallel group).
+  int expert_replicas() const { return dp * cp / std::max(1, ep); }
+  /// GPUs a ZeRO shard group of the experts' state spans: the shard group's members that hold the
+  /// same experts (1 without ZeRO).
+  int expert_shard_group() const { return zero == 0 ? 1 : std::max(1, shard_group() / std::max(1, ep)); }
 };
 
 /// What `parallelism.tp_fidelity: auto` (the default) means on `cluster`: the closed form where it
-/// provably equals the flow-level ring (tp is a whole node's GPUs, whose links nothing else uses, and
-/// the algorithm a ring), flows otherwise.
-sim::CollectiveFidelity auto_tp_fidelity(const ParallelismSpec& par, const sim::ClusterSpec& cluster);
+/// provably equals the flow-level ring (tp is a whole node's GPUs, whose links nothing else uses, the
+/// algorithm a ring, and no comm_compute_slowdown: a closed-form tensor-parallel collective is
+/// stream work, a flow-level one slows overlapping compute, sim/CommOverlap.hpp), flows otherwise.
+sim::CollectiveFidelity auto_tp_fidelity(const ParallelismSpec& par, const sim::ClusterSpec& cluster,
+                                         double comm_compute_slowdown = 0);
 
 /// One fully resolved configuration, ready to simulate.
 struct PointConfig {
@@ -143,6 +167,9 @@ struct PointConfig {
   TrainingSpec training;
   ParallelismSpec parallelism;
   ResourceLimits limits;
+  /// `model: {chakra: DIR}`: the work comes from these traces (model is then empty; training and
+  /// parallelism hold the traces' values, for the CSV)
+  std::shared_ptr<const ChakraWorkload> chakra;
   /// Why this point cannot be simulated as written (pp x dp x tp != GPUs, ...); empty when it can.
   std::vector<Diagnostic> problems;
   bool is_valid() const { return problems.empty(); }

@@ -5,10 +5,12 @@
 #include "experiments/Experiment.hpp"
 #include "sim/Collectives.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <tuple>
 
 namespace ddlsim::experiments {
 namespace {
@@ -25,15 +27,19 @@ constexpr double bytes_per_host    = 64.0 * 1024;
 constexpr double bytes_per_message = 120;
 constexpr double bytes_per_gpu     = 256;  // per GPU of the point, folded or not: the fold's orbits, statistics
 
-// Messages of a collective of `kind` over `group` (flow fidelity), 0 for analytic ones (a timer).
+// Messages of a collective of `kind` over `group` of `bytes` (flow fidelity) as NCCL's tuner resolves
+// it on `cluster` (the algorithm and its chunks depend on the size; an all-to-all's also on its
+// members' loads), 0 for analytic ones (a timer).
 double messages(sim::CollectiveKind kind, sim::CollectiveAlgorithm algorithm, sim::CollectiveFidelity fidelity,
-                std::vector<int> group, int gpus_per_node)
+                std::vector<int> group, const sim::ClusterSpec& cluster, double bytes,
+                std::vector<double> member_load = {}, bool load_at_source = false)
 {
   if (fidelity == sim::CollectiveFidelity::analytic || group.size() < 2)
     return 0;
-  // The most tree chunks (16): the estimate does not know each bucket's exact size.
-  const sim::CollectiveTask c{.kind = kind, .algorithm = algorithm, .group = std::move(group), .bytes = 1e300};
-  return static_cast<double>(sim::message_count(c, gpus_per_node));
+  sim::CollectiveTask c{.kind = kind, .algorithm = algorithm, .group = std::move(group), .bytes = bytes,
+                        .member_load = std::move(member_load), .load_at_source = load_at_source};
+  sim::resolve_collective(c, cluster);
+  return static_cast<double>(sim::message_count(c, cluster.gpus_per_node));
 }
 
 ResourceEstimate parameter_server(const PointConfig& point)
@@ -54,7 +60,7 @@ ResourceEstimate parameter_server(const PointConfig& point)
 
 } // namespace
 
-ResourceEstimate estimate_resources(const PointConfig& point)
+ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* planned)
 {
   const auto& par = point.parallelism;
   ResourceEstimate e;
@@ -64,9 +70,10 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     // As evaluate_point() simulates it: under its fold (Fold.hpp), only representatives run tasks
     // (tp_sim of the tp ranks, R_sim of the R replicas of each stage) and a collective sends its
     // messages over |H|, the fold's elements that keep its group.
-    const FoldPlan fold = plan_fold(point);
+    const FoldPlan fold = planned != nullptr ? *planned : plan_fold(point);
     const int tp       = par.tp;
-    const int per_node = point.cluster.gpus_per_node;
+    const sim::ClusterSpec& cluster = point.cluster;
+    const double d = dtype_bytes(point.training.dtype);
     const double M = point.micro_batches(), C = static_cast<double>(par.pp) * par.virtual_stages;
     const int R = par.replicas();  // replicas of a stage: dp x cp
     const double tp_sim = static_cast<double>(tp) / fold.tp;
@@ -79,7 +86,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     // synchronised-norm points (as plan_point() places them), each splitting a pass.
     const models::StageRange all{0, model.size()};
     const auto tensor = tp < 2 ? std::vector<sim::TpCollective>{}
-                               : tensor_collectives(model, all, 1.0, par.sequence_parallel);
+                               : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep);
     const double tp_collectives = static_cast<double>(tensor.size());
     // Each splits its pass where it sits, unless another sits there too (sequence parallelism: a
     // row layer's reduce-scatter and the next column layer's all-gather): distinct places count.
@@ -90,22 +97,40 @@ ResourceEstimate estimate_resources(const PointConfig& point)
       if (at > 0 && at < model.size())
         places.emplace(forward ? 0 : 1, at);
     }
-    const double tp_splits = static_cast<double>(places.size());
+    // Where a pass is split (a blocking collective between two compute segments): the tensor-parallel
+    // collectives' positions and, with expert parallelism, both sides of every experts layer; two at
+    // one place split it once (pass_steps in sim/Schedules.cpp).
+    std::set<std::tuple<bool, std::size_t>> splits;
+    for (const sim::TpCollective& c : tensor) {
+      const bool forward = c.phase == sim::Phase::forward;
+      splits.emplace(forward, forward ? (c.before ? c.layer : c.layer + 1) : (c.before ? c.layer + 1 : c.layer));
+    }
     double sync_points          = 0;
     double attention_layers     = 0;
+    double expert_layers        = 0;  // with expert parallelism: the experts layers, and the blocks holding them
+    double expert_blocks        = 0;
     for (const models::Layer& l : model.layers()) {
       sync_points += R > 1 && l.norm_channels > 0 ? 1 : 0;
       attention_layers += l.kind == models::LayerKind::attention ? 1 : 0;
+      expert_layers += par.ep > 1 && l.kind == models::LayerKind::moe ? 1 : 0;
     }
+    if (expert_layers > 0)
+      for (const models::Block& b : model.blocks())
+        for (std::size_t i = b.layers.begin; i < b.layers.end; ++i)
+          if (model.layers()[i].kind == models::LayerKind::moe) {
+            expert_blocks += 1;
+            break;
+          }
     // Gradient buckets: each chunk's last bucket, plus those the whole model's gradients close as
     // evaluate's gradient_buckets() fills them (from the last layer; a bucket closes at the cap).
     double buckets = C;
     double shared_places = 0;  // bucket boundaries where a tensor-parallel collective splits the backward already
     if (R > 1 && par.dp_bucket > 0) {
-      const double d = dtype_bytes(point.training.dtype);
       double bytes   = 0;
       for (std::size_t i = model.size(); i-- > 0;) {
-        bytes += model.held_parameters(i, all, par.tp) * d;  // as gradient_buckets() sizes them: per tensor rank
+        // As gradient_buckets() sizes them: per tensor rank, the experts' apart with expert parallelism.
+        if (par.ep == 1 || model.layers()[i].kind != models::LayerKind::moe)
+          bytes += model.held_parameters(i, all, par.tp) * d;
         if (bytes >= par.dp_bucket) {
           buckets += 1;
           shared_places += places.count({1, i}) != 0 ? 1 : 0;
@@ -136,27 +161,100 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     for (int t = 0; t < tp; ++t)
       tp_group.push_back(t);
     const auto reduce_kind = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
+    // Bytes of one reduction: a block (ZeRO units), a bucket, or a chunk's gradients.
+    double held = 0;
+    for (std::size_t i = 0; i < model.size(); ++i)
+      held += model.held_parameters(i, all, par.tp);
+    const double reduced_bytes = d *
+                                 (per_unit ? held / std::max(1.0, B) : par.dp_bucket > 0 ? par.dp_bucket : held / C);
     // One reduction: a collective per shard group, and with hybrid sharding an all-reduce per shard.
     const double hybrid = par.zero > 0 && groups > 1 ? shard : 0;
     const double reduction_messages =
-        groups_sim * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, per_node) / shard_h +
-        hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, per_node) /
-            fold.replicas;
-    const double sync_messages =
-        messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, per_node) / fold.replicas;
+        groups_sim * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, cluster, reduced_bytes) / shard_h +
+        hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, cluster,
+                          reduced_bytes / shard) / fold.replicas;
+    double sync_messages = 0;  // every synchronised norm's all-reduce of its per-channel sums (fp32)
+    for (const models::Layer& l : model.layers())
+      if (l.norm_channels > 0)
+        sync_messages += messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, cluster,
+                                  2 * l.norm_channels * 4) / fold.replicas;
     const double gather_messages =
-        groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, per_node) /
-        shard_h;
+        groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
+                              d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C)) / shard_h;
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
     for (const sim::TpCollective& c : tensor)
-      tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, per_node) / fold.tp;
+      tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster,
+                              c.bytes_per_sample * d * point.training.micro_batch) / fold.tp;
     // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 once after the step.
     const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : C;
     // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
     // and cp - 1 transfers per GPU.
     const double ring_layers = par.cp > 1 ? attention_layers : 0;
 
-    const double passes = members * M * (2 * C + 2 * sync_points + tp_splits + 2 * ring_layers * (par.cp + 1) +
+    // Expert parallelism: per experts layer and micro-batch, four all-to-alls (dispatch and combine,
+    // forward and backward; six with full recomputation) in each of the R / ep groups, per tensor rank; each splits the pass unless
+    // a tensor-parallel collective already splits it there (sequence parallelism). The experts'
+    // gradients are reduced over the R / ep replicas holding them, once per chunk (ZeRO 2 and 3: per
+    // micro-batch), in groups of the expert shard group; ZeRO 1 and 2 gather them after the step.
+    const int ep = par.ep;
+    const int expert_replicas = R / ep;
+    const int expert_shard = par.zero > 0 ? par.expert_shard_group() : expert_replicas;
+    const int expert_groups = expert_replicas / std::max(1, expert_shard);
+    std::vector<int> ep_group, expert_group, expert_across;
+    for (int r = 0; r < ep; ++r)
+      ep_group.push_back(r * tp);
+    for (int i = 0; i < expert_shard; ++i)
+      expert_group.push_back(i * ep * tp);
+    for (int j = 0; j < expert_groups; ++j)
+      expert_across.push_back(j * expert_shard * ep * tp);
+    const double per_layer = point.training.recompute == models::Recompute::full ? 6 : 4;  // + the recomputed forward's
+    const double exchanges = expert_layers > 0 ? per_layer * expert_layers * M * (R / ep) * tp_sim : 0;
+    if (expert_layers > 0)
+      for (std::size_t i = 0; i < model.size(); ++i)
+        if (model.layers()[i].kind == models::LayerKind::moe)
+          for (bool forward : {true, false})
+            for (std::size_t position : {i, i + 1})
+              splits.emplace(forward, position);
+    // Per micro-batch and ep group: each experts layer's dispatch and combine, forward and backward
+    // (and the recomputed forward's), at its size and with the ranks' loads (which NCCL's tuner, for
+    // `auto`, may send hierarchically).
+    double a2a_messages = 0, a2a_most = 0, held_experts = 0;
+    if (expert_layers > 0) {
+      const auto load = point_expert_load(point);
+      const double token_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;
+      for (std::size_t i = 0; i < model.size(); ++i)
+        if (const models::Layer& l = model.layers()[i]; l.kind == models::LayerKind::moe) {
+          held_experts += model.held_parameters(i, all, par.tp) / ep;
+          const double bytes = l.output_elements() * d * token_share /
+                               (par.sequence_parallel ? par.tp : 1) * load->shards * point.training.micro_batch;
+          for (bool at_source : {false, true}) {
+            const double n = messages(sim::CollectiveKind::all_to_all, par.ep_collective, par.ep_fidelity, ep_group,
+                                      cluster, bytes, load->rank_load, at_source);
+            a2a_messages += per_layer / 2 * n;  // half of them in the dispatch's direction
+            a2a_most = std::max(a2a_most, n);
+          }
+        }
+    }
+    const double expert_hybrid = par.zero > 0 && expert_groups > 1 ? expert_shard : 0;
+    const double expert_reductions =
+        expert_layers > 0 && expert_replicas > 1 ? C * (par.zero >= 2 ? M : 1) * ep * tp_sim : 0;  // per family and rank
+    const double expert_reduced_bytes = d * held_experts / C;
+    const double expert_reduction_messages =
+        expert_groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, expert_group, cluster,
+                                 expert_reduced_bytes) +
+        expert_hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, expert_across,
+                                 cluster, expert_reduced_bytes / std::max(1, expert_shard));
+    const double expert_gathers =
+        expert_layers == 0 || expert_shard < 2 ? 0
+        : par.zero >= 3                        ? 2 * M * expert_blocks * ep * tp_sim
+        : par.zero > 0                         ? C * ep * tp_sim
+                                               : 0;
+    const double expert_gather_messages =
+        expert_groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, expert_group, cluster,
+                                 d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
+
+    const double passes = members * M * (2 * C + 2 * sync_points + static_cast<double>(splits.size()) +
+                                         2 * ring_layers * (par.cp + 1) +
                                          (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
     const double bucket_splits =
         bucketed && par.zero < 3
@@ -168,27 +266,33 @@ ResourceEstimate estimate_resources(const PointConfig& point)
                              (par.cp > 1 ? members * M * ring_layers * (2.0 * (par.cp - 1) + 1) : 0);
     const double reduction_tasks = tp_sim * reductions * (groups_sim + hybrid);
     const double gather_tasks    = tp_sim * gathers * groups_sim;
+    const double expert_tasks = exchanges + expert_reductions * (expert_groups + expert_hybrid) +
+                                expert_gathers * expert_groups;
     const double collectives     = (R > 1 ? tp_sim * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +
-                               R_sim * M * tp_collectives;
+                               R_sim * M * tp_collectives + expert_tasks;
     e.devices    = static_cast<double>(par.pp) * members;
     e.tasks      = passes + bucket_splits + optimizer + transfers + collectives;
     e.activities = passes + bucket_splits + optimizer + transfers +
-                   (R > 1 ? tp_sim * M * 2 * sync_points * sync_messages : 0) + tp_sim * reductions * reduction_messages +
-                   tp_sim * gathers * gather_messages + R_sim * M * tp_messages;
+                   (R > 1 ? tp_sim * M * 2 * sync_messages : 0) + tp_sim * reductions * reduction_messages +
+                   tp_sim * gathers * gather_messages + R_sim * M * tp_messages + M * (R / ep) * tp_sim * a2a_messages +
+                   expert_reductions * expert_reduction_messages + expert_gathers * expert_gather_messages;
     // Every task waits for about two others (stream order and one transfer or collective); a
     // collective waits for each of its representative members.
     e.edges = 2 * e.tasks + (R > 1 ? tp_sim * M * 2 * sync_points * R_sim : 0) + R_sim * M * tp_collectives * tp_sim +
-              (reduction_tasks + gather_tasks) * std::min<double>(shard, R_sim);
+              (reduction_tasks + gather_tasks) * std::min<double>(shard, R_sim) + exchanges * ep +
+              (expert_tasks - exchanges) * std::max(1, expert_shard);
     const double in_flight =
-        e.devices * std::max({1.0, sync_messages / std::max(1.0, R_sim), reduction_messages / std::max(1.0, R_sim),
-                              tp_messages / std::max(1.0, tp_sim * std::max(1.0, tp_collectives))});
+        e.devices * std::max({1.0, sync_messages / std::max(1.0, sync_points) / std::max(1.0, R_sim),
+                              reduction_messages / std::max(1.0, R_sim),
+                              tp_messages / std::max(1.0, tp_sim * std::max(1.0, tp_collectives)), a2a_most / ep});
     e.memory_bytes = bytes_per_message * in_flight;
     // A folded collective is decomposed whole once per shape to check its symmetry.
     if (fold.factor() > 1)
       e.memory_bytes += bytes_per_message * std::max(
-          {messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, per_node),
-           messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, per_node),
-           messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, per_node)});
+          {messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, cluster, reduced_bytes),
+           messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, cluster, reduced_bytes),
+           messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, cluster,
+                    reduced_bytes)});
   }
   e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices +
                     bytes_per_gpu * par.gpus();
@@ -205,19 +309,16 @@ std::string over_limits(const PointConfig& point, const ResourceEstimate& cost)
                             (par.virtual_stages > 1 ? " x v " + std::to_string(par.virtual_stages) : "") + " x dp " +
                             std::to_string(par.dp) + " x tp " + std::to_string(par.tp) +
                             (par.cp > 1 ? " x cp " + std::to_string(par.cp) : "");
-  char text[512];
   if (activities)
-    std::snprintf(text, sizeof text,
-                  "this point would need about %.3g SimGrid activities (%s), over limits.max_activities = %.3g: "
-                  "make it smaller, or raise the limit (limits: {max_activities: N} or --set limits.max_activities=N)",
-                  cost.activities, shape.c_str(), point.limits.max_activities);
-  else
-    std::snprintf(text, sizeof text,
-                  "simulating this point would take about %s of memory (%.3g tasks, %s), over limits.max_memory = %s: "
-                  "make it smaller, or raise the limit (limits: {max_memory: 64GiB} or --set limits.max_memory=64GiB)",
-                  format_quantity(cost.memory_bytes, Dimension::bytes).c_str(), cost.tasks, shape.c_str(),
-                  format_quantity(point.limits.max_memory_bytes, Dimension::bytes).c_str());
-  return text;
+    return fmt::format("this point would need about {:.3g} SimGrid activities ({}), over limits.max_activities = {:.3g}: "
+                       "make it smaller, or raise the limit (limits: {{max_activities: N}} or --set "
+                       "limits.max_activities=N)",
+                       cost.activities, shape, point.limits.max_activities);
+  return fmt::format("simulating this point would take about {} of memory ({:.3g} tasks, {}), over limits.max_memory = "
+                     "{}: make it smaller, or raise the limit (limits: {{max_memory: 64GiB}} or --set "
+                     "limits.max_memory=64GiB)",
+                     format_quantity(cost.memory_bytes, Dimension::bytes), cost.tasks, shape,
+                     format_quantity(point.limits.max_memory_bytes, Dimension::bytes));
 }
 
 } // namespace ddlsim::experiments

@@ -2,6 +2,7 @@
 
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
+#include "common/Suggest.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -48,8 +49,144 @@ const std::vector<std::string>& csv_columns()
       "sim_memory_estimate_bytes", "cp",          "zero",
       "zero_group",       "sequence_parallel",   "seq",
       "attention",        "tokens_per_s",        "mfu",
-      "active_parameters"};
+      "active_parameters", "ep",                 "ep_collective",
+      "all_to_all_time_s", "dropped_tokens",     "load_imbalance",
+      "capacity_factor",  "measured_peak_memory_bytes", "collective_algorithms"};
   return columns;
+}
+
+const std::vector<std::string>& contract_columns()
+{
+  static const std::vector<std::string> columns(csv_columns().begin(), csv_columns().begin() + 26);
+  return columns;
+}
+
+const std::vector<std::string>& identity_columns()
+{
+  static const std::vector<std::string> columns{"experiment", "config_id", "model", "cluster", "calibration",
+                                                "schedule",   "pp",        "dp",    "tp",      "gpus",
+                                                "global_batch", "micro_batch", "dtype"};
+  return columns;
+}
+
+namespace {
+// The presets of --columns but `default`, which depends on the rows.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& column_presets()
+{
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> presets{
+      {"all", csv_columns()},
+      {"contract", contract_columns()},
+      {"identity", identity_columns()},
+      {"memory", {"peak_memory_bytes", "memory_capacity_bytes", "activation_memory_bytes", "memory_reserve_bytes"}},
+      {"throughput",
+       {"iteration_time_s", "throughput_samples_per_s", "tokens_per_s", "mfu", "bubble_fraction", "gpu_utilization"}},
+      {"measured",
+       {"backend", "device", "measured_iteration_time_s", "measured_min_s", "measured_max_s",
+        "measured_throughput_samples_per_s", "error_pct", "work_scale", "measured_peak_memory_bytes"}},
+      {"parameter_server", {"ps_servers", "ps_consistency", "ps_iterations", "staleness_max", "staleness_mean"}},
+      {"llm", {"seq", "attention", "cp", "zero", "zero_group", "sequence_parallel", "active_parameters"}},
+      {"moe",
+       {"ep", "ep_collective", "all_to_all_time_s", "dropped_tokens", "load_imbalance", "capacity_factor",
+        "active_parameters", "collective_algorithms"}},
+      {"simulation",
+       {"sim_activities", "sim_activities_estimate", "sim_wall_time_s", "sim_memory_estimate_bytes",
+        "collective_fidelity", "collective_algorithms", "compute_costs", "collective_times"}},
+  };
+  return presets;
+}
+
+// The default set: the contract columns and every column some row fills, in csv_columns() order.
+std::vector<std::string> default_columns(const std::vector<ResultRow>& rows)
+{
+  const auto& cols = csv_columns();
+  std::vector<bool> keep(cols.size(), false);
+  std::fill(keep.begin(), keep.begin() + static_cast<long>(contract_columns().size()), true);
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < cols.size(); ++c)
+      keep[c] = keep[c] || !row.cells()[c].empty();
+  std::vector<std::string> out;
+  for (std::size_t c = 0; c < cols.size(); ++c)
+    if (keep[c])
+      out.push_back(cols[c]);
+  return out;
+}
+
+// The columns a name stands for (a column, a preset, or `default`); empty when it is neither.
+std::vector<std::string> expand(const std::string& name, const std::vector<ResultRow>& rows)
+{
+  if (name == "default")
+    return default_columns(rows);
+  for (const auto& [preset, columns] : column_presets())
+    if (preset == name)
+      return columns;
+  const auto& cols = csv_columns();
+  if (std::find(cols.begin(), cols.end(), name) != cols.end())
+    return {name};
+  return {};
+}
+}  // namespace
+
+std::vector<std::string> ColumnSelection::presets()
+{
+  std::vector<std::string> names{"default"};
+  for (const auto& [preset, columns] : column_presets())
+    names.push_back(preset);
+  return names;
+}
+
+ColumnSelection ColumnSelection::parse(const std::string& spec)
+{
+  ColumnSelection selection;
+  std::vector<std::string> valid = presets();
+  valid.insert(valid.end(), csv_columns().begin(), csv_columns().end());
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    std::size_t comma = spec.find(',', start);
+    if (comma == std::string::npos)
+      comma = spec.size();
+    std::string token = spec.substr(start, comma - start);
+    token.erase(0, token.find_first_not_of(" \t"));
+    token.erase(token.find_last_not_of(" \t") + 1);
+    start = comma + 1;
+    if (token.empty())
+      continue;
+    const std::string name = token[0] == '-' ? token.substr(1) : token;
+    if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
+      std::string listed;
+      for (const auto& preset : presets())
+        listed += (listed.empty() ? "" : ", ") + preset;
+      throw Error("unknown column '" + name + "'" + did_you_mean(name, valid) +
+                  " (a column of docs/csv.md, or a preset: " + listed + ")");
+    }
+    selection.tokens_.push_back(token);
+  }
+  // A selection that starts by taking out takes out of the default set.
+  if (!selection.tokens_.empty() && selection.tokens_.front()[0] == '-')
+    selection.tokens_.insert(selection.tokens_.begin(), "default");
+  ResultRow filled;
+  for (const auto& column : csv_columns())
+    filled.set(column, std::string("x"));
+  if (selection.tokens_.empty() || selection.resolve({filled}).empty())
+    throw Error("'" + spec + "' selects no column");
+  return selection;
+}
+
+std::vector<std::string> ColumnSelection::resolve(const std::vector<ResultRow>& rows) const
+{
+  if (tokens_.empty())
+    return default_columns(rows);
+  std::vector<std::string> out;
+  for (const auto& token : tokens_) {
+    const bool remove = token[0] == '-';
+    for (const auto& column : expand(remove ? token.substr(1) : token, rows)) {
+      auto it = std::find(out.begin(), out.end(), column);
+      if (remove && it != out.end())
+        out.erase(it);
+      else if (!remove && it == out.end())
+        out.push_back(column);
+    }
+  }
+  return out;
 }
 
 ResultRow::ResultRow() : cells_(csv_columns().size()) {}
@@ -60,7 +197,7 @@ void ResultRow::set(const std::string& column, const std::string& value) { cells
 bool whole_number_column(const std::string& column)
 {
   return column.find("bytes") != std::string::npos || column == "model_parameters" || column == "active_parameters" ||
-         column == "sim_activities_estimate";
+         column == "sim_activities_estimate" || column == "dropped_tokens";
 }
 
 void ResultRow::set(const std::string& column, double value)
@@ -128,7 +265,7 @@ std::string csv_escape(const std::string& cell)
   return out + "\"";
 }
 
-std::vector<ResultRow> read_csv(const std::string& path)
+CsvTable read_csv_table(const std::string& path)
 {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -179,41 +316,62 @@ std::vector<ResultRow> read_csv(const std::string& path)
     throw ConfigError(path, record_line, "", "a quoted cell is not closed (a cut file?)");
   if (cell_started || !record.empty())
     throw ConfigError(path, record_line, "", "the last row has no line end (a cut file?)");
+  if (records.empty())
+    throw ConfigError(path, 1, "", "not a ddlsim CSV: it is empty");
+  CsvTable table;
   const auto& cols = csv_columns();
-  if (records.empty() || records[0] != cols)
-    throw ConfigError(path, 1, "", "not a CSV of this ddlsim version (its header differs)");
-  std::vector<ResultRow> rows;
+  for (const auto& name : records[0]) {
+    if (std::find(cols.begin(), cols.end(), name) == cols.end())
+      throw ConfigError(path, 1, "", "not a CSV of this ddlsim version: unknown column '" + name + "'" +
+                                         did_you_mean(name, cols));
+    if (std::find(table.columns.begin(), table.columns.end(), name) != table.columns.end())
+      throw ConfigError(path, 1, "", "column '" + name + "' appears twice");
+    table.columns.push_back(name);
+  }
   for (std::size_t r = 1; r < records.size(); ++r) {
-    if (records[r].size() != cols.size())
-      throw ConfigError(path, lines[r], "", "expected " + std::to_string(cols.size()) + " cells, found " +
+    if (records[r].size() != table.columns.size())
+      throw ConfigError(path, lines[r], "", "expected " + std::to_string(table.columns.size()) + " cells, found " +
                                                 std::to_string(records[r].size()));
     ResultRow row;
-    for (std::size_t c = 0; c < cols.size(); ++c)
-      row.set(cols[c], records[r][c]);
-    rows.push_back(std::move(row));
+    for (std::size_t c = 0; c < table.columns.size(); ++c)
+      row.set(table.columns[c], records[r][c]);
+    table.rows.push_back(std::move(row));
   }
-  return rows;
+  return table;
+}
+
+std::vector<ResultRow> read_csv(const std::string& path) { return read_csv_table(path).rows; }
+
+void require_identity_columns(const std::string& path, const CsvTable& table, const std::string& why)
+{
+  for (const auto& column : identity_columns())
+    if (std::find(table.columns.begin(), table.columns.end(), column) == table.columns.end())
+      throw ConfigError(path, 1, "", "no column '" + column + "': " + why +
+                                         " (write the CSV with the default columns, or with --columns including "
+                                         "the preset identity)");
 }
 
 bool same_point(const ResultRow& a, const ResultRow& b)
 {
-  for (const char* column : {"experiment", "config_id", "model", "cluster", "calibration", "schedule", "pp", "dp", "tp",
-                             "gpus", "global_batch", "micro_batch", "dtype"})
+  for (const auto& column : identity_columns())
     if (a.get(column) != b.get(column))
       return false;
   return true;
 }
 
-void write_csv(const std::string& path, const std::vector<ResultRow>& rows)
+void write_csv(const std::string& path, const std::vector<ResultRow>& rows, const ColumnSelection& columns)
 {
+  const std::vector<std::string> names = columns.resolve(rows);
+  std::vector<std::size_t> index;
+  for (const auto& name : names)
+    index.push_back(column_index(name));
   write_file_atomically(path, "the CSV", [&](std::ostream& out) {
-    const auto& cols = csv_columns();
-    for (std::size_t i = 0; i < cols.size(); ++i)
-      out << (i ? "," : "") << cols[i];
+    for (std::size_t i = 0; i < names.size(); ++i)
+      out << (i ? "," : "") << names[i];
     out << '\n';
     for (const auto& row : rows) {
-      for (std::size_t i = 0; i < row.cells().size(); ++i)
-        out << (i ? "," : "") << csv_escape(row.cells()[i]);
+      for (std::size_t i = 0; i < index.size(); ++i)
+        out << (i ? "," : "") << csv_escape(row.cells()[index[i]]);
       out << '\n';
     }
   });

@@ -1,5 +1,8 @@
 #include "experiments/Search.hpp"
 
+#include "experiments/ChakraWorkload.hpp"
+#include "models/ExpertLoad.hpp"
+
 #include "calibration/TableCostModel.hpp"
 #include "common/Error.hpp"
 #include "sim/Collectives.hpp"
@@ -98,6 +101,8 @@ private:
 
 MicrobatchSearch search_microbatch(const PointConfig& base, const MicrobatchSearchOptions& options)
 {
+  if (base.chakra)
+    throw Error(chakra_refusal("search microbatch"));
   if (!base.is_valid())
     throw Error("the experiment's point is not valid: " + base.problems.front().to_string());
   MicrobatchSearcher s(base, options);
@@ -156,6 +161,8 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
 
 std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const ParallelSearchOptions& options)
 {
+  if (base.chakra)
+    throw Error(chakra_refusal("search parallel"));
   const int gpus = base.cluster.gpu_count();
   const int per_node = base.cluster.gpus_per_node;
   const models::Model& model = base.model;
@@ -163,6 +170,12 @@ std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const Para
   const double tokens = model.input_shape().tokens;
   const long long batch = base.training.global_batch;
   const int blocks = static_cast<int>(model.blocks().size());
+  int experts = 0;  // a mixture of experts: ep sizes to try
+  for (const auto& l : model.layers())
+    if (l.kind == models::LayerKind::moe) {
+      experts = l.experts;
+      break;
+    }
   std::vector<ParallelLayout> out;
   for (int tp = 1; tp <= per_node; ++tp) {
     if (per_node % tp != 0 || gpus % tp != 0)
@@ -181,15 +194,25 @@ std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const Para
         if (batch % dp != 0)
           continue;
         const long long per_replica = batch / dp;
-        for (int zero : options.zero_stages) {
-          if (zero > 0 && dp * cp == 1)
-            continue;  // nothing to shard over
-          for (long long b = 1; b <= std::min<long long>(per_replica, options.max_micro_batch); b *= 2) {
-            // At least pp micro-batches: fewer leave stages idle for most of the iteration.
-            if (per_replica % b != 0 || per_replica / b > options.max_micro_batches || per_replica / b < pp)
-              continue;
-            out.push_back({.tp = tp, .pp = pp, .dp = dp, .cp = cp, .zero = zero,
-                           .sequence_parallel = sequence && tp > 1, .micro_batch = static_cast<int>(b)});
+        // Expert parallelism out of the dp x cp replicas, in sizes that hold whole experts or shards.
+        std::vector<int> eps{1};
+        for (int ep = 2; experts > 0 && ep <= dp * cp; ++ep)
+          if ((dp * cp) % ep == 0 && models::expert_parallel_fits(experts, ep))
+            eps.push_back(ep);
+        for (int ep : eps) {
+          if (!options.expert_parallel.empty() &&
+              std::find(options.expert_parallel.begin(), options.expert_parallel.end(), ep) == options.expert_parallel.end())
+            continue;
+          for (int zero : options.zero_stages) {
+            if (zero > 0 && dp * cp == 1)
+              continue;  // nothing to shard over
+            for (long long b = 1; b <= std::min<long long>(per_replica, options.max_micro_batch); b *= 2) {
+              // At least pp micro-batches: fewer leave stages idle for most of the iteration.
+              if (per_replica % b != 0 || per_replica / b > options.max_micro_batches || per_replica / b < pp)
+                continue;
+              out.push_back({.tp = tp, .pp = pp, .dp = dp, .cp = cp, .zero = zero,
+                             .sequence_parallel = sequence && tp > 1, .micro_batch = static_cast<int>(b), .ep = ep});
+            }
           }
         }
       }
@@ -206,8 +229,9 @@ double collective_seconds(const PointConfig& point, sim::CollectiveKind kind, si
 {
   if (group.size() < 2 || bytes <= 0)
     return 0;
-  const sim::CollectiveTask task{.kind = kind, .algorithm = algorithm, .fidelity = sim::CollectiveFidelity::analytic,
-                                 .group = std::move(group), .bytes = bytes};
+  sim::CollectiveTask task{.kind = kind, .algorithm = algorithm, .fidelity = sim::CollectiveFidelity::analytic,
+                           .group = std::move(group), .bytes = bytes};
+  sim::resolve_collective(task, point.cluster);  // NCCL's choice and protocol, as the simulation makes it
   return sim::analytic_seconds(task, point.cluster);
 }
 
@@ -234,6 +258,19 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     shard_group.push_back(pipe.device(0, r, 0));
   for (int r = 0; r < par.replicas(); r += shard)
     across_group.push_back(pipe.device(0, r, 0));
+  // Expert parallelism: the ep group's all-to-alls (at their member loads) and the experts' gradients
+  // over the replicas holding the same experts, sharded in groups of expert_shard.
+  std::vector<int> ep_group, expert_group, expert_across;
+  for (int r = 0; r < par.ep; ++r)
+    ep_group.push_back(pipe.device(0, r, 0));
+  const int expert_shard = par.zero > 0 ? par.expert_shard_group() : par.expert_replicas();
+  for (int i = 0; i < expert_shard; ++i)
+    expert_group.push_back(pipe.device(0, i * par.ep, 0));
+  for (int j = 0; j < par.expert_replicas(); j += expert_shard)
+    expert_across.push_back(pipe.device(0, j * par.ep, 0));
+  std::vector<double> experts(static_cast<std::size_t>(ranks), 0.0);
+  const double busiest =
+      pipe.expert_compute.empty() ? 1.0 : *std::max_element(pipe.expert_compute.begin(), pipe.expert_compute.end());
   for (std::size_t c = 0; c < pipe.stages.size(); ++c) {
     const sim::StagePlan& stage = pipe.stages[c];
     const auto r = c % static_cast<std::size_t>(ranks);
@@ -244,12 +281,33 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     for (const sim::TpCollective& tc : stage.tp_collectives)
       tensor[r] += collective_seconds(point, tc.kind, pipe.tp_algorithm, tp_group, tc.bytes_per_sample * mb);
     gradients[r] += stage.gradient_bytes;
+    experts[r] += stage.expert_gradient_bytes;
+    const double passes = pipe.expert_recompute ? 3 : 2;  // forward, backward, and the recomputed forward
+    for (const sim::ExpertExchange& x : stage.exchanges) {
+      // Four all-to-alls per micro-batch (six with full recomputation), as NCCL's tuner resolves them,
+      // and the busiest GPU's extra expert work.
+      for (bool at_source : {false, true}) {  // dispatch and combine
+        sim::CollectiveTask a2a{.kind = sim::CollectiveKind::all_to_all, .algorithm = pipe.ep_algorithm,
+                                .fidelity = sim::CollectiveFidelity::analytic, .group = ep_group,
+                                .bytes = x.bytes_per_sample * mb, .member_load = pipe.expert_load,
+                                .load_at_source = at_source};
+        sim::resolve_collective(a2a, point.cluster);
+        tensor[r] += passes * sim::analytic_seconds(a2a, point.cluster);
+      }
+      work[r] += (busiest - 1) *
+                 (sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::forward, mb, compute, cost) +
+                  sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::backward, mb, compute, cost));
+    }
     for (const sim::ShardUnit& u : stage.units) {
       const double g = collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, u.bytes);
       gathers[r] += g;
       first_gather[r] = first_gather[r] > 0 ? first_gather[r] : g;
     }
   }
+  // Communication hidden under compute slows that compute: D seconds of overlap add D s / (1 + s)
+  // (the profile's comm_compute_slowdown s, as the replay applies it: sim/CommOverlap.hpp).
+  const calibration::Parameter* slowdown = point.profile.find("comm_compute_slowdown");
+  const double overlap_cost = slowdown ? slowdown->value / (1 + slowdown->value) : 0.0;
   double slowest = 0;
   for (int r = 0; r < ranks; ++r) {
     const auto i = static_cast<std::size_t>(r);
@@ -263,13 +321,30 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     const double last = par.dp_bucket > 0 ? std::min(par.dp_bucket, grads) : grads;
     const auto reduce = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
     if (par.replicas() > 1) {
+      // Reductions hidden under the backward slow it: the earlier buckets (ZeRO 2 without buckets: every
+      // unit) under the last micro-batch's; with ZeRO 2, every micro-batch's reduction under its own.
+      if (overlap_cost > 0 && par.zero < 3) {
+        const double hidden_last = par.zero == 2 && par.dp_bucket <= 0 ? grads : grads - last;
+        double hidden = collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, hidden_last);
+        if (par.zero == 2)
+          hidden += (m - 1) * collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, grads);
+        t += overlap_cost * std::min((par.zero == 2 ? m : 1.0) * work[i], hidden);
+      }
       t += collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, par.zero >= 3 ? 0.0 : last);
       if (par.zero > 0 && shard < par.replicas())
         t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, across_group, last / shard);
       if (par.zero == 1 || par.zero == 2)
         t += collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads);
       if (par.zero >= 3)
-        t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]);
+        t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]) +
+             overlap_cost * std::min(2 * m * gathers[i], m * work[i]);
+      // The experts' gradients, reduced (and with ZeRO 1-2 gathered) over their own groups.
+      t += collective_seconds(point, reduce, pipe.dp_algorithm, expert_group, experts[i]);
+      if (par.zero > 0 && expert_shard < par.expert_replicas())
+        t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, expert_across,
+                                experts[i] / expert_shard);
+      if (par.zero == 1 || par.zero == 2)
+        t += collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, expert_group, experts[i]);
     }
     t += optimizer[i];
     slowest = std::max(slowest, t);
@@ -292,7 +367,7 @@ ParallelSearch search_parallel(const PointConfig& base, const std::function<Poin
   for (const ParallelLayout& layout : parallel_layouts(base, options)) {
     ++search.enumerated;
     if (!shape || layout.tp != shape_layout.tp || layout.pp != shape_layout.pp || layout.dp != shape_layout.dp ||
-        layout.cp != shape_layout.cp) {
+        layout.cp != shape_layout.cp || layout.ep != shape_layout.ep) {
       shape_layout = layout;
       shape = make_point(layout);
     }
@@ -302,7 +377,8 @@ ParallelSearch search_parallel(const PointConfig& base, const std::function<Poin
     p.parallelism.zero = layout.zero;
     p.parallelism.zero_group = layout.zero == 0 ? 0 : base.parallelism.zero_group;
     p.training.micro_batch = layout.micro_batch;
-    if (p.parallelism.zero_group > 0 && p.parallelism.replicas() % p.parallelism.zero_group != 0)
+    if (p.parallelism.zero_group > 0 && (p.parallelism.replicas() % p.parallelism.zero_group != 0 ||
+                                         p.parallelism.zero_group % p.parallelism.ep != 0))
       continue;
     if (p.parallelism.schedule == sim::ScheduleKind::interleaved && p.micro_batches() % p.parallelism.pp != 0)
       continue;

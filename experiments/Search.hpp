@@ -93,12 +93,14 @@ struct ParallelLayout {
   int zero = 0;
   bool sequence_parallel = false;
   int micro_batch = 1;
+  int ep = 1;  ///< expert parallelism (mixtures of experts): a divisor of dp x cp that fits the experts
 };
 
 struct ParallelSearchOptions {
   int jobs = 1;
   std::size_t top = 16;                  ///< layouts simulated in full
   std::vector<int> zero_stages{0, 1, 2, 3};
+  std::vector<int> expert_parallel;      ///< ep sizes tried for a mixture of experts; empty: every one that fits
   long long max_micro_batches = 4096;    ///< leave out micro-batch sizes that need more than this M
   int max_micro_batch = 16;              ///< the largest micro-batch size tried
   double min_cp_tokens = 4096;           ///< context parallelism only down to chunks of this many tokens
@@ -130,7 +132,7 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
 
 /// Runs the search. `make_point(layout)` resolves the experiment at that layout with an experiment
 /// file's checks (its problems filled when it cannot be simulated); it is called once per shape
-/// (tp, pp, dp, cp), the ZeRO stage and micro-batch set on a copy. Throws Error when no layout fits.
+/// (tp, pp, dp, cp, ep), the ZeRO stage and micro-batch set on a copy. Throws Error when no layout fits.
 ParallelSearch search_parallel(const PointConfig& base, const std::function<PointConfig(const ParallelLayout&)>& make_point,
                                const ParallelSearchOptions& options);
 

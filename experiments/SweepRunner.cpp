@@ -2,6 +2,7 @@
 
 #include "common/Error.hpp"
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
@@ -217,10 +218,10 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
       } else {
         rows[child.index] = describe_point(points[child.index]);
         rows[child.index].set("status", std::string("error"));
-        char limit[96];
-        std::snprintf(limit, sizeof limit, "simulation process ran past --point-timeout %g s and was killed",
-                      options.point_timeout_s);
-        rows[child.index].set("message", child.timed_out ? std::string(limit) : describe_exit(status));
+        rows[child.index].set("message", child.timed_out ? fmt::format("simulation process ran past --point-timeout "
+                                                                       "{:g} s and was killed",
+                                                                       options.point_timeout_s)
+                                                         : describe_exit(status));
       }
       const std::size_t index = child.index;
       running.erase(pids[k]);

@@ -43,6 +43,8 @@ const char* collective_role_name(sim::CollectiveRole role)
   case sim::CollectiveRole::tensor_parallel: return "tensor_parallel";
   case sim::CollectiveRole::barrier: return "barrier";
   case sim::CollectiveRole::parameters: return "parameters";
+  case sim::CollectiveRole::expert_dispatch: return "expert_dispatch";
+  case sim::CollectiveRole::expert_combine: return "expert_combine";
   }
   return "";
 }

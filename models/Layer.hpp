@@ -33,7 +33,9 @@ enum class LayerKind {
   activation,
   swiglu,
   rotary,
+  moe_router,
   moe,
+  moe_combine,
   dropout,
   add,
   concat,
@@ -41,7 +43,7 @@ enum class LayerKind {
   custom
 };
 
-inline constexpr EnumTable<LayerKind, 19> layer_kind_table{{{
+inline constexpr EnumTable<LayerKind, 21> layer_kind_table{{{
     {"linear", LayerKind::linear, "fully connected: y = x W + b on the last dimension (flattens C x H x W)"},
     {"conv2d", LayerKind::conv2d, "2-D convolution (cuDNN), optional groups"},
     {"pooling", LayerKind::pooling, "max or average pooling, or global average pooling"},
@@ -56,7 +58,12 @@ inline constexpr EnumTable<LayerKind, 19> layer_kind_table{{{
     {"activation", LayerKind::activation, "element-wise nonlinearity (relu, gelu, tanh, sigmoid, silu)"},
     {"swiglu", LayerKind::swiglu, "SwiGLU gate: silu(a) * b on the two halves of its input (Llama's MLP)"},
     {"rotary", LayerKind::rotary, "rotary position embedding (RoPE) applied to Q and K of a fused QKV; no parameters"},
-    {"moe", LayerKind::moe, "mixture of experts: router, dispatch, the experts' grouped GEMMs, combine"},
+    {"moe_router", LayerKind::moe_router,
+     "a mixture of experts' router: gate GEMM, top-k, tokens permuted by expert (made by type: moe)"},
+    {"moe", LayerKind::moe,
+     "mixture of experts: router, dispatch, the experts' grouped GEMMs, combine (three layers; this one the experts)"},
+    {"moe_combine", LayerKind::moe_combine,
+     "a mixture of experts' combine: each token's top_k expert outputs un-permuted and summed (made by type: moe)"},
     {"dropout", LayerKind::dropout, "dropout: keeps a one-byte mask per element for backward"},
     {"add", LayerKind::add, "element-wise sum of its inputs (residual connection)"},
     {"concat", LayerKind::concat, "concatenation of its inputs along channels/features"},
@@ -149,6 +156,9 @@ struct Kernel {
   /// Part of a fused kernel (FlashAttention): priced by its flop and bytes, never by the measured time
   /// of a library kernel of the same GEMM shape (which would do the full square, once)
   bool fused = false;
+  bool causal = false;                  ///< fused attention with a causal mask: blocks on and below the diagonal
+  bool in_forward = true;               ///< launched in the forward pass (false: a backward-only kernel)
+  bool in_backward = true;              ///< launched in the backward pass (false: a forward-only kernel)
   std::string shape_string() const;     ///< e.g. "gemm m=1024 n=2304 k=768", "conv 3x224x224 k=64 7x7/2"
 };
 
@@ -171,6 +181,8 @@ struct Layer {
   int kv_heads = 0;                 ///< attention and rotary layers: key/value heads (grouped-query attention)
   /// Parameters a token uses (count): all of them, but a mixture of experts' top_k experts only.
   double active_parameters = 0;
+  // A mixture of experts is three layers: moe_router, moe (the experts) and moe_combine; these are
+  // set on all three.
   int experts = 0;                  ///< moe: routed experts
   int top_k = 0;                    ///< moe: experts each token is routed to
   double expert_parameters = 0;     ///< moe: parameters of one routed expert

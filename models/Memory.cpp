@@ -56,7 +56,10 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
   const double tp = options.tp;
   const auto& layers = model.layers();
   const std::size_t nb = model.blocks().size();
+  if (options.ep < 1 || options.expert_shard < 1 || !(options.expert_load >= 0))
+    throw std::invalid_argument("ep and the expert shard group must be >= 1, the expert load >= 0");
   params_.assign(nb + 1, 0.0);
+  expert_params_.assign(nb + 1, 0.0);
   stash_.assign(nb + 1, 0.0);
   cheap_.assign(nb + 1, 0.0);
   boundary_.assign(nb + 1, 0.0);
@@ -66,16 +69,24 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
   const double cp = sequence_model ? options.cp : 1.0;
   for (std::size_t b = 0; b < nb; ++b) {
     const StageRange r = model.blocks()[b].layers;
-    double params = 0, stash = 0, cheap = 0, workspace = 0;
+    double params = 0, experts = 0, stash = 0, cheap = 0, workspace = 0;
     for (std::size_t i = r.begin; i < r.end; ++i) {
       const Layer& l = layers[i];
+      const bool expert_layer = l.kind == LayerKind::moe;
       const double share = tp_divides(l.tp) ? 1.0 / tp : 1.0;
       const bool sp = options.sequence_parallel && sequence_model && !l.output.image;
       const double stash_share = (sp ? 1.0 / tp : share) / cp;  // of the layer's private stash
-      params += l.parameters * share;
+      const double rows = expert_layer ? options.expert_load : 1.0;  // the busiest GPU's tokens
+      // An expert split over `shards` GPUs (ep > experts): each shard receives every token copy routed
+      // to its expert, whole, and keeps it for backward (its GEMM outputs are 1/shards as wide).
+      const double shards = expert_layer && options.ep > l.experts ? static_cast<double>(options.ep / l.experts) : 1.0;
+      params += l.parameters * share / (expert_layer ? options.ep : 1);
+      experts += expert_layer ? l.parameters * share / options.ep : 0.0;
       const double split = model.owned_split_stash_elements(i);
-      const double whole = model.owned_stash_elements(i) - split;
-      stash += ((sp ? whole / tp : whole) + split / tp) * d / cp + l.stashed_mask_bytes * stash_share;
+      double whole = model.owned_stash_elements(i) - split;
+      if (shards > 1 && !l.inputs.empty())
+        whole += (shards - 1) * layers[l.inputs.front()].output_elements();
+      stash += (((sp ? whole / tp : whole) + split / tp) * d / cp + l.stashed_mask_bytes * stash_share) * rows;
       if (l.recompute_cheap) {
         const double dropped = (l.stashed_elements * d + l.stashed_mask_bytes) * stash_share;
         cheap += dropped;
@@ -86,12 +97,16 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
         gradients += layers[in].output_elements();
       if (l.inputs.empty())
         gradients += model.input_shape().elements();
-      workspace = std::max(workspace, (l.workspace_elements() + gradients) * d * share / cp);
+      double buffers = 0;  // the dispatch's send and receive buffers (every copy to each shard)
+      if (expert_layer && options.ep > 1)
+        buffers = shards * (1 + options.expert_load) * l.output_elements() * d / cp / (sp ? tp : 1.0);
+      workspace = std::max(workspace, (l.workspace_elements() + gradients) * d * share / cp + buffers);
       if (l.tied_parameters > 0)
         tied_layers_.push_back(i);
     }
     const double input = model.crossing_elements(r.begin) * d / cp / (options.sequence_parallel && sequence_model ? tp : 1.0);
     params_[b + 1] = params_[b] + params;
+    expert_params_[b + 1] = expert_params_[b] + experts;
     block_params[b] = params;
     stash_[b + 1] = stash_[b] + stash;
     cheap_[b + 1] = cheap_[b] + cheap;
@@ -135,11 +150,15 @@ MemoryBreakdown StageMemoryModel::stage(StageRange blocks, int in_flight) const
   const double d = dtype_bytes(options_.dtype);
   MemoryBreakdown m;
   m.parameters = parameters(blocks);
+  // Dense weights are sharded over the shard group, the experts' over their own.
+  const double experts = expert_parameters(blocks);
   const TrainingState state =
-      training_state(m.parameters, options_.dtype, options_.optimizer, options_.zero, options_.shard);
-  m.weights = state.weights;
-  m.gradients = state.gradients;
-  m.optimizer_state = state.optimizer_state;
+      training_state(m.parameters - experts, options_.dtype, options_.optimizer, options_.zero, options_.shard);
+  const TrainingState expert_state =
+      training_state(experts, options_.dtype, options_.optimizer, options_.zero, options_.expert_shard);
+  m.weights = state.weights + expert_state.weights;
+  m.gradients = state.gradients + expert_state.gradients;
+  m.optimizer_state = state.optimizer_state + expert_state.optimizer_state;
 
   const double n = std::max(in_flight, 0);
   const double b = micro_batch_;

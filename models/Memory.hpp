@@ -24,6 +24,12 @@
 // tokens, so their stash divides by t too: s h 34/t + 5 a s^2 / t. Context parallelism (cp GPUs per
 // sequence) divides every activation of a sequence model by cp (each GPU keeps its s/cp tokens).
 //
+// Expert parallelism (ep GPUs) divides the experts layers' parameters by ep; their training state is
+// sharded over its own ZeRO group (expert_shard). The experts layers' stash is that of the busiest
+// GPU's rows (expert_load), and with ep > 1 each keeps its dispatch buffers as workspace: the tokens
+// it sends and those it receives, (1 + expert_load) x tokens x top_k x hidden per sample. An expert
+// split over shards = ep / experts GPUs (ep > experts) receives every copy routed to it on each
+// shard: its input stash and both buffers are shards times larger.
 // Sharded data parallelism (ZeRO, Rajbhandari et al. 2020; FSDP) over a group of N GPUs divides the
 // training state: stage 1 the optimizer state, stage 2 also the gradients, stage 3 also the weights.
 // With mixed-precision Adam (2 + 2 + 12 bytes per parameter): 16 P, 4 P + 12 P/N, 2 P + 14 P/N, 16 P/N.
@@ -74,6 +80,12 @@ struct MemoryOptions {
   int cp = 1;                ///< context-parallel GPUs sharing each sequence
   int zero = 0;              ///< ZeRO stage 0-3
   int shard = 1;             ///< GPUs of the ZeRO shard group
+  int ep = 1;                ///< expert parallelism: a GPU holds 1/ep of every experts layer (moe)
+  int expert_shard = 1;      ///< GPUs of the ZeRO shard group of the experts' state (of those holding them)
+  /// The experts layers' rows on the GPU that has the most, over the uniform dropless rows
+  /// (models::ExpertLoad: its busiest rank, or its kept share with ep 1): scales their stash, and
+  /// with ep > 1 the dispatch buffers
+  double expert_load = 1;
 };
 
 /// Parts of the training state a GPU keeps under ZeRO `stage` with a shard group of `shard` GPUs,
@@ -108,8 +120,11 @@ public:
   /// Memory of the device holding blocks [blocks.begin, blocks.end) with `in_flight` micro-batches'
   /// activations stashed at its peak.
   MemoryBreakdown stage(StageRange blocks, int in_flight) const;
-  /// Parameters (count) a device holding these blocks keeps, including tied copies.
+  /// Parameters (count) a device holding these blocks keeps, including tied copies and its share of
+  /// the experts.
   double parameters(StageRange blocks) const;
+  /// Of parameters(blocks), the experts' (its 1/ep share of the experts layers, / tp).
+  double expert_parameters(StageRange blocks) const { return expert_params_[blocks.end] - expert_params_[blocks.begin]; }
 
 private:
   double range_max(const std::vector<std::vector<double>>& table, StageRange blocks) const;
@@ -118,6 +133,7 @@ private:
   MemoryOptions options_;
   double micro_batch_;
   std::vector<double> params_;     // prefix sums over blocks
+  std::vector<double> expert_params_;  // of which the experts'
   std::vector<double> stash_;      // bytes per sample, no recomputation
   std::vector<double> cheap_;      // bytes per sample selective recomputation drops
   std::vector<double> boundary_;   // bytes per sample of each block's input

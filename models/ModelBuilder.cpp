@@ -74,32 +74,81 @@ Kernel pointwise_kernel(std::string name, double in, double out, double flop)
   return k;
 }
 
-// Normalisation: one pass for the statistics, one to normalise (3 element transfers, ~8 flop per
-// element); backward needs two reductions over dY and x, then writes dx.
-Kernel norm_kernel(std::string name, double elements, double channels)
+// Normalisation kernels as the libraries launch them, in element transfers per element of x (each
+// tensor read or written once counts one) and launches per pass (docs/kernels.md):
+//   batch_norm  cuDNN's NCHW training kernels (bn_fw_tr_1C11, bn_bw_1C11): forward one launch that
+//               reads x for the per-channel statistics and again to write y (3); backward one launch
+//               that reduces dy and dy x and writes dx (5)
+//   group_norm  PyTorch's native kernels: forward the per-(sample, group) moments (read x: 1), then
+//               the normalisation (read x, write y: 2); backward the internal gradients (read dy, x:
+//               2), then dx (read dy, x, write dx: 3); small per-(sample, channel) parameters between
+//   layer_norm  PyTorch's native, Apex's and Megatron's fused kernels: forward one launch (read x,
+//               write y and a mean and rstd per token: 2); backward dx (read dy, x, write dx: 3) and
+//               the gamma and beta gradients (read dy, x: 2), two launches
+//   rms_norm    the same kernels without the mean and the shift (one rstd per token)
+// Per-token and per-group statistics are fp32; they are counted as elements of the training dtype
+// (under 0.3% of the traffic from 768 features up).
+std::vector<Kernel> norm_kernels(const std::string& name, Normalization kind, double elements, double channels,
+                                 double rows, double groups)
 {
-  Kernel k = make_kernel(std::move(name), KernelKind::pointwise);
-  k.forward_flop = 8 * elements;
-  k.forward_sample_elements = 3 * elements;
-  k.forward_fixed_elements = 2 * channels;
-  k.backward_flop = 12 * elements;
-  k.backward_sample_elements = 5 * elements;
-  k.backward_fixed_elements = 4 * channels;
-  return k;
-}
-
-// RMSNorm: one fused pass reads x and writes y (the sum of squares is a register reduction, ~4 flop
-// per element); backward reads dY and x, one reduction, writes dx. Only a scale, no shift.
-Kernel rms_norm_kernel(std::string name, double elements, double channels)
-{
-  Kernel k = make_kernel(std::move(name), KernelKind::pointwise);
-  k.forward_flop = 4 * elements;
-  k.forward_sample_elements = 2 * elements;
-  k.forward_fixed_elements = channels;
-  k.backward_flop = 8 * elements;
-  k.backward_sample_elements = 3 * elements;
-  k.backward_fixed_elements = 2 * channels;
-  return k;
+  std::vector<Kernel> out;
+  auto kernel = [&](const std::string& suffix) {
+    Kernel k = make_kernel(name + suffix, KernelKind::pointwise);
+    return k;
+  };
+  switch (kind) {
+  case Normalization::batch_norm:
+  case Normalization::sync_batch_norm: {
+    Kernel k = kernel("");
+    k.forward_flop = 8 * elements;
+    k.forward_sample_elements = 3 * elements;
+    k.forward_fixed_elements = 2 * channels;  // gamma, beta
+    k.backward_flop = 12 * elements;
+    k.backward_sample_elements = 5 * elements;
+    k.backward_fixed_elements = 4 * channels;  // gamma read; dgamma, dbeta written (and beta)
+    out.push_back(k);
+    break;
+  }
+  case Normalization::group_norm: {
+    Kernel moments = kernel(".moments");
+    moments.forward_flop = 3 * elements;
+    moments.forward_sample_elements = elements + 2 * groups;  // x read; mean, rstd written
+    moments.backward_flop = 4 * elements;
+    moments.backward_sample_elements = 2 * elements + 2 * channels;  // dy, x read; ds, db per channel written
+    Kernel apply = kernel(".apply");
+    apply.forward_flop = 2 * elements;
+    apply.forward_sample_elements = 2 * elements + 2 * channels;  // x read, y written; scale, shift per channel
+    apply.forward_fixed_elements = 2 * channels;
+    apply.backward_flop = 5 * elements;
+    apply.backward_sample_elements = 3 * elements + 2 * channels;  // dy, x read, dx written
+    apply.backward_fixed_elements = 4 * channels;                  // gamma read; dgamma, dbeta written
+    out.push_back(moments);
+    out.push_back(apply);
+    break;
+  }
+  case Normalization::layer_norm:
+  case Normalization::rms_norm: {
+    const bool rms = kind == Normalization::rms_norm;
+    const double stats = rms ? 1 : 2;       // rstd (and mean) per token
+    const double params = rms ? 1 : 2;      // gamma (and beta)
+    Kernel fused = kernel("");
+    fused.forward_flop = (rms ? 4 : 8) * elements;
+    fused.forward_sample_elements = 2 * elements + stats * rows;
+    fused.forward_fixed_elements = params * channels;
+    fused.backward_flop = (rms ? 6 : 8) * elements;
+    fused.backward_sample_elements = 3 * elements + stats * rows;  // dy, x (and the statistics) read, dx written
+    fused.backward_fixed_elements = channels;                      // gamma read
+    Kernel weights = kernel(".weight_grad");
+    weights.in_forward = false;
+    weights.backward_flop = (rms ? 2 : 3) * elements;
+    weights.backward_sample_elements = 2 * elements + stats * rows;  // dy, x read
+    weights.backward_fixed_elements = params * channels;             // dgamma (and dbeta) written
+    out.push_back(fused);
+    out.push_back(weights);
+    break;
+  }
+  }
+  return out;
 }
 
 double activation_flop(Activation f)
@@ -262,6 +311,7 @@ Tensor ModelBuilder::attention(Tensor qkv, const AttentionOptions& o, std::strin
     k->forward_flop *= fraction;
     k->backward_flop *= fraction;
     k->fused = true;
+    k->causal = o.causal;
   }
   scores.backward_flop += scores.forward_flop;  // QK^T recomputed
   scores.forward_sample_elements = a * s * d + kv * s * d;                // Q, K
@@ -313,50 +363,66 @@ Tensor ModelBuilder::swiglu(Tensor x, std::string name)
 Tensor ModelBuilder::moe(Tensor x, const MoeOptions& o, std::string name)
 {
   if (x.shape.image || o.experts < 1 || o.top_k < 1 || o.top_k > o.experts || !(o.expert_ffn_hidden >= 1) ||
-      o.capacity_factor < 0 || !(o.load_imbalance >= 1))
+      o.capacity_factor < 0 || !(o.load_imbalance >= 1) || o.load_imbalance > o.experts)
     throw std::invalid_argument("moe '" + name + "' needs tokens x hidden, 1 <= top_k <= experts, an expert width, a "
-                                "capacity factor >= 0 and a load imbalance >= 1 (got experts " +
+                                "capacity factor >= 0 and 1 <= load imbalance <= experts (got experts " +
                                 std::to_string(o.experts) + ", top_k " + std::to_string(o.top_k) + ")");
   const double s = x.shape.tokens, h = x.shape.features, e = o.experts, k = o.top_k, f = o.expert_ffn_hidden;
   const double matrices = o.swiglu ? 3 : 2;
   const double up = o.swiglu ? 2 * f : f;  // gate and up fused, or the one up matrix
-  Layer& l = add_layer(LayerKind::moe, std::move(name), {x}, x.shape);
-  l.experts = o.experts;
-  l.top_k = o.top_k;
-  l.capacity_factor = o.capacity_factor;
-  l.load_imbalance = o.load_imbalance;
-  l.expert_parameters = matrices * h * f;
-  l.parameters = h * e + e * l.expert_parameters;
-  l.active_parameters = h * e + k * l.expert_parameters;
-  l.stash_inputs = true;  // the router's and the dispatch's input
-  // Kept for backward, per token: the routing probabilities (fp32 as two elements), the permuted
-  // tokens (the up GEMM's input), the up output (the activation's input) and the activation's output
-  // (the down GEMM's input), each for top_k copies.
-  const double routed = s * k;
-  l.stashed_elements = 2 * s * e + routed * (h + up + f);
-  l.kernels.push_back(gemm_kernel(l.name + ".router", s, e, h));
-  l.kernels.push_back(pointwise_kernel(l.name + ".topk", s * e, s * e + 2 * routed, 5 * s * e));
-  Kernel dispatch = pointwise_kernel(l.name + ".dispatch", s * h, routed * h, 0);  // permute: a copy per route
-  l.kernels.push_back(dispatch);
-  // The experts' grouped GEMMs over all routed rows; every expert's weights are read once.
-  Kernel gate_up = gemm_kernel(l.name + ".experts_up", routed, up, h);
+  const double routed = s * k;             // token copies, one per route
+  auto describe = [&](Layer& l) {
+    l.experts = o.experts;
+    l.top_k = o.top_k;
+    l.capacity_factor = o.capacity_factor;
+    l.load_imbalance = o.load_imbalance;
+    l.expert_parameters = matrices * h * f;
+  };
+  // Router: the gate GEMM (hidden x experts), top-k, and the tokens permuted by expert (a copy per
+  // route): what the dispatch sends. It keeps its input and the routing probabilities (fp32).
+  Layer& router = add_layer(LayerKind::moe_router, name + ".router", {x}, TensorShape::sequence(routed, h));
+  describe(router);
+  router.parameters = router.active_parameters = h * e;
+  router.stash_inputs = true;
+  router.stashed_elements = 2 * s * e;
+  router.kernels.push_back(gemm_kernel(router.name + ".gate", s, e, h));
+  router.kernels.push_back(pointwise_kernel(router.name + ".topk", s * e, s * e + 2 * routed, 5 * s * e));
+  router.kernels.push_back(pointwise_kernel(router.name + ".permute", s * h, routed * h, 0));
+  const Tensor permuted{layers_.size() - 1, router.output};
+
+  // Experts: grouped GEMMs over all routed rows, every expert's weights read once. They keep their
+  // input (the up GEMM's), the up output (the activation's input) and the activation's output.
+  Layer& experts = add_layer(LayerKind::moe, name + ".experts", {permuted}, TensorShape::sequence(routed, h));
+  describe(experts);
+  experts.parameters = e * experts.expert_parameters;
+  experts.active_parameters = k * experts.expert_parameters;
+  experts.stash_inputs = true;
+  experts.stashed_elements = routed * (up + f);
+  Kernel gate_up = gemm_kernel(experts.name + ".up", routed, up, h);
   gate_up.forward_fixed_elements = e * h * up;
   gate_up.backward_fixed_elements = 2 * e * h * up;
-  l.kernels.push_back(gate_up);
+  experts.kernels.push_back(gate_up);
   if (o.swiglu) {
-    Kernel act = pointwise_kernel(l.name + ".swiglu", 2 * routed * f, routed * f, 6 * routed * f);
+    Kernel act = pointwise_kernel(experts.name + ".swiglu", 2 * routed * f, routed * f, 6 * routed * f);
     act.backward_flop = 12 * routed * f;
     act.backward_sample_elements = 5 * routed * f;
-    l.kernels.push_back(act);
+    experts.kernels.push_back(act);
   } else {
-    l.kernels.push_back(pointwise_kernel(l.name + ".gelu", routed * f, routed * f, 8 * routed * f));
+    experts.kernels.push_back(pointwise_kernel(experts.name + ".gelu", routed * f, routed * f, 8 * routed * f));
   }
-  Kernel down = gemm_kernel(l.name + ".experts_down", routed, h, f);
+  Kernel down = gemm_kernel(experts.name + ".down", routed, h, f);
   down.forward_fixed_elements = e * f * h;
   down.backward_fixed_elements = 2 * e * f * h;
-  l.kernels.push_back(down);
-  l.kernels.push_back(pointwise_kernel(l.name + ".combine", routed * h + routed, s * h, 2 * routed * h));
-  return {layers_.size() - 1, l.output};
+  experts.kernels.push_back(down);
+  const Tensor outputs{layers_.size() - 1, experts.output};
+
+  // Combine: each token's top_k outputs un-permuted and summed with the routing weights; it keeps the
+  // experts' outputs, which the routing weights' gradient needs.
+  Layer& combine = add_layer(LayerKind::moe_combine, name + ".combine", {outputs}, x.shape);
+  describe(combine);
+  combine.stash_inputs = true;
+  combine.kernels.push_back(pointwise_kernel(combine.name, routed * h + routed, s * h, 2 * routed * h));
+  return {layers_.size() - 1, combine.output};
 }
 
 Tensor ModelBuilder::embedding(Tensor tokens, double vocab, double hidden, double positions, std::string name)
@@ -401,8 +467,9 @@ Tensor ModelBuilder::norm(Tensor x, Normalization kind, std::string name, int gr
   l.stash_inputs = true;
   if (kind == Normalization::sync_batch_norm)
     l.norm_channels = channels;
-  l.kernels.push_back(kind == Normalization::rms_norm ? rms_norm_kernel(l.name, x.shape.elements(), channels)
-                                                      : norm_kernel(l.name, x.shape.elements(), channels));
+  const double rows = x.shape.image ? 1.0 : x.shape.tokens;
+  for (Kernel& k : norm_kernels(l.name, kind, x.shape.elements(), channels, rows, groups))
+    l.kernels.push_back(std::move(k));
   return {layers_.size() - 1, l.output};
 }
 

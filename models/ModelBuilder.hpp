@@ -139,10 +139,13 @@ public:
   Tensor rotary(Tensor qkv, int heads, int kv_heads, std::string name);
   /// SwiGLU gate (Shazeer 2020): silu(a) * b on the halves a, b of its input. Output: half the features.
   Tensor swiglu(Tensor x, std::string name);
-  /// Mixture of experts on tokens x hidden: a router GEMM (hidden x experts) and top-k, the tokens
-  /// permuted to their experts (dispatch), each expert's MLP on the tokens routed to it (grouped
-  /// GEMMs of tokens x top_k rows in all), the weighted combine back. Output: tokens x hidden.
-  /// Parameters: router + experts x expert MLP; a token uses the router and top_k experts.
+  /// Mixture of experts on tokens x hidden, as three layers (the dispatch and combine all-to-alls of
+  /// expert parallelism go between them): `name.router` (moe_router: a router GEMM hidden x experts,
+  /// top-k, the tokens permuted to their experts, tokens x top_k rows out), `name.experts` (moe: each
+  /// expert's MLP on the rows routed to it, grouped GEMMs of tokens x top_k rows in all) and
+  /// `name.combine` (moe_combine: the weighted sum back to tokens x hidden). Parameters: router +
+  /// experts x expert MLP; a token uses the router and top_k experts. Throws std::invalid_argument
+  /// unless 1 <= top_k <= experts and 1 <= load_imbalance <= experts.
   Tensor moe(Tensor x, const MoeOptions& options, std::string name);
   /// Token lookup in a vocab x hidden table, plus a learned `positions` x hidden position table when
   /// positions > 0. Input: tokens x 1 (token ids).

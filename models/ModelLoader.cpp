@@ -23,6 +23,14 @@ int required_int(YamlMap& m, const std::string& key, long long min = 1, long lon
   return static_cast<int>(m.required_integer(key, min, max));
 }
 
+// A mixture of experts' load imbalance: the run's (ModelOptions) where a layer of `experts` experts can
+// have it (1 to experts), else the model's own; the run reports its out-of-range value at its own key.
+double run_imbalance(const ModelOptions& options, double own, int experts)
+{
+  const auto& run = options.load_imbalance;
+  return run && *run >= 1 && *run <= experts ? *run : own;
+}
+
 // A generator's error (hidden not divisible by heads, an unknown depth) reported at its map.
 template <typename Make> Model run_generator(YamlMap& g, std::size_t errors_before, Make make)
 {
@@ -88,13 +96,18 @@ Model parse_generator(YamlMap& root, const std::string& kind, const std::string&
       c.moe.expert_ffn_hidden = required_int(*moe, "expert_ffn_hidden");
       c.moe.shared_experts = get_int(*moe, "shared_experts", 0, 0);
       c.moe.dense_layers = get_int(*moe, "dense_layers", 0, 0);
-      c.moe.capacity_factor = moe->quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
-      c.moe.load_imbalance = moe->quantity("load_imbalance", Dimension::count, 1.0, Bound::positive);
+      c.moe.capacity_factor = options.capacity_factor.value_or(
+          moe->quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative));
+      c.moe.load_imbalance = run_imbalance(
+          options, moe->quantity("load_imbalance", Dimension::count, 1.0, Bound::positive), c.moe.experts);
       if (c.moe.top_k > c.moe.experts && moe->has("experts"))
         moe->report("top_k", "top_k = " + std::to_string(c.moe.top_k) + " is more than the " +
                                  std::to_string(c.moe.experts) + " experts");
       if (c.moe.load_imbalance < 1)
         moe->report("load_imbalance", "the busiest expert's tokens over the mean is at least 1");
+      else if (moe->has("experts") && c.moe.load_imbalance > c.moe.experts)
+        moe->report("load_imbalance", "the busiest expert cannot take more than all the tokens: at most the " +
+                                          std::to_string(c.moe.experts) + " experts");
       if (c.moe.dense_layers > c.layers)
         moe->report("dense_layers", "more dense layers than the model's " + std::to_string(c.layers));
       moe->check_unknown_keys();
@@ -291,13 +304,21 @@ Tensor build_layer(ModelBuilder& b, Entry& e, const std::vector<Tensor>& xs, con
     return b.rotary(one(), heads, get_int(m, "kv_heads", heads), e.name);
   }
   case LayerKind::swiglu: return b.swiglu(one(), e.name);
-  case LayerKind::moe:
-    return b.moe(one(), {.experts = required_int(m, "experts"), .top_k = get_int(m, "top_k", 2),
+  case LayerKind::moe: {
+    const int experts = required_int(m, "experts");
+    return b.moe(one(), {.experts = experts, .top_k = get_int(m, "top_k", 2),
                          .expert_ffn_hidden = m.required_quantity("expert_ffn_hidden", Dimension::count),
                          .swiglu = m.boolean("swiglu", true),
-                         .capacity_factor = m.quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative),
-                         .load_imbalance = m.quantity("load_imbalance", Dimension::count, 1.0, Bound::positive)},
+                         .capacity_factor = options.capacity_factor.value_or(
+                             m.quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative)),
+                         .load_imbalance = run_imbalance(
+                             options, m.quantity("load_imbalance", Dimension::count, 1.0, Bound::positive), experts)},
                  e.name);
+  }
+  case LayerKind::moe_router:
+  case LayerKind::moe_combine:
+    throw std::invalid_argument(std::string(layer_kind_table.name(e.kind)) +
+                                " is one of the three layers that type: moe makes; write type: moe");
   case LayerKind::rms_norm: return b.norm(one(), Normalization::rms_norm, e.name);
   case LayerKind::embedding: {
     const double vocab = m.required_quantity("vocab", Dimension::count);

@@ -51,7 +51,12 @@ namespace ddlsim::models {
 /// they override the transformer generators' own `seq` and `attention`; other models ignore them.
 struct ModelOptions {
   int seq = 0;  ///< tokens per sample; 0 keeps the model's own
-  std::optional<AttentionKind> attention;
+  std::optional<AttentionKind> attention = {};
+  /// A mixture of experts' routing as the run sets it (training.load_imbalance, capacity_factor),
+  /// replacing the model's `moe:` values; unset keeps them. A load imbalance outside [1, experts]
+  /// is the caller's to report at its own key: the model keeps its own.
+  std::optional<double> load_imbalance = {};
+  std::optional<double> capacity_factor = {};
 };
 
 /// Reads a model description from `map` (a model file's root or an experiment's inline `model:`),

@@ -17,6 +17,20 @@ void check_sizes(std::size_t n, int stages)
                                 " non-empty stages");
 }
 
+// Stage speeds: one positive value per stage, or all 1.
+std::vector<double> stage_speeds(const std::vector<double>& speeds, int stages)
+{
+  if (speeds.empty())
+    return std::vector<double>(static_cast<std::size_t>(stages), 1.0);
+  if (speeds.size() != static_cast<std::size_t>(stages))
+    throw std::invalid_argument("one speed per stage expected: " + std::to_string(speeds.size()) + " for " +
+                                std::to_string(stages) + " stages");
+  for (double v : speeds)
+    if (!(v > 0))
+      throw std::invalid_argument("stage speeds must be positive");
+  return speeds;
+}
+
 std::vector<double> prefix_sums(const std::vector<double>& costs)
 {
   std::vector<double> prefix(costs.size() + 1, 0.0);
@@ -28,12 +42,13 @@ std::vector<double> prefix_sums(const std::vector<double>& costs)
 }  // namespace
 
 std::optional<std::vector<StageRange>> partition_optimal(const std::vector<double>& costs, int stages,
-                                                         const StageFits& fits)
+                                                         const StageFits& fits, const std::vector<double>& speeds)
 {
   const std::size_t n = costs.size();
   check_sizes(n, stages);
   const auto k_count = static_cast<std::size_t>(stages);
   const std::vector<double> prefix = prefix_sums(costs);
+  const std::vector<double> speed = stage_speeds(speeds, stages);
 
   constexpr double inf = std::numeric_limits<double>::infinity();
   // best[k][i]: smallest possible slowest-stage cost when the first i blocks form k stages that fit.
@@ -45,7 +60,7 @@ std::optional<std::vector<StageRange>> partition_optimal(const std::vector<doubl
       for (std::size_t j = k - 1; j < i; ++j) {
         if (best[k - 1][j] == inf)
           continue;
-        const double candidate = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        const double candidate = std::max(best[k - 1][j], (prefix[i] - prefix[j]) / speed[k - 1]);
         if (candidate < best[k][i] && (!fits || fits(static_cast<int>(k - 1), {j, i}))) {
           best[k][i] = candidate;
           cut[k][i] = j;
@@ -64,18 +79,20 @@ std::optional<std::vector<StageRange>> partition_optimal(const std::vector<doubl
 }
 
 std::optional<std::vector<StageRange>> partition_balanced(const std::vector<double>& costs, int stages,
-                                                          const StageFits& fits)
+                                                          const StageFits& fits, const std::vector<double>& speeds)
 {
   const std::size_t n = costs.size();
   check_sizes(n, stages);
   const auto k_count = static_cast<std::size_t>(stages);
   const std::vector<double> prefix = prefix_sums(costs);
+  const std::vector<double> speed = stage_speeds(speeds, stages);
+  const std::vector<double> speed_prefix = prefix_sums(speed);
   std::vector<StageRange> ranges;
   std::size_t begin = 0;
   for (std::size_t k = 0; k + 1 < k_count; ++k) {
     // Leave at least one block for each later stage; cut nearest to the (k+1)/K share of the time.
     const std::size_t last_end = n - (k_count - k - 1);
-    const double target = prefix[n] * static_cast<double>(k + 1) / static_cast<double>(k_count);
+    const double target = prefix[n] * speed_prefix[k + 1] / speed_prefix[k_count];
     std::size_t end = begin + 1;
     for (std::size_t e = begin + 1; e <= last_end; ++e)
       if (std::abs(prefix[e] - target) < std::abs(prefix[end] - target))
@@ -123,12 +140,15 @@ std::vector<StageRange> partition_from_balance(const std::vector<int>& balance, 
   return ranges;
 }
 
-double slowest_stage(const std::vector<double>& costs, const std::vector<StageRange>& ranges)
+double slowest_stage(const std::vector<double>& costs, const std::vector<StageRange>& ranges,
+                     const std::vector<double>& speeds)
 {
+  const std::vector<double> speed = stage_speeds(speeds, static_cast<int>(ranges.size()));
   double worst = 0;
-  for (const StageRange& r : ranges)
-    worst = std::max(worst, std::accumulate(costs.begin() + static_cast<std::ptrdiff_t>(r.begin),
-                                            costs.begin() + static_cast<std::ptrdiff_t>(r.end), 0.0));
+  for (std::size_t k = 0; k < ranges.size(); ++k)
+    worst = std::max(worst, std::accumulate(costs.begin() + static_cast<std::ptrdiff_t>(ranges[k].begin),
+                                            costs.begin() + static_cast<std::ptrdiff_t>(ranges[k].end), 0.0) /
+                                speed[k]);
   return worst;
 }
 

@@ -9,6 +9,10 @@
 //              stage fits in memory (PipeDream's planner without replication), O(K n^2)
 // The optional `fits(stage, blocks)` predicate is the memory constraint; explicit and uniform are
 // checked against it by the caller (the point becomes oom), balanced and optimal avoid what does not fit.
+// The optional `speeds` give each stage's GPU speed relative to the costs' (heterogeneous nodes,
+// stragglers): stage k of blocks [i, j) then takes (prefix[j] - prefix[i]) / speeds[k], which optimal
+// minimises the largest of and balanced cuts in proportion to (k-th cut at sum(speeds[0..k]) / sum(speeds)
+// of the total).
 //
 //   std::vector<double> cost = {1, 1, 2, 1, 1};
 //   auto stages = partition_optimal(cost, 2);    // {[0,2), [2,5)}: slowest stage costs 4, the best possible
@@ -36,14 +40,18 @@ inline constexpr EnumTable<Partitioner, 4> partitioner_table{{{
 using StageFits = std::function<bool(int, StageRange)>;
 
 /// Exact min-max contiguous partition of `costs` into `stages` non-empty ranges, every range
-/// satisfying `fits` (when given). Ties go to the earliest cut, so the result is deterministic.
-/// nullopt when no partition fits. Throws std::invalid_argument when stages < 1 or stages > costs.size().
+/// satisfying `fits` (when given), stage k's time being its cost / speeds[k] (speeds empty: all 1).
+/// Ties go to the earliest cut, so the result is deterministic. nullopt when no partition fits. Throws
+/// std::invalid_argument when stages < 1 or stages > costs.size(), or speeds are neither empty nor
+/// one positive value per stage.
 std::optional<std::vector<StageRange>> partition_optimal(const std::vector<double>& costs, int stages,
-                                                         const StageFits& fits = {});
+                                                         const StageFits& fits = {},
+                                                         const std::vector<double>& speeds = {});
 
 /// Greedy time-balanced partition (see above); nullopt when it finds no cuts that fit.
 std::optional<std::vector<StageRange>> partition_balanced(const std::vector<double>& costs, int stages,
-                                                          const StageFits& fits = {});
+                                                          const StageFits& fits = {},
+                                                          const std::vector<double>& speeds = {});
 
 /// `blocks` split into `stages` ranges whose sizes differ by at most one (larger ones first).
 std::vector<StageRange> partition_uniform(std::size_t blocks, int stages);
@@ -52,7 +60,8 @@ std::vector<StageRange> partition_uniform(std::size_t blocks, int stages);
 /// counts do not add up to `blocks`.
 std::vector<StageRange> partition_from_balance(const std::vector<int>& balance, std::size_t blocks);
 
-/// Cost of the most expensive range.
-double slowest_stage(const std::vector<double>& costs, const std::vector<StageRange>& ranges);
+/// Time of the slowest range: its cost / speeds[k] (speeds empty: all 1).
+double slowest_stage(const std::vector<double>& costs, const std::vector<StageRange>& ranges,
+                     const std::vector<double>& speeds = {});
 
 }  // namespace ddlsim::models

@@ -3,7 +3,7 @@
 
 usage: plot_throughput.py RESULTS.csv [-o FIGURE.png] [--title TEXT]
 
-Reads only the CSV (columns documented in the README); draws the points with status "ok" and
+Reads only the CSV (columns documented in docs/csv.md); draws the points with status "ok" and
 marks micro-batch sizes that ran out of memory with an x on the axis. Writes a PNG.
 Run it with Debian's python3 (python3-matplotlib); another python3 first on PATH may lack it.
 """

@@ -29,6 +29,8 @@ ClusterSpec parse_cluster(YamlMap& map)
   if (auto intra = map.map("intra_node")) {
     c.intra_node.bandwidth = intra->required_quantity("bandwidth", Dimension::bandwidth);
     c.intra_node.latency = intra->quantity("latency", Dimension::time, 0.0, Bound::non_negative);
+    c.intra_link = intra->choice("link", intra_link_table, IntraLink::nvlink);
+    c.nvls_bandwidth = intra->quantity("nvls", Dimension::bandwidth, 0.0, Bound::non_negative);
     intra->check_unknown_keys();
   } else {
     map.report("intra_node", "missing required key");
@@ -44,6 +46,7 @@ ClusterSpec parse_cluster(YamlMap& map)
   if (fabric) {
     c.fabric_latency = fabric->quantity("latency", Dimension::time, 0.0, Bound::non_negative);
     c.topology = fabric->choice("topology", fabric_topology_table, FabricTopology::single_switch);
+    c.sharp = fabric->boolean("sharp", false);
     if (c.topology == FabricTopology::fat_tree) {
       c.nodes_per_leaf = static_cast<int>(fabric->required_integer("nodes_per_leaf", 1, 1 << 17));
       c.oversubscription = fabric->quantity("oversubscription", Dimension::count, 1.0);

@@ -259,6 +259,15 @@ std::vector<std::string> stabilizing_generators(const CollectiveTask& c, const F
   return out;
 }
 
+int shift_endpoint(int endpoint, int offset, int gpus_per_node)
+{
+  if (endpoint >= 0)
+    return endpoint + offset;
+  if (endpoint == -1 || endpoint == fabric_switch_endpoint)
+    return endpoint;
+  return node_switch_endpoint(node_of_switch_endpoint(endpoint) + offset / gpus_per_node);
+}
+
 std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_per_node, const Fold& fold,
                                               std::string& why)
 {
@@ -268,18 +277,37 @@ std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_
     return std::nullopt;
   const std::vector<Message> all = decompose(c, gpus_per_node);
   constexpr std::uint32_t none = ~std::uint32_t{0};
-  // Members by device (dense), and messages by sender and receiver in list order: message i is the
-  // rank[i]-th from its sender to its receiver.
+  // Endpoints by place: members in group order, then the switches that reduce (nvls: the node's
+  // NVSwitch, sharp: the fabric's), which the fold moves with their node (the fabric's stays).
+  // Messages by sender and receiver in list order: message i is the rank[i]-th from its sender to
+  // its receiver.
   const int top = *std::max_element(c.group.begin(), c.group.end());
   std::vector<int> local(static_cast<std::size_t>(top) + 1, -1);
   for (std::size_t k = 0; k < c.group.size(); ++k)
     local[static_cast<std::size_t>(c.group[k])] = static_cast<int>(k);
-  std::vector<std::vector<std::pair<int, std::vector<std::uint32_t>>>> by_src(c.group.size());
+  std::map<int, int> switches;
+  for (const Message& m : all)
+    if (is_switch_endpoint(m.src))
+      switches.emplace(m.src, static_cast<int>(c.group.size() + switches.size()));
+  auto place = [&](int e) {
+    if (e >= 0)
+      return e > top ? -1 : local[static_cast<std::size_t>(e)];
+    const auto it = switches.find(e);
+    return it == switches.end() ? -1 : it->second;
+  };
+  auto endpoint_image = [&](int g, int e) {
+    if (e >= 0)
+      return fold.apply(g, e);
+    if (e == fabric_switch_endpoint)
+      return e;
+    return node_switch_endpoint(fold.apply(g, node_of_switch_endpoint(e) * gpus_per_node) / gpus_per_node);
+  };
+  std::vector<std::vector<std::pair<int, std::vector<std::uint32_t>>>> by_src(c.group.size() + switches.size());
   std::vector<std::uint32_t> rank(all.size(), 0);
   for (std::uint32_t i = 0; i < all.size(); ++i) {
-    if (all[i].src < 0)
+    if (is_join(all[i]))
       continue;
-    auto& list = by_src[static_cast<std::size_t>(local[static_cast<std::size_t>(all[i].src)])];
+    auto& list = by_src[static_cast<std::size_t>(place(all[i].src))];
     auto it = std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.first == all[i].dst; });
     if (it == list.end())
       it = list.insert(list.end(), {all[i].dst, {}});
@@ -287,16 +315,17 @@ std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_
     it->second.push_back(i);
   }
   auto lookup = [&](int src, int dst, std::uint32_t k) -> std::uint32_t {
-    if (src > top || local[static_cast<std::size_t>(src)] < 0)
+    const int at = place(src);
+    if (at < 0)
       return none;
-    const auto& list = by_src[static_cast<std::size_t>(local[static_cast<std::size_t>(src)])];
+    const auto& list = by_src[static_cast<std::size_t>(at)];
     auto it = std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.first == dst; });
     return it == list.end() || k >= it->second.size() ? none : it->second[k];
   };
   // The image of message i under g (a join: itself, when g keeps its waits).
   auto image = [&](int g, std::uint32_t i) -> std::uint32_t {
     const Message& m = all[i];
-    return m.src < 0 ? i : lookup(fold.apply(g, m.src), fold.apply(g, m.dst), rank[i]);
+    return is_join(m) ? i : lookup(endpoint_image(g, m.src), endpoint_image(g, m.dst), rank[i]);
   };
   // Whether g maps m's waits onto exactly target's (as sets; waits are few).
   std::vector<std::uint32_t> mapped, wanted;
@@ -323,23 +352,24 @@ std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_
   std::vector<std::uint32_t> rep(all.size(), none), fiber(all.size(), 0);
   for (std::uint32_t i = 0; i < all.size(); ++i) {
     const Message& m = all[i];
-    if (m.src < 0) {
+    if (is_join(m)) {
       for (int g : h)
         if (!waits_map(g, m, m))
           return fail("a join is not mapped onto itself");
       rep[i] = i;
       continue;
     }
-    const int g = fold.inverse(fold.element(m.src));
+    // (A switch's message: from its receiver's representative.)
+    const int g = fold.inverse(fold.element(m.src >= 0 ? m.src : m.dst));
     const std::uint32_t r = image(g, i);
-    if (r == none || all[r].bytes != m.bytes || !waits_map(g, m, all[r]))
+    if (r == none || all[r].bytes != m.bytes || all[r].rails != m.rails || !waits_map(g, m, all[r]))
       return fail("message " + std::to_string(i) + " (" + std::to_string(m.src) + " -> " + std::to_string(m.dst) +
                   ") has no image from its sender's representative");
     rep[i] = r;
     ++fiber[r];
   }
   for (std::uint32_t i = 0; i < all.size(); ++i)
-    if (all[i].src >= 0 && rep[i] == i && fiber[i] != h.size())
+    if (!is_join(all[i]) && rep[i] == i && fiber[i] != h.size())
       return fail("message " + std::to_string(i) + " has " + std::to_string(fiber[i]) + " images, not " +
                   std::to_string(h.size()));
   // The representatives' messages and the joins, renumbered, waiting for representatives.
@@ -347,7 +377,7 @@ std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_
   for (std::uint32_t i = 0; i < all.size(); ++i)
     if (rep[i] == i) {
       index[i] = static_cast<std::uint32_t>(out.messages.size());
-      out.messages.push_back({.src = all[i].src, .dst = all[i].dst, .bytes = all[i].bytes, .after = {}});
+      out.messages.push_back({.src = all[i].src, .dst = all[i].dst, .bytes = all[i].bytes, .after = {}, .rails = all[i].rails});
     }
   for (std::uint32_t i = 0; i < all.size(); ++i) {
     if (rep[i] != i)
@@ -402,12 +432,13 @@ std::pair<TaskGraph, std::vector<TaskTiming>> unfold(const TaskGraph& folded, co
   return {std::move(whole), std::move(out)};
 }
 
+
 FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, const Fold& fold)
     : shape_(graph.size(), -1), offset_(graph.size(), 0)
 {
   // A shape: kind, algorithm, fidelity, bytes and the group less its first node's first GPU; and
   // the fold's action on it (each member's element and its representative, less the offset).
-  using Key = std::tuple<int, int, int, double, std::vector<int>>;
+  using Key = std::tuple<int, int, int, int, int, double, bool, std::vector<double>, std::vector<int>>;
   std::map<Key, int> known;
   std::vector<std::vector<int>> action;  // per shape: element and representative of each member
   for (TaskId id = 0; id < graph.size(); ++id) {
@@ -424,8 +455,8 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
       acts.push_back(fold.element(d));
       acts.push_back(fold.representative(d) - offset);
     }
-    Key key{static_cast<int>(c.kind), static_cast<int>(c.algorithm), static_cast<int>(c.fidelity), c.bytes,
-            std::move(relative)};
+    Key key{static_cast<int>(c.kind), static_cast<int>(c.algorithm), static_cast<int>(c.fidelity),
+            static_cast<int>(c.protocol), c.channels, c.bytes, c.load_at_source, c.member_load, std::move(relative)};
     auto it = known.find(key);
     if (it != known.end() && action[static_cast<std::size_t>(it->second)] == acts) {
       shape_[id] = it->second;
@@ -443,11 +474,10 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
       if (!made)
         throw FoldError(why, stabilizing_generators(c, fold));
       folded = std::move(*made);
-      for (Message& m : folded.messages)
-        if (m.src >= 0) {
-          m.src -= offset;
-          m.dst -= offset;
-        }
+      for (Message& m : folded.messages) {
+        m.src = shift_endpoint(m.src, -offset, gpus_per_node);
+        m.dst = shift_endpoint(m.dst, -offset, gpus_per_node);
+      }
     }
     const int shape = static_cast<int>(shapes_.size());
     shapes_.push_back(std::move(folded));

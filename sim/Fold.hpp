@@ -114,6 +114,12 @@ int collective_stabilizer(const CollectiveTask& c, const Fold& fold, std::string
 std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_per_node, const Fold& fold,
                                               std::string& why);
 
+/// A message that carries no data (Collectives.hpp: src and dst -1).
+inline bool is_join(const Message& m) { return m.src == -1 && m.dst == -1; }
+/// A message endpoint moved by `offset` GPUs, a whole number of nodes: a GPU by offset, a node's
+/// switch (nvls) by offset / gpus_per_node nodes; joins and the fabric's switch (sharp) stay.
+int shift_endpoint(int endpoint, int offset, int gpus_per_node);
+
 /// The names of the fold's generators that map c's group onto itself (the ones to drop when c does
 /// not fold).
 std::vector<std::string> stabilizing_generators(const CollectiveTask& c, const Fold& fold);

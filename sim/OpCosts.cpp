@@ -1,5 +1,7 @@
 #include "sim/OpCosts.hpp"
 
+#include "models/ExpertLoad.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -19,6 +21,60 @@ calibration::WorkKind work_kind(models::KernelKind kind)
   }
   return calibration::WorkKind::unknown;
 }
+
+namespace {
+
+// The (implicit) GEMM a launch runs on one GPU, for the shape-aware cost model. `tp_share` < 1 when
+// the layer's work divides over a tensor-parallel group: a row-parallel GEMM splits K, every other
+// divided GEMM its output columns (N), an attention's batched GEMMs their heads, a convolution its
+// output channels. A backward launch runs the data-gradient GEMM (m, k, n) or the weight-gradient
+// GEMM (k, n, m) of the forward's (m, n, k); a convolution's passes are cuDNN's implicit GEMMs.
+calibration::GemmDims launch_dims(const KernelLaunch& launch, models::TpRole role, double tp_share)
+{
+  const double divide = tp_share < 1 ? tp_share : 1.0;
+  if (launch.kind == models::KernelKind::gemm || launch.kind == models::KernelKind::batched_gemm) {
+    calibration::GemmDims g{.m = launch.gemm.m, .n = launch.gemm.n, .k = launch.gemm.k, .batch = launch.gemm.batch};
+    if (launch.kind == models::KernelKind::batched_gemm)
+      g.batch = std::max(1.0, g.batch * divide);
+    else if (role == models::TpRole::row)
+      g.k = std::max(1.0, g.k * divide);
+    else
+      g.n = std::max(1.0, g.n * divide);
+    // launch.gemm already holds the pass's own shape (backward launches swap it); see layer_launches.
+    return g;
+  }
+  if (launch.kind == models::KernelKind::conv2d) {
+    const models::ConvShape& c = launch.conv;
+    const double g = c.groups, n = launch.conv_batch;
+    const double out_channels = std::max(1.0, c.k * divide);
+    const double out_pixels = static_cast<double>(c.out_h()) * c.out_w(), in_pixels = static_cast<double>(c.h) * c.w;
+    const double window = static_cast<double>(c.r) * c.s;
+    switch (launch.pass) {
+    case LaunchPass::backward_data:
+      return {.m = n * in_pixels, .n = c.c / g, .k = out_channels / g * window, .batch = g};
+    case LaunchPass::backward_weight:
+      return {.m = out_channels / g, .n = c.c / g * window, .k = n * out_pixels, .batch = g};
+    default: return {.m = n * out_pixels, .n = out_channels / g, .k = c.c / g * window, .batch = g};
+    }
+  }
+  return {};
+}
+
+// A fused attention kernel's shape on one GPU: the scores part (QK^T, gemm m = n = s) has the head
+// dimension as its K; the context part (PV) as its N. Heads divide over tp.
+calibration::AttentionDims attention_dims(const models::Kernel& k, const KernelLaunch& launch, double tp_share,
+                                          bool backward)
+{
+  const bool scores = k.gemm.m == k.gemm.n;
+  return {.heads = std::max(1.0, launch.gemm.batch * (tp_share < 1 ? tp_share : 1.0)),
+          .q = launch.gemm.m,
+          .kv = scores ? k.gemm.n : k.gemm.k,
+          .head_dim = scores ? k.gemm.k : k.gemm.n,
+          .causal = k.causal,
+          .backward = backward};
+}
+
+}  // namespace
 
 calibration::KernelWork kernel_work(const models::Kernel& k, Phase phase, double samples, Dtype dtype)
 {
@@ -47,6 +103,11 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch)
     p.n = whole(launch.gemm.n);
     p.k = whole(launch.gemm.k);
     p.batch = whole(launch.gemm.batch);
+    // The layouts a training step runs: the data gradient reads the weights transposed, the weight gradient the
+    // activations (calibration::GemmLayout).
+    p.layout = launch.pass == LaunchPass::backward_data     ? calibration::GemmLayout::nt
+               : launch.pass == LaunchPass::backward_weight ? calibration::GemmLayout::tn
+                                                            : calibration::GemmLayout::nn;
     return p;
   case models::KernelKind::conv2d: {
     p.op = calibration::BenchOp::conv2d;
@@ -65,12 +126,19 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch)
 }
 
 std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp,
-                                         double scale, bool sequence_parallel, int cp)
+                                         double scale, bool sequence_parallel, int cp, int ep)
 {
   const bool per_token = !layer.output.image;
   const double share = models::tp_divides(layer.tp) || (sequence_parallel && per_token) ? 1.0 / tp : 1.0;
+  // The experts: the kept token copies, 1/ep of the weights, each expert over `shards` GPUs.
+  const bool experts = layer.kind == models::LayerKind::moe;
+  const double kept = experts ? models::expert_load(layer, 1).kept : 1.0;
+  const double weights = experts ? 1.0 / ep : 1.0;
+  const double shards = experts && ep > layer.experts ? static_cast<double>(ep / layer.experts) : 1.0;
   std::vector<KernelLaunch> out;
   for (const auto& k : layer.kernels) {
+    if (phase == Phase::forward ? !k.in_forward : !k.in_backward)
+      continue;  // a kernel of the other pass only (a norm's weight gradient)
     // The samples this kernel really runs: scaled rows are whole (at least one row, batch or image).
     double rows = samples * scale;
     if (scale != 1) {
@@ -81,16 +149,22 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
       else if (k.kind == models::KernelKind::conv2d)
         rows = std::max(1.0, std::round(samples * scale));
     }
+    rows *= kept;
     KernelLaunch launch{.kind = k.kind, .pass = phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward,
                         .work = kernel_work(k, phase, rows, dtype), .gemm = k.gemm, .conv = k.conv,
                         .conv_batch = static_cast<int>(std::lround(rows)), .layer = &layer};
     launch.work.flop *= share;
     launch.work.bytes *= share;
+    const double fixed = (phase == Phase::backward ? k.backward_fixed_elements : k.forward_fixed_elements) *
+                         dtype_bytes(dtype) * share;
+    launch.work.bytes -= fixed * (1 - weights);  // this GPU's experts' weights only
     if (cp > 1) {  // s/cp tokens of each sample; the weights are read whole
-      const double fixed = (phase == Phase::backward ? k.backward_fixed_elements : k.forward_fixed_elements) *
-                           dtype_bytes(dtype) * share;
       launch.work.flop /= cp;
-      launch.work.bytes = (launch.work.bytes - fixed) / cp + fixed;
+      launch.work.bytes = (launch.work.bytes - fixed * weights) / cp + fixed * weights;
+    }
+    if (k.kind == models::KernelKind::gemm && shards > 1) {  // a split expert: all its rows, part of its width
+      launch.gemm.m *= shards;
+      (k.gemm.k == layer.output.features ? launch.gemm.n : launch.gemm.k) /= shards;
     }
     if (k.kind == models::KernelKind::gemm) {
       launch.gemm.m = std::max(1.0, std::round(launch.gemm.m * rows / cp));  // one GEMM over the micro-batch's rows
@@ -101,8 +175,14 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
     const bool two_kernels = phase == Phase::backward && (k.kind == models::KernelKind::gemm ||
                                                           k.kind == models::KernelKind::batched_gemm ||
                                                           k.kind == models::KernelKind::conv2d);
+    if (k.fused) {  // a part of a fused attention kernel: its own cost model, never a library GEMM's
+      launch.work.kind = calibration::WorkKind::attention;
+      launch.work.attention = attention_dims(k, launch, share, phase == Phase::backward);
+    }
     if (!two_kernels) {
       launch.work.shape = k.fused ? std::string() : launch_point(launch).shape_key();
+      if (!k.fused)
+        launch.work.gemm = launch_dims(launch, layer.tp, share);
       out.push_back(launch);
       continue;
     }
@@ -119,6 +199,19 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
     }
     data.work.shape = k.fused ? std::string() : launch_point(data).shape_key();
     weight.work.shape = k.fused ? std::string() : launch_point(weight).shape_key();
+    if (!k.fused) {
+      // The tensor-parallel split applies to the forward's dimensions: split them first, then swap.
+      KernelLaunch forward = launch;
+      forward.pass = LaunchPass::forward;
+      const calibration::GemmDims f = launch_dims(forward, layer.tp, share);
+      if (k.kind == models::KernelKind::conv2d) {
+        data.work.gemm = launch_dims(data, layer.tp, share);
+        weight.work.gemm = launch_dims(weight, layer.tp, share);
+      } else {
+        data.work.gemm = {.m = f.m, .n = f.k, .k = f.n, .batch = f.batch};
+        weight.work.gemm = {.m = f.k, .n = f.n, .k = f.m, .batch = f.batch};
+      }
+    }
     out.push_back(data);
     out.push_back(weight);
   }
@@ -134,7 +227,7 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
     // and writes the fp32 state and master copy, reads gradients and writes weights.
     double params = 0;
     for (std::size_t l = begin; l < end; ++l)
-      params += model.held_parameters(l, {begin, end}, options.tp);
+      params += model.held_parameters(l, {begin, end}, options.tp) / (layers[l].kind == models::LayerKind::moe ? options.ep : 1);
     if (params <= 0)
       return {};
     const double d = dtype_bytes(options.dtype);
@@ -149,13 +242,13 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
   std::vector<KernelLaunch> out;
   for (std::size_t l = begin; l < end; ++l) {
     for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp, options.scale,
-                                       options.sequence_parallel, options.cp))
+                                       options.sequence_parallel, options.cp, options.ep))
       out.push_back(launch);
     if (phase == Phase::backward &&
         (options.recompute == models::Recompute::full ||
          (options.recompute == models::Recompute::selective && layers[l].recompute_cheap)))
       for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp, options.scale,
-                                         options.sequence_parallel, options.cp))
+                                         options.sequence_parallel, options.cp, options.ep))
         out.push_back(launch);
   }
   return out;

@@ -11,6 +11,9 @@
 //             recompute_cheap layers)
 //   optimizer one fused fp32 kernel over the stage's parameters: 10 flop and
 //             2 dtype + 2 (state + master) bytes per parameter
+// A mixture of experts' experts layer runs on the token copies its experts keep (models::ExpertLoad:
+// all of them when dropless); the busiest GPU's extra load under expert parallelism is the
+// schedule's (ComputeTask::share).
 #pragma once
 
 #include "calibration/CostModel.hpp"
@@ -35,6 +38,10 @@ struct ComputeOptions {
   /// Context parallelism: each GPU computes s/cp tokens of every sample (GEMM rows / cp; the
   /// attention core's queries / cp against all keys, balanced over the causal mask by ring attention)
   int cp = 1;
+  /// Expert parallelism: each GPU holds 1/ep of every experts layer's weights (reads them once per
+  /// pass; with ep > experts each expert is split over ep / experts GPUs, its GEMMs ep / experts
+  /// times taller and as many times narrower), on the same rows
+  int ep = 1;
   /// Runs every kernel at this fraction of its rows (GEMM rows, batched-GEMM batch, convolution
   /// batch, at least 1; memory-bound kernels' per-sample bytes): a smaller step with the same
   /// layers, for executing a large model on a small machine (`ddlsim execute --scale`). Weights stay.
@@ -73,7 +80,7 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch);
 /// (work / tp when the layer divides, or with `sequence_parallel` for a per-token replicated layer;
 /// the shapes stay the whole layer's) and one of `cp` GPUs sharing each sequence (rows / cp).
 std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp = 1,
-                                         double scale = 1, bool sequence_parallel = false, int cp = 1);
+                                         double scale = 1, bool sequence_parallel = false, int cp = 1, int ep = 1);
 
 /// Launches of layers [begin, end) in `phase` for `samples` samples: recomputation included in
 /// backward; Phase::optimizer gives the one fused update of the parameters those layers hold.

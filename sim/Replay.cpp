@@ -3,17 +3,20 @@
 #include "common/Error.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Fold.hpp"
+#include "sim/CommOverlap.hpp"
 #include "sim/Platform.hpp"
 
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 
 namespace sg4 = simgrid::s4u;
@@ -25,11 +28,71 @@ namespace {
 struct FoldedRoutes {
   std::vector<detail::QuotientLink> links;      // per link orbit used
   std::vector<std::vector<int>> routes;         // distinct routes, as orbits
-  std::unordered_map<std::uint64_t, int> pair;  // src * devices + dst -> route
+  std::unordered_map<std::uint64_t, int> pair;  // key(src, dst, set) -> route (set -1: no rails)
 
-  FoldedRoutes(const TaskGraph& graph, const ClusterSpec& cluster, const Fold& fold, const FoldedCollectives& folded)
+  // Endpoints as numbers: GPUs, then the nodes' switches (nvls), then the fabric's (sharp).
+  std::uint64_t code(int endpoint) const
   {
-    const detail::LinkModel model(cluster);
+    if (endpoint >= 0)
+      return static_cast<std::uint64_t>(endpoint);
+    if (endpoint == fabric_switch_endpoint)
+      return gpus_ + nodes_;
+    return gpus_ + static_cast<std::uint64_t>(node_of_switch_endpoint(endpoint));
+  }
+  std::uint64_t key(int src, int dst, int set) const
+  {
+    const std::uint64_t endpoints = gpus_ + nodes_ + 1;
+    return ((code(src) * endpoints + code(dst)) * (sets_ + 1)) + static_cast<std::uint64_t>(set + 1);
+  }
+  int route_of(int src, int dst, int set) const { return pair.at(key(src, dst, set)); }
+
+  // `rail_set`: the NIC set (index into rail_sets) of each collective with channels across nodes.
+  FoldedRoutes(const TaskGraph& graph, const ClusterSpec& cluster, const Fold& fold, const FoldedCollectives& folded,
+               const std::vector<std::vector<int>>& rail_sets, const std::unordered_map<TaskId, int>& rail_set)
+      : gpus_(static_cast<std::uint64_t>(cluster.gpu_count())), nodes_(static_cast<std::uint64_t>(cluster.nodes))
+  {
+    // Where each generator sends each node's NICs (the NICs of its GPUs): a node's NIC set S over
+    // the rails goes to g(S) of the image node. The sets are closed under these maps (the images
+    // of the representatives' sets are the other collectives' sets), so that every rails link has
+    // its orbit.
+    struct NodeMap {
+      int from, to;
+      std::map<int, int> nic;
+    };
+    std::vector<std::vector<NodeMap>> node_maps(fold.generators().size());
+    std::vector<std::vector<int>> sets = rail_sets;
+    if (!sets.empty() && cluster.nodes > 1) {
+      for (std::size_t gi = 0; gi < fold.generators().size(); ++gi) {
+        const FoldGenerator& g = fold.generators()[gi];
+        for (int n = 0; n < cluster.nodes; ++n) {
+          NodeMap map{n, -1, {}};
+          for (int x = n * cluster.gpus_per_node; x < (n + 1) * cluster.gpus_per_node && x < fold.devices(); ++x) {
+            const int y = g.image[static_cast<std::size_t>(x)];
+            map.to = cluster.node_of(y);
+            map.nic[(x % cluster.gpus_per_node) % cluster.nics_per_node] = (y % cluster.gpus_per_node) % cluster.nics_per_node;
+          }
+          if (map.to >= 0)
+            node_maps[gi].push_back(std::move(map));
+        }
+      }
+      for (std::size_t i = 0; i < sets.size(); ++i)
+        for (const auto& maps : node_maps)
+          for (const NodeMap& map : maps) {
+            std::vector<int> image;
+            for (int k : sets[i]) {
+              auto it = map.nic.find(k);
+              if (it == map.nic.end())
+                throw FoldError("a symmetry leaves the NICs of a collective over rails: not folded", {});
+              image.push_back(it->second);
+            }
+            std::sort(image.begin(), image.end());
+            image.erase(std::unique(image.begin(), image.end()), image.end());
+            if (std::find(sets.begin(), sets.end(), image) == sets.end())
+              sets.push_back(std::move(image));
+          }
+    }
+    sets_ = sets.size();
+    const detail::LinkModel model(cluster, sets);
     // Link orbits: the closure of the generators' link maps over the devices they move.
     std::vector<int> parent(static_cast<std::size_t>(model.size()));
     for (std::size_t l = 0; l < parent.size(); ++l)
@@ -39,27 +102,42 @@ struct FoldedRoutes {
         l = parent[static_cast<std::size_t>(l)] = parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(l)])];
       return l;
     };
+    auto join = [&](int a, int b) {
+      a = find(a);
+      b = find(b);
+      if (a != b)
+        parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
+    };
     for (const FoldGenerator& g : fold.generators())
       for (int d = 0; d < fold.devices(); ++d)
-        model.pair_links(d, g.image[static_cast<std::size_t>(d)], [&](int a, int b) {
-          a = find(a);
-          b = find(b);
-          if (a != b)
-            parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
-        });
+        model.pair_links(d, g.image[static_cast<std::size_t>(d)], join);
+    for (const auto& maps : node_maps)
+      for (const NodeMap& map : maps)
+        for (std::size_t i = 0; i < sets.size(); ++i) {
+          std::vector<int> image;
+          for (int k : sets[i])
+            image.push_back(map.nic.at(k));
+          std::sort(image.begin(), image.end());
+          image.erase(std::unique(image.begin(), image.end()), image.end());
+          const int j = static_cast<int>(std::find(sets.begin(), sets.end(), image) - sets.begin());
+          join(model.rails_link(map.from, static_cast<int>(i)), model.rails_link(map.to, j));
+          join(model.rails_link(map.from, static_cast<int>(i)) + 1, model.rails_link(map.to, j) + 1);
+        }
     std::vector<int> orbit_size(parent.size(), 0);
     for (std::size_t l = 0; l < parent.size(); ++l)
       ++orbit_size[static_cast<std::size_t>(find(static_cast<int>(l)))];
     std::unordered_map<int, int> quotient;  // orbit root -> quotient link
     std::map<std::vector<int>, int> known;
     std::vector<int> route;
-    const auto devices = static_cast<std::uint64_t>(cluster.gpu_count());
-    auto add = [&](int src, int dst) {
-      const std::uint64_t key = static_cast<std::uint64_t>(src) * devices + static_cast<std::uint64_t>(dst);
-      if (pair.count(key) != 0)
+    auto add = [&](int src, int dst, int set) {
+      const std::uint64_t k = key(src, dst, set);
+      if (pair.count(k) != 0)
         return;
       route.clear();
-      model.route(src, dst, route);
+      if (set >= 0)
+        model.rails_route(src, dst, set, route);
+      else
+        model.route(src, dst, route);
       for (int& l : route) {
         const int root = find(l);
         auto [at, fresh] = quotient.emplace(root, static_cast<int>(links.size()));
@@ -75,18 +153,26 @@ struct FoldedRoutes {
       auto [it, fresh] = known.emplace(route, static_cast<int>(routes.size()));
       if (fresh)
         routes.push_back(route);
-      pair.emplace(key, it->second);
+      pair.emplace(k, it->second);
     };
     for (TaskId id = 0; id < graph.size(); ++id) {
       if (graph.kind(id) == TaskKind::transfer && graph.transfer(id).bytes > 0) {
-        add(graph.transfer(id).src, graph.transfer(id).dst);
+        add(graph.transfer(id).src, graph.transfer(id).dst, -1);
       } else if (graph.kind(id) == TaskKind::collective && graph.collective(id).fidelity == CollectiveFidelity::flow) {
+        const auto set = rail_set.find(id);
         for (const Message& m : folded.messages(id))
-          if (m.src >= 0 && m.bytes > 0)
-            add(m.src + folded.offset(id), m.dst + folded.offset(id));
+          if (!is_join(m) && m.bytes > 0)
+            add(shift_endpoint(m.src, folded.offset(id), cluster.gpus_per_node),
+                shift_endpoint(m.dst, folded.offset(id), cluster.gpus_per_node),
+                m.rails && set != rail_set.end() ? set->second : -1);
       }
     }
   }
+
+private:
+  std::uint64_t gpus_;
+  std::uint64_t nodes_;
+  std::uint64_t sets_ = 0;
 };
 
 // Drives one replay. Activities carry the index of a Record in their user data; the global
@@ -94,16 +180,21 @@ struct FoldedRoutes {
 class Replayer {
 public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
-           const std::vector<sg4::Host*>& gpus, const ReplayOptions& options)
-      : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(gpus), options_(options),
-        remaining_(graph.size()), timings_(graph.size()), inside_(graph.size(), 0), fused_(graph.size(), 0),
-        single_task_(static_cast<std::size_t>(graph.device_count()), 1), wall_start_(std::chrono::steady_clock::now())
+           const std::vector<sg4::Host*>& gpus, const detail::Platform& platform, std::unordered_map<TaskId, int> rail_set,
+           const ReplayOptions& options, std::vector<int> representative)
+      : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(gpus), options_(options), platform_(platform),
+        rail_set_(std::move(rail_set)), remaining_(graph.size()), timings_(graph.size()), inside_(graph.size(), 0),
+        fused_(graph.size(), 0), single_task_(static_cast<std::size_t>(graph.device_count()), 1),
+        wall_start_(std::chrono::steady_clock::now()),
+        overlap_(gpus, options.comm_compute_slowdown, std::move(representative))
   {
     // Where tasks queue on arrival (off the stream: parameter servers), the order in which equal
     // times are handled decides the queue's order: Execs everywhere then, as always.
+    // Compute slowed by communication (CommOverlap.hpp) needs Execs too: SimGrid rescales them when
+    // their host changes power state.
     for (TaskId id = 0; id < graph.size(); ++id) {
       remaining_[id] = graph.dependency_count(id);
-      if (graph.kind(id) == TaskKind::compute && !graph.compute(id).on_stream)
+      if ((graph.kind(id) == TaskKind::compute && !graph.compute(id).on_stream) || options.comm_compute_slowdown > 0)
         std::fill(single_task_.begin(), single_task_.end(), 0);
     }
   }
@@ -212,6 +303,7 @@ private:
       q.holder = id;
     }
     timings_[id].start_s = now();
+    overlap_.begin(graph_, id);  // communication slows its GPUs' compute (no-op for compute tasks)
     switch (graph_.kind(id)) {
     case TaskKind::compute: {
       const double s = seconds_[id];
@@ -233,28 +325,31 @@ private:
     }
     case TaskKind::transfer: {
       const auto& t = graph_.transfer(id);
-      send(t.src, t.dst, t.bytes, Record::Kind::task, id, 0);
+      send(t.src, t.dst, t.bytes / t.bandwidth_factor, Record::Kind::task, id, 0, t.latency_s);
       return;
     }
     case TaskKind::collective: {
       const auto& c = graph_.collective(id);
       if (c.fidelity == CollectiveFidelity::analytic) {
-        const double duration = analytic_seconds(c, cluster_);
-        simgrid::kernel::timer::Timer::set(now() + duration, [this, id] {
+        const double duration = analytic_duration(c);
+        auto done = [this, id] {
           finish(id);
           drain_ready();
-        });
+        };
+        if (overlap_.blocks_stream(c))
+          overlap_.run_blocking(id, c, duration, done);  // stream work: slowed like compute (CommOverlap.hpp)
+        else
+          simgrid::kernel::timer::Timer::set(now() + duration, done);
         return;
       }
       Run run;
       if (folded_ != nullptr) {
         run.messages = folded_->messages(id);
         const int offset = folded_->offset(id);
-        for (Message& m : run.messages)
-          if (m.src >= 0) {
-            m.src += offset;
-            m.dst += offset;
-          }
+        for (Message& m : run.messages) {
+          m.src = shift_endpoint(m.src, offset, cluster_.gpus_per_node);
+          m.dst = shift_endpoint(m.dst, offset, cluster_.gpus_per_node);
+        }
       } else {
         run.messages = decompose(c, cluster_.gpus_per_node);
       }
@@ -276,6 +371,14 @@ private:
       for (std::uint32_t m = 0; m < n; ++m)
         if (stored.waiting[m] == 0)
           first.push_back(m);
+      if (c.base_latency_s > 0) {  // the protocol's fixed latency (kernel launch, setup) before the first step
+        simgrid::kernel::timer::Timer::set(now() + c.base_latency_s, [this, id, first] {
+          for (std::uint32_t m : first)
+            send_message(id, m);
+          drain_ready();
+        });
+        return;
+      }
       for (std::uint32_t m : first)
         send_message(id, m);
       return;
@@ -285,14 +388,14 @@ private:
 
   // How long task n takes where a chain on `device` may hold it: a compute task of the device's
   // stream, or an analytic collective (a timer); negative where it may not.
-  double chain_duration(TaskId n, int device) const
+  double chain_duration(TaskId n, int device)
   {
     if (graph_.kind(n) == TaskKind::compute) {
       const ComputeTask& c = graph_.compute(n);
       return c.device == device && c.on_stream ? std::max(0.0, seconds_[n]) / cluster_.speed_of(device) : -1;
     }
     if (graph_.kind(n) == TaskKind::collective && graph_.collective(n).fidelity == CollectiveFidelity::analytic)
-      return analytic_seconds(graph_.collective(n), cluster_);
+      return analytic_duration(graph_.collective(n));
     return -1;
   }
 
@@ -363,14 +466,16 @@ private:
   void send_message(TaskId id, std::uint32_t m)
   {
     const Message& msg = runs_.at(id).messages[m];
-    if (msg.src < 0) {  // a join: nothing to send
+    if (msg.src == -1 && msg.dst == -1) {  // a join: nothing to send
       message_done(id, m);
       return;
     }
     const CollectiveTask& c = graph_.collective(id);
-    // A calibrated collective: the measured per-hop latency, and the measured bandwidth as a factor
-    // on the payload (CM02 gives a flow bytes / (bandwidth x factor) seconds alone on its links).
-    send(msg.src, msg.dst, msg.bytes / c.bandwidth_factor, Record::Kind::message, id, m, c.hop_latency_s);
+    // The step's latency (protocol, calibration or route), and the protocol's or the measured
+    // bandwidth as a factor on the payload (CM02 gives a flow bytes / (bandwidth x factor) seconds
+    // alone on its links).
+    send(msg.src, msg.dst, msg.bytes / c.bandwidth_factor, Record::Kind::message, id, m,
+         message_latency(c, cluster_, msg.src, msg.dst), msg.rails ? rail_set_.at(id) : -1);
   }
 
   void message_done(TaskId id, std::uint32_t m)
@@ -392,20 +497,24 @@ private:
 
   // A message: the route's latency (or `latency_s` when >= 0) as a timer, then the bytes as a Comm
   // (skipped when empty).
-  void send(int src, int dst, double bytes, Record::Kind kind, TaskId task, std::uint32_t member, double latency_s = -1)
+  // With `rail_set` >= 0, the message goes between the two nodes' rails hosts of that NIC set.
+  void send(int src, int dst, double bytes, Record::Kind kind, TaskId task, std::uint32_t member, double latency_s = -1,
+            int rail_set = -1)
   {
     const double latency = latency_s >= 0 ? latency_s : cluster_.latency(src, dst);
-    auto transmit = [this, src, dst, bytes, kind, task, member] {
+    auto transmit = [this, src, dst, bytes, kind, task, member, rail_set] {
       if (bytes <= 0) {
         complete_message(kind, task, member);
         return;
       }
-      sg4::CommPtr comm = routes_ != nullptr
-                              ? sg4::Comm::sendto_init(folded_platform_->senders[static_cast<std::size_t>(routes_->pair.at(
-                                                           static_cast<std::uint64_t>(src) * static_cast<std::uint64_t>(cluster_.gpu_count()) +
-                                                           static_cast<std::uint64_t>(dst)))],
-                                                       folded_platform_->sink)
-                              : sg4::Comm::sendto_init(gpus_[static_cast<std::size_t>(src)], gpus_[static_cast<std::size_t>(dst)]);
+      sg4::CommPtr comm;
+      if (routes_ != nullptr)  // folded: the sender host of the route's quotient links, to the sink
+        comm = sg4::Comm::sendto_init(folded_platform_->senders[static_cast<std::size_t>(routes_->route_of(src, dst, rail_set))],
+                                      folded_platform_->sink);
+      else if (rail_set >= 0)
+        comm = sg4::Comm::sendto_init(rails(src, rail_set), rails(dst, rail_set));
+      else
+        comm = sg4::Comm::sendto_init(host(src), host(dst));
       comm->set_payload_size(static_cast<std::uint64_t>(bytes + 0.5));
       track(comm, kind, task, member);
       comm->start();
@@ -427,6 +536,41 @@ private:
       finish(task);
   }
 
+  // A closed form costs O(members) with link bookkeeping; an iteration repeats the same few
+  // collectives thousands of times: each distinct one is computed once.
+  double analytic_duration(const CollectiveTask& c)
+  {
+    auto key = std::make_tuple(c.kind, c.algorithm, c.protocol, c.channels, c.bytes, c.base_latency_s, c.hop_latency_s,
+                               c.bandwidth_factor, c.intra_step_latency_s, c.inter_step_latency_s, c.group,
+                               c.member_load, c.load_at_source);
+    auto it = analytic_cache_.find(key);
+    if (it == analytic_cache_.end())
+      it = analytic_cache_.emplace(std::move(key), analytic_seconds(c, cluster_)).first;
+    return it->second;
+  }
+
+  // The host of a message endpoint: a GPU, or a switch that reduces (Collectives.hpp).
+  sg4::Host* host(int endpoint) const
+  {
+    if (endpoint >= 0)
+      return gpus_[static_cast<std::size_t>(endpoint)];
+    sg4::Host* h = nullptr;
+    if (endpoint == fabric_switch_endpoint)
+      h = platform_.fabric_switch;
+    else if (is_switch_endpoint(endpoint) &&
+             static_cast<std::size_t>(node_of_switch_endpoint(endpoint)) < platform_.node_switches.size())
+      h = platform_.node_switches[static_cast<std::size_t>(node_of_switch_endpoint(endpoint))];
+    if (h == nullptr)
+      throw SimulationError("a collective reduces in a switch that cluster '" + cluster_.name +
+                            "' does not have (nvls needs intra_node.nvls, sharp needs fabric.sharp)");
+    return h;
+  }
+
+  sg4::Host* rails(int gpu, int set) const
+  {
+    return platform_.rails.at(static_cast<std::size_t>(cluster_.node_of(gpu))).at(static_cast<std::size_t>(set));
+  }
+
   template <typename Ptr> void track(const Ptr& activity, Record::Kind kind, TaskId task, std::uint32_t member)
   {
     std::size_t slot;
@@ -445,6 +589,7 @@ private:
   void finish(TaskId id, double end_s = -1)
   {
     timings_[id].end_s = end_s >= 0 ? end_s : now();
+    overlap_.end(graph_, id);
     if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
       // Hand the queue to the task that has waited longest: it launches before anything readied now.
       ArrivalQueue& q = queues_[graph_.compute(id).device];
@@ -468,6 +613,12 @@ private:
   const FoldedCollectives* folded_ = nullptr;
   const FoldedRoutes* routes_ = nullptr;
   const detail::FoldedPlatform* folded_platform_ = nullptr;
+  const detail::Platform& platform_;
+  std::unordered_map<TaskId, int> rail_set_;  // collectives with channels across nodes: their NIC set
+  std::map<std::tuple<CollectiveKind, CollectiveAlgorithm, CollectiveProtocol, int, double, double, double, double, double,
+                      double, std::vector<int>, std::vector<double>, bool>,
+           double>
+      analytic_cache_;
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
   std::vector<std::uint32_t> inside_;  // while a chain forms: its members that each task waits for
@@ -483,6 +634,7 @@ private:
   std::chrono::steady_clock::time_point wall_start_;
   std::uint64_t events_ = 0;
   double next_report_s_ = 0;
+  detail::CommOverlap overlap_;
 };
 
 bool engine_used = false;
@@ -500,16 +652,35 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
                           cluster.name + "' has " + std::to_string(cluster.gpu_count()));
   if (compute_seconds.size() != graph.size())
     throw SimulationError("compute_seconds must hold one entry per task");
+  for (TaskId id = 0; id < graph.size(); ++id)
+    if (graph.kind(id) == TaskKind::collective && graph.collective(id).fidelity == CollectiveFidelity::flow &&
+        effective_algorithm(graph.collective(id), cluster) != effective_algorithm(graph.collective(id), cluster.gpus_per_node))
+      throw SimulationError("collective " + graph.label(id) + " reduces in a switch that cluster '" + cluster.name +
+                            "' does not have (nvls needs intra_node.nvls, sharp needs fabric.sharp): resolve it first");
   const Fold* fold = options.fold != nullptr && !options.fold->trivial() ? options.fold : nullptr;
   if (fold != nullptr && fold->devices() != graph.device_count())
     throw SimulationError("the fold must act on the graph's devices");
   // Folding every collective may refuse the fold (FoldError): before the engine exists, so that the
   // caller can try again with fewer symmetries.
+  // The NIC sets that collectives spread their channels over (Collectives.hpp: rail_nics).
+  std::vector<std::vector<int>> rail_sets;
+  std::unordered_map<TaskId, int> rail_set;
+  for (TaskId id = 0; id < graph.size(); ++id)
+    if (graph.kind(id) == TaskKind::collective && graph.collective(id).channels > 1 &&
+        graph.collective(id).kind != CollectiveKind::all_to_all) {  // PXN sends from GPUs, not the rails
+      const std::vector<int> nics = rail_nics(graph.collective(id), cluster);
+      if (nics.empty())
+        continue;
+      auto it = std::find(rail_sets.begin(), rail_sets.end(), nics);
+      rail_set[id] = static_cast<int>(it - rail_sets.begin());
+      if (it == rail_sets.end())
+        rail_sets.push_back(nics);
+    }
   std::optional<FoldedCollectives> folded;
   std::optional<FoldedRoutes> routes;
   if (fold != nullptr) {
     folded.emplace(graph, cluster.gpus_per_node, *fold);
-    routes.emplace(graph, cluster, *fold, *folded);
+    routes.emplace(graph, cluster, *fold, *folded, rail_sets, rail_set);
   }
   engine_used = true;
   const auto wall_start = std::chrono::steady_clock::now();
@@ -529,11 +700,17 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
 
   detail::Platform platform;
   detail::FoldedPlatform folded_platform;
-  if (fold != nullptr)
-    folded_platform = detail::build_folded_platform(cluster, fold->representatives(), routes->links, routes->routes);
-  else
-    platform = detail::build_platform(cluster);
-  Replayer replayer(graph, cluster, compute_seconds, fold != nullptr ? folded_platform.gpus : platform.gpus, options);
+  std::vector<int> representative;  // per device, under a fold: whose state it shares (CommOverlap)
+  if (fold != nullptr) {
+    folded_platform = detail::build_folded_platform(cluster, fold->representatives(), routes->links, routes->routes,
+                                                    options.comm_compute_slowdown);
+    for (int d = 0; d < graph.device_count(); ++d)
+      representative.push_back(fold->representative(d));
+  } else {
+    platform = detail::build_platform(cluster, rail_sets, options.comm_compute_slowdown);
+  }
+  Replayer replayer(graph, cluster, compute_seconds, fold != nullptr ? folded_platform.gpus : platform.gpus, platform,
+                    std::move(rail_set), options, std::move(representative));
   if (fold != nullptr)
     replayer.set_fold(&*folded, &*routes, &folded_platform);
   sg4::Activity::on_completion_cb([&replayer](const sg4::Activity& a) { replayer.on_completion(a); });

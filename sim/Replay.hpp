@@ -57,6 +57,9 @@ struct ReplayOptions {
   double progress_interval_s = 0.5;
   /// The activities the replay is expected to simulate (0: unknown), passed on to on_progress.
   double estimated_activities = 0;
+  /// Extra share of time compute takes while a transfer or collective of its GPU runs (the profile's
+  /// comm_compute_slowdown; 0: none). See CommOverlap.hpp.
+  double comm_compute_slowdown = 0;
 };
 
 struct ReplayResult {

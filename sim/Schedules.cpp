@@ -16,12 +16,18 @@ int chunks_of(const PipelinePlan& plan) { return static_cast<int>(plan.stages.si
 // One pass of a stage as compute segments and collectives: blocking ones (synchronized batch norm
 // across the replicas, tensor-parallel ones inside the group), gradient buckets (not blocking),
 // ZeRO-3 parameter gathers (not blocking; the next compute segment waits for them) and ring
-// attention (a compute segment of one layer run in cp chunks with K/V transfers between them).
+// attention (a compute segment of one layer run in cp chunks with K/V transfers between them), the
+// all-to-alls of expert parallelism (blocking), and the expert gradients' reduction (expert_bucket,
+// not blocking).
 struct Step {
-  enum class Kind { compute, dp_sync, tp_sync, bucket, gather, ring } kind = Kind::compute;
+  enum class Kind { compute, dp_sync, tp_sync, bucket, gather, ring, expert, expert_bucket } kind = Kind::compute;
   std::size_t begin = 0, end = 0;  // compute and ring: layers [begin, end)
   CollectiveKind collective = CollectiveKind::all_reduce;
   double bytes = 0;                // collectives: total bytes (per-sample sizes already scaled); ring: K/V bytes
+  CollectiveRole role = CollectiveRole::gradients;  // expert: dispatch or combine
+  bool at_source = false;                           // expert: the busiest rank sends (combine direction)
+  bool recomputed = false;                          // expert: the recomputed forward's, in backward
+  double expert_bytes = 0;                          // gather: the unit's experts' parameters
 };
 
 std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const PipelinePlan& plan, bool last_backward)
@@ -49,12 +55,44 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
           events.push_back({g.layer, {Step::Kind::bucket, 0, 0, reduce, g.bytes}});
       else if (plan.zero == 2)
         events.push_back({stage.layers.begin, {Step::Kind::bucket, 0, 0, reduce, stage.gradient_bytes}});
+      // ZeRO 2 and 3 reduce-scatter the experts' gradients after every backward, over their own groups.
+      if (plan.zero >= 2 && stage.expert_gradient_bytes > 0)
+        events.push_back({stage.layers.begin, {.kind = Step::Kind::expert_bucket, .collective = reduce,
+                                               .bytes = stage.expert_gradient_bytes}});
     }
-    if (plan.zero >= 3 && plan.shard > 1)
+    if (plan.zero >= 3)
       for (const ShardUnit& u : stage.units)
-        events.push_back({forward ? u.begin : u.end,
-                          {Step::Kind::gather, u.begin, u.end, CollectiveKind::all_gather, u.bytes}});
+        if ((plan.shard > 1 && u.bytes > 0) || (plan.expert_shard > 1 && u.expert_bytes > 0))
+          events.push_back({forward ? u.begin : u.end,
+                            {.kind = Step::Kind::gather, .begin = u.begin, .end = u.end,
+                             .collective = CollectiveKind::all_gather, .bytes = plan.shard > 1 ? u.bytes : 0.0,
+                             .expert_bytes = plan.expert_shard > 1 ? u.expert_bytes : 0.0}});
   }
+  if (plan.ep > 1)
+    for (const ExpertExchange& x : stage.exchanges) {
+      // Forward: dispatch before the experts, combine after. Backward: the combine's backward (the
+      // output gradients to the experts, in the dispatch's direction) before their backward, the
+      // dispatch's backward (the input gradients home) after it.
+      const double bytes = x.bytes_per_sample * b;
+      events.push_back({forward ? x.layer : x.layer + 1,
+                        {.kind = Step::Kind::expert, .begin = x.layer, .end = x.layer + 1,
+                         .collective = CollectiveKind::all_to_all, .bytes = bytes,
+                         .role = forward ? CollectiveRole::expert_dispatch : CollectiveRole::expert_combine}});
+      events.push_back({forward ? x.layer + 1 : x.layer,
+                        {.kind = Step::Kind::expert, .begin = x.layer, .end = x.layer + 1,
+                         .collective = CollectiveKind::all_to_all, .bytes = bytes,
+                         .role = forward ? CollectiveRole::expert_combine : CollectiveRole::expert_dispatch,
+                         .at_source = true}});
+      // Full recomputation: the forward's dispatch and combine again, before the combine's backward
+      // (the experts' recomputed forward is part of their backward compute task, as in OpCosts).
+      if (!forward && plan.expert_recompute)
+        for (const bool combine : {false, true})
+          events.push_back({x.layer + 1,
+                            {.kind = Step::Kind::expert, .begin = x.layer, .end = x.layer + 1,
+                             .collective = CollectiveKind::all_to_all, .bytes = bytes,
+                             .role = combine ? CollectiveRole::expert_combine : CollectiveRole::expert_dispatch,
+                             .at_source = combine, .recomputed = true}});
+    }
   if (plan.tp > 1)
     for (const TpCollective& c : stage.tp_collectives)
       if (c.phase == phase) {
@@ -68,8 +106,18 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
                          r.kv_bytes_per_sample * b * (forward ? 1 : 2)}});
   // Forward: increasing position; backward: decreasing. At one position: a bucket first (it closes
   // the work before it), then a gather (it opens the work after it), a ring last (it is that work).
+  // An all-to-all towards the experts precedes the tensor-parallel gather of what it brought (Megatron-
+  // Core's order); one away from them follows the tensor-parallel reduce-scatter before it. The
+  // recomputed dispatch and combine come first, the dispatch before the combine.
   auto rank = [](const Step& s) {
-    return s.kind == Step::Kind::bucket ? 0 : s.kind == Step::Kind::gather ? 2 : s.kind == Step::Kind::ring ? 3 : 1;
+    switch (s.kind) {
+    case Step::Kind::bucket:
+    case Step::Kind::expert_bucket: return 0.0;
+    case Step::Kind::gather: return 2.0;
+    case Step::Kind::ring: return 3.0;
+    case Step::Kind::expert: return s.recomputed ? (s.at_source ? 0.3 : 0.2) : s.at_source ? 1.5 : 0.5;
+    default: return 1.0;
+    }
   };
   std::stable_sort(events.begin(), events.end(), [&](const Event& x, const Event& y) {
     if (x.position != y.position)
@@ -162,19 +210,39 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   std::vector<TaskId> last(static_cast<std::size_t>(plan.devices()), no_task);
   // Gradient reductions of each chunk and tensor rank (not blocking; the optimizer waits for them).
   std::vector<std::vector<TaskId>> bucket_tasks(static_cast<std::size_t>(chunks * tp));
-  // One communication stream per reduction group: its reductions run one after another, and so do
-  // its ZeRO-3 gathers (on their own stream). Keyed by (chunk, tensor rank, group).
+  // The experts' gradients of each chunk and tensor rank, reduced after every backward (ZeRO 2, 3).
+  std::vector<std::vector<TaskId>> expert_bucket_tasks(static_cast<std::size_t>(chunks * tp));
+  // Families of replicas that hold the same weights: 0 the dense ones (every replica); 1 + e, with
+  // expert parallelism, the experts of ep rank e (replicas e, e + ep, ...). A family's reductions run
+  // in groups of `shard` (expert_shard) of its replicas, hybrid sharding across the groups.
+  const int ep = plan.ep;
+  const int families = ep > 1 ? 1 + ep : 1;
+  const int expert_replicas = dp / ep;
+  const int expert_shard = plan.zero > 0 ? plan.expert_shard : expert_replicas;
   const int groups = dp / shard;
-  std::vector<TaskId> reduce_chain(static_cast<std::size_t>(chunks * tp * groups), no_task);
-  std::vector<TaskId> gather_chain(static_cast<std::size_t>(chunks * tp * groups), no_task);
-  // ZeRO-3: per device, the gather the next compute task waits for, and the program position when
+  const int expert_groups = expert_replicas / expert_shard;
+  const int max_groups = std::max(groups, expert_groups);
+  auto family_replica = [&](int f, int index) { return f == 0 ? index : (f - 1) + index * ep; };
+  auto family_shard = [&](int f) { return f == 0 ? shard : expert_shard; };
+  auto family_groups = [&](int f) { return f == 0 ? groups : expert_groups; };
+  // One communication stream per reduction group: its reductions run one after another, and so do
+  // its ZeRO-3 gathers (on their own stream). Keyed by (chunk, tensor rank, family, group).
+  auto chain_index = [&](int s, int t, int f, int j) {
+    return static_cast<std::size_t>(((s * tp + t) * families + f) * max_groups + j);
+  };
+  std::vector<TaskId> reduce_chain(static_cast<std::size_t>(chunks * tp * families * max_groups), no_task);
+  std::vector<TaskId> gather_chain(reduce_chain.size(), no_task);
+  // ZeRO-3: per device, the gathers the next compute task waits for, and the program position when
   // the previous gather was issued (a gather waits for the compute two units back: one prefetch).
-  std::vector<TaskId> pending_gather(static_cast<std::size_t>(plan.devices()), no_task);
+  std::vector<std::vector<TaskId>> pending_gather(static_cast<std::size_t>(plan.devices()));
   std::vector<TaskId> at_previous_gather(static_cast<std::size_t>(plan.devices()), no_task);
   // Ring attention's backward: the dK/dV returning to a device, which its next compute waits for.
   std::vector<TaskId> pending_ring(static_cast<std::size_t>(plan.devices()), no_task);
 
   for (const StagePlan& stage : plan.stages) {
+    for (const ExpertExchange& x : stage.exchanges)
+      if (x.layer < stage.layers.begin || x.layer >= stage.layers.end)
+        throw std::invalid_argument("expert exchange outside its stage");
     for (const SyncPoint& p : stage.sync_points)
       if (p.layer <= stage.layers.begin || p.layer > stage.layers.end)
         throw std::invalid_argument("sync point outside its stage");
@@ -195,19 +263,26 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   // A collective over `group` (member indices) of chunk s that waits for each member's program.
   auto add_group_collective = [&](int s, const PipelinePass& p, const Step& step, const std::vector<int>& group) {
     const bool tensor = step.kind == Step::Kind::tp_sync;
+    const bool expert = step.kind == Step::Kind::expert;
+    const bool reduction = step.kind == Step::Kind::bucket || step.kind == Step::Kind::expert_bucket;
     CollectiveTask c{.kind = step.collective,
-                     .algorithm = tensor ? plan.tp_algorithm : plan.dp_algorithm,
-                     .fidelity = tensor ? plan.tp_fidelity : plan.dp_fidelity,
+                     .algorithm = tensor ? plan.tp_algorithm : expert ? plan.ep_algorithm : plan.dp_algorithm,
+                     .fidelity = tensor ? plan.tp_fidelity : expert ? plan.ep_fidelity : plan.dp_fidelity,
                      .group = {},
                      .bytes = step.bytes,
                      .stage = s,
-                     .micro_batch = step.kind == Step::Kind::bucket && plan.zero < 2 ? -1 : p.micro_batch,
+                     .micro_batch = reduction && plan.zero < 2 ? -1 : p.micro_batch,
                      .phase = p.phase,
                      .role = tensor                                ? CollectiveRole::tensor_parallel
+                             : expert                              ? step.role
                              : step.kind == Step::Kind::dp_sync ? CollectiveRole::sync_batch_norm
                                                                  : CollectiveRole::gradients};
     for (int q : group)
       c.group.push_back(device(s, q));
+    if (expert && !plan.expert_load.empty()) {  // the members are ep ranks 0 .. ep - 1
+      c.member_load = plan.expert_load;
+      c.load_at_source = step.at_source;
+    }
     const TaskId id = g.add_collective(std::move(c));
     for (int q : group) {
       if (!keep(s, q))
@@ -215,25 +290,33 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       TaskId& before = last[static_cast<std::size_t>(device(s, q))];
       if (before != no_task)
         g.add_dependency(before, id);
-      if (step.kind != Step::Kind::bucket) {
+      if (!reduction) {
         before = id;
         pass(s, q, p.micro_batch, p.phase).push_back(id);
       }
     }
     return id;
   };
-  // Members of tensor rank t in reduction group j (replicas j * shard ... (j + 1) * shard - 1).
-  auto reduce_group = [&](int t, int j) {
+  // Members of tensor rank t in reduction group j of family f (its replicas j * shard ... (j + 1) *
+  // shard - 1).
+  auto reduce_group = [&](int t, int j, int f = 0) {
     std::vector<int> group;
-    for (int r = j * shard; r < (j + 1) * shard; ++r)
-      group.push_back(r * tp + t);
+    for (int i = 0; i < family_shard(f); ++i)
+      group.push_back(family_replica(f, j * family_shard(f) + i) * tp + t);
     return group;
   };
-  // Hybrid sharding: shard i of every group, all-reduced across the groups.
-  auto replicate_group = [&](int t, int i) {
+  // Hybrid sharding: shard i of every group of family f, all-reduced across the groups.
+  auto replicate_group = [&](int t, int i, int f = 0) {
     std::vector<int> group;
-    for (int j = 0; j < groups; ++j)
-      group.push_back((j * shard + i) * tp + t);
+    for (int j = 0; j < family_groups(f); ++j)
+      group.push_back(family_replica(f, j * family_shard(f) + i) * tp + t);
+    return group;
+  };
+  // Tensor rank t of ep group e (replicas e * ep ... (e + 1) * ep - 1): an all-to-all's members.
+  auto expert_group = [&](int t, int e) {
+    std::vector<int> group;
+    for (int r = e * ep; r < (e + 1) * ep; ++r)
+      group.push_back(r * tp + t);
     return group;
   };
   auto dp_group = [&](int t) {
@@ -251,31 +334,42 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   // A gradient reduction of `bytes` for chunk s and tensor rank t over every reduction group (plus,
   // with hybrid sharding, the all-reduce of each shard across the groups): its tasks, on each
   // group's communication stream. `wait` (if any) must finish first.
-  auto reduce_gradients = [&](int s, int t, const PipelinePass& p, const Step& step) {
-    std::vector<TaskId> done;
-    for (int j = 0; j < groups; ++j) {
-      if (!keeps_any(s, reduce_group(t, j)))
+  auto reduce_family = [&](int s, int t, int f, const PipelinePass& p, const Step& step, std::vector<TaskId>& done) {
+    if (family_shard(f) * family_groups(f) < 2)
+      return;  // one replica holds these weights: nothing to reduce
+    std::vector<TaskId> scattered;
+    for (int j = 0; j < family_groups(f); ++j) {
+      if (!keeps_any(s, reduce_group(t, j, f)))
         continue;
-      TaskId& chain = reduce_chain[static_cast<std::size_t>((s * tp + t) * groups + j)];
-      const TaskId id = add_group_collective(s, p, step, reduce_group(t, j));
+      TaskId& chain = reduce_chain[chain_index(s, t, f, j)];
+      const TaskId id = add_group_collective(s, p, step, reduce_group(t, j, f));
       if (chain != no_task)
         g.add_dependency(chain, id);
       chain = id;
-      done.push_back(id);
+      scattered.push_back(id);
     }
-    if (plan.zero > 0 && groups > 1 && shard > 0) {
-      std::vector<TaskId> scattered = done;
+    done.insert(done.end(), scattered.begin(), scattered.end());
+    if (plan.zero > 0 && family_groups(f) > 1 && family_shard(f) > 0) {
       Step across = step;
       across.collective = CollectiveKind::all_reduce;
-      across.bytes = step.bytes / shard;
-      for (int i = 0; i < shard; ++i) {
-        if (!keeps_any(s, replicate_group(t, i)))
+      across.bytes = step.bytes / family_shard(f);
+      for (int i = 0; i < family_shard(f); ++i) {
+        if (!keeps_any(s, replicate_group(t, i, f)))
           continue;
-        const TaskId id = add_group_collective(s, p, across, replicate_group(t, i));
+        const TaskId id = add_group_collective(s, p, across, replicate_group(t, i, f));
         for (TaskId before : scattered)
           g.add_dependency(before, id);
         done.push_back(id);
       }
+    }
+  };
+  auto reduce_gradients = [&](int s, int t, const PipelinePass& p, const Step& step) {
+    std::vector<TaskId> done;
+    if (step.kind == Step::Kind::expert_bucket) {
+      for (int f = 1; f < families; ++f)
+        reduce_family(s, t, f, p, step, done);
+    } else {
+      reduce_family(s, t, 0, p, step, done);
     }
     return done;
   };
@@ -289,11 +383,13 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     TaskId& before = last[dev];
     if (before != no_task && g.kind(before) == TaskKind::collective)
       g.add_dependency(before, id);  // the stream order covers a compute predecessor
-    for (TaskId* pending : {&pending_gather[dev], &pending_ring[dev]})
-      if (*pending != no_task) {
-        g.add_dependency(*pending, id);
-        *pending = no_task;
-      }
+    for (TaskId gather : pending_gather[dev])
+      g.add_dependency(gather, id);
+    pending_gather[dev].clear();
+    if (pending_ring[dev] != no_task) {
+      g.add_dependency(pending_ring[dev], id);
+      pending_ring[dev] = no_task;
+    }
     before = id;
     pass(s, q, p.micro_batch, p.phase).push_back(id);
     return id;
@@ -320,41 +416,58 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             add_group_collective(s, p, step, tp_group(r));
           break;
         case Step::Kind::bucket:
+        case Step::Kind::expert_bucket:
           for (int t : kept_ranks[static_cast<std::size_t>(s)]) {
-            auto& buckets = bucket_tasks[static_cast<std::size_t>(s * tp + t)];
+            auto& buckets = (step.kind == Step::Kind::bucket ? bucket_tasks : expert_bucket_tasks)[static_cast<std::size_t>(s * tp + t)];
             for (TaskId id : reduce_gradients(s, t, p, step))
               buckets.push_back(id);
           }
           break;
-        case Step::Kind::gather:
-          // ZeRO-3: the unit's parameters, gathered on each group's gather stream once the compute
-          // before the previous gather is done; the unit's first compute task waits for it.
+        case Step::Kind::expert:
           for (int t : kept_ranks[static_cast<std::size_t>(s)])
-            for (int j = 0; j < groups; ++j) {
-              if (!keeps_any(s, reduce_group(t, j)))
+            for (int e = 0; e < dp / ep; ++e)
+              if (keeps_any(s, expert_group(t, e)))
+                add_group_collective(s, p, step, expert_group(t, e));
+          break;
+        case Step::Kind::gather: {
+          // ZeRO-3: the unit's parameters (dense, then the experts' over their own groups), gathered on
+          // each group's gather stream once the compute before the previous gather is done; the unit's
+          // first compute task waits for them.
+          std::vector<TaskId> waits(static_cast<std::size_t>(members), no_task);
+          for (int q = 0; q < members; ++q)
+            waits[static_cast<std::size_t>(q)] = at_previous_gather[static_cast<std::size_t>(device(s, q))];
+          for (int t : kept_ranks[static_cast<std::size_t>(s)])
+            for (int f = 0; f < families; ++f) {
+              const double bytes = f == 0 ? step.bytes : step.expert_bytes;
+              if (bytes <= 0)
                 continue;
-              CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
-                               .fidelity = plan.dp_fidelity, .group = {}, .bytes = step.bytes, .stage = s,
-                               .micro_batch = p.micro_batch, .phase = p.phase, .role = CollectiveRole::parameters};
-              const std::vector<int> group = reduce_group(t, j);
-              for (int q : group)
-                c.group.push_back(device(s, q));
-              const TaskId id = g.add_collective(std::move(c));
-              TaskId& chain = gather_chain[static_cast<std::size_t>((s * tp + t) * groups + j)];
-              if (chain != no_task)
-                g.add_dependency(chain, id);
-              chain = id;
-              for (int q : group) {
-                if (!keep(s, q))
+              for (int j = 0; j < family_groups(f); ++j) {
+                if (!keeps_any(s, reduce_group(t, j, f)))
                   continue;
-                const auto dev = static_cast<std::size_t>(device(s, q));
-                if (at_previous_gather[dev] != no_task)
-                  g.add_dependency(at_previous_gather[dev], id);
-                at_previous_gather[dev] = last[dev];
-                pending_gather[dev] = id;
+                CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
+                                 .fidelity = plan.dp_fidelity, .group = {}, .bytes = bytes, .stage = s,
+                                 .micro_batch = p.micro_batch, .phase = p.phase, .role = CollectiveRole::parameters};
+                const std::vector<int> group = reduce_group(t, j, f);
+                for (int q : group)
+                  c.group.push_back(device(s, q));
+                const TaskId id = g.add_collective(std::move(c));
+                TaskId& chain = gather_chain[chain_index(s, t, f, j)];
+                if (chain != no_task)
+                  g.add_dependency(chain, id);
+                chain = id;
+                for (int q : group) {
+                  if (!keep(s, q))
+                    continue;
+                  if (waits[static_cast<std::size_t>(q)] != no_task)
+                    g.add_dependency(waits[static_cast<std::size_t>(q)], id);
+                  pending_gather[static_cast<std::size_t>(device(s, q))].push_back(id);
+                }
               }
             }
+          for (int q = 0; q < members; ++q)
+            at_previous_gather[static_cast<std::size_t>(device(s, q))] = last[static_cast<std::size_t>(device(s, q))];
           break;
+        }
         case Step::Kind::ring: {
           // Ring attention: chunk 0 on the GPU's own K/V; before chunk j it receives the block the
           // GPU before it in the cp ring received at step j - 1 (its own block at step 1). Forward
@@ -410,10 +523,17 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             }
           break;
         }
-        case Step::Kind::compute:
+        case Step::Kind::compute: {
+          // The experts layer on its own (between its all-to-alls) runs at its ep rank's load.
+          const bool experts =
+              ep > 1 && !plan.expert_compute.empty() &&
+              std::any_of(stage.exchanges.begin(), stage.exchanges.end(),
+                          [&](const ExpertExchange& x) { return step.begin == x.layer && step.end == x.layer + 1; });
           for (int q : kept_members[static_cast<std::size_t>(s)])
-            add_compute(s, q, p, step.begin, step.end, 1.0);
+            add_compute(s, q, p, step.begin, step.end,
+                        experts ? plan.expert_compute[static_cast<std::size_t>((q / tp) % ep)] : 1.0);
           break;
+        }
         }
       }
     }
@@ -441,25 +561,37 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       }
   }
 
-  // Flush: per chunk and tensor rank, reduce the gradients across replicas (unless buckets did),
-  // step the optimizer (on its shard with ZeRO), then with ZeRO 1 and 2 gather the parameters.
-  const double optimizer_share = plan.zero > 0 ? 1.0 / shard : 1.0;
+  // Flush: per chunk and tensor rank, reduce the gradients across replicas (unless buckets did), the
+  // experts' over the replicas holding them, step the optimizer (on its shards with ZeRO), then with
+  // ZeRO 1 and 2 gather the parameters.
   for (int s = 0; s < chunks; ++s) {
     const auto& stage = plan.stages[static_cast<std::size_t>(s)];
+    const double dense = stage.gradient_bytes, experts = ep > 1 ? stage.expert_gradient_bytes : 0.0;
+    const double optimizer_share = plan.zero == 0          ? 1.0
+                                   : dense + experts > 0 ? (dense / shard + experts / expert_shard) / (dense + experts)
+                                                         : 1.0 / shard;
     for (int t = 0; t < tp; ++t) {
       const std::vector<TaskId>& buckets = bucket_tasks[static_cast<std::size_t>(s * tp + t)];
       const bool bucketed = dp > 1 && !buckets.empty();
       std::vector<TaskId> reduced;
+      const PipelinePass p{Phase::backward, -1, s};
       if (dp > 1 && !bucketed) {
         // One reduction after the last backward: it waits for every member's program.
         const Step flush{Step::Kind::bucket, 0, 0,
                          plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                          stage.gradient_bytes};
-        const PipelinePass p{Phase::backward, -1, s};
         for (int q : dp_group(t))
           if (keep(s, q) && last[static_cast<std::size_t>(device(s, q))] == no_task)
             throw std::invalid_argument("a stage without tasks");
         reduced = reduce_gradients(s, t, p, flush);
+      }
+      std::vector<TaskId> expert_reduced = expert_bucket_tasks[static_cast<std::size_t>(s * tp + t)];
+      if (experts > 0 && plan.zero < 2) {
+        const Step flush{.kind = Step::Kind::expert_bucket,
+                         .collective = plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                         .bytes = experts};
+        for (TaskId id : reduce_gradients(s, t, p, flush))
+          expert_reduced.push_back(id);
       }
       if (!plan.optimizer_step)
         continue;
@@ -472,26 +604,39 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                                     .layer_begin = static_cast<std::uint32_t>(stage.layers.begin),
                                     .layer_end = static_cast<std::uint32_t>(stage.layers.end),
                                     .share = optimizer_share});
+        // A device steps once the reductions it takes part in are done (the stream order covers the
+        // backward); those of other groups (other experts, other hybrid-shard groups) do not hold it.
+        const int d           = device(s, q);
+        const auto add_member = [&](TaskId before) {
+          const auto& group = g.collective(before).group;
+          if (std::find(group.begin(), group.end(), d) != group.end())
+            g.add_dependency(before, opt);
+        };
         for (TaskId before : bucketed ? buckets : reduced)
-          g.add_dependency(before, opt);  // the stream order covers the backward
-        if (!bucketed && reduced.empty() && g.kind(last[static_cast<std::size_t>(device(s, q))]) == TaskKind::collective)
+          add_member(before);
+        for (TaskId before : expert_reduced)
+          add_member(before);
+        if (!bucketed && reduced.empty() && expert_reduced.empty() &&
+            g.kind(last[static_cast<std::size_t>(device(s, q))]) == TaskKind::collective)
           g.add_dependency(last[static_cast<std::size_t>(device(s, q))], opt);
         steps[static_cast<std::size_t>(q / tp)] = opt;
       }
       if (dp > 1 && (plan.zero == 1 || plan.zero == 2))
-        for (int j = 0; j < groups; ++j) {
-          if (!keeps_any(s, reduce_group(t, j)))
-            continue;
-          CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
-                           .fidelity = plan.dp_fidelity, .group = {}, .bytes = stage.gradient_bytes, .stage = s,
-                           .micro_batch = -1, .phase = Phase::optimizer, .role = CollectiveRole::parameters};
-          for (int q : reduce_group(t, j))
-            c.group.push_back(device(s, q));
-          const TaskId id = g.add_collective(std::move(c));
-          for (int r = j * shard; r < (j + 1) * shard; ++r)
-            if (steps[static_cast<std::size_t>(r)] != no_task)
-              g.add_dependency(steps[static_cast<std::size_t>(r)], id);
-        }
+        for (int f = 0; f < families; ++f)
+          for (int j = 0; j < family_groups(f); ++j) {
+            const std::vector<int> group = reduce_group(t, j, f);
+            if (group.size() < 2 || (f > 0 && experts <= 0) || !keeps_any(s, group))
+              continue;
+            CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
+                             .fidelity = plan.dp_fidelity, .group = {}, .bytes = f == 0 ? dense : experts, .stage = s,
+                             .micro_batch = -1, .phase = Phase::optimizer, .role = CollectiveRole::parameters};
+            for (int q : group)
+              c.group.push_back(device(s, q));
+            const TaskId id = g.add_collective(std::move(c));
+            for (int q : group)
+              if (steps[static_cast<std::size_t>(q / tp)] != no_task)
+                g.add_dependency(steps[static_cast<std::size_t>(q / tp)], id);
+          }
     }
   }
   return g;
@@ -580,6 +725,11 @@ TaskGraph build_schedule(const PipelinePlan& plan)
     throw std::invalid_argument("cp must divide the replicas (dp x cp)");
   if (plan.zero < 0 || plan.zero > 3 || (plan.zero > 0 && (plan.shard < 1 || plan.dp % plan.shard != 0)))
     throw std::invalid_argument("ZeRO stage must be 0-3 with a shard group dividing the replicas");
+  if (plan.ep < 1 || plan.dp % plan.ep != 0 || plan.expert_shard < 1 || (plan.dp / plan.ep) % plan.expert_shard != 0)
+    throw std::invalid_argument("ep must divide the replicas (dp x cp), and the expert shard group dp x cp / ep");
+  for (const auto* loads : {&plan.expert_load, &plan.expert_compute})
+    if (!loads->empty() && loads->size() != static_cast<std::size_t>(plan.ep))
+      throw std::invalid_argument("expert loads need one value per ep rank");
   if (plan.stages.size() % static_cast<std::size_t>(plan.virtual_stages) != 0)
     throw std::invalid_argument("the number of model chunks must be a multiple of virtual_stages");
   if (plan.schedule != ScheduleKind::interleaved && plan.virtual_stages != 1)

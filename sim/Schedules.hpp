@@ -25,6 +25,14 @@
 // replicas. This is the integrated P_r x P_c grid (Gholami et al. 2018) with P_r = tp, P_c = dp,
 // combined with pipeline stages.
 //
+// Expert parallelism (mixtures of experts, ep > 1): around each experts layer, every group of ep
+// consecutive replicas (per tensor rank) runs an all-to-all that dispatches the routed tokens to the
+// experts' GPUs and one that combines the results back, in forward and (the other way) in backward,
+// each blocking the stream; the busiest ep rank receives (dispatch) and sends (combine) the most and
+// computes the longest (expert_load, expert_compute). Under full recomputation (expert_recompute) the
+// backward reruns the forward's dispatch and combine before the combine's backward. Expert gradients
+// are reduced over the replicas holding the same experts, dense ones over all.
+//
 //   PipelinePlan plan{.dp = 2, .micro_batches = 8, .micro_batch_size = 4,
 //                     .stages = {{.layers = {0, 7}, .activation_bytes = 6e6, .gradient_bytes = 2e8},
 //                                {.layers = {7, 14}, .activation_bytes = 0, .gradient_bytes = 2e8}}};
@@ -107,7 +115,8 @@ struct TpCollective {
 struct ShardUnit {
   std::size_t begin = 0;
   std::size_t end = 0;
-  double bytes = 0;  ///< the unit's parameters on one tensor-parallel rank, unsharded
+  double bytes = 0;         ///< the unit's parameters on one tensor-parallel rank, unsharded (experts' apart)
+  double expert_bytes = 0;  ///< its experts' parameters on that rank, gathered over the expert shard group
 };
 
 /// An attention layer under context parallelism (ring attention, as Megatron-Core's CP and
@@ -117,6 +126,15 @@ struct ShardUnit {
 struct RingAttention {
   std::size_t layer = 0;
   double kv_bytes_per_sample = 0;  ///< K and V of the whole sequence on one tensor-parallel rank
+};
+
+/// The experts layer of a mixture of experts under expert parallelism (ep > 1): each ep group's
+/// all-to-all dispatches the routed tokens to the GPUs holding their experts before the layer, and
+/// another combines the outputs back after it; in backward the gradients go the other way (the
+/// combine's backward before the layer's, the dispatch's after). All four block the stream.
+struct ExpertExchange {
+  std::size_t layer = 0;        ///< the experts layer
+  double bytes_per_sample = 0;  ///< each GPU's dispatch send buffer at uniform, dropless load
 };
 
 struct StagePlan {
@@ -134,6 +152,12 @@ struct StagePlan {
   std::vector<ShardUnit> units;
   /// Context parallelism (cp > 1): the attention layers.
   std::vector<RingAttention> rings;
+  /// Expert parallelism (ep > 1): the experts layers, in increasing order.
+  std::vector<ExpertExchange> exchanges;
+  /// Weight gradients of the experts this stage's GPUs hold: reduced (and with ZeRO sharded) over the
+  /// dp x cp / ep replicas holding the same experts, not over all; gradient_bytes is the rest. ZeRO
+  /// 1-2 reduce them after the last backward (2: after every backward), with the dense gradients.
+  double expert_gradient_bytes = 0;
 };
 
 struct PipelinePlan {
@@ -155,6 +179,23 @@ struct PipelinePlan {
   ///      (FSDP FULL_SHARD, ZeRO-3); no gather after the step
   int zero = 0;
   int shard = 1;
+  /// Expert parallelism: replicas r = g ep + e form ep group g (ep consecutive replicas, Megatron-Core's
+  /// order); ep rank e holds 1/ep of every mixture of experts' experts. Its expert gradients are
+  /// reduced over the replicas with the same e; with ZeRO in groups of `expert_shard` of them.
+  int ep = 1;
+  int expert_shard = 1;
+  CollectiveAlgorithm ep_algorithm = CollectiveAlgorithm::direct;
+  CollectiveFidelity ep_fidelity = CollectiveFidelity::flow;
+  /// Full recomputation (ep > 1): every backward pass first reruns the experts layers' forward, their
+  /// dispatch and combine all-to-alls included (Megatron-Core checkpoints the whole transformer
+  /// layer): two more all-to-alls per experts layer, before the combine's backward.
+  bool expert_recompute = false;
+  /// Per ep rank, its experts' work over the uniform, dropless work (models::ExpertLoad): the
+  /// all-to-alls' member loads. Empty: 1 on every rank.
+  std::vector<double> expert_load;
+  /// Per ep rank, the factor on its experts layer's compute time (its load over the kept share, which
+  /// the cost model already counts). Empty: 1.
+  std::vector<double> expert_compute;
   int tp = 1;                 ///< tensor-parallel GPUs per stage and replica (P_r of the grid)
   int micro_batches = 1;      ///< M, per replica and iteration
   int micro_batch_size = 1;   ///< samples per micro-batch
@@ -177,8 +218,9 @@ struct PipelinePlan {
 
 /// Builds the iteration's TaskGraph. Throws std::invalid_argument on an empty plan, sizes < 1, a
 /// chunk count not divisible by virtual_stages, M not divisible by pp for interleaving, cp or the
-/// shard group not dividing dp, a ZeRO stage outside 0-3, or a sync point, bucket, unit or ring
-/// outside its stage.
+/// shard group not dividing dp, ep not dividing dp or the expert shard group not dividing dp / ep,
+/// expert loads not one per ep rank, a ZeRO stage outside 0-3, or a sync point, bucket, unit, ring
+/// or expert exchange outside its stage.
 TaskGraph build_schedule(const PipelinePlan& plan);
 
 }  // namespace ddlsim::sim

@@ -1,5 +1,7 @@
 #include "sim/TaskGraph.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace ddlsim::sim {
@@ -51,6 +53,10 @@ TaskId TaskGraph::add_collective(CollectiveTask task)
   for (int d : task.group)
     if (d < 0 || d >= devices_)
       throw std::invalid_argument("collective member " + std::to_string(d) + " is not a device");
+  if (!task.member_load.empty() && (task.member_load.size() != task.group.size() ||
+                                    std::any_of(task.member_load.begin(), task.member_load.end(),
+                                                [](double w) { return !(w >= 0) || !std::isfinite(w); })))
+    throw std::invalid_argument("a collective's member loads must be one finite value >= 0 per member");
   collectives_.push_back(std::move(task));
   return add_node(TaskKind::collective, collectives_.size() - 1);
 }
@@ -98,6 +104,8 @@ std::string TaskGraph::label(TaskId id) const
       return "tp " + std::string(collective_kind_table.name(c.kind)) + where;
     case CollectiveRole::barrier: return "barrier ps" + std::to_string(c.stage);
     case CollectiveRole::parameters: return "zero param all_gather" + where;
+    case CollectiveRole::expert_dispatch: return "moe dispatch" + where;
+    case CollectiveRole::expert_combine: return "moe combine" + where;
     case CollectiveRole::gradients: break;
     }
     if (c.kind == CollectiveKind::reduce_scatter)

@@ -28,11 +28,25 @@ using TaskId = std::uint32_t;
 
 enum class TaskKind : std::uint8_t { compute, transfer, collective };
 enum class Phase : std::uint8_t { forward, backward, optimizer };
-enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter };
-enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical };
+enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast, all_to_all };
+/// automatic is resolved before simulation (resolve_collective in Collectives.hpp) into one of the
+/// others, as NCCL's tuner chooses; the replay never sees it.
+enum class CollectiveAlgorithm : std::uint8_t { ring, tree, hierarchical, double_tree, nvls, sharp, direct, automatic };
+/// NCCL's protocols: what a step costs in latency and what share of the link bandwidth it gets.
+enum class CollectiveProtocol : std::uint8_t { simple, ll128, ll };
 enum class CollectiveFidelity : std::uint8_t { flow, analytic };
-/// What a collective is for (timeline names and link-class accounting).
-enum class CollectiveRole : std::uint8_t { gradients, sync_batch_norm, tensor_parallel, barrier, parameters };
+/// What a collective is for (timeline names and link-class accounting). expert_dispatch and
+/// expert_combine: a mixture of experts' all-to-alls sending tokens to their experts and back (and
+/// their backward passes, which move the gradients the other way).
+enum class CollectiveRole : std::uint8_t {
+  gradients,
+  sync_batch_norm,
+  tensor_parallel,
+  barrier,
+  parameters,
+  expert_dispatch,
+  expert_combine
+};
 
 inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"forward", Phase::forward, "forward pass of a micro-batch"},
@@ -40,18 +54,44 @@ inline constexpr EnumTable<Phase, 3> phase_table{{{
     {"optimizer", Phase::optimizer, "weight update"},
 }}};
 
-inline constexpr EnumTable<CollectiveKind, 3> collective_kind_table{{{
+inline constexpr EnumTable<CollectiveKind, 5> collective_kind_table{{{
     {"all_reduce", CollectiveKind::all_reduce, "every member ends with the sum of all buffers"},
     {"all_gather", CollectiveKind::all_gather, "every member ends with every member's shard"},
     {"reduce_scatter", CollectiveKind::reduce_scatter, "every member ends with its shard of the sum"},
+    {"broadcast", CollectiveKind::broadcast, "every member ends with the first member's buffer"},
+    {"all_to_all", CollectiveKind::all_to_all,
+     "member i sends the j-th of its n blocks to member j (a mixture of experts' token dispatch and combine)"},
 }}};
 
-inline constexpr EnumTable<CollectiveAlgorithm, 3> collective_algorithm_table{{{
-    {"ring", CollectiveAlgorithm::ring, "ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes"},
+inline constexpr EnumTable<CollectiveAlgorithm, 8> collective_algorithm_table{{{
+    {"ring", CollectiveAlgorithm::ring,
+     "NCCL's ring: reduce-scatter then all-gather, 2(n-1) steps of S/n bytes, one ring per NIC (rail) across nodes"},
     {"tree", CollectiveAlgorithm::tree,
      "binary tree: pipelined reduce to the root, then pipelined broadcast (all-reduce only; others use ring)"},
     {"hierarchical", CollectiveAlgorithm::hierarchical,
-     "intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather"},
+     "intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather; all-to-all: "
+     "intra-node all-to-all to the GPU of each destination's local rank, then one inter-node all-to-all per local rank"},
+    {"double_tree", CollectiveAlgorithm::double_tree,
+     "NCCL's tree: a chain in each node and two complementary binary trees over the nodes, half the data each "
+     "(all-reduce only; others use ring)"},
+    {"nvls", CollectiveAlgorithm::nvls,
+     "NVLink SHARP: the node's NVSwitch reduces and multicasts (needs intra_node.nvls; one node; all-reduce, "
+     "all-gather, reduce-scatter; else ring)"},
+    {"sharp", CollectiveAlgorithm::sharp,
+     "in-network reduction (NCCL CollNet): reduce-scatter in each node, the fabric's switches all-reduce each "
+     "GPU's shard, all-gather in each node (needs fabric.sharp; all-reduce over whole nodes; else ring)"},
+    {"direct", CollectiveAlgorithm::direct,
+     "all-to-all: every member sends to every other at once (NCCL's grouped send/recv, over the rails across "
+     "nodes); others use ring"},
+    {"auto", CollectiveAlgorithm::automatic,
+     "NCCL's tuner: the fastest of ring, double_tree, nvls and sharp with the LL, LL128 or Simple protocol for "
+     "the operation, size and group; an all-to-all is direct, or hierarchical where it applies and is faster"},
+}}};
+
+inline constexpr EnumTable<CollectiveProtocol, 3> collective_protocol_table{{{
+    {"simple", CollectiveProtocol::simple, "NCCL Simple: full bandwidth, the highest latency per step"},
+    {"ll128", CollectiveProtocol::ll128, "NCCL LL128: 120 of 128 bytes are data, lower latency"},
+    {"ll", CollectiveProtocol::ll, "NCCL LL: 4 of 8 bytes are data, the lowest latency"},
 }}};
 
 inline constexpr EnumTable<CollectiveFidelity, 2> collective_fidelity_table{{{
@@ -87,6 +127,10 @@ struct TransferTask {
   int micro_batch = 0;           ///< (push/pull: the iteration)
   TransferKind kind = TransferKind::activation;  ///< pipeline activations, or a parameter-server push/pull
   int server = 0;                ///< push/pull: the server shard
+  /// Set from a measured send/recv curve (experiments: apply_measured_transfers): the latency in
+  /// seconds instead of the route's (-1: the route's), and a factor on the bandwidth it gets.
+  double latency_s = -1;
+  double bandwidth_factor = 1;
 };
 
 struct CollectiveTask {
@@ -94,16 +138,34 @@ struct CollectiveTask {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
   CollectiveFidelity fidelity = CollectiveFidelity::flow;
   std::vector<int> group;  ///< devices, in ring order
-  double bytes = 0;        ///< full buffer size on each member (all-gather: the gathered result)
+  /// Full buffer size on each member (all-gather: the gathered result; all-to-all: the send buffer,
+  /// of which each member gets bytes / n, as nccl-tests' alltoall size)
+  double bytes = 0;
   int stage = 0;
   int micro_batch = -1;    ///< the micro-batch it serves (batch norm, tensor parallelism); -1 for gradients
   Phase phase = Phase::backward;
   CollectiveRole role = CollectiveRole::gradients;
+  /// Set by resolve_collective (Collectives.hpp): NCCL's protocol (the latency of each step and the
+  /// share of the bandwidth), the rings or trees it runs in parallel (one per NIC of a node across
+  /// nodes; an all-to-all: more than 1 when NCCL's PXN sends through the destination's rail), and
+  /// its fixed launch latency in seconds.
+  CollectiveProtocol protocol = CollectiveProtocol::simple;
+  int channels = 1;
+  double base_latency_s = 0;
+  /// NCCL's latency of one step inside a node and between nodes, in seconds (-1: the route's own
+  /// latency, as for a point-to-point transfer).
+  double intra_step_latency_s = -1;
+  double inter_step_latency_s = -1;
   /// Set from a measured curve (calibrate_collective in Collectives.hpp): each message's latency in
   /// seconds instead of its route's (-1: the route's), and a factor on the bandwidth its messages get
-  /// (1: the links' own).
+  /// (1: the links' own; resolve_collective sets the protocol's share here).
   double hop_latency_s = -1;
   double bandwidth_factor = 1;
+  /// all_to_all: each member's share of the exchange over the mean, in group order (empty: all 1,
+  /// uniform). Member i sends member j bytes / n x member_load[j] (a dispatch: a busy expert's GPU
+  /// receives more), or x member_load[i] with load_at_source (a combine: it sends more back).
+  std::vector<double> member_load = {};
+  bool load_at_source = false;
 };
 
 class TaskGraph {
@@ -123,6 +185,7 @@ public:
   TaskKind kind(TaskId id) const { return nodes_[id].kind; }
   const ComputeTask& compute(TaskId id) const { return computes_[nodes_[id].index]; }
   const TransferTask& transfer(TaskId id) const { return transfers_[nodes_[id].index]; }
+  TransferTask& transfer(TaskId id) { return transfers_[nodes_[id].index]; }
   const CollectiveTask& collective(TaskId id) const { return collectives_[nodes_[id].index]; }
   CollectiveTask& collective(TaskId id) { return collectives_[nodes_[id].index]; }
   const std::vector<TaskId>& successors(TaskId id) const { return successors_[id]; }

@@ -2,19 +2,79 @@
 
 #include "common/Error.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
+#include <fstream>
 #include <cstring>
 
+#include <sys/mman.h>
 #include <zlib.h>
+
+#include <cstdint>
 
 namespace ddlsim::traces {
 
-std::string read_maybe_gzip(const std::string& path)
+namespace {
+
+// The uncompressed size a file will have: its size, or a gzip member's ISIZE (the size mod 2^32).
+std::size_t expected_size(const std::string& path)
 {
+  std::error_code ec;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || !std::filesystem::is_regular_file(path, ec))
+    return 0;
+  const auto size = static_cast<std::size_t>(in.tellg());
+  unsigned char head[2] = {0, 0};
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(head), 2);
+  if (size < 18 || head[0] != 0x1f || head[1] != 0x8b)
+    return size;
+  unsigned char tail[4] = {0, 0, 0, 0};
+  in.seekg(static_cast<std::streamoff>(size - 4));
+  in.read(reinterpret_cast<char*>(tail), 4);
+  return static_cast<std::size_t>(tail[0]) | static_cast<std::size_t>(tail[1]) << 8 |
+         static_cast<std::size_t>(tail[2]) << 16 | static_cast<std::size_t>(tail[3]) << 24;
+}
+
+// A big buffer in 2 MB pages where the kernel offers them on request (Linux's transparent huge
+// pages in "madvise" mode): a 64 MB trace then costs 32 page faults instead of 16,000.
+void advise_huge_pages(std::string& text)
+{
+  constexpr std::size_t huge = std::size_t{2} << 20;
+  const auto begin = reinterpret_cast<std::uintptr_t>(text.data());
+  const std::uintptr_t first = (begin + huge - 1) / huge * huge;
+  const std::uintptr_t last = (begin + text.capacity()) / huge * huge;
+  if (last > first)
+    ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);  // a hint: failure is harmless
+}
+
+}  // namespace
+
+std::string read_maybe_gzip(const std::string& path, std::size_t padding)
+{
+  std::error_code ec;
+  if (std::ifstream plain(path, std::ios::binary | std::ios::ate); plain && std::filesystem::is_regular_file(path, ec)) {
+    const auto size = static_cast<std::size_t>(plain.tellg());
+    unsigned char head[2] = {0, 0};
+    plain.seekg(0);
+    plain.read(reinterpret_cast<char*>(head), 2);
+    if (size < 2 || head[0] != 0x1f || head[1] != 0x8b) {  // not gzip: read it in one go
+      std::string text;
+      text.reserve(size + padding);
+      advise_huge_pages(text);
+      text.resize(size);
+      plain.seekg(0);
+      if (size > 0 && !plain.read(text.data(), static_cast<std::streamsize>(size)))
+        throw TraceError(path + ": cannot read (" + std::strerror(errno) + ")");
+      return text;
+    }
+  }
   gzFile f = gzopen(path.c_str(), "rb");  // reads uncompressed files as they are
   if (f == nullptr)
     throw TraceError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::string text;
+  text.reserve(expected_size(path) + padding);
   char buffer[1 << 16];
   for (;;) {
     const int n = gzread(f, buffer, sizeof buffer);
@@ -26,6 +86,8 @@ std::string read_maybe_gzip(const std::string& path)
     }
     if (n == 0)
       break;
+    if (text.size() + static_cast<std::size_t>(n) + padding > text.capacity())  // grow geometrically, keep the padding
+      text.reserve(std::max(2 * text.capacity(), text.size() + static_cast<std::size_t>(n) + padding));
     text.append(buffer, static_cast<std::size_t>(n));
   }
   int code = 0;

@@ -2,250 +2,359 @@
 
 #include "common/Error.hpp"
 
+#include <simdjson.h>
+
 #include <algorithm>
-#include <cerrno>
+#include <array>
+#include <cstring>
 #include <cmath>
-#include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace ddlsim::traces {
 namespace {
 
+namespace od = simdjson::ondemand;
+
 constexpr int max_depth = 512;
+// Elements of a streamed array are parsed in windows of this many bytes (an element must fit in one).
+constexpr std::size_t stream_window = std::size_t{4} << 20;
 
-class Parser {
-public:
-  Parser(std::string_view text, const std::string& origin) : text_(text), origin_(origin) {}
+// Where a parse failed, as "origin[:line]: byte N: message" (a multi-line text also gets the line).
+[[noreturn]] void fail(std::string_view text, const std::string& origin, std::size_t at, const std::string& message)
+{
+  at = std::min(at, text.size());
+  const auto newlines = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  const bool multi_line = text.find('\n') != std::string_view::npos;
+  throw TraceError(origin + (multi_line ? ":" + std::to_string(newlines + 1) : std::string()) + ": byte " +
+                   std::to_string(at) + ": " + message);
+}
 
-  JsonValue document()
-  {
-    JsonValue v = value(0);
-    skip_space();
-    if (pos_ != text_.size())
-      fail("unexpected text after the JSON value");
-    return v;
+// simdjson's error, said for a person; `at` is where the reader stood (the text's end when it ran out).
+std::string describe(simdjson::error_code e, std::string_view text, std::size_t at)
+{
+  const bool at_end = at >= text.size();
+  switch (e) {
+  case simdjson::EMPTY: return "the text ends before any JSON value";
+  case simdjson::INCOMPLETE_ARRAY_OR_OBJECT: return "the text ends (truncated?)";
+  case simdjson::UNCLOSED_STRING: return "the text ends inside a string (truncated?)";
+  case simdjson::DEPTH_ERROR: return "nesting deeper than " + std::to_string(max_depth);
+  case simdjson::NUMBER_ERROR:
+  case simdjson::NUMBER_OUT_OF_RANGE: {
+    std::size_t end = at;
+    while (end < text.size() && std::string_view("+-.0123456789eE").find(text[end]) != std::string_view::npos)
+      ++end;
+    return "number " + std::string(text.substr(at, end - at)) + " is out of range";
   }
-
-private:
-  [[noreturn]] void fail(const std::string& message) const
-  {
-    // A multi-line document also gets the line: "trace.json:2: byte 46: ...".
-    const auto upto = text_.substr(0, std::min(pos_, text_.size()));
-    const auto newlines = std::count(upto.begin(), upto.end(), '\n');
-    const bool multi_line = text_.find('\n') != std::string_view::npos;
-    throw TraceError(origin_ + (multi_line ? ":" + std::to_string(newlines + 1) : std::string()) + ": byte " +
-                     std::to_string(pos_) + ": " + message);
+  case simdjson::STRING_ERROR: return "invalid string (a bad escape or \\u sequence)";
+  case simdjson::UNESCAPED_CHARS: return "control character inside a string (escape it)";
+  case simdjson::UTF8_ERROR: return "invalid UTF-8";
+  case simdjson::TRAILING_CONTENT: return "unexpected text after the JSON value";
+  default:
+    if (at_end)
+      return "the text ends (truncated?)";
+    return "unexpected character '" + std::string(1, text[at]) + "'";
   }
+}
 
-  void skip_space()
-  {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' || text_[pos_] == '\t'))
-      ++pos_;
+// Builds our value tree from simdjson's on-demand reader (a document or a value inside one).
+// Throws simdjson_error; the caller turns it into a TraceError at the reader's position.
+template <typename Node> JsonValue convert(Node& node, int depth);
+
+JsonValue convert_object(od::object object, int depth)
+{
+  JsonValue::Object members;
+  members.reserve(16);
+  for (auto field : object) {
+    std::string key(field.unescaped_key().value());
+    od::value v = field.value().value();
+    members.emplace_back(std::move(key), convert(v, depth + 1));
   }
+  return JsonValue(std::move(members));
+}
 
-  bool consume(char c)
-  {
-    skip_space();
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
+template <typename Node> JsonValue convert(Node& node, int depth)
+{
+  if (depth > max_depth)
+    throw simdjson::simdjson_error(simdjson::DEPTH_ERROR);
+  switch (node.type().value()) {
+  case od::json_type::object: return convert_object(node.get_object().value(), depth);
+  case od::json_type::array: {
+    JsonValue::Array elements;
+    for (auto element : node.get_array()) {
+      od::value v = element.value();
+      elements.push_back(convert(v, depth + 1));
     }
-    return false;
+    return JsonValue(std::move(elements));
   }
-
-  void expect(char c)
-  {
-    if (!consume(c))
-      fail(pos_ < text_.size() ? std::string("expected '") + c + "', found '" + text_[pos_] + "'"
-                               : std::string("expected '") + c + "', the text ends (truncated?)");
+  case od::json_type::number: {
+    const double d = node.get_double().value();
+    if (!std::isfinite(d))
+      throw simdjson::simdjson_error(simdjson::NUMBER_ERROR);
+    return JsonValue(d);
   }
-
-  bool literal(std::string_view word)
-  {
-    if (text_.substr(pos_, word.size()) == word) {
-      pos_ += word.size();
-      return true;
-    }
-    return false;
+  case od::json_type::string: return JsonValue(std::string(node.get_string().value()));
+  case od::json_type::boolean: return JsonValue(node.get_bool().value());
+  case od::json_type::null:
+    if (!node.is_null().value())
+      throw simdjson::simdjson_error(simdjson::N_ATOM_ERROR);
+    return JsonValue();
   }
+  return JsonValue();
+}
 
-  JsonValue value(int depth)
-  {
-    if (depth > max_depth)
-      fail("nesting deeper than " + std::to_string(max_depth));
-    skip_space();
-    if (pos_ >= text_.size())
-      fail("expected a value, the text ends (truncated?)");
-    const char c = text_[pos_];
-    if (c == '{')
-      return object(depth);
-    if (c == '[')
-      return array(depth);
-    if (c == '"')
-      return JsonValue(string());
-    if (literal("true"))
-      return JsonValue(true);
-    if (literal("false"))
-      return JsonValue(false);
-    if (literal("null"))
-      return JsonValue();
-    if (c == '-' || (c >= '0' && c <= '9'))
-      return JsonValue(number());
-    fail(std::string("unexpected character '") + c + "'");
+// The end of the string whose opening quote is at `i` (the index of its closing quote), or npos:
+// the next quote not escaped by an odd run of backslashes (memchr finds quotes at memory speed).
+std::size_t string_end(std::string_view text, std::size_t i)
+{
+  for (++i; i < text.size();) {
+    const void* q = std::memchr(text.data() + i, '"', text.size() - i);
+    if (q == nullptr)
+      return std::string_view::npos;
+    const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(q) - text.data());
+    std::size_t backslashes = 0;
+    while (at - backslashes > i && text[at - backslashes - 1] == '\\')
+      ++backslashes;
+    if (backslashes % 2 == 0)
+      return at;
+    i = at + 1;
   }
+  return std::string_view::npos;
+}
 
-  JsonValue object(int depth)
-  {
-    ++pos_;
-    JsonValue::Object members;
-    if (consume('}'))
-      return JsonValue(std::move(members));
-    do {
-      skip_space();
-      if (pos_ >= text_.size() || text_[pos_] != '"')
-        fail("expected a member name in quotes");
-      std::string key = string();
-      expect(':');
-      members.emplace_back(std::move(key), value(depth + 1));
-    } while (consume(','));
-    expect('}');
-    return JsonValue(std::move(members));
-  }
+// The bytes the structure scans stop at: quotes, brackets, commas and colons.
+constexpr std::array<bool, 256> structural_bytes = [] {
+  std::array<bool, 256> t{};
+  for (const unsigned char c : std::string_view("\"{}[],:"))
+    t[c] = true;
+  return t;
+}();
 
-  JsonValue array(int depth)
-  {
-    ++pos_;
-    JsonValue::Array items;
-    if (consume(']'))
-      return JsonValue(std::move(items));
-    do {
-      items.push_back(value(depth + 1));
-    } while (consume(','));
-    expect(']');
-    return JsonValue(std::move(items));
-  }
+// The next structural byte at or after `i`, or the text's size.
+std::size_t next_structural(std::string_view text, std::size_t i)
+{
+  while (i < text.size() && !structural_bytes[static_cast<unsigned char>(text[i])])
+    ++i;
+  return i;
+}
 
-  double number()
-  {
-    const std::size_t start = pos_;
-    if (text_[pos_] == '-')
-      ++pos_;
-    auto digits = [&] {
-      const std::size_t from = pos_;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9')
-        ++pos_;
-      return pos_ > from;
-    };
-    if (!digits())
-      fail("a number needs digits");
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
-      if (!digits())
-        fail("a number needs digits after '.'");
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-'))
-        ++pos_;
-      if (!digits())
-        fail("a number needs digits in its exponent");
-    }
-    const std::string token(text_.substr(start, pos_ - start));
-    errno = 0;
-    const double v = std::strtod(token.c_str(), nullptr);
-    if (errno == ERANGE && std::isinf(v))
-      fail("number " + token + " is out of range");
-    return v;
-  }
-
-  static void append_utf8(std::string& out, unsigned code)
-  {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xC0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xE0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (code >> 18));
-      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  }
-
-  unsigned hex4()
-  {
-    if (pos_ + 4 > text_.size())
-      fail("a \\u escape needs four hex digits");
-    unsigned code = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char h = text_[pos_++];
-      code <<= 4;
-      if (h >= '0' && h <= '9')
-        code |= static_cast<unsigned>(h - '0');
-      else if (h >= 'a' && h <= 'f')
-        code |= static_cast<unsigned>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F')
-        code |= static_cast<unsigned>(h - 'A' + 10);
-      else
-        fail("a \\u escape needs four hex digits");
-    }
-    return code;
-  }
-
-  std::string string()
-  {
-    ++pos_;  // opening quote
-    std::string out;
-    for (;;) {
-      if (pos_ >= text_.size())
-        fail("unterminated string (truncated?)");
-      const char c = text_[pos_++];
-      if (c == '"')
-        return out;
-      if (static_cast<unsigned char>(c) < 0x20)
-        fail("control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
+// Where the text's structure goes wrong, for the errors simdjson does not place (an unclosed
+// bracket, a token after the value): the offset and the message, or npos when the brackets and
+// strings are sound.
+std::pair<std::size_t, std::string> structure_problem(std::string_view text)
+{
+  constexpr std::string_view space = " \t\r\n";
+  const std::size_t start = text.find_first_not_of(space);
+  if (start == std::string_view::npos)
+    return {text.size(), "the text ends before any JSON value"};
+  if (std::string_view("{[\"-0123456789tfn").find(text[start]) == std::string_view::npos)
+    return {start, "unexpected character '" + std::string(1, text[start]) + "'"};
+  std::size_t end = text.size();
+  if (text[start] == '{' || text[start] == '[') {
+    std::string closers;
+    for (std::size_t i = start; i < text.size() && end == text.size(); ++i) {
+      const char c = text[i];
+      if (c == '"') {
+        i = string_end(text, i);
+        if (i == std::string_view::npos)
+          return {text.size(), "the text ends inside a string (truncated?)"};
+      } else if (c == '{' || c == '[') {
+        closers.push_back(c == '{' ? '}' : ']');
+      } else if (c == '}' || c == ']') {
+        if (closers.empty() || closers.back() != c)
+          return {i, "unexpected character '" + std::string(1, c) + "'"};
+        closers.pop_back();
+        if (closers.empty())
+          end = i + 1;
       }
-      if (pos_ >= text_.size())
-        fail("unterminated escape");
-      switch (const char e = text_[pos_++]) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case '/': out += '/'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case 'u': {
-        unsigned code = hex4();
-        if (code >= 0xD800 && code < 0xDC00 && text_.substr(pos_, 2) == "\\u") {  // surrogate pair
-          pos_ += 2;
-          const unsigned low = hex4();
-          if (low >= 0xDC00 && low < 0xE000)
-            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+    }
+    if (end == text.size() && !closers.empty())
+      return {text.size(), "expected '" + std::string(1, closers.back()) + "', the text ends (truncated?)"};
+  } else if (text[start] == '"') {
+    end = string_end(text, start);
+    if (end == std::string_view::npos)
+      return {text.size(), "the text ends inside a string (truncated?)"};
+    ++end;
+  } else {
+    end = std::min(text.size(), text.find_first_of(space, start));
+  }
+  if (const std::size_t next = text.find_first_not_of(space, end); next != std::string_view::npos)
+    return {next, "unexpected text after the JSON value"};
+  return {std::string_view::npos, {}};
+}
+
+// Parses one document of `padded` (size bytes, padded) whose bytes are text[offset..] of the
+// original; errors name the original's positions (`at_original` maps an offset in `padded`).
+JsonValue parse_document(od::parser& parser, const char* padded, std::size_t size, std::string_view original,
+                         const std::string& origin, const std::function<std::size_t(std::size_t)>& at_original)
+{
+  od::document doc;
+  if (const auto e = parser.iterate(padded, size, size + simdjson::SIMDJSON_PADDING).get(doc))
+    fail(original, origin, at_original(size), describe(e, original, original.size()));
+  auto where = [&] {
+    const char* p = nullptr;
+    return doc.current_location().get(p) == simdjson::SUCCESS ? at_original(static_cast<std::size_t>(p - padded))
+                                                              : original.size();
+  };
+  try {
+    JsonValue v = convert(doc, 0);
+    const char* next = nullptr;
+    if (doc.current_location().get(next) == simdjson::SUCCESS)  // a token after the value
+      fail(original, origin, at_original(static_cast<std::size_t>(next - padded)),
+           describe(simdjson::TRAILING_CONTENT, original, original.size()));
+    return v;
+  } catch (const simdjson::simdjson_error& e) {
+    if (e.error() == simdjson::INCOMPLETE_ARRAY_OR_OBJECT || e.error() == simdjson::TRAILING_CONTENT ||
+        e.error() == simdjson::TAPE_ERROR)
+      if (const auto [at, message] = structure_problem(std::string_view(padded, size)); at != std::string_view::npos)
+        fail(original, origin, at_original(at), message);
+    const std::size_t at = where();
+    if (e.error() == simdjson::STRING_ERROR)  // simdjson stands after the string: name its bad escape
+      for (std::size_t i = std::min(at, original.size()); i-- > 0 && original[i] != '\n';)
+        if (original[i] == '\\' && i + 1 < original.size() &&
+            std::string_view("\"\\/bfnrtu").find(original[i + 1]) == std::string_view::npos)
+          fail(original, origin, i, "invalid escape '\\" + std::string(1, original[i + 1]) + "'");
+    fail(original, origin, at, describe(e.error(), original, at));
+  }
+}
+
+// The member `key` of the root object whose value is an array: the offsets of its '[' and ']'.
+// Its separating commas become spaces, so that its elements read as a stream of documents. Only
+// strings and brackets are followed here; simdjson checks everything else as it parses.
+std::optional<std::pair<std::size_t, std::size_t>> open_array_member(std::string& text, std::string_view key,
+                                                                     const std::string& origin)
+{
+  std::size_t i = text.find_first_not_of(" \t\r\n");
+  if (i == std::string::npos || text[i] != '{')
+    return std::nullopt;
+  int depth = 0;
+  std::string_view last_key;
+  for (; (i = next_structural(text, i)) < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      const std::size_t end = string_end(text, i);
+      if (end == std::string_view::npos)
+        fail(text, origin, text.size(), "the text ends inside a string (truncated?)");
+      last_key = std::string_view(text).substr(i + 1, end - i - 1);
+      i = end;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0)
+        return std::nullopt;
+    } else if (c == ':' && depth == 1 && last_key == key) {
+      const std::size_t open = text.find_first_not_of(" \t\r\n", i + 1);
+      if (open == std::string::npos || text[open] != '[')
+        return std::nullopt;
+      std::string closers = "]";  // what each open bracket needs, innermost last
+      for (std::size_t j = open + 1; (j = next_structural(text, j)) < text.size(); ++j) {
+        const char d = text[j];
+        if (d == '"') {
+          j = string_end(text, j);
+          if (j == std::string_view::npos)
+            fail(text, origin, text.size(), "the text ends inside a string (truncated?)");
+        } else if (d == '{' || d == '[') {
+          closers.push_back(d == '{' ? '}' : ']');
+        } else if (d == '}' || d == ']') {
+          if (d != closers.back())
+            fail(text, origin, j, "unexpected character '" + std::string(1, d) + "'");
+          closers.pop_back();
+          if (closers.empty())
+            return std::make_pair(open, j);
+        } else if (d == ',' && closers.size() == 1) {
+          text[j] = ' ';
         }
-        append_utf8(out, code);
-        break;
       }
-      default: fail(std::string("invalid escape '\\") + e + "'");
-      }
+      fail(text, origin, text.size(), "expected '" + std::string(1, closers.back()) + "', the text ends (truncated?)");
     }
   }
-
-  std::string_view text_;
-  const std::string& origin_;
-  std::size_t pos_ = 0;
-};
+  return std::nullopt;
+}
 
 }  // namespace
+
+std::size_t json_padding() { return simdjson::SIMDJSON_PADDING; }
+
+namespace {
+
+// `part`, which starts at byte `offset` of `original`, parsed from a padded copy.
+JsonValue parse_part(std::string_view part, std::string_view original, std::size_t offset, const std::string& origin)
+{
+  std::string padded;
+  padded.reserve(part.size() + simdjson::SIMDJSON_PADDING);
+  padded.assign(part);
+  od::parser parser;
+  return parse_document(parser, padded.data(), padded.size(), original, origin,
+                        [offset](std::size_t at) { return offset + at; });
+}
+
+}  // namespace
+
+JsonValue parse_json(std::string_view text, const std::string& origin) { return parse_part(text, text, 0, origin); }
+
+JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
+                               const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter)
+{
+  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING)
+    text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  const auto span = open_array_member(text, array_key, origin);
+  if (!span)
+    return parse_json(text, origin);
+  const std::size_t open = span->first, close = span->second;  // not a structured binding: clang 14 cannot capture one
+  // The root without the array's elements ("[]" in their place), parsed whole: it is small.
+  std::string rest;
+  rest.reserve(text.size() - (close - open) + simdjson::SIMDJSON_PADDING);
+  rest.append(text, 0, open + 1).append(text, close, std::string::npos);
+  od::parser parser;
+  JsonValue root = parse_document(parser, rest.data(), rest.size(), text, origin,
+                                  [&](std::size_t at) { return at <= open ? at : at + (close - open - 1); });
+  // The elements, one document each, in windows of stream_window bytes.
+  const std::size_t begin = open + 1;
+  od::document_stream stream;
+  od::parser elements(std::max(stream_window, std::size_t{1} << 16));
+  if (const auto e = elements.iterate_many(text.data() + begin, close - begin, stream_window).get(stream))
+    fail(text, origin, begin, describe(e, text, begin));
+  for (auto it = stream.begin(); it != stream.end(); ++it) {
+    const std::size_t at = begin + it.current_index();
+    od::document_reference doc;
+    bool have_doc = false;  // a document_reference that failed to come has no position to ask
+    try {
+      doc = (*it).value();
+      have_doc = true;
+      const od::json_type type = doc.type().value();
+      if (type == od::json_type::object) {
+        od::object object = doc.get_object().value();
+        if (filter != nullptr) {  // look at the one member first; build only the elements kept
+          std::string_view value;
+          auto member = object.find_field_unordered(filter->key);
+          if (member.error() == simdjson::SUCCESS && member.get_string().get(value) == simdjson::SUCCESS &&
+              !filter->keep(value))
+            continue;
+          object.reset().value();
+        }
+        on_element(convert_object(object, 1));
+        continue;
+      }
+      if (type == od::json_type::array) {
+        on_element(convert(doc, 1));
+        continue;
+      }
+    } catch (const simdjson::simdjson_error& e) {
+      if (e.error() == simdjson::CAPACITY)
+        fail(text, origin, at, "an element of '" + std::string(array_key) + "' over " +
+                                   std::to_string(stream_window >> 20) + " MB");
+      const char* p = nullptr;
+      const std::size_t where = have_doc && doc.current_location().get(p) == simdjson::SUCCESS
+                                    ? static_cast<std::size_t>(p - text.data()) : at;
+      fail(text, origin, where, describe(e.error(), text, where));
+    }
+    // simdjson 3.0's stream mistakes what follows a scalar for trailing content (and its source()
+    // can drop the last byte): parse a scalar alone, up to the space that ends it.
+    const std::size_t end = text[at] == '"' ? string_end(text, at) + 1 : text.find_first_of(" \t\r\n", at);
+    on_element(parse_part(std::string_view(text).substr(at, std::min(end, close) - at), text, at, origin));
+  }
+  return root;
+}
 
 const JsonValue* JsonValue::find(std::string_view key) const
 {
@@ -268,7 +377,5 @@ const std::string* JsonValue::string(std::string_view key) const
   const JsonValue* v = find(key);
   return v && v->is_string() ? &std::get<std::string>(v->value_) : nullptr;
 }
-
-JsonValue parse_json(std::string_view text, const std::string& origin) { return Parser(text, origin).document(); }
 
 }  // namespace ddlsim::traces

@@ -1,14 +1,19 @@
-// A small JSON reader for trace files (Kineto Chrome traces, nccl-tests -J output, our JSONL).
+// JSON for trace files (Kineto Chrome traces, nccl-tests -J output, our JSONL), read by simdjson
+// (libsimdjson-dev; its on-demand reader) into a small value tree.
 //
-// parse_json() builds a value tree; it never crashes on bad input: syntax errors, nesting deeper
-// than 512, numbers out of double range and invalid escapes throw TraceError with the byte offset.
-// Objects keep their keys in order; find() looks a key up.
+// parse_json() builds the tree of a whole document; parse_json_streaming() hands the elements of
+// one big array member to a callback one at a time (a Kineto trace's traceEvents), so that memory
+// stays near the text's size. Neither crashes on bad input: syntax errors, nesting deeper than 512,
+// numbers out of double range, invalid escapes and control characters throw TraceError naming the
+// input and the byte offset ("trace.json: byte 11: the text ends (truncated?)"; a multi-line text
+// also gets the line). Objects keep their keys in order; find() looks a key up.
 //
 //   JsonValue root = parse_json(text, "trace.json");
 //   if (const JsonValue* events = root.find("traceEvents"); events && events->is_array()) ...
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,5 +62,26 @@ private:
 /// Parses one JSON document (trailing whitespace allowed). `origin` names the input in errors.
 /// Throws TraceError ("origin: byte N: message").
 JsonValue parse_json(std::string_view text, const std::string& origin);
+
+/// Bytes simdjson reads past a text's end: give `text` that much spare capacity (read_maybe_gzip's
+/// `padding`) and parse_json_streaming reads it in place, without a copy.
+std::size_t json_padding();
+
+/// Elements of a streamed array to leave out unbuilt: objects whose string member `key` is a value
+/// that `keep` refuses (elements without it, or where it is not a string, are kept).
+struct JsonFilter {
+  std::string_view key;
+  std::function<bool(std::string_view)> keep;
+};
+
+/// Parses a document whose root is an object without holding its array member `array_key` whole:
+/// each element of that array is parsed and passed to `on_element` (which may keep it), in order. Returns
+/// the root with that member present but empty (any other document: the whole tree, as parse_json).
+/// `text` is changed (the array's separators become spaces). With `filter`, the elements it refuses
+/// are skipped before they are built (they are still checked as JSON only as far as simdjson reads
+/// them to find the member). Throws TraceError as parse_json does; elements before the faulty one
+/// have been passed on by then.
+JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
+                               const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter = nullptr);
 
 }  // namespace ddlsim::traces

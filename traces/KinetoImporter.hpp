@@ -13,16 +13,28 @@
 #pragma once
 
 #include "traces/Json.hpp"
+#include "traces/KernelShapes.hpp"
 #include "traces/TraceRecords.hpp"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace ddlsim::traces {
 
-/// Reads `path`. Throws TraceError naming the file when it cannot be read or is not a Kineto trace.
+/// Reads `path`, streaming its events (memory near the file's size, not a tree of it). Throws
+/// TraceError naming the file when it cannot be read or is not a Kineto trace.
 TraceSet import_kineto(const std::string& path);
 /// The same from a parsed document (`path` names it in errors and provenance).
 TraceSet import_kineto(const JsonValue& root, const std::string& path);
+/// The same from a file's text, which is changed (give it json_padding() spare capacity to spare a
+/// copy); nullopt when the document has no traceEvents member, and then `root` is the whole document.
+std::optional<TraceSet> import_kineto_text(std::string& text, const std::string& path, JsonValue& root);
+/// Adds the kernels and collectives of `events` (elements of traceEvents) to `set`, counting skips,
+/// and what links its kernels to their CPU ops to `links`: once every batch of a trace's events is
+/// in, attach_kernel_shapes(set.kernels, links.ops, links.launches, links.links) gives the kernels
+/// their shapes (KernelShapes.hpp).
+void import_kineto_events(TraceSet& set, const std::vector<JsonValue>& events, KernelLinks& links);
 
 /// The collective an NCCL kernel name or annotation stands for ("ncclKernel_AllReduce_RING_LL_Sum_float",
 /// "ncclDevKernel_SendRecv", "nccl:_all_gather_base" -> all_reduce, send_recv, all_gather); empty when none.

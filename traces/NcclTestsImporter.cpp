@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 namespace ddlsim::traces {
@@ -55,6 +56,7 @@ TraceSet from_text(const std::string& text, const std::string& path)
   set.provenance["file"] = path;
   std::string collective;
   int ranks = 0;
+  std::set<std::string> hosts;  // "#  Rank  0 Group  0 Pid  1 on  HOST device ..."
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
@@ -67,6 +69,12 @@ TraceSet from_text(const std::string& text, const std::string& path)
         collective = collective_from_program(program);
       } else if (line.find(" Rank ") != std::string::npos && line.find(" device ") != std::string::npos) {
         ++ranks;
+        if (const auto on = line.find(" on "); on != std::string::npos) {
+          std::istringstream host(line.substr(on + 4));
+          std::string name;
+          if (host >> name)
+            hosts.insert(name);
+        }
         const auto bracket = line.find("] ");
         if (bracket != std::string::npos && !set.provenance.count("device"))
           set.provenance["device"] = line.substr(bracket + 2);
@@ -99,6 +107,7 @@ TraceSet from_text(const std::string& text, const std::string& path)
   for (auto& c : set.collectives) {
     c.collective = collective.empty() ? "unknown" : collective;
     c.group_size = ranks;
+    c.nodes = static_cast<int>(hosts.size());
   }
   return set;
 }
@@ -117,9 +126,13 @@ TraceSet from_json(const JsonValue& root, const std::string& path)
   if (const double* version = root.number("nccl_version"))
     set.provenance["nccl_version"] = format_count(*version);
   int ranks = 0;
+  std::set<std::string> hosts;
   if (const JsonValue* config = root.find("config"))
     if (const JsonValue* devices = config->find("devices"); devices && devices->is_array()) {
       ranks = static_cast<int>(devices->as_array().size());
+      for (const JsonValue& d : devices->as_array())
+        if (const std::string* host = d.string("hostname"))
+          hosts.insert(*host);
       if (ranks > 0)
         if (const std::string* info = devices->as_array().front().string("device_info"))
           set.provenance["device"] = *info;
@@ -139,7 +152,8 @@ TraceSet from_json(const JsonValue& root, const std::string& path)
       continue;
     }
     set.collectives.push_back({.collective = collective.empty() ? "unknown" : collective, .bytes = *size,
-                               .dtype = *type, .group_size = ranks, .duration_s = *time * 1e-6,
+                               .dtype = *type, .group_size = ranks, .nodes = static_cast<int>(hosts.size()),
+                               .duration_s = *time * 1e-6,
                                .source = "nccl-tests", .name = r.string("redop") ? *r.string("redop") : ""});
   }
   return set;
@@ -172,14 +186,14 @@ TraceSet import_nccl_tests(const std::string& path)
 
 TraceSet import_trace(const std::string& path)
 {
-  const std::string text = read_maybe_gzip(path);
+  std::string text = read_maybe_gzip(path, json_padding());
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw TraceError(path + ": the file is empty");
   if (!looks_like_json(text))
     return checked(from_text(text, path), path);
-  const JsonValue root = parse_json(text, path);
-  if (root.find("traceEvents")) {
-    TraceSet set = import_kineto(root, path);
+  JsonValue root;  // a Kineto trace's events stream past; other documents come back whole
+  if (std::optional<TraceSet> kineto = import_kineto_text(text, path, root)) {
+    TraceSet set = std::move(*kineto);
     if (set.kernels.empty() && set.collectives.empty())
       throw TraceError(path + ": traceEvents: no GPU kernel and no NCCL collective among its " +
                        std::to_string(set.skipped_total()) +

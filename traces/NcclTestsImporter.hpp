@@ -2,8 +2,8 @@
 // and the JSON file they write with -J.
 //
 // Each result row becomes a collective record: its size in bytes (the per-rank buffer as
-// nccl-tests reports it), element type, the out-of-place time, and the group size (the number of
-// ranks listed under "# Using devices"). The collective comes from "# Collective test starting:
+// nccl-tests reports it), element type, the out-of-place time, the group size (the number of
+// ranks listed under "# Using devices") and the nodes it spans (their distinct host names). The collective comes from "# Collective test starting:
 // NAME_perf", else from the program in the JSON's args, else from the file name. Rows that do not
 // parse are skipped and counted.
 //

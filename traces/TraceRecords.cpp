@@ -25,6 +25,17 @@ std::string number(double v)
   return buf;
 }
 
+// Counts (flop, bytes) exactly when they are whole numbers a double holds exactly.
+std::string count(double v)
+{
+  if (v == std::floor(v) && std::abs(v) < 9007199254740992.0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  return number(v);
+}
+
 std::string triple(const std::array<int, 3>& a)
 {
   return "[" + std::to_string(a[0]) + "," + std::to_string(a[1]) + "," + std::to_string(a[2]) + "]";
@@ -55,15 +66,17 @@ void write_jsonl(const TraceSet& set, std::ostream& out)
         << ",\"start_s\":" << number(k.start_s) << ",\"device\":" << k.device << ",\"stream\":" << k.stream
         << ",\"grid\":" << triple(k.grid) << ",\"block\":" << triple(k.block)
         << (k.op.empty() ? std::string() : ",\"op\":" + quoted(k.op))
-        << (k.flop > 0 || k.bytes > 0 ? ",\"flop\":" + number(k.flop) + ",\"bytes\":" + number(k.bytes) +
+        << (k.flop > 0 || k.bytes > 0 ? ",\"flop\":" + count(k.flop) + ",\"bytes\":" + count(k.bytes) +
                                            ",\"dtype\":" + quoted(k.dtype)
                                      : std::string())
         << (k.point > 0 ? ",\"point\":" + std::to_string(k.point) : std::string())
-        << (k.shape.empty() ? std::string() : ",\"shape\":" + quoted(k.shape)) << "}\n";
+        << (k.shape.empty() ? std::string() : ",\"shape\":" + quoted(k.shape))
+        << (k.cpu_op.empty() ? std::string() : ",\"cpu_op\":" + quoted(k.cpu_op))
+        << (k.unusable.empty() ? std::string() : ",\"unusable\":" + quoted(k.unusable)) << "}\n";
   for (const auto& c : set.collectives)
     out << "{\"type\":\"collective\",\"collective\":" << quoted(c.collective) << ",\"bytes\":" << number(c.bytes)
         << ",\"dtype\":" << quoted(c.dtype) << ",\"group_size\":" << c.group_size
-        << ",\"duration_s\":" << number(c.duration_s) << ",\"source\":" << quoted(c.source)
+        << (c.nodes > 0 ? ",\"nodes\":" + std::to_string(c.nodes) : std::string()) << ",\"duration_s\":" << number(c.duration_s) << ",\"source\":" << quoted(c.source)
         << ",\"name\":" << quoted(c.name) << (c.point > 0 ? ",\"point\":" + std::to_string(c.point) : std::string())
         << "}\n";
 }
@@ -171,6 +184,8 @@ TraceSet read_jsonl(const std::string& path)
       k.dtype = f.string("dtype", false);
       k.point = f.integer("point", 0);
       k.shape = f.string("shape", false);
+      k.cpu_op = f.string("cpu_op", false);
+      k.unusable = f.string("unusable", false);
       if (k.duration_s < 0 || k.flop < 0 || k.bytes < 0)
         f.fail(k.duration_s < 0 ? "duration_s" : k.flop < 0 ? "flop" : "bytes", "must not be negative");
       set.kernels.push_back(std::move(k));
@@ -180,6 +195,7 @@ TraceSet read_jsonl(const std::string& path)
       c.bytes = f.number("bytes", true);
       c.dtype = f.string("dtype", false);
       c.group_size = f.integer("group_size", 0);
+      c.nodes = f.integer("nodes", 0);
       c.duration_s = f.number("duration_s", true);
       c.source = f.string("source", false);
       c.name = f.string("name", false);

@@ -4,6 +4,8 @@
 //   {"type":"provenance","source":"kineto","file":"...","device":"NVIDIA A100-...","sm_count":108,...}
 //   {"type":"kernel","name":"ampere_sgemm_128x64_tn","duration_s":1.2e-05,"start_s":...,"device":0,"stream":7,
 //    "grid":[8,1,1],"block":[256,1,1]}   # microbenchmarks add "op", "flop", "bytes", "dtype", "point"
+//                                         # traces with shapes add "op", "flop", "bytes", "dtype", "shape",
+//                                         # "cpu_op"; kernels without work say why in "unusable"
 //   {"type":"collective","collective":"all_reduce","bytes":26550272,"dtype":"float","group_size":2,
 //    "duration_s":0.0026,"source":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float"}
 // Times in seconds, sizes in bytes. A collective's source says where its size came from: the NCCL
@@ -36,6 +38,8 @@ struct KernelRecord {
   std::string op;     ///< microbenchmark op (gemm, batched_gemm, conv2d, pointwise, copy_d2d, ...); else empty
   int point = 0;      ///< microbenchmark point id (its CUPTI external correlation id); 0 when none
   std::string shape{};  ///< microbenchmark shape key (BenchPoint::shape_key); empty when unknown
+  std::string cpu_op{};    ///< profiler traces: the CPU op that launched it (aten::mm, ...), when known
+  std::string unusable{};  ///< why the record carries no work for calibration (KernelShapes.hpp); empty when it does
 };
 
 struct CollectiveRecord {
@@ -43,6 +47,7 @@ struct CollectiveRecord {
   double bytes = 0;        ///< message size per rank; 0 when the trace does not say
   std::string dtype;       ///< element type as the trace names it, lower case
   int group_size = 0;      ///< 0 when unknown
+  int nodes = 0;           ///< machines the group spans (distinct hosts of its ranks); 0 when unknown
   double duration_s = 0;
   std::string source;      ///< "kernel" or "annotation"
   std::string name;

@@ -1,5 +1,6 @@
 #include "calibration/collector/Benchmarks.hpp"
 
+#include "calibration/Measurement.hpp"
 #include "calibration/collector/CudaCheck.hpp"
 #include "calibration/collector/Kernels.hpp"
 
@@ -8,7 +9,9 @@
 #include <cmath>
 #include <cstring>
 #include <cublas_v2.h>
+#include <limits>
 #include <numeric>
+#include <stdexcept>
 #include <utility>
 
 namespace ddlsim::collector {
@@ -125,7 +128,7 @@ const char* conv_call_name(ConvPass pass)
 
 class ComputeBench final : public Benchmark {
 public:
-  ComputeBench(const BenchPoint& p, GpuContext& gpus)
+  ComputeBench(const BenchPoint& p, GpuContext& gpus, int sets)
   {
     // The handle first, as before the op: a library that cannot start fails the point with its own message.
     where_.stream   = gpus.stream(0);
@@ -143,61 +146,79 @@ public:
                                              : p.op == BenchOp::pointwise ? pointwise_names
                                                                           : gemm_names;
     const std::array<std::size_t, 3> bytes = op_->operand_bytes();
-    for (std::size_t i = 0; i < 3; ++i) {
-      operands_[i]        = DeviceBuffer(bytes[i], 0, names[i]);
-      buffers_.operand[i] = operands_[i].get();
-    }
     // Every operand gets values; the pointwise kernel's output is only written.
     const std::size_t filled = p.op == BenchOp::pointwise ? 1 : 3;
-    for (std::size_t i = 0; i < filled; ++i)
-      fill(operands_[i], op_->fill_type(), 0, where_.stream, static_cast<unsigned>(i) + 1);
+    for (int set = 0; set < std::max(1, sets); ++set) {
+      auto& operands     = operands_.emplace_back();
+      OpBuffers& buffers = buffers_.emplace_back();
+      for (std::size_t i = 0; i < 3; ++i) {
+        operands[i]        = DeviceBuffer(bytes[i], 0, names[i]);
+        buffers.operand[i] = operands[i].get();
+      }
+      for (std::size_t i = 0; i < filled; ++i)
+        fill(operands[i], op_->fill_type(), 0, where_.stream, static_cast<unsigned>(i + 3 * set) + 1);
+    }
 
-    op_->choose_algorithm(where_, buffers_, [this](std::size_t workspace_bytes) {
-      workspace_               = DeviceBuffer(workspace_bytes, 0, "the cuDNN workspace");
-      buffers_.workspace       = workspace_.get();
-      buffers_.workspace_bytes = workspace_.bytes();
+    op_->choose_algorithm(where_, buffers_.front(), [this](std::size_t workspace_bytes) {
+      if (workspace_.bytes() < workspace_bytes) {
+        workspace_ = DeviceBuffer(); // the smaller one first
+        workspace_ = DeviceBuffer(workspace_bytes, 0, "the cuDNN workspace");
+      }
       return workspace_.get();
     });
+    for (OpBuffers& buffers : buffers_) {
+      buffers.workspace       = workspace_.get();
+      buffers.workspace_bytes = workspace_.bytes();
+    }
   }
 
-  void launch() override { op_->launch(where_, buffers_); }
+  void launch(int run) override { op_->launch(where_, buffers_[static_cast<std::size_t>(run) % buffers_.size()]); }
 
 private:
   OpStream where_;
   std::unique_ptr<ComputeOp> op_;
-  std::array<DeviceBuffer, 3> operands_;
+  std::vector<std::array<DeviceBuffer, 3>> operands_; // per set
   DeviceBuffer workspace_;
-  OpBuffers buffers_;
+  std::vector<OpBuffers> buffers_; // per set
 };
 
 class CopyBench final : public Benchmark {
 public:
-  CopyBench(const BenchPoint& p, GpuContext& gpus) : stream_(gpus.stream(0)), bytes_(to_size(p.bytes))
+  CopyBench(const BenchPoint& p, GpuContext& gpus, int sets) : stream_(gpus.stream(0)), bytes_(to_size(p.bytes))
   {
+    sets = std::max(1, sets);
     switch (p.op) {
     case BenchOp::copy_h2d:
-      kind_       = cudaMemcpyHostToDevice;
-      host_       = std::make_unique<PinnedBuffer>(bytes_, "the host source");
-      device_dst_ = DeviceBuffer(bytes_, 0, "the destination");
+      kind_ = cudaMemcpyHostToDevice;
+      host_ = std::make_unique<PinnedBuffer>(bytes_, "the host source");
+      for (int s = 0; s < sets; ++s)
+        device_dst_.emplace_back(bytes_, 0, "the destination");
       break;
     case BenchOp::copy_d2h:
-      kind_       = cudaMemcpyDeviceToHost;
-      device_src_ = DeviceBuffer(bytes_, 0, "the source");
-      host_       = std::make_unique<PinnedBuffer>(bytes_, "the host destination");
-      fill(device_src_, FillType::f32, 0, stream_, 1);
+      kind_ = cudaMemcpyDeviceToHost;
+      for (int s = 0; s < sets; ++s) {
+        device_src_.emplace_back(bytes_, 0, "the source");
+        fill(device_src_.back(), FillType::f32, 0, stream_, static_cast<unsigned>(s) + 1);
+      }
+      host_ = std::make_unique<PinnedBuffer>(bytes_, "the host destination");
       break;
     default:
-      kind_       = cudaMemcpyDeviceToDevice;
-      device_src_ = DeviceBuffer(bytes_, 0, "the source");
-      device_dst_ = DeviceBuffer(bytes_, 0, "the destination");
-      fill(device_src_, FillType::f32, 0, stream_, 1);
+      kind_ = cudaMemcpyDeviceToDevice;
+      for (int s = 0; s < sets; ++s) {
+        device_src_.emplace_back(bytes_, 0, "the source");
+        device_dst_.emplace_back(bytes_, 0, "the destination");
+        fill(device_src_.back(), FillType::f32, 0, stream_, static_cast<unsigned>(s) + 1);
+      }
       break;
     }
   }
-  void launch() override
+  void launch(int run) override
   {
-    void* dst       = kind_ == cudaMemcpyDeviceToHost ? host_->get() : device_dst_.get();
-    const void* src = kind_ == cudaMemcpyHostToDevice ? host_->get() : device_src_.get();
+    const auto pick = [run](const std::vector<DeviceBuffer>& v) {
+      return v[static_cast<std::size_t>(run) % v.size()].get();
+    };
+    void* dst       = kind_ == cudaMemcpyDeviceToHost ? host_->get() : pick(device_dst_);
+    const void* src = kind_ == cudaMemcpyHostToDevice ? host_->get() : pick(device_src_);
     check_cuda(cudaMemcpyAsync(dst, src, bytes_, kind_, stream_), "cudaMemcpyAsync");
   }
 
@@ -205,7 +226,7 @@ private:
   cudaStream_t stream_;
   std::size_t bytes_;
   cudaMemcpyKind kind_ = cudaMemcpyDeviceToDevice;
-  DeviceBuffer device_src_, device_dst_;
+  std::vector<DeviceBuffer> device_src_, device_dst_; // per set
   std::unique_ptr<PinnedBuffer> host_;
 };
 
@@ -228,60 +249,72 @@ Collective collective_kind(const std::string& name)
   throw PointFailed("unknown collective '" + name + "'");
 }
 
+ncclDataType_t nccl_data_type(const std::string& dtype)
+{
+  if (dtype == "bf16")
+    return ncclBfloat16;
+  if (dtype == "fp16")
+    return ncclFloat16;
+  if (dtype == "fp32" || dtype.empty())
+    return ncclFloat32;
+  throw PointFailed("no NCCL type for dtype '" + dtype + "'");
+}
+
 class CollectiveBench final : public Benchmark {
 public:
-  CollectiveBench(const BenchPoint& p, GpuContext& gpus) : kind_(collective_kind(p.collective)), ranks_(gpus.gpus())
+  CollectiveBench(const BenchPoint& p, GpuContext& gpus)
+      : kind_(collective_kind(p.collective)), ranks_(p.group), type_(nccl_data_type(p.dtype))
   {
-    if (kind_ == Collective::send_recv && ranks_ < 2)
-      throw PointFailed("send_recv needs at least 2 GPUs");
-    const CollectiveShape shape  = collective_shape(p, ranks_);
-    const std::size_t rank_count = static_cast<std::size_t>(ranks_);
-    send_count_ = recv_count_ = shape.count;
-    if (kind_ == Collective::all_gather)
-      send_count_ = shape.count / rank_count;
-    if (kind_ == Collective::reduce_scatter)
-      recv_count_ = shape.count / rank_count;
-    comms_ = gpus.nccl();
+    if (ranks_ < 2)
+      throw PointFailed("a collective point needs a group of at least 2 GPUs, not " + std::to_string(ranks_));
+    if (ranks_ > gpus.gpus())
+      throw PointFailed("a group of " + std::to_string(ranks_) + " GPUs, " + std::to_string(gpus.gpus()) + " are used");
+    const double element = p.element_bytes();
+    comms_               = gpus.nccl(ranks_);
     for (int d = 0; d < ranks_; ++d) {
+      calibration::CollectiveBuffers b;
+      try {
+        b = calibration::collective_buffers(p.collective, p.bytes, element, ranks_, d);
+      } catch (const std::invalid_argument& e) {
+        throw PointFailed(e.what());
+      }
+      plans_.push_back(b);
       streams_.push_back(gpus.stream(d));
-      send_.emplace_back(4 * send_count_, d, "the send buffer");
-      recv_.emplace_back(4 * recv_count_, d, "the receive buffer");
-      fill(send_.back(), FillType::f32, d, streams_.back(), static_cast<unsigned>(d) + 1);
+      send_.emplace_back(to_size(element * static_cast<double>(b.send_count)), d, "the send buffer");
+      recv_.emplace_back(to_size(element * static_cast<double>(b.recv_count)), d, "the receive buffer");
+      fill(send_.back(), collector::fill_type(p.dtype), d, streams_.back(), static_cast<unsigned>(d) + 1);
     }
   }
 
-  void launch() override
+  void launch(int) override
   {
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     ncclResult_t first_error = ncclSuccess;
     std::string failed_call;
     for (int d = 0; d < ranks_ && first_error == ncclSuccess; ++d) {
-      const auto i     = static_cast<std::size_t>(d);
-      const void* send = send_[i].get();
-      void* recv       = recv_[i].get();
-      ncclResult_t r   = ncclSuccess;
+      const auto i                            = static_cast<std::size_t>(d);
+      const calibration::CollectiveBuffers& b = plans_[i];
+      const void* send                        = send_[i].get();
+      void* recv                              = recv_[i].get();
+      ncclResult_t r                          = ncclSuccess;
       switch (kind_) {
       case Collective::all_reduce:
-        r = ncclAllReduce(send, recv, send_count_, ncclFloat, ncclSum, comms_[i], streams_[i]);
+        r = ncclAllReduce(send, recv, b.send_count, type_, ncclSum, comms_[i], streams_[i]);
         break;
       case Collective::all_gather:
-        r = ncclAllGather(send, recv, send_count_, ncclFloat, comms_[i], streams_[i]);
+        r = ncclAllGather(send, recv, b.send_count, type_, comms_[i], streams_[i]);
         break;
       case Collective::reduce_scatter:
-        r = ncclReduceScatter(send, recv, recv_count_, ncclFloat, ncclSum, comms_[i], streams_[i]);
+        r = ncclReduceScatter(send, recv, b.recv_count, type_, ncclSum, comms_[i], streams_[i]);
         break;
       case Collective::broadcast:
-        r = ncclBroadcast(send, recv, send_count_, ncclFloat, 0, comms_[i], streams_[i]);
+        r = ncclBroadcast(send, recv, b.send_count, type_, 0, comms_[i], streams_[i]);
         break;
-      case Collective::send_recv: {
-        const int peer = d ^ 1; // pairs (0,1), (2,3), ...; with an odd count the last GPU sits out
-        if (peer >= ranks_)
-          break;
-        r = ncclSend(send, send_count_, ncclFloat, peer, comms_[i], streams_[i]);
+      case Collective::send_recv: // nccl-tests' sendrecv: to the next rank, from the previous one
+        r = ncclSend(send, b.send_count, type_, b.send_to, comms_[i], streams_[i]);
         if (r == ncclSuccess)
-          r = ncclRecv(recv, recv_count_, ncclFloat, peer, comms_[i], streams_[i]);
+          r = ncclRecv(recv, b.recv_count, type_, b.recv_from, comms_[i], streams_[i]);
         break;
-      }
       }
       if (r != ncclSuccess) {
         first_error = r;
@@ -299,7 +332,8 @@ public:
 private:
   Collective kind_;
   int ranks_;
-  std::size_t send_count_ = 0, recv_count_ = 0;
+  ncclDataType_t type_;
+  std::vector<calibration::CollectiveBuffers> plans_;
   std::vector<ncclComm_t> comms_;
   std::vector<cudaStream_t> streams_;
   std::vector<DeviceBuffer> send_, recv_;
@@ -352,9 +386,7 @@ struct ComputeOp::Conv {
   TensorDesc y{nullptr, &cudnnDestroyTensorDescriptor};
   FilterDesc w{nullptr, &cudnnDestroyFilterDescriptor};
   ConvDesc conv{nullptr, &cudnnDestroyConvolutionDescriptor};
-  bool fixed_math = true; // fp32: FMA only; otherwise the math type cuDNN's heuristic picked per algorithm
-  int algo        = 0;
-  std::array<std::size_t, 3> bytes{0, 0, 0};
+  int algo = 0;
 };
 
 ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
@@ -369,13 +401,20 @@ ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
     batched_ = p.op == BenchOp::batched_gemm || batch_ > 1;
     if (p.dtype == "fp32" || p.dtype == "tf32") {
       gemm_type_ = CUDA_R_32F;
-      compute_   = p.dtype == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     } else if (p.dtype == "fp16" || p.dtype == "bf16") {
       gemm_type_ = p.dtype == "fp16" ? CUDA_R_16F : CUDA_R_16BF;
-      compute_   = CUBLAS_COMPUTE_32F; // fp32 accumulation, as training frameworks ask for
     } else {
       throw PointFailed("no cuBLAS type for dtype '" + p.dtype + "'");
     }
+    // fp32 as PyTorch's matmul runs it by default (no TF32); half types accumulate in fp32, as frameworks ask for.
+    compute_ = calibration::gemm_math(p.dtype) == calibration::MathMode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                              : CUBLAS_COMPUTE_32F;
+    // Column-major, C[m x n] = op(A) op(B): A is stored m x k unless transposed (k x m), B k x n unless
+    // transposed (n x k); the leading dimension is the stored matrix's row count.
+    op_a_ = p.layout == calibration::GemmLayout::tn ? CUBLAS_OP_T : CUBLAS_OP_N;
+    op_b_ = p.layout == calibration::GemmLayout::nt ? CUBLAS_OP_T : CUBLAS_OP_N;
+    lda_  = op_a_ == CUBLAS_OP_N ? m_ : k_;
+    ldb_  = op_b_ == CUBLAS_OP_N ? k_ : n_;
     return;
   }
   case BenchOp::conv2d: {
@@ -403,23 +442,19 @@ ComputeOp::ComputeOp(const BenchPoint& p) : point_(p)
     check_cudnn(cudnnSetConvolution2dDescriptor(conv, c.pad, c.pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                                 CUDNN_DATA_FLOAT),
                 "cudnnSetConvolution2dDescriptor");
-    // fp32 means fp32 arithmetic, as for the gemm points: FMA math keeps cuDNN off TF32 tensor cores. tf32 is the
-    // same fp32 data with tensor-core math allowed (CUDNN_DEFAULT_MATH permits TF32 on float data).
-    conv_->fixed_math          = p.dtype == "fp32";
-    const cudnnMathType_t math = conv_->fixed_math   ? CUDNN_FMA_MATH
-                                 : p.dtype == "tf32" ? CUDNN_DEFAULT_MATH
-                                                     : CUDNN_TENSOR_OP_MATH;
+    // As PyTorch by default: fp32 data on TF32 tensor cores (torch.backends.cudnn.allow_tf32 = True; CUDNN_DEFAULT_MATH
+    // permits TF32 on float data), half types on tensor cores. The search then uses each algorithm's own math type.
+    const cudnnMathType_t math =
+        calibration::conv_math(p.dtype) == calibration::MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
     check_cudnn(cudnnSetConvolutionMathType(conv, math), "cudnnSetConvolutionMathType");
 
     int on = 0, oc = 0, oh = 0, ow = 0;
     check_cudnn(cudnnGetConvolution2dForwardOutputDim(conv, conv_->x.get(), filter, &on, &oc, &oh, &ow),
                 "cudnnGetConvolution2dForwardOutputDim");
+    if (on != c.n || oc != c.k || oh != c.out_h() || ow != c.out_w())
+      throw PointFailed("cuDNN's output shape " + std::to_string(on) + "x" + std::to_string(oc) + "x" +
+                        std::to_string(oh) + "x" + std::to_string(ow) + " differs from the point's");
     conv_->y = tensor_desc(type, on, oc, oh, ow);
-
-    const double e = p.element_bytes();
-    conv_->bytes   = {to_size(e * c.n * c.c * c.h * static_cast<double>(c.w)),
-                      to_size(e * c.k * c.c * c.r * static_cast<double>(c.s)),
-                      to_size(e * on * oc * oh * static_cast<double>(ow))};
     return;
   }
   case BenchOp::pointwise:
@@ -435,14 +470,7 @@ ComputeOp::~ComputeOp() = default;
 
 std::array<std::size_t, 3> ComputeOp::operand_bytes() const
 {
-  if (conv_)
-    return conv_->bytes;
-  if (point_.op == BenchOp::pointwise)
-    return {4 * elements_, 0, 4 * elements_};
-  const double e     = point_.element_bytes();
-  const double batch = static_cast<double>(batch_);
-  return {to_size(e * batch * m_ * static_cast<double>(k_)), to_size(e * batch * k_ * static_cast<double>(n_)),
-          to_size(e * batch * m_ * static_cast<double>(n_))};
+  return point_.operand_bytes(); // the same sizes the execution backend's memory plan places
 }
 
 int ComputeOp::written_operand() const
@@ -466,34 +494,68 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
     return;
   if (where.cudnn == nullptr)
     throw PointFailed("no cuDNN handle to run " + point_.label());
-  // Takes the first algorithm, in cuDNN's order of expected speed, whose workspace fits and which runs: the trial
-  // run doubles as a warm-up.
-  auto choose = [&](const auto& candidates) {
+  // Every algorithm cuDNN lists is timed where it will run (PyTorch's benchmark mode): one untimed run, then
+  // three timed with events; calibration::choose_fastest keeps the fastest that ran.
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+  const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> start_owner(start, &cudaEventDestroy);
+  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> stop_owner(stop, &cudaEventDestroy);
+  constexpr int timed_runs = 3;
+  auto search              = [&](const auto& candidates) {
+    std::vector<calibration::AlgorithmTrial> trials;
+    std::vector<cudnnMathType_t> math;
     std::string last = "cuDNN proposed none";
     for (const auto& perf : candidates) {
+      calibration::AlgorithmTrial& trial = trials.emplace_back();
+      trial.algorithm                    = static_cast<int>(perf.algo);
+      trial.workspace_bytes              = static_cast<double>(perf.memory);
+      math.push_back(perf.mathType);
       if (perf.status != CUDNN_STATUS_SUCCESS)
         continue;
-      if (!conv_->fixed_math) // the math type the heuristic assumed for this algorithm (as PyTorch does)
-        check_cudnn(cudnnSetConvolutionMathType(conv_->conv.get(), perf.mathType), "cudnnSetConvolutionMathType");
-      OpBuffers trial = buffers;
+      check_cudnn(cudnnSetConvolutionMathType(conv_->conv.get(), perf.mathType), "cudnnSetConvolutionMathType");
+      OpBuffers trial_buffers = buffers;
       try {
-        trial.workspace       = workspace(perf.memory);
-        trial.workspace_bytes = perf.memory;
+        trial_buffers.workspace       = workspace(perf.memory);
+        trial_buffers.workspace_bytes = perf.memory;
       } catch (const PointFailed& e) {
-        cudaGetLastError(); // out of memory is not sticky; try an algorithm that needs less
+        cudaGetLastError(); // out of memory is not sticky; the others may need less
         last = e.what();
         continue;
       }
-      conv_->algo                = static_cast<int>(perf.algo);
-      const cudnnStatus_t status = run_conv(where, trial);
-      if (status == CUDNN_STATUS_SUCCESS) {
-        workspace_bytes_ = perf.memory;
-        return;
+      conv_->algo = trial.algorithm;
+      if (cudnnStatus_t status = run_conv(where, trial_buffers); status != CUDNN_STATUS_SUCCESS) {
+        cudaGetLastError();
+        last = "algorithm " + std::to_string(conv_->algo) + ": " + cudnnGetErrorString(status);
+        continue;
       }
-      cudaGetLastError();
-      last = "algorithm " + std::to_string(conv_->algo) + ": " + cudnnGetErrorString(status);
+      bool ran = true;
+      for (int r = 0; r < timed_runs && ran; ++r) {
+        check_cuda(cudaEventRecord(start, where.stream), "cudaEventRecord");
+        ran = run_conv(where, trial_buffers) == CUDNN_STATUS_SUCCESS;
+        check_cuda(cudaEventRecord(stop, where.stream), "cudaEventRecord");
+        check_cuda(cudaEventSynchronize(stop), "timing a cuDNN algorithm");
+        float ms = 0;
+        check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        trial.seconds.push_back(static_cast<double>(ms) * 1e-3);
+      }
+      trial.runs = ran;
+      if (!ran)
+        last = "algorithm " + std::to_string(conv_->algo) + " failed while timed";
     }
-    throw PointFailed(std::string("no cuDNN algorithm runs this convolution (") + last + ")");
+    const int best = calibration::choose_fastest(trials, std::numeric_limits<double>::infinity());
+    if (best < 0)
+      throw PointFailed(std::string("no cuDNN algorithm runs this convolution (") + last + ")");
+    const calibration::AlgorithmTrial& chosen = trials[static_cast<std::size_t>(best)];
+    conv_->algo                               = chosen.algorithm;
+    workspace_bytes_                          = static_cast<std::size_t>(chosen.workspace_bytes);
+    check_cudnn(cudnnSetConvolutionMathType(conv_->conv.get(), math[static_cast<std::size_t>(best)]),
+                             "cudnnSetConvolutionMathType");
+    int timed = 0;
+    for (const auto& t : trials)
+      timed += t.runs ? 1 : 0;
+    algorithm_text_ = std::string(conv_pass_name(point_.pass)) + " algo " + std::to_string(chosen.algorithm) +
+                      " (fastest of " + std::to_string(timed) + " timed)";
   };
   cudnnHandle_t handle = where.cudnn;
   Conv& c              = *conv_;
@@ -506,7 +568,7 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
                                                        static_cast<int>(perf.size()), &returned, perf.data()),
                 "cudnnGetConvolutionForwardAlgorithm_v7");
     perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
-    choose(perf);
+    search(perf);
     break;
   }
   case ConvPass::backward_data: {
@@ -517,7 +579,7 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
                                                             static_cast<int>(perf.size()), &returned, perf.data()),
                 "cudnnGetConvolutionBackwardDataAlgorithm_v7");
     perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
-    choose(perf);
+    search(perf);
     break;
   }
   case ConvPass::backward_filter: {
@@ -528,7 +590,7 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
                                                               static_cast<int>(perf.size()), &returned, perf.data()),
                 "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
     perf.resize(static_cast<std::size_t>(std::max(returned, 0)));
-    choose(perf);
+    search(perf);
     break;
   }
   }
@@ -579,17 +641,17 @@ void ComputeOp::launch(const OpStream& where, const OpBuffers& b) const
   const void* bm = b.operand[1];
   void* c        = b.operand[2];
   if (!batched_) {
-    check_cublas(cublasGemmEx(where.cublas, CUBLAS_OP_N, CUBLAS_OP_N, m_, n_, k_, &alpha, a, gemm_type_, m_, bm,
-                              gemm_type_, k_, &beta, c, gemm_type_, m_, compute_, CUBLAS_GEMM_DEFAULT),
+    check_cublas(cublasGemmEx(where.cublas, op_a_, op_b_, m_, n_, k_, &alpha, a, gemm_type_, lda_, bm, gemm_type_, ldb_,
+                              &beta, c, gemm_type_, m_, compute_, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
     return;
   }
   const long long stride_a = static_cast<long long>(m_) * k_;
   const long long stride_b = static_cast<long long>(k_) * n_;
   const long long stride_c = static_cast<long long>(m_) * n_;
-  check_cublas(cublasGemmStridedBatchedEx(where.cublas, CUBLAS_OP_N, CUBLAS_OP_N, m_, n_, k_, &alpha, a, gemm_type_, m_,
-                                          stride_a, bm, gemm_type_, k_, stride_b, &beta, c, gemm_type_, m_, stride_c,
-                                          batch_, compute_, CUBLAS_GEMM_DEFAULT),
+  check_cublas(cublasGemmStridedBatchedEx(where.cublas, op_a_, op_b_, m_, n_, k_, &alpha, a, gemm_type_, lda_, stride_a,
+                                          bm, gemm_type_, ldb_, stride_b, &beta, c, gemm_type_, m_, stride_c, batch_,
+                                          compute_, CUBLAS_GEMM_DEFAULT),
                "cublasGemmStridedBatchedEx");
 }
 
@@ -605,16 +667,22 @@ GpuContext::GpuContext(int gpus)
   }
   require(cudaSetDevice(0), "cudaSetDevice(0)");
   require(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, 0), "reading GPU 0's SM count");
+  int l2 = 0;
+  require(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "reading GPU 0's L2 size");
+  l2_bytes_ = l2;
 }
 
 GpuContext::~GpuContext()
 {
-  for (ncclComm_t comm : comms_) {
-    if (lost_)
-      ncclCommAbort(comm); // does not wait for work a lost context will never finish
-    else
-      ncclCommDestroy(comm);
-  }
+  for (auto& [group, comms] : comms_)
+    for (ncclComm_t comm : comms) {
+      if (lost_)
+        ncclCommAbort(comm); // does not wait for work a lost context will never finish
+      else
+        ncclCommDestroy(comm);
+    }
+  if (flush_buffer_ != nullptr)
+    cudaFree(flush_buffer_);
   if (cublas_ != nullptr)
     cublasDestroy(cublas_);
   if (cublas_workspace_ != nullptr)
@@ -623,6 +691,33 @@ GpuContext::~GpuContext()
     cudnnDestroy(cudnn_);
   for (cudaStream_t stream : streams_)
     cudaStreamDestroy(stream);
+}
+
+double GpuContext::free_bytes() const
+{
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<double>(free);
+}
+
+void GpuContext::flush_l2(double bytes)
+{
+  const std::size_t want = to_size(bytes);
+  if (want == 0)
+    return;
+  if (flush_bytes_ < want) {
+    if (flush_buffer_ != nullptr)
+      cudaFree(flush_buffer_);
+    flush_buffer_ = nullptr;
+    flush_bytes_  = 0;
+    check_cuda(cudaMalloc(&flush_buffer_, want), "cudaMalloc of the L2 flush buffer (" + std::to_string(want) + " B)");
+    flush_bytes_ = want;
+  }
+  // A memset rather than a kernel of ours: CUPTI records it as MEMSET, a kind the collector does not trace.
+  check_cuda(cudaMemsetAsync(flush_buffer_, 0x5a, want, streams_.at(0)), "flushing the L2 cache");
 }
 
 cublasHandle_t GpuContext::cublas()
@@ -666,25 +761,27 @@ cudnnHandle_t GpuContext::cudnn()
   return cudnn_;
 }
 
-const std::vector<ncclComm_t>& GpuContext::nccl()
+const std::vector<ncclComm_t>& GpuContext::nccl(int group)
 {
-  if (!comms_.empty())
-    return comms_;
-  if (!nccl_error_.empty())
-    throw PointFailed(nccl_error_);
-  std::vector<int> devices(streams_.size());
+  if (auto it = comms_.find(group); it != comms_.end())
+    return it->second;
+  if (auto it = nccl_errors_.find(group); it != nccl_errors_.end())
+    throw PointFailed(it->second);
+  if (group < 1 || group > gpus())
+    throw PointFailed("a group of " + std::to_string(group) + " GPUs, " + std::to_string(gpus()) + " are used");
+  std::vector<int> devices(static_cast<std::size_t>(group));
   std::iota(devices.begin(), devices.end(), 0);
-  std::vector<ncclComm_t> comms(streams_.size(), nullptr);
-  const ncclResult_t status = ncclCommInitAll(comms.data(), gpus(), devices.data());
+  std::vector<ncclComm_t> comms(devices.size(), nullptr);
+  const ncclResult_t status = ncclCommInitAll(comms.data(), group, devices.data());
   cudaSetDevice(0); // NCCL visits every device while it sets up
   if (status != ncclSuccess) {
-    nccl_error_ = "ncclCommInitAll over " + std::to_string(gpus()) + " GPU(s): " + ncclGetErrorString(status);
+    std::string error = "ncclCommInitAll over " + std::to_string(group) + " GPU(s): " + ncclGetErrorString(status);
     if (const char* detail = ncclGetLastError(nullptr); detail != nullptr && *detail != '\0')
-      nccl_error_ += std::string(" (") + detail + ")";
-    throw PointFailed(nccl_error_);
+      error += std::string(" (") + detail + ")";
+    nccl_errors_[group] = error;
+    throw PointFailed(error);
   }
-  comms_ = std::move(comms);
-  return comms_;
+  return comms_[group] = std::move(comms);
 }
 
 void GpuContext::synchronize(int devices) const
@@ -712,27 +809,39 @@ void GpuContext::recover(const std::string& point)
 
 // ---- factory -----------------------------------------------------------------------------------------------------
 
-CollectiveShape collective_shape(const BenchPoint& point, int ranks)
+double footprint_bytes(const BenchPoint& point)
 {
-  const std::size_t n = static_cast<std::size_t>(std::max(ranks, 1));
-  std::size_t count   = std::max<std::size_t>(1, to_size(point.bytes / 4));
-  if (point.collective == "all_gather" || point.collective == "reduce_scatter")
-    count = (count + n - 1) / n * n;
-  return {count, 4.0 * static_cast<double>(count)};
+  switch (point.op) {
+  case BenchOp::gemm:
+  case BenchOp::batched_gemm:
+  case BenchOp::conv2d:
+  case BenchOp::pointwise: {
+    const std::array<std::size_t, 3> bytes = point.operand_bytes();
+    return static_cast<double>(bytes[0] + bytes[1] + bytes[2]);
+  }
+  case BenchOp::copy_d2d:
+    return 2 * point.bytes;
+  case BenchOp::copy_h2d:
+  case BenchOp::copy_d2h:
+    return point.bytes;
+  case BenchOp::collective:
+    return 0;
+  }
+  return 0;
 }
 
-std::unique_ptr<Benchmark> make_benchmark(const BenchPoint& point, GpuContext& gpus)
+std::unique_ptr<Benchmark> make_benchmark(const BenchPoint& point, GpuContext& gpus, int buffer_sets)
 {
   switch (point.op) {
   case BenchOp::gemm:
   case BenchOp::batched_gemm:
   case BenchOp::conv2d:
   case BenchOp::pointwise:
-    return std::make_unique<ComputeBench>(point, gpus);
+    return std::make_unique<ComputeBench>(point, gpus, buffer_sets);
   case BenchOp::copy_d2d:
   case BenchOp::copy_h2d:
   case BenchOp::copy_d2h:
-    return std::make_unique<CopyBench>(point, gpus);
+    return std::make_unique<CopyBench>(point, gpus, buffer_sets);
   case BenchOp::collective:
     return std::make_unique<CollectiveBench>(point, gpus);
   }

@@ -1,32 +1,38 @@
 // The executors of the microbenchmark plan: one Benchmark per point, ready to launch runs on the GPUs.
 //
-//   gemm            cublasGemmEx: fp32 (CUBLAS_COMPUTE_32F), tf32 (CUBLAS_COMPUTE_32F_FAST_TF32 on fp32 data),
-//                   fp16 / bf16 data with fp32 accumulation; column-major C[m x n] = A[m x k] B[k x n]
-//   batched_gemm    cublasGemmStridedBatchedEx, the same types, point.batch products
-//   conv2d          cuDNN, NCHW, forward / backward-data / backward-filter by point.pass; fp32 with FMA math
-//                   (tf32: fp32 data, tensor-core math allowed), fp16 / bf16 on tensor cores with fp32
-//                   accumulation; the algorithm is cuDNN's heuristic choice (cudnnGetConvolution*Algorithm_v7,
-//                   as PyTorch without benchmark mode), taking the next one when its workspace does not fit
+//   gemm            cublasGemmEx in the point's layout (nn, nt, tn: calibration::GemmLayout, column-major
+//                   C[m x n] = op(A) op(B)): fp32 (CUBLAS_COMPUTE_32F, as PyTorch's matmul by default), tf32
+//                   (CUBLAS_COMPUTE_32F_FAST_TF32 on fp32 data), fp16 / bf16 data with fp32 accumulation
+//   batched_gemm    cublasGemmStridedBatchedEx, the same types and layouts, point.batch products
+//   conv2d          cuDNN, NCHW, forward / backward-data / backward-filter by point.pass; fp32 data on TF32 tensor
+//                   cores (as PyTorch, whose torch.backends.cudnn.allow_tf32 defaults to True), fp16 / bf16 on
+//                   tensor cores with fp32 accumulation (calibration::conv_math). The algorithm comes from a timed
+//                   search, as PyTorch's torch.backends.cudnn.benchmark = True: every algorithm cuDNN offers runs
+//                   once untimed and three times timed, and the fastest whose workspace can be allocated is kept
+//                   (calibration::choose_fastest)
 //   pointwise       y = a x + b over fp32 (Kernels.cu); point.bytes is what it reads plus writes
 //   copy_*          cudaMemcpyAsync of point.bytes; host buffers pinned (cudaMallocHost)
-//   collective      NCCL over GPUs 0..n-1 driven by this one thread (ncclCommInitAll), one stream per GPU,
-//                   ncclGroupStart/End around the per-GPU calls; fp32; see collective_shape() for sizes
-// Operands are filled with values in [-1, 1) (never zeros, which run faster than real data).
-// A Benchmark owns its buffers and frees them when destroyed, so points never share memory.
+//   collective      NCCL over GPUs 0 .. point.group-1 driven by this one thread (ncclCommInitAll, one communicator
+//                   set per group size), one stream per GPU, ncclGroupStart/End around the per-GPU calls; in the
+//                   point's dtype; buffers and send_recv peers as nccl-tests (calibration::collective_buffers)
+// Operands are filled with values in [-1, 1) (never zeros, which run faster than real data). A Benchmark owns its
+// buffers and frees them when destroyed, so points never share memory. A compute or copy benchmark can hold several
+// copies of its operands (buffer sets; run r uses set r mod sets), so that a run finds none of its operands in L2
+// (calibration::plan_l2_isolation); GpuContext::flush_l2 is the other way.
 //
 // The compute ops (gemm, batched_gemm, conv2d, pointwise) are also available on their own, as ComputeOp: an op
 // at its shape and dtype that launches on any stream with library handles bound to it, over buffers the caller
 // owns. The CUDA execution backend (sim/backends/cuda) runs a training step's kernels that way, on its own
-// streams and on buffers it shares between launches.
+// streams and on buffers it places per layer.
 //
 //   GpuContext gpus(2);
-//   std::unique_ptr<Benchmark> bench = make_benchmark(point, gpus);  // throws PointFailed
-//   bench->launch();                                                 // enqueues one run
+//   std::unique_ptr<Benchmark> bench = make_benchmark(point, gpus, 2);  // two operand sets; throws PointFailed
+//   bench->launch(run);                                                 // enqueues one run
 //   gpus.synchronize(bench->devices());
 //
 //   ComputeOp op(point);                                             // throws PointFailed
 //   // ... DeviceBuffers of op.operand_bytes() on the current GPU, a cuBLAS / cuDNN handle on `stream`
-//   op.choose_algorithm(where, buffers, grow_workspace);             // conv2d: cuDNN's algorithm, tried once
+//   op.choose_algorithm(where, buffers, grow_workspace);             // conv2d: the fastest algorithm, timed once
 //   op.launch(where, buffers);                                       // enqueues one run on where.stream
 #pragma once
 
@@ -39,6 +45,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nccl.h>
 #include <string>
@@ -46,8 +53,8 @@
 
 namespace ddlsim::collector {
 
-/// The GPUs the collector drives: device 0 runs the kernel and copy points, devices 0..gpus()-1 the collectives,
-/// each GPU with one non-blocking stream. Library handles are created on first use.
+/// The GPUs the collector drives: device 0 runs the kernel and copy points, devices 0..group-1 the collectives,
+/// each GPU with one non-blocking stream. Library handles and communicators are created on first use.
 class GpuContext {
 public:
   /// Streams on devices 0..gpus-1. Throws DeviceFailed when one cannot be created.
@@ -59,13 +66,22 @@ public:
   int gpus() const { return static_cast<int>(streams_.size()); }
   cudaStream_t stream(int device) const { return streams_.at(static_cast<std::size_t>(device)); }
   int sm_count() const { return sm_count_; }
+  /// GPU 0's L2 cache, bytes.
+  double l2_bytes() const { return l2_bytes_; }
+  /// GPU 0's free memory now, bytes (0 when it cannot be read).
+  double free_bytes() const;
 
   /// cuBLAS on device 0's stream, with a 32 MiB workspace. Throws PointFailed (every time) if it cannot start.
   cublasHandle_t cublas();
   /// cuDNN on device 0's stream. Throws PointFailed (every time) if it cannot start.
   cudnnHandle_t cudnn();
-  /// One NCCL communicator per GPU, rank = device. Throws PointFailed (every time) if NCCL cannot start.
-  const std::vector<ncclComm_t>& nccl();
+  /// One NCCL communicator per GPU of devices 0..group-1, rank = device. Throws PointFailed (every time for that
+  /// group) if NCCL cannot start, or when group exceeds gpus().
+  const std::vector<ncclComm_t>& nccl(int group);
+  /// Writes `bytes` of device memory on GPU 0's stream (cudaMemsetAsync into a buffer kept for it), which evicts
+  /// what the L2 cache held. CUPTI's kernel and copy records do not include it. Throws PointFailed when the buffer
+  /// cannot be allocated.
+  void flush_l2(double bytes);
 
   /// Waits for the streams of devices 0..devices-1. Throws PointFailed with the error a run raised.
   void synchronize(int devices) const;
@@ -79,9 +95,13 @@ private:
   cublasHandle_t cublas_  = nullptr;
   void* cublas_workspace_ = nullptr;
   cudnnHandle_t cudnn_    = nullptr;
-  std::vector<ncclComm_t> comms_;
-  std::string cublas_error_, cudnn_error_, nccl_error_; // why a library could not start (then not retried)
-  bool lost_ = false;                                   // a sticky error: tear down without waiting
+  double l2_bytes_        = 0;
+  std::map<int, std::vector<ncclComm_t>> comms_; // per group size
+  std::map<int, std::string> nccl_errors_;       // per group size: why NCCL could not start (not retried)
+  void* flush_buffer_      = nullptr;
+  std::size_t flush_bytes_ = 0;
+  std::string cublas_error_, cudnn_error_; // why a library could not start (then not retried)
+  bool lost_ = false;                      // a sticky error: tear down without waiting
 };
 
 /// Device memory on one GPU, freed on destruction (cudaFree, whichever GPU is current then). Zero bytes allocate
@@ -147,12 +167,15 @@ public:
   /// The element type the operands hold (the pointwise kernel works on fp32 whatever the point's dtype).
   FillType fill_type() const;
 
-  /// conv2d: takes the first algorithm, in cuDNN's heuristic order, whose workspace `workspace(bytes)` can provide
-  /// (it returns device memory of at least `bytes` on the stream's GPU, or throws PointFailed, out of memory: then
-  /// the next algorithm is tried) and which runs on `buffers`: one trial run, enqueued on where.stream, doubles as
-  /// a warm-up. Other ops: nothing to choose. Throws PointFailed when no algorithm runs.
+  /// conv2d: times every algorithm cuDNN offers (cudnnGetConvolution*Algorithm_v7's list, each with the math
+  /// type it was listed with) on `buffers`: one untimed and three timed runs on where.stream, with a workspace from
+  /// `workspace(bytes)` (device memory of at least `bytes` on the stream's GPU, or PointFailed, out of memory:
+  /// then that algorithm is left out), and keeps the fastest (calibration::choose_fastest). Waits for the stream.
+  /// Other ops: nothing to choose. Throws PointFailed when no algorithm runs.
   void choose_algorithm(const OpStream& where, const OpBuffers& buffers,
                         const std::function<void*(std::size_t bytes)>& workspace);
+  /// conv2d: the chosen algorithm ("fwd algo 1", ...) and the algorithms timed; empty before choose_algorithm.
+  const std::string& algorithm_text() const { return algorithm_text_; }
   /// The workspace the chosen algorithm needs (0 before choose_algorithm and for other ops), bytes.
   std::size_t workspace_bytes() const { return workspace_bytes_; }
 
@@ -170,9 +193,12 @@ private:
   bool batched_                = false;
   cudaDataType gemm_type_      = CUDA_R_32F;
   cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
+  cublasOperation_t op_a_ = CUBLAS_OP_N, op_b_ = CUBLAS_OP_N;
+  int lda_ = 0, ldb_ = 0;
   // conv2d
   std::unique_ptr<Conv> conv_;
   std::size_t workspace_bytes_ = 0;
+  std::string algorithm_text_;
   // pointwise
   std::size_t elements_ = 0;
 };
@@ -181,24 +207,20 @@ private:
 class Benchmark {
 public:
   virtual ~Benchmark() = default;
-  /// Enqueues one run on the stream(s) of devices 0..devices()-1 and returns without waiting.
-  /// Throws PointFailed when a library rejects the call.
-  virtual void launch() = 0;
+  /// Enqueues run `run` (0, 1, ...; it picks the operand set run mod sets) on the stream(s) of devices
+  /// 0..devices()-1 and returns without waiting. Throws PointFailed when a library rejects the call.
+  virtual void launch(int run) = 0;
   /// How many GPUs a run uses (1 except for collectives).
   virtual int devices() const { return 1; }
 };
 
-/// Prepares `point` on `gpus`. Throws PointFailed (out of memory, a configuration the library rejects, send_recv
-/// on one GPU, ...).
-std::unique_ptr<Benchmark> make_benchmark(const calibration::BenchPoint& point, GpuContext& gpus);
+/// Prepares `point` on `gpus` with `buffer_sets` copies of its operands (compute and copy points; collectives keep
+/// one, as nccl-tests). Throws PointFailed (out of memory, a configuration the library rejects, a collective group
+/// larger than the GPUs, ...).
+std::unique_ptr<Benchmark> make_benchmark(const calibration::BenchPoint& point, GpuContext& gpus, int buffer_sets = 1);
 
-/// The buffers of a collective point over `ranks` GPUs, fp32: `count` elements in the larger buffer of each
-/// rank, point.bytes / 4 rounded, and for all_gather (receive count) and reduce_scatter (send count) rounded up to
-/// a multiple of `ranks`, as nccl-tests sizes them; `bytes` = 4 count, the size the records give.
-struct CollectiveShape {
-  std::size_t count = 0;
-  double bytes      = 0;
-};
-CollectiveShape collective_shape(const calibration::BenchPoint& point, int ranks);
+/// Device memory one run of `point` reads and writes (its operands; a copy's device buffers), bytes: what
+/// calibration::plan_l2_isolation keeps out of L2.
+double footprint_bytes(const calibration::BenchPoint& point);
 
 } // namespace ddlsim::collector

@@ -1,8 +1,10 @@
 #include "calibration/collector/Collector.hpp"
 
+#include "calibration/Measurement.hpp"
 #include "calibration/collector/Benchmarks.hpp"
 #include "calibration/collector/CudaCheck.hpp"
 #include "calibration/collector/CuptiTracer.hpp"
+#include "calibration/collector/GpuClocks.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -192,33 +194,6 @@ std::vector<std::vector<const GpuActivity*>> activities_by_run(const std::vector
   return by_run;
 }
 
-// A run's timing from its activities; empty when it has none. For a collective, the run's time is that of its
-// slowest GPU.
-std::optional<RunTiming> run_timing(std::vector<const GpuActivity*> run, bool per_gpu_slowest,
-                                    const CuptiTracer& tracer)
-{
-  if (run.empty())
-    return std::nullopt;
-  std::stable_sort(run.begin(), run.end(),
-                   [](const GpuActivity* a, const GpuActivity* b) { return a->start_ns < b->start_ns; });
-  if (!per_gpu_slowest)
-    return span_of(run, tracer);
-  std::optional<RunTiming> slowest;
-  std::vector<int> devices;
-  for (const GpuActivity* a : run)
-    if (std::find(devices.begin(), devices.end(), a->device) == devices.end())
-      devices.push_back(a->device);
-  for (int device : devices) {
-    std::vector<const GpuActivity*> mine;
-    std::copy_if(run.begin(), run.end(), std::back_inserter(mine),
-                 [&](const GpuActivity* a) { return a->device == device; });
-    RunTiming t = span_of(mine, tracer);
-    if (!slowest || t.duration_s > slowest->duration_s)
-      slowest = std::move(t);
-  }
-  return slowest;
-}
-
 std::string version_text(int major, int minor, int patch = -1)
 {
   return std::to_string(major) + "." + std::to_string(minor) + (patch >= 0 ? "." + std::to_string(patch) : "");
@@ -294,11 +269,23 @@ public:
   // Records of one point's timed runs; throws PointFailed.
   int measure(const BenchPoint& p)
   {
+    if (p.op == BenchOp::collective)
+      return measure_collective(p);
     const calibration::RepeatPolicy& repeat = options_.repeat;
-    std::unique_ptr<Benchmark> bench        = make_benchmark(p, gpus_);
-    const int devices                       = bench->devices();
-    for (int i = 0; i < repeat.warmup; ++i)
-      bench->launch();
+    // Cold L2 for every run: rotating operand sets, or a flush before each run (outside what is timed).
+    const calibration::L2Isolation iso =
+        calibration::plan_l2_isolation(footprint_bytes(p), gpus_.l2_bytes(), gpus_.free_bytes() / 2);
+    iso.flush ? ++flushed_points_ : ++rotated_points_;
+    std::unique_ptr<Benchmark> bench = make_benchmark(p, gpus_, iso.buffer_sets);
+    const int devices                = bench->devices();
+    auto prepare_run                 = [&] {
+      if (iso.flush)
+        gpus_.flush_l2(iso.flush_bytes);
+    };
+    for (int i = 0; i < repeat.warmup; ++i) {
+      prepare_run();
+      bench->launch(i);
+    }
     gpus_.synchronize(devices);
     if (tracer_ != nullptr)
       tracer_->take(); // set-up and warm-up: not measured
@@ -317,12 +304,13 @@ public:
       if (tracer_ != nullptr)
         batch.begin_ns = tracer_->timestamp_ns();
       for (int r = done; r < target; ++r) {
+        prepare_run();
         if (tracer_ != nullptr) {
           ExternalIdScope scope(*tracer_, external_id(p.id, r));
-          bench->launch();
+          bench->launch(repeat.warmup + r);
         } else {
           events_->record_start(r, devices, gpus_);
-          bench->launch();
+          bench->launch(repeat.warmup + r);
           events_->record_stop(r, devices, gpus_);
         }
       }
@@ -338,13 +326,28 @@ public:
       }
     }
 
-    std::vector<std::optional<RunTiming>> runs;
-    const bool collective = p.op == BenchOp::collective;
+    int records = 0;
     if (tracer_ != nullptr) {
       const std::vector<GpuActivity> activities = tracer_->take();
-      for (auto& run : activities_by_run(activities, p.id, done, batches, runs_by_order_))
-        runs.push_back(run_timing(std::move(run), collective, *tracer_));
+      const auto by_run                         = activities_by_run(activities, p.id, done, batches, runs_by_order_);
+      std::vector<std::size_t> counts;
+      for (const auto& run : by_run)
+        counts.push_back(run.size());
+      // A run that lost a record (or got one of another run) is left out: its span would be wrong.
+      const calibration::RunCheck check = calibration::check_runs(counts);
+      runs_partial_ += check.partial;
+      runs_missing_ += check.missing;
+      last_left_out_ = check.partial + check.missing;
+      for (std::size_t r = 0; r < by_run.size(); ++r)
+        if (check.complete[r]) {
+          std::vector<const GpuActivity*> run = by_run[r];
+          std::stable_sort(run.begin(), run.end(),
+                           [](const GpuActivity* a, const GpuActivity* b) { return a->start_ns < b->start_ns; });
+          add_record(p, span_of(run, *tracer_));
+          ++records;
+        }
     } else {
+      last_left_out_ = 0;
       for (int r = 0; r < done; ++r) {
         RunTiming t;
         t.start_s    = events_origin_s + events_->offset_s(r);
@@ -352,19 +355,21 @@ public:
         t.name       = p.label();
         t.device     = 0;
         t.stream     = stream0_id_;
-        runs.emplace_back(std::move(t));
-      }
-    }
-    int records = 0;
-    for (const auto& run : runs)
-      if (run) {
-        add_record(p, *run);
+        add_record(p, t);
         ++records;
       }
+    }
     if (records == 0)
-      throw PointFailed("CUPTI recorded no kernel or copy for its runs");
+      throw PointFailed("CUPTI recorded no whole run of it (" + std::to_string(last_left_out_) + " runs lost records)");
     return records;
   }
+
+  /// Runs of the last point left out because CUPTI lost some of their records (or recorded none).
+  int last_left_out() const { return last_left_out_; }
+  int runs_partial() const { return runs_partial_; }
+  int runs_missing() const { return runs_missing_; }
+  int flushed_points() const { return flushed_points_; }
+  int rotated_points() const { return rotated_points_; }
 
   /// Runs whose activities came without their external id, matched to them by order (see activities_by_run).
   int runs_by_order() const { return runs_by_order_; }
@@ -375,16 +380,67 @@ public:
   }
 
 private:
+  // nccl-tests' definition: host wall time of `collective_calls_per_record` calls issued back to back, from before
+  // the first to the end of the last on every GPU of the group, divided by the calls; CUPTI paused meanwhile, so
+  // that none of its per-call cost is in the time.
+  int measure_collective(const BenchPoint& p)
+  {
+    const calibration::RepeatPolicy& repeat = options_.repeat;
+    std::unique_ptr<Benchmark> bench        = make_benchmark(p, gpus_);
+    const int devices                       = bench->devices();
+    struct Paused {
+      CuptiTracer* tracer;
+      explicit Paused(CuptiTracer* t) : tracer(t)
+      {
+        if (tracer != nullptr)
+          tracer->pause();
+      }
+      ~Paused()
+      {
+        if (tracer != nullptr) {
+          try {
+            tracer->resume();
+          } catch (const PointFailed&) {
+          }
+        }
+      }
+    } paused(tracer_);
+    const int calls = calibration::collective_calls_per_record;
+    for (int c = 0; c < calibration::collective_warmup_calls; ++c)
+      bench->launch(c);
+    gpus_.synchronize(devices);
+    const int max_records = std::clamp(repeat.max_repeats, 1, 1000);
+    int records           = 0;
+    double spent_s        = 0;
+    while (records < max_records && (records < repeat.min_repeats || spent_s < repeat.min_seconds)) {
+      const Clock::time_point start = Clock::now();
+      for (int c = 0; c < calls; ++c)
+        bench->launch(c);
+      gpus_.synchronize(devices);
+      const Clock::time_point end = Clock::now();
+      spent_s += seconds_between(start, end);
+      RunTiming t;
+      t.start_s    = seconds_between(origin_, start);
+      t.duration_s = seconds_between(start, end) / calls;
+      t.name       = p.label();
+      add_record(p, t);
+      ++records;
+    }
+    if (tracer_ != nullptr)
+      tracer_->take(); // nothing was traced; clears what the set-up left
+    return records;
+  }
+
   void add_record(const BenchPoint& p, const RunTiming& run)
   {
     if (p.op == BenchOp::collective) {
       traces::CollectiveRecord c;
       c.collective = p.collective;
-      c.bytes      = collective_shape(p, gpus_.gpus()).bytes;
-      c.dtype      = "float";
-      c.group_size = gpus_.gpus();
+      c.bytes      = calibration::collective_buffers(p.collective, p.bytes, p.element_bytes(), p.group, 0).bytes;
+      c.dtype      = calibration::nccl_type_name(p.dtype);
+      c.group_size = p.group;
       c.duration_s = run.duration_s;
-      c.source     = tracer_ != nullptr ? "kernel" : "events";
+      c.source     = "host";
       c.name       = run.name;
       c.point      = p.id;
       out_.collectives.push_back(std::move(c));
@@ -415,6 +471,8 @@ private:
   traces::TraceSet& out_;
   int stream0_id_    = -1;
   int runs_by_order_ = 0;
+  int runs_partial_ = 0, runs_missing_ = 0, last_left_out_ = 0;
+  int flushed_points_ = 0, rotated_points_ = 0;
 };
 
 } // namespace
@@ -465,15 +523,18 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
       warn(std::string("CUPTI cannot trace here (") + e.what() + "); timing with CUDA events instead");
     }
   }
+  const std::vector<calibration::GpuClockReading> clocks_start = read_gpu_clocks(gpus);
   GpuContext context(gpus);
   std::unique_ptr<EventTimer> events;
   if (tracer == nullptr)
     events = std::make_unique<EventTimer>(gpus, PlanRunner::max_runs_of(options.repeat));
 
-  calibration::PlanOptions plan        = options.plan;
-  plan.gpus                            = gpus;
-  const std::vector<BenchPoint> points = microbenchmark_plan(plan);
-  result.points                        = static_cast<int>(points.size());
+  calibration::PlanOptions plan  = options.plan;
+  plan.gpus                      = gpus;
+  std::vector<BenchPoint> points = microbenchmark_plan(plan);
+  const std::size_t planned      = points.size();
+  calibration::add_points(points, options.extra_points);
+  result.points = static_cast<int>(points.size());
 
   traces::TraceSet& out = result.traces;
   PlanRunner runner(options, origin, context, tracer.get(), events.get(), out);
@@ -513,6 +574,9 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
         }
       }
     }
+    if (runner.last_left_out() > 0)
+      warn(std::to_string(runner.last_left_out()) + " run(s) of " + p.label() +
+           " left out: CUPTI lost some of their kernel or copy records");
     if (runner.runs_by_order() > 0 && !warned_order) {
       warn("CUPTI gave some launches of " + p.label() +
            " no external id: their runs were matched to their kernels by order on each GPU");
@@ -522,22 +586,44 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
         (tracer->dropped_records() > dropped_seen || tracer->incomplete_records() > incomplete_seen)) {
       warn("CUPTI lost " + std::to_string(tracer->dropped_records() - dropped_seen) + " activity record(s) (" +
            std::to_string(tracer->incomplete_records() - incomplete_seen) + " more without timestamps) while timing " +
-           p.label() + ": some of its runs may be missing or short");
+           p.label() + ": runs that lost a kernel or copy record are left out");
       dropped_seen    = tracer->dropped_records();
       incomplete_seen = tracer->incomplete_records();
     }
   }
   finish_group();
 
-  auto& prov     = out.provenance;
-  prov["source"] = "ddlsim-collect";
+  const std::vector<calibration::GpuClockReading> clocks_end = read_gpu_clocks(gpus); // right after the last point
+  auto& prov                                                 = out.provenance;
+  prov["source"]                                             = "ddlsim-collect";
   describe_setup(prov, gpus);
+  calibration::add_clock_provenance(prov, clocks_start, "start");
+  calibration::add_clock_provenance(prov, clocks_end, "end");
+  for (const auto& [key, value] : options.provenance)
+    prov[key] = value;
+  if (points.size() > planned)
+    prov["extra_points"] = std::to_string(points.size() - planned) + " launch(es) of " + options.extra_points_source;
   prov["command"]         = options.command;
   prov["plan"]            = options.plan_name;
   prov["timing"]          = result.timing;
   prov["dropped_records"] = std::to_string(tracer != nullptr ? tracer->dropped_records() : 0);
   if (tracer != nullptr && tracer->incomplete_records() > 0)
     prov["incomplete_records"] = std::to_string(tracer->incomplete_records());
+  if (tracer != nullptr && tracer->unreadable_buffers() > 0)
+    prov["unreadable_buffers"] = std::to_string(tracer->unreadable_buffers());
+  prov["runs_left_out"] = std::to_string(runner.runs_partial() + runner.runs_missing()) + " (" +
+                          std::to_string(runner.runs_partial()) + " with records lost, " +
+                          std::to_string(runner.runs_missing()) + " with none)";
+  char l2[256];
+  std::snprintf(l2, sizeof l2,
+                "cold L2 (%.0f MB) before every timed run: %d point(s) rotate operand copies, %d write 2 x L2 first",
+                context.l2_bytes() / 1e6, runner.rotated_points(), runner.flushed_points());
+  prov["l2_isolation"]      = l2;
+  prov["collective_timing"] = "host wall time per call of " + std::to_string(calibration::collective_calls_per_record) +
+                              " back-to-back calls after " + std::to_string(calibration::collective_warmup_calls) +
+                              " warm-up, as nccl-tests' out-of-place time; CUPTI paused";
+  prov["math"] = "fp32 GEMMs in fp32, fp32 convolutions on TF32 (PyTorch's defaults); cuDNN algorithms by a timed "
+                 "search (cudnn.benchmark)";
   if (runner.runs_by_order() > 0)
     prov["runs_matched_by_order"] = std::to_string(runner.runs_by_order());
   prov["skipped_points"]             = std::to_string(result.skipped_points);

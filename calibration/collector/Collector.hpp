@@ -1,15 +1,20 @@
 // Runs the microbenchmark plan on the visible GPUs and returns one trace record per timed run.
 //
 // Each point is prepared (Benchmarks.hpp), warmed up, then run at least RepeatPolicy::min_repeats times and until
-// min_seconds have passed, at most max_repeats; runs are queued back to back and waited for in batches. Timing:
+// min_seconds have passed, at most max_repeats; runs are queued back to back and waited for in batches. Every run
+// starts with a cold L2 (calibration::plan_l2_isolation: rotating operand copies, or a 2 x L2 memset before it,
+// which is not timed). Timing of kernels and copies:
 //   cupti        CUPTI activity records (CuptiTracer.hpp): a run lasts from its first kernel or copy's start to
-//                its last one's end, on the GPU's own clock; kernel records name the kernels
+//                its last one's end, on the GPU's own clock; kernel records name the kernels. A run that lost
+//                records is left out (calibration::check_runs) and counted in the provenance
 //   cuda_events  when CUPTI cannot be used (another profiler attached, no permission): cudaEventRecord before
 //                and after each run on the point's stream(s); records name the op's label
-// Kernel, copy and pointwise points give traces::KernelRecord (op, flop, bytes, dtype, point filled in);
-// collectives give traces::CollectiveRecord (duration of the slowest GPU's NCCL kernel of the run). A point that
-// fails (out of memory, a shape a library rejects) is skipped and named through on_warning_cb; the run goes on.
-// Library code: nothing is printed, the hooks report.
+// Collectives are timed on the host as nccl-tests times them, whatever the timing: 20 calls back to back, wall time
+// per call, CUPTI paused (calibration/Measurement.hpp). Kernel, copy and pointwise points give traces::KernelRecord
+// (op, flop, bytes, dtype, point filled in); collectives give traces::CollectiveRecord (group size, nccl-tests'
+// size and type name, source "host"). GPU clocks and power state are read through NVML at the start and at the
+// end (GpuClocks.hpp). A point that fails (out of memory, a shape a library rejects) is skipped and named through
+// on_warning_cb; the run goes on. Library code: nothing is printed, the hooks report.
 //
 //   CollectOptions options;
 //   options.plan.quick = true;
@@ -22,7 +27,9 @@
 #include "traces/TraceRecords.hpp"
 
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace ddlsim::collector {
 
@@ -39,6 +46,10 @@ struct CollectOptions {
   calibration::RepeatPolicy repeat;
   std::string command;   ///< the command line, for the provenance
   std::string plan_name; ///< "quick" or "full", for the provenance
+  /// Points timed besides the plan (the launches of workloads: exact shapes of a step), those not in it already.
+  std::vector<calibration::BenchPoint> extra_points;
+  std::string extra_points_source;               ///< what they came from, for the provenance
+  std::map<std::string, std::string> provenance; ///< added to the records' provenance (commit, ...)
 };
 
 /// One op's points done (the plan lists the points of an op together).

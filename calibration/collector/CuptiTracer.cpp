@@ -129,6 +129,7 @@ CuptiTracer::CuptiTracer(std::chrono::steady_clock::time_point origin)
 CuptiTracer::~CuptiTracer()
 {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  count_dropped();
   for (int kind : enabled_kinds_)
     cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind));
   // Buffers CUPTI hands back after this are only freed.
@@ -146,6 +147,34 @@ void CuptiTracer::pop_external_id() noexcept
 {
   std::uint64_t last = 0;
   cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+}
+
+void CuptiTracer::pause()
+{
+  if (paused_)
+    return;
+  for (int kind : enabled_kinds_)
+    if (CUptiResult s = cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind)); s != CUPTI_SUCCESS)
+      throw PointFailed("cuptiActivityDisable: " + cupti_error_text(s));
+  paused_ = true;
+}
+
+void CuptiTracer::resume()
+{
+  if (!paused_)
+    return;
+  for (int kind : enabled_kinds_)
+    if (CUptiResult s = cuptiActivityEnable(static_cast<CUpti_ActivityKind>(kind)); s != CUPTI_SUCCESS)
+      throw PointFailed("cuptiActivityEnable: " + cupti_error_text(s));
+  paused_ = false;
+}
+
+void CuptiTracer::count_dropped() noexcept
+{
+  // CUPTI resets its count on every read: each drop is counted by exactly one read.
+  std::size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS)
+    dropped_ += dropped;
 }
 
 double CuptiTracer::host_seconds(std::uint64_t cupti_ns) const
@@ -167,6 +196,8 @@ std::vector<GpuActivity> CuptiTracer::take()
   // Forced: hands back the buffers still being filled too, so this point's records are all in after it.
   if (CUptiResult s = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); s != CUPTI_SUCCESS)
     throw PointFailed("cuptiActivityFlushAll: " + cupti_error_text(s));
+  // Drops since the last completed buffer (a request that got no buffer hands none back) belong to this take().
+  count_dropped();
   std::vector<GpuActivity> out;
   const std::lock_guard lock(mutex_);
   out.reserve(pending_.size());
@@ -201,7 +232,8 @@ void CuptiTracer::receive(std::uint8_t* buffer, std::size_t valid_bytes)
 {
   const std::lock_guard lock(mutex_);
   CUpti_Activity* record = nullptr;
-  while (cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
+  CUptiResult next       = CUPTI_SUCCESS;
+  while ((next = cuptiActivityGetNextRecord(buffer, valid_bytes, &record)) == CUPTI_SUCCESS) {
     switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const KernelActivity*>(record);
@@ -250,9 +282,9 @@ void CuptiTracer::receive(std::uint8_t* buffer, std::size_t valid_bytes)
       break;
     }
   }
-  std::size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS)
-    dropped_ += dropped;
+  if (next != CUPTI_ERROR_MAX_LIMIT_REACHED) // the end of the valid bytes; anything else stopped the walk early
+    ++unreadable_;
+  count_dropped();
 }
 
 } // namespace ddlsim::collector

@@ -10,6 +10,14 @@
 // the external id of its launch (0 when it was launched outside any pushed id: set-up, warm-up).
 // Timestamps stay in CUPTI's clock (ns); host_seconds() converts one to host steady_clock seconds since the
 // `origin` given to the constructor, from one reading of both clocks taken together at start.
+// pause() disables every kind (what is timed on the host then, NCCL calls, carries none of CUPTI's per-call cost)
+// and resume() enables them again.
+//
+// Records lost are counted three ways, each once: dropped_records() for want of buffer space (CUPTI's count,
+// read and reset after every buffer and after every flush, so that a drop is counted by the take() that follows
+// it), incomplete_records() for kernels and copies without timestamps, unreadable_records() for a buffer CUPTI
+// could not walk to its end. A run that lost any record is left out by the caller (calibration::check_runs), never
+// timed from the records that remain.
 //
 //   CuptiTracer tracer(std::chrono::steady_clock::now());  // throws CuptiUnavailable (another profiler, ...)
 //   {
@@ -77,6 +85,12 @@ public:
   void push_external_id(std::uint64_t id);
   void pop_external_id() noexcept;
 
+  /// Disables every activity kind until resume(); records of work already done stay to be taken. Throws
+  /// PointFailed when CUPTI refuses.
+  void pause();
+  /// Enables the kinds again. Throws PointFailed when CUPTI refuses.
+  void resume();
+
   /// Flushes CUPTI's buffers and returns every kernel and copy recorded since the last call, oldest
   /// buffer first. Synchronise the GPUs first: a flush does not wait for work still running.
   std::vector<GpuActivity> take();
@@ -90,18 +104,24 @@ public:
   std::uint64_t dropped_records() const { return dropped_.load(); }
   /// Kernel and copy records that came without valid timestamps (left out of take()), since the start.
   std::uint64_t incomplete_records() const { return incomplete_.load(); }
+  /// Buffers whose records could not all be read (cuptiActivityGetNextRecord failed before the end), since the
+  /// start: their remaining records are lost.
+  std::uint64_t unreadable_buffers() const { return unreadable_.load(); }
 
   /// Called by CUPTI's buffer-completed callback: parses one buffer of records.
   void receive(std::uint8_t* buffer, std::size_t valid_bytes);
 
 private:
   const std::string& demangled(const char* mangled);
+  void count_dropped() noexcept;
 
   std::vector<int> enabled_kinds_;
   double host_at_sync_s_          = 0;
   std::uint64_t cupti_at_sync_ns_ = 0;
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> incomplete_{0};
+  std::atomic<std::uint64_t> unreadable_{0};
+  bool paused_ = false;
 
   // A kernel or copy before its external id is known: the external-correlation record of its launch may
   // come in a later buffer, so ids are looked up in take(), once everything is in.

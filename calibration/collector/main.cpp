@@ -8,6 +8,7 @@
 #include "calibration/collector/CuptiTracer.hpp"
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
+#include "sim/backends/Workload.hpp"
 #include "traces/TraceRecords.hpp"
 
 #include <algorithm>
@@ -29,8 +30,9 @@ constexpr int exit_usage     = 2;
 constexpr const char* prefix = "ddlsim-collect: ";
 
 const char* usage_text =
-    R"(usage: ddlsim-collect [--quick] [--only OP[,OP...]] [--gpus N] [--timing auto|cupti|events] -o FILE
-       ddlsim-collect --plan [--quick] [--only OP[,OP...]] [--gpus N]
+    R"(usage: ddlsim-collect [--quick] [--only OP[,OP...]] [--gpus N] [--timing auto|cupti|events]
+                      [--workload FILE]... [--provenance KEY=VALUE]... -o FILE
+       ddlsim-collect --plan [--quick] [--only OP[,OP...]] [--gpus N] [--workload FILE]...
 
 Times the microbenchmark plan (GEMMs, attention-shaped batched GEMMs, the model zoo's convolutions, a
 memory-bound kernel, memory copies, NCCL collectives) on the visible CUDA GPUs, with CUPTI, and writes one
@@ -43,6 +45,10 @@ options:
                        collective
   --gpus N             GPUs the collectives run over, 1 to 8 (default: every visible GPU, at most 8)
   --timing MODE        auto: CUPTI, else CUDA events (default); cupti: CUPTI or fail; events: CUDA events
+                       (kernels and copies; collectives are always timed on the host, as nccl-tests)
+  --workload FILE      also time every distinct launch of this workload (`ddlsim execute --backend cuda`
+                       writes them), at its exact shape, layout and dtype: the step's own kernels; repeatable
+  --provenance K=V     add K: V to the records' provenance (e.g. commit=abc123); repeatable
   --plan               print the plan, one point per line: id, label, flop, bytes (tab-separated), and exit
                        without touching a GPU; the collectives assume --gpus GPUs (default 1)
   -h, --help           this text
@@ -56,6 +62,7 @@ struct Args {
   bool help = false;
   bool plan = false;
   std::string output;
+  std::vector<std::string> workloads;
   collector::CollectOptions options;
 };
 
@@ -122,6 +129,16 @@ Args parse(int argc, char** argv)
       args.output = value();
       if (args.output.empty())
         throw UsageError{arg + " needs a file name"};
+    } else if (arg == "--workload") {
+      args.workloads.push_back(value());
+      if (args.workloads.back().empty())
+        throw UsageError{arg + " needs a file name"};
+    } else if (arg == "--provenance") {
+      const std::string v  = value();
+      const std::size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw UsageError{"--provenance: expected KEY=VALUE, got '" + v + "'"};
+      args.options.provenance[v.substr(0, eq)] = v.substr(eq + 1);
     } else if (arg == "--only") {
       args.options.plan.only = parse_ops(value());
     } else if (arg == "--gpus") {
@@ -156,12 +173,26 @@ Args parse(int argc, char** argv)
   return args;
 }
 
+// Every distinct compute launch of the workload files, in order. Throws TraceError naming a bad file.
+void read_extra_points(Args& args)
+{
+  for (const std::string& file : args.workloads) {
+    const backends::Workload w = backends::read_workload(file);
+    for (const backends::WorkTask& t : w.tasks)
+      for (const calibration::BenchPoint& p : t.launches)
+        args.options.extra_points.push_back(p);
+    args.options.extra_points_source += (args.options.extra_points_source.empty() ? "" : ", ") + file;
+  }
+}
+
 // The plan as --plan prints it; no CUDA call.
 void print_plan(const collector::CollectOptions& options)
 {
-  calibration::PlanOptions plan = options.plan;
-  plan.gpus                     = options.gpus > 0 ? options.gpus : 1;
-  for (const calibration::BenchPoint& p : calibration::microbenchmark_plan(plan))
+  calibration::PlanOptions plan               = options.plan;
+  plan.gpus                                   = options.gpus > 0 ? options.gpus : 1;
+  std::vector<calibration::BenchPoint> points = calibration::microbenchmark_plan(plan);
+  calibration::add_points(points, options.extra_points);
+  for (const calibration::BenchPoint& p : points)
     std::printf("%d\t%s\t%.10g\t%.10g\n", p.id, p.label().c_str(), p.flop(), p.traffic_bytes());
 }
 
@@ -221,6 +252,7 @@ int main(int argc, char** argv)
     return exit_ok;
   }
   try {
+    read_extra_points(args);
     if (args.plan) {
       print_plan(args.options);
       return exit_ok;

@@ -13,6 +13,9 @@ Workload make_workload(const sim::TaskGraph& graph, const models::Model& model, 
 {
   if (options.tp > 1)
     throw ExecutionError("tensor parallelism is not executed by the backends yet (tp = " + std::to_string(options.tp) + ")");
+  if (options.ep > 1)
+    throw ExecutionError("expert parallelism (its all-to-alls) is not executed by the backends yet (ep = " +
+                         std::to_string(options.ep) + ")");
   const std::size_t n = graph.size();
   // Kahn's algorithm, smallest id first: a deterministic topological order.
   std::vector<int> waiting(n, 0);
@@ -47,6 +50,7 @@ Workload make_workload(const sim::TaskGraph& graph, const models::Model& model, 
         throw ExecutionError("parameter-server updates are not executed by the backends yet");
       t.kind = WorkTask::Kind::compute;
       t.device = c.device;
+      t.phase = c.phase == sim::Phase::optimizer ? "optimizer" : c.phase == sim::Phase::forward ? "forward" : "backward";
       auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end, c.samples);
       auto it = memo.find(key);
       if (it == memo.end()) {

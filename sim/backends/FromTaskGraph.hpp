@@ -16,7 +16,8 @@
 
 namespace ddlsim::backends {
 
-/// Throws ExecutionError for what no backend runs yet: tensor parallelism (options.tp > 1), and
+/// Throws ExecutionError for what no backend runs yet: tensor parallelism (options.tp > 1), expert
+/// parallelism (options.ep > 1), and
 /// compute off the stream or on a share of a layer range (parameter servers).
 Workload make_workload(const sim::TaskGraph& graph, const models::Model& model, const sim::ComputeOptions& options,
                        std::string label);

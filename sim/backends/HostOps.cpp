@@ -107,10 +107,15 @@ void col2im(const float* col, const calibration::ConvProblem& c, float* in)
       }
 }
 
-void sgemm(long long m, long long n, long long k, const float* a, const float* b, float* c)
+// C[m x n] = op(A) op(B), row-major: A stored m x k (k x m when transposed), B stored k x n (n x k when
+// transposed), so that a GEMM point's layout runs as on the GPU (calibration::GemmLayout).
+void sgemm(long long m, long long n, long long k, const float* a, const float* b, float* c,
+           calibration::GemmLayout layout = calibration::GemmLayout::nn)
 {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
-              a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c, static_cast<int>(n));
+  const bool ta = layout == calibration::GemmLayout::tn, tb = layout == calibration::GemmLayout::nt;
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(ta ? m : k), b,
+              static_cast<int>(tb ? k : n), 0.0f, c, static_cast<int>(n));
 }
 
 }  // namespace
@@ -142,11 +147,11 @@ void run_point(const BenchPoint& p, HostBuffers& buf)
 {
   switch (p.op) {
   case BenchOp::gemm:
-    sgemm(p.m, p.n, p.k, buf.a(), buf.b(), buf.c());
+    sgemm(p.m, p.n, p.k, buf.a(), buf.b(), buf.c(), p.layout);
     return;
   case BenchOp::batched_gemm:
     for (long long i = 0; i < p.batch; ++i)
-      sgemm(p.m, p.n, p.k, buf.a(), buf.b(), buf.c());
+      sgemm(p.m, p.n, p.k, buf.a(), buf.b(), buf.c(), p.layout);
     return;
   case BenchOp::conv2d: {
     const auto& c = p.conv;

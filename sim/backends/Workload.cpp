@@ -127,12 +127,16 @@ void write_workload(const Workload& w, std::ostream& out)
     out << "{\"kind\":\"" << kind_name(t.kind) << "\",\"after\":" << ints(t.after);
     switch (t.kind) {
     case WorkTask::Kind::compute:
-      out << ",\"device\":" << t.device << ",\"launches\":[";
+      out << ",\"device\":" << t.device;
+      if (!t.phase.empty())
+        out << ",\"phase\":\"" << traces::json_escape(t.phase) << "\"";
+      out << ",\"launches\":[";
       for (std::size_t l = 0; l < t.launches.size(); ++l) {
         const BenchPoint& p = t.launches[l];
         out << (l ? "," : "") << "{\"op\":\"" << calibration::bench_op_name(p.op) << "\",\"dtype\":\"" << p.dtype << "\"";
         if (p.op == BenchOp::gemm || p.op == BenchOp::batched_gemm)
-          out << ",\"m\":" << p.m << ",\"n\":" << p.n << ",\"k\":" << p.k << ",\"batch\":" << p.batch;
+          out << ",\"m\":" << p.m << ",\"n\":" << p.n << ",\"k\":" << p.k << ",\"batch\":" << p.batch
+              << ",\"layout\":\"" << calibration::gemm_layout_name(p.layout) << "\"";
         if (p.op == BenchOp::conv2d) {
           const auto& c = p.conv;
           out << ",\"pass\":\"" << calibration::conv_pass_name(p.pass) << "\",\"conv\":"
@@ -153,7 +157,18 @@ void write_workload(const Workload& w, std::ostream& out)
     }
     out << "}" << (i + 1 < w.tasks.size() ? ",\n" : "\n");
   }
-  out << "]}\n";
+  out << "]";
+  if (!w.memory.empty()) {
+    out << ",\"memory\":[";
+    for (std::size_t d = 0; d < w.memory.size(); ++d) {
+      const DeviceMemory& m = w.memory[d];
+      out << (d ? "," : "") << "{\"weights\":" << num(m.weights) << ",\"gradients\":" << num(m.gradients)
+          << ",\"optimizer_state\":" << num(m.optimizer_state) << ",\"activations\":" << num(m.activations)
+          << ",\"workspace\":" << num(m.workspace) << ",\"reserve\":" << num(m.reserve) << "}";
+    }
+    out << "]";
+  }
+  out << "}\n";
 }
 
 Workload parse_workload(const std::string& text, const std::string& origin)
@@ -194,6 +209,9 @@ Workload parse_workload(const std::string& text, const std::string& origin)
     if (kind == "compute") {
       t.kind = WorkTask::Kind::compute;
       t.device = device(o, "device", where);
+      t.phase = r.string(o, "phase", where, false);
+      if (!t.phase.empty() && t.phase != "forward" && t.phase != "backward" && t.phase != "optimizer")
+        r.fail(where + ".phase", "unknown phase '" + t.phase + "' (expected forward, backward or optimizer)");
       const JsonValue* launches = o.find("launches");
       if (launches && !launches->is_array())
         r.fail(where + ".launches", "must be a list");
@@ -210,6 +228,13 @@ Workload parse_workload(const std::string& text, const std::string& origin)
           b.n = r.integer(p, "n", lw, 0, true);
           b.k = r.integer(p, "k", lw, 0, true);
           b.batch = r.integer(p, "batch", lw, 1, false);
+          const std::string layout = r.string(p, "layout", lw, false);
+          if (layout == "nt")
+            b.layout = calibration::GemmLayout::nt;
+          else if (layout == "tn")
+            b.layout = calibration::GemmLayout::tn;
+          else if (!layout.empty() && layout != "nn")
+            r.fail(lw + ".layout", "unknown layout '" + layout + "' (expected nn, nt or tn)");
         } else if (b.op == BenchOp::conv2d) {
           const std::string pass = r.string(p, "pass", lw, true);
           if (pass == "fwd")
@@ -251,6 +276,22 @@ Workload parse_workload(const std::string& text, const std::string& origin)
     }
     w.tasks.push_back(std::move(t));
   }
+  if (const JsonValue* memory = doc.find("memory")) {
+    if (!memory->is_array() || memory->as_array().size() != static_cast<std::size_t>(w.devices))
+      r.fail("workload.memory", "must be a list of one object per device (" + std::to_string(w.devices) + ")");
+    for (std::size_t d = 0; d < memory->as_array().size(); ++d) {
+      const JsonValue& m = memory->as_array()[d];
+      const std::string where = "memory[" + std::to_string(d) + "]";
+      if (!m.is_object())
+        r.fail(where, "must be an object");
+      w.memory.push_back({.weights = r.number(m, "weights", where, 0, true),
+                          .gradients = r.number(m, "gradients", where, 0, true),
+                          .optimizer_state = r.number(m, "optimizer_state", where, 0, true),
+                          .activations = r.number(m, "activations", where, 0, true),
+                          .workspace = r.number(m, "workspace", where, 0, false),
+                          .reserve = r.number(m, "reserve", where, 0, false)});
+    }
+  }
   return w;
 }
 
@@ -272,7 +313,7 @@ void write_execution_result(const ExecutionResult& r, std::ostream& out)
   out << "{\"format\":\"ddlsim-execution-1\",\"device\":\"" << traces::json_escape(r.device) << "\",\"iterations_s\":[";
   for (std::size_t i = 0; i < r.iterations_s.size(); ++i)
     out << (i ? "," : "") << num(r.iterations_s[i]);
-  out << "],\"notes\":[";
+  out << "],\"peak_memory_bytes\":" << num(r.peak_memory_bytes) << ",\"notes\":[";
   for (std::size_t i = 0; i < r.notes.size(); ++i)
     out << (i ? "," : "") << "\"" << traces::json_escape(r.notes[i]) << "\"";
   out << "]}\n";
@@ -294,6 +335,7 @@ ExecutionResult parse_execution_result(const std::string& text, const std::strin
       r.fail("result.iterations_s", "must be a non-empty list of positive seconds");
     out.iterations_s.push_back(v.as_number());
   }
+  out.peak_memory_bytes = r.number(doc, "peak_memory_bytes", "result", 0, false);
   if (const JsonValue* notes = doc.find("notes"); notes && notes->is_array())
     for (const JsonValue& v : notes->as_array())
       if (v.is_string())

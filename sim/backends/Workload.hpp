@@ -14,11 +14,18 @@
 // File form (write_workload / read_workload), one JSON document:
 //   {"format": "ddlsim-workload-1", "label": "...", "devices": 2, "dtype": "bf16", "tasks": [
 //     {"kind": "compute", "device": 0, "after": [], "launches": [
-//        {"op": "gemm", "dtype": "bf16", "m": 4096, "n": 1024, "k": 1024, "batch": 1, "pass": "forward"},
+//        {"op": "gemm", "dtype": "bf16", "m": 4096, "n": 1024, "k": 1024, "batch": 1, "layout": "nt"},
 //        {"op": "conv2d", "dtype": "bf16", "pass": "bwd_data", "conv": [n, c, h, w, k, r, s, stride, pad]},
 //        {"op": "pointwise", "bytes": 8388608}]},
 //     {"kind": "transfer", "src": 0, "dst": 1, "bytes": 4194304, "after": [0]},
 //     {"kind": "collective", "collective": "all_reduce", "group": [0, 1], "bytes": 1e8, "after": [3]}]}
+//
+// A compute task may name its "phase" (forward, backward, optimizer): the optimizer step works on the parameters
+// and their optimizer state, not on activations. "memory" gives, per device, what the simulator's memory model
+// holds at that device's peak (models/Memory.hpp), in bytes, so that a backend allocates the same and places each
+// launch's operands in it (the weights a GEMM reads, the gradient it writes, the activations):
+//   "memory": [{"weights": 2.5e8, "gradients": 2.5e8, "optimizer_state": 1.5e9, "activations": 4e9,
+//               "workspace": 6e7, "reserve": 1073741824}, ...]
 //
 //   Workload w = read_workload("point3.workload.json");    // TraceError naming the file on bad input
 #pragma once
@@ -34,6 +41,7 @@ namespace ddlsim::backends {
 struct WorkTask {
   enum class Kind { compute, transfer, collective };
   Kind kind = Kind::compute;
+  std::string phase{};             ///< compute: forward, backward or optimizer (empty: not said)
   int device = 0;                  ///< compute
   int src = 0, dst = 0;            ///< transfer
   double bytes = 0;                ///< transfer, collective
@@ -43,11 +51,19 @@ struct WorkTask {
   std::vector<calibration::BenchPoint> launches{};  ///< compute: kernels in order (pointwise: `bytes` moved)
 };
 
+/// What the simulator's memory model holds on one device at its peak, bytes (models::MemoryBreakdown).
+struct DeviceMemory {
+  double weights = 0, gradients = 0, optimizer_state = 0, activations = 0, workspace = 0, reserve = 0;
+  /// The simulator's peak_memory_bytes of this device: everything, the framework's reserve included.
+  double total() const { return weights + gradients + optimizer_state + activations + workspace + reserve; }
+};
+
 struct Workload {
   std::string label;  ///< what it is (experiment, point), for messages
   int devices = 0;
   std::string dtype;  ///< the training dtype
   std::vector<WorkTask> tasks;
+  std::vector<DeviceMemory> memory;  ///< per device, or empty when the workload does not say
 };
 
 void write_workload(const Workload& workload, std::ostream& out);
@@ -57,13 +73,15 @@ Workload read_workload(const std::string& path);
 /// The same from text; `origin` names it in errors.
 Workload parse_workload(const std::string& text, const std::string& origin);
 
-/// What a backend measured: wall time of each timed iteration (after warm-up ones), and on what.
+/// What a backend measured: wall time of each timed iteration (after warm-up ones), on what, and the largest
+/// device memory in use on one GPU (0 when not measured).
 ///   {"format": "ddlsim-execution-1", "device": "NVIDIA H100 80GB HBM3 x1", "iterations_s": [0.0123, ...],
-///    "notes": ["4 devices mapped onto 1 GPU"]}
+///    "peak_memory_bytes": 1.9e10, "notes": ["4 devices mapped onto 1 GPU"]}
 struct ExecutionResult {
   std::string device;
   std::vector<double> iterations_s;
   std::vector<std::string> notes;
+  double peak_memory_bytes = 0;  ///< the GPU using the most: the CUDA context, libraries and buffers, bytes
   double median_s() const;
   double min_s() const;
   double max_s() const;

@@ -47,6 +47,21 @@ def workdir():
     return d
 
 
+def write_experiment(directory, name, body):
+    """Writes an experiment file `name`.yaml into `directory`; returns its path."""
+    path = os.path.join(directory, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(body)
+    return path
+
+
+def simulate(binary, path, *extra):
+    """`ddlsim run` of an experiment at -j 2 into a CSV beside it: (exit code, rows, stderr)."""
+    out = path + ".csv"
+    rc, _, err = run(binary, "run", path, "-o", out, "--quiet", "-j", "2", *extra)
+    return rc, (read_csv(out) if rc == 0 else []), err
+
+
 def finish(name, count):
     """Prints the plain closing line CI reads and exits non-zero on any failure."""
     failed = len(failures)

@@ -67,7 +67,7 @@ rc, out, err = run(binary, "calibrate", "report", prof1)
 checks += 1
 check(rc == 0 and "kernel tables" in out and "gemm" in out and "pointwise" in out and "held-out median error" in out,
       f"calibrate report shows tables and collectives: {out} {err}")
-table_line = [l for l in out.splitlines() if l.strip().startswith("gemm")]
+table_line = [l for l in out.splitlines() if l.strip().startswith("gemm ")]
 checks += 1
 check(len(table_line) == 1 and "bf16" in table_line[0] and " 9 " in table_line[0], f"the gemm table has 9 points: {table_line}")
 
@@ -125,7 +125,28 @@ check(os.path.exists(collector) == ("CUDA toolkit found" in version), f"ddlsim-c
 if os.path.exists(collector):
     rc, out, err = run(binary, "calibrate", "collect", "--plan", "--quick")
     checks += 1
-    check(rc == 0 and len(out.splitlines()) >= 300 and "gemm bf16 m=4096 n=4096 k=4096" in out, f"collect --plan: {rc} {err}")
+    check(rc == 0 and len(out.splitlines()) >= 250 and "gemm bf16 m=4096 n=4096 k=4096" in out and " GPUs" not in out,
+          f"collect --plan on one GPU: kernels and copies, no collective: {rc} {err}")
+    rc, out, err = run(binary, "calibrate", "collect", "--plan", "--quick", "--gpus", "8")
+    groups = {line.split("\t")[1].split(" over ")[1] for line in out.splitlines() if " over " in line}
+    checks += 1
+    check(rc == 0 and groups == {"2 GPUs", "4 GPUs", "8 GPUs"} and "send_recv bf16 2097152 B over 2 GPUs" in out,
+          f"collect --plan --gpus 8: collectives over groups of 2, 4 and 8 GPUs in bf16: {rc} {groups} {err}")
+    # A workload's launches join the plan at their exact shapes and layouts (the step's own kernels).
+    workload = os.path.join(d, "step.json")
+    with open(workload, "w") as f:
+        json.dump({"format": "ddlsim-workload-1", "label": "t", "devices": 1, "dtype": "bf16", "tasks": [
+            {"kind": "compute", "device": 0, "after": [], "launches": [
+                {"op": "gemm", "dtype": "bf16", "m": 2048, "n": 768, "k": 3072, "batch": 1, "layout": "nt"},
+                {"op": "gemm", "dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "batch": 1}]}]}, f)
+    rc, with_workload, err = run(binary, "calibrate", "collect", "--plan", "--quick", "--workload", workload)
+    checks += 1
+    check(rc == 0 and len(with_workload.splitlines()) == len(out.splitlines()) - 225 + 1 and
+          "gemm bf16 m=2048 n=768 k=3072 nt" in with_workload,
+          f"collect --plan --workload adds the workload's one new launch: {rc} {err}")
+    rc, _, err = run(binary, "calibrate", "collect", "--plan", "--workload", os.path.join(d, "missing.json"))
+    checks += 1
+    check(rc == 1 and "missing.json" in err, f"collect --workload of a missing file: {rc} {err}")
     rc, out, err = run(binary, "calibrate", "collect", "--quick", "-o", target)
     checks += 1
     gpu = gpu_visible()

@@ -138,4 +138,57 @@ checks += 1
 check(len(expected) == 4 and sorted(c["bytes"] for c in all_reduce) == sorted(expected),
       f"all-reduce sizes from nccl:all_reduce Input Dims: {[c['bytes'] for c in all_reduce]} vs {expected}")
 
+# Recorded with shapes (record_shapes=True): every GEMM kernel takes its shape from the CPU op around
+# its launch. Expected here from the raw trace, with Python's own reading: per op aten::mm, addmm or
+# bmm holding a kernel launch, 2 m n k (x batch) on the op's longest kernel.
+ops_by_thread, launches = {}, {}
+for e in raw["traceEvents"]:
+    if e.get("cat") == "cpu_op":
+        ops_by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
+    elif e.get("cat") == "cuda_runtime":
+        launches[e["args"]["correlation"]] = e
+expected_flop = []
+per_op = {}
+for e in raw["traceEvents"]:
+    if e.get("cat") != "kernel" or e["args"].get("correlation") not in launches:
+        continue
+    call = launches[e["args"]["correlation"]]
+    around = [(o["dur"], -o["ts"], -i, o) for i, o in enumerate(ops_by_thread.get((call["pid"], call["tid"]), []))
+              if o["ts"] <= call["ts"] <= o["ts"] + o["dur"]]
+    if around:
+        op = min(around, key=lambda t: t[:3])[3]  # the innermost: shortest, then latest started, then listed last
+        per_op.setdefault(id(op), (op, []))[1].append(e)
+for op, kernels_of_op in per_op.values():
+    dims = op["args"].get("Input Dims")
+    if op["name"] not in ("aten::mm", "aten::addmm", "aten::bmm") or not dims or op["args"]["Input type"][0] != "float":
+        continue
+    a, b = (dims[1], dims[2]) if op["name"] == "aten::addmm" else (dims[0], dims[1])
+    m, k, n = (a[0], a[1], b[1]) if len(a) == 2 else (a[1], a[2], b[2])
+    expected_flop.append(2 * m * n * k * (a[0] if len(a) == 3 else 1))
+shaped = [r for r in rows if r["type"] == "kernel" and r.get("op") in ("gemm", "batched_gemm")]
+checks += 1
+check(len(shaped) == len(expected_flop) > 300 and sorted(r["flop"] for r in shaped) == sorted(expected_flop)
+      and {r["dtype"] for r in shaped} == {"fp32", "tf32"},
+      f"128-rank: GEMM kernels carry their op's shape: {len(shaped)} vs {len(expected_flop)} expected")
+# The 2-rank trace has no shapes: its convolution kernels say so.
+reasons = {r.get("unusable", "") for r in records(os.path.join(out_dir, "ddp2.jsonl")) if r["type"] == "kernel"}
+checks += 1
+check("no Input Dims: record with record_shapes=True" in reasons, f"unshaped kernels say why: {sorted(reasons)[:5]}")
+
+# calibrate fit refuses the real traces' poor fits (the 2-rank all-reduce has R^2 0.04), writes nothing,
+# and says which records carried no work; --accept-poor-fit writes the profile with the GEMM tables.
+every = os.path.join(out_dir, "every.jsonl")
+rc, _, err = run(binary, "calibrate", "import", *[os.path.join(kineto, f) for f in sorted(os.listdir(kineto)) if f.endswith(".gz")],
+                 "-o", every)
+refused = os.path.join(out_dir, "refused.yaml")
+rc, _, err = run(binary, "calibrate", "fit", every, "--base", "a100-sxm", "-o", refused)
+checks += 1
+check(rc == 1 and "R^2 0.043" in err and "all_reduce over 2 ranks" in err and "--accept-poor-fit" in err
+      and "carry no work" in err and not os.path.exists(refused), f"a poor fit is refused: {rc} {err}")
+rc, _, err = run(binary, "calibrate", "fit", every, "--base", "a100-sxm", "-o", refused, "--accept-poor-fit")
+rc2, report, _ = run(binary, "calibrate", "report", refused)
+checks += 1
+check(rc == 0 and rc2 == 0 and "accepted poor fits" in err and any(l.split()[:2] == ["gemm", "tf32"] for l in report.splitlines())
+      and "fit of 377 GEMM records" in report, f"--accept-poor-fit writes it, with the traced GEMM tables: {err}")
+
 finish("cli_import", checks)

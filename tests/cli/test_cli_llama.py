@@ -1,10 +1,12 @@
 """Modern dense LLM training end to end: the Llama zoo's parameter counts, ZeRO stages on Llama-3-70B,
 context parallelism at 128k tokens, training.seq, tokens/s and MFU against their definitions, the model
 column, and bad input (file:line: key)."""
+import functools
 import os
 import sys
 
-from common import check, finish, read_csv, run, workdir
+from common import check, finish, read_csv, run, workdir, write_experiment
+from common import simulate as run_experiment
 
 binary = sys.argv[1]
 checks = 0
@@ -19,17 +21,8 @@ for name, count in published.items():
     check(rc == 0 and f"total parameters            {count} " in out, f"{name}: {count} parameters: {err}")
 
 
-def experiment(name, body):
-    path = os.path.join(tmp, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(body)
-    return path
-
-
-def simulate(path, *extra):
-    out = os.path.join(tmp, os.path.basename(path) + ".csv")
-    rc, _, err = run(binary, "run", path, "-o", out, "--quiet", "-j", "2", *extra)
-    return rc, (read_csv(out) if rc == 0 else []), err
+experiment = functools.partial(write_experiment, tmp)  # experiment(name, body) -> path
+simulate = functools.partial(run_experiment, binary)     # simulate(path, *extra) -> (rc, rows, stderr)
 
 
 # Llama-3-70B, 64 H100s, tp 8, dp 8, micro-batch 1, full recompute: ZeRO 0 is oom, and the peak falls

@@ -98,7 +98,11 @@ if files:
     check(any(e["name"] == "F s3 mb0" for e in events), "ops named by phase, stage and micro-batch")
 
 # Every shipped experiment runs (simulation only; the large ones at smoke size): no error rows.
-smoke = {"grid_shapes.yaml": ["--set", "sweep.cluster=[dgx-a100x8]", "--set", "sweep.parallelism.tp=[1,2,64]"]}
+smoke = {"grid_shapes.yaml": ["--set", "sweep.cluster=[dgx-a100x8]", "--set", "sweep.parallelism.tp=[1,2,64]"],
+         "moe.yaml": ["--set", "sweep.zip=[{model: [mixtral-8x7b, mixtral-8x22b], cluster.gpus: [16, 64], "
+                      "parallelism.pp: [1, 4], training.global_batch: [16, 32]}, {parallelism.ep: [8, 16, 16], "
+                      "parallelism.ep_collective: [direct, direct, hierarchical]}]",
+                      "--set", "sweep.training.load_imbalance=[1.0, 2.0]"]}
 shipped = sorted(f for f in os.listdir(os.path.join(ROOT, "experiments")) if f.endswith(".yaml"))
 for name in shipped:
     out_csv = os.path.join(tmp, "shipped_" + name + ".csv")

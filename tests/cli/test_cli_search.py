@@ -66,7 +66,9 @@ if m:
     check(rc == 0 and read_csv(probe)[0]["status"] == "oom", f"the baseline does not fit one step beyond its largest: {err}")
 
 # search grid on the shipped grid_shapes.yaml at P = 64 for AlexNet, P_r x P_c only: the ranking is the
-# CSV's ok rows by throughput, and the fastest grid is neither pure data nor pure model parallelism.
+# CSV's ok rows by throughput, and pure model parallelism is the slowest. (With NCCL's rails the
+# data-parallel all-reduce uses all 8 NICs of a node, and pure data parallelism is now the fastest
+# at P = 64: docs/collectives.md.)
 grid_csv = os.path.join(d, "grid.csv")
 rc, out, err = run(binary, "search", "grid", os.path.join(ROOT, "experiments", "grid_shapes.yaml"), "--no-pipeline",
                    "--set", "sweep.model=[alexnet]", "--set", "sweep.cluster=[dgx-a100x8]", "--set", "sweep.parallelism.tp=[1]",
@@ -77,7 +79,7 @@ checks += 3
 check(rc == 0 and len(grid) == 7 and all(int(r["tp"]) * int(r["dp"]) == 64 for r in grid), f"seven P_r x P_c grids of 64: {err}")
 by_speed = sorted((r for r in grid if r["status"] == "ok"), key=lambda r: -float(r["throughput_samples_per_s"]))
 check([(x[2], x[3]) for x in ranked] == [(r["tp"], r["dp"]) for r in by_speed], f"the ranking is the CSV's by throughput: {ranked}")
-check(ranked and ranked[0][2] not in ("1", "64"), f"the fastest grid is neither 1 x 64 nor 64 x 1: {ranked[:1]}")
+check(ranked and ranked[-1][2] == "64", f"pure model parallelism (64 x 1) is the slowest grid: {ranked[-1:]}")
 
 rc, out, err = run(binary, "search", "microbatch", os.path.join(ROOT, "experiments", "demo.yaml"))
 checks += 1
@@ -112,7 +114,7 @@ check(not any(r["tp"] == "1" and r["pp"] == "1" and r["cp"] == "1" and r["zero"]
 table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
 best = max(rows, key=lambda r: float(r["tokens_per_s"])) if rows else None
 checks += 1
-check(table and best and table[0][1:7] == [best["tp"], best["pp"], best["dp"], best["cp"], best["zero"],
+check(table and best and table[0][1:8] == [best["tp"], best["pp"], best["dp"], best["cp"], best.get("ep") or "1", best["zero"],
                                              "yes" if best["sequence_parallel"] == "true" else "no"],
       f"the best simulated layout ranks first: {table[:1]} vs {best and (best['tp'], best['pp'], best['dp'])}")
 # On one GPU without communication the closed form is the simulation: M (t_f + t_b) + the step.
@@ -123,6 +125,6 @@ with open(one, "w") as f:
 rc, out, err = run(binary, "search", "parallel", one, "--top", "20", "-o", os.path.join(tmp, "one.csv"))
 table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
 checks += 1
-check(rc == 0 and table and all(abs(float(t[10]) / float(t[11]) - 1) < 1e-3 for t in table),
+check(rc == 0 and table and all(abs(float(t[11]) / float(t[12]) - 1) < 1e-3 for t in table),
       f"estimate = simulation on one GPU: {rc} {err} {table}")
 finish("cli_search", checks)

@@ -71,6 +71,9 @@ runs = {
     "plot_grid.py": ("grid_shapes.yaml", ["--set", "sweep.cluster=[dgx-a100x8]", "--set", "sweep.parallelism.tp=[1,2,4]"]),
     "plot_memory.py": ("gpipe_bm.yaml", ["--set", "sweep.parallelism.pp=[4]"]),
     "plot_recipes.py": ("llama3_recipes.yaml", []),
+    "plot_moe.py": ("moe.yaml", ["--set", "sweep.zip=[{model: [mixtral-8x7b], cluster.gpus: [16], parallelism.pp: [1], "
+                                 "training.global_batch: [16]}, {parallelism.ep: [8, 16], parallelism.ep_collective: "
+                                 "[direct, hierarchical]}]", "--set", "sweep.training.load_imbalance=[1.0, 2.0]"]),
 }
 for script, (experiment, sets) in runs.items():
     source = os.path.join(tmp, script + ".csv")

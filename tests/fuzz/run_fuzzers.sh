@@ -19,7 +19,7 @@ mkdir -p "$build/fuzz/crashes" "$build/fuzz/logs"
 run_one() {  # name seed...
   local name=$1; shift
   local corpus=$build/fuzz/corpus/$name log=$build/fuzz/logs/$name.log dict=$here/yaml.dict
-  case $name in kineto|nccl_tests|jsonl) dict=$here/json.dict ;; esac
+  case $name in kineto|nccl_tests|jsonl|chakra) dict=$here/json.dict ;; esac
   mkdir -p "$corpus"
   for seed in "$@"; do  # seeds are files or folders; libFuzzer wants folders, so copy them in
     if [ -d "$seed" ]; then find "$seed" -maxdepth 1 -type f -exec cp -n {} "$corpus/" \; ; else cp -n "$seed" "$corpus/"; fi

@@ -73,6 +73,41 @@ TEST_CASE("tree all-reduce over a full binary tree of 7 GPUs matches 2(D+C-1)(a 
   CHECK(run(g, nodes(1, 7)).makespan_s == doctest::Approx(expected).epsilon(1e-9));
 }
 
+// The tree at other sizes (siblings send each chunk together, so every hop of a level shares its
+// parent's link alike). With a sibling pair at the deepest level D every hop takes a + 2x (x = S/(KB))
+// and the tree is paced like a full one: 2(D + K - 1)(a + 2x). With n = 2^D the deepest level holds
+// one member, whose hop takes a + x: 2(D a + (2D - 1) x + (K - 1)(a + 2x)).
+namespace {
+double tree_closed_form(int n, double S)
+{
+  const double D = std::floor(std::log2(n)), K = tree_chunks(S), x = S / (K * B);
+  const bool power_of_two = (n & (n - 1)) == 0;
+  return power_of_two ? 2 * (D * a + (2 * D - 1) * x + (K - 1) * (a + 2 * x)) : 2 * (D + K - 1) * (a + 2 * x);
+}
+
+void check_tree(int n, double S)
+{
+  TaskGraph g(n);
+  CollectiveTask c{.algorithm = CollectiveAlgorithm::tree, .group = {}, .bytes = S};
+  for (int i = 0; i < n; ++i)
+    c.group.push_back(i);
+  g.add_collective(c);
+  const double expected = tree_closed_form(n, S);
+  CHECK(run(g, nodes(1, n)).makespan_s == doctest::Approx(expected).epsilon(1e-9));
+  CHECK(analytic_seconds(c, nodes(1, n)) == doctest::Approx(expected).epsilon(1e-9));
+}
+}  // namespace
+
+TEST_CASE("tree all-reduce over 3 GPUs (full, depth 1, one chunk)") { check_tree(3, 3e6); }
+TEST_CASE("tree all-reduce over 4 GPUs (a power of two, one chunk)") { check_tree(4, 3e6); }
+TEST_CASE("tree all-reduce over 4 GPUs (a power of two, three chunks)") { check_tree(4, 12.0 * 1024 * 1024); }
+TEST_CASE("tree all-reduce over 6 GPUs (a pair at depth 2, three chunks)") { check_tree(6, 12.0 * 1024 * 1024); }
+TEST_CASE("tree all-reduce over 8 GPUs (a power of two, 16 chunks)") { check_tree(8, 200e6); }
+TEST_CASE("tree all-reduce over 12 GPUs (pairs at depth 3, one chunk)") { check_tree(12, 1e6); }
+TEST_CASE("tree all-reduce over 15 GPUs (full, depth 3, five chunks)") { check_tree(15, 20.0 * 1024 * 1024); }
+TEST_CASE("tree all-reduce over 16 GPUs (a power of two, two chunks)") { check_tree(16, 8.0 * 1024 * 1024); }
+TEST_CASE("tree all-reduce over 33 GPUs (one pair at depth 5, one chunk)") { check_tree(33, 2e6); }
+
 TEST_CASE("hierarchical all-reduce over 2 nodes of 4 GPUs matches its three-phase closed form")
 {
   const double S = 64e6, m = 4, n = 2;

@@ -102,10 +102,24 @@ TEST_CASE("make_workload: a GPipe graph's tasks in topological order, a linear l
   CHECK(forward[0].work.flop == doctest::Approx(2.0 * 4 * 1024 * 512));
   const auto backward = sim::layer_launches(model.layers()[0], sim::Phase::backward, 4, Dtype::fp32);
   REQUIRE(backward.size() == 2);
-  CHECK(sim::launch_point(backward[0]).shape_key() == "m=4 n=512 k=1024 batch=1");   // dX = dY W^T
-  CHECK(sim::launch_point(backward[1]).shape_key() == "m=512 n=1024 k=4 batch=1");   // dW = X^T dY
+  // dX = dY W^T reads the weights transposed (nt), dW = X^T dY the activations (tn); the forward is nn.
+  CHECK(sim::launch_point(forward[0]).layout == calibration::GemmLayout::nn);
+  CHECK(sim::launch_point(backward[0]).shape_key() == "m=4 n=512 k=1024 batch=1 layout=nt");
+  CHECK(sim::launch_point(backward[1]).shape_key() == "m=512 n=1024 k=4 batch=1 layout=tn");
   CHECK(backward[0].work.flop == doctest::Approx(2.0 * 4 * 1024 * 512));
-  CHECK(backward[0].work.shape == "m=4 n=512 k=1024 batch=1");  // the cost model sees the shape too
+  CHECK(backward[0].work.shape == "m=4 n=512 k=1024 batch=1 layout=nt");  // the cost model sees the shape too
+  // The layout survives the workload file.
+  std::stringstream file;
+  write_workload(w, file);
+  const Workload back = parse_workload(file.str(), "round trip");
+  bool saw_nt = false, saw_tn = false;
+  for (const auto& t : back.tasks)
+    for (const auto& l : t.launches) {
+      saw_nt |= l.layout == calibration::GemmLayout::nt;
+      saw_tn |= l.layout == calibration::GemmLayout::tn;
+    }
+  CHECK(saw_nt);
+  CHECK(saw_tn);
   CHECK_THROWS_AS(make_workload(graph, model, {.dtype = Dtype::fp32, .tp = 2}, "t"), ExecutionError);
 }
 

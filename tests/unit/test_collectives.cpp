@@ -98,6 +98,11 @@ TEST_CASE("analytic times are the closed forms")
   CHECK(analytic_seconds({.group = {0, 1, 4, 5}, .bytes = S}, c) == doctest::Approx(6 * (3e-6 + S / 4 / 25e9)));
   CHECK(analytic_seconds({.kind = CollectiveKind::reduce_scatter, .group = {0, 1, 2, 3}, .bytes = S}, c) ==
         doctest::Approx(3 * (1e-6 + S / 4 / 100e9)));
+  // Hierarchical: the m = 4 rings across the nodes share the node's one NIC (4 flows on it)...
+  CHECK(analytic_seconds({.algorithm = CollectiveAlgorithm::hierarchical, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S},
+                         c) == doctest::Approx(6 * (1e-6 + S / 4 / 100e9) + 2 * (3e-6 + 4 * S / 8 / 25e9)));
+  // ... or each run on its own NIC.
+  c.nics_per_node = 4;
   CHECK(analytic_seconds({.algorithm = CollectiveAlgorithm::hierarchical, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = S},
                          c) == doctest::Approx(6 * (1e-6 + S / 4 / 100e9) + 2 * (3e-6 + S / 8 / 25e9)));
 }
@@ -110,17 +115,100 @@ TEST_CASE("message_count equals the messages decompose builds, for every algorit
       {0, 1, 2, 8}, {3, 11, 19, 27, 35}};
   int checked = 0;
   for (const auto& group : groups)
-    for (auto kind : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter})
-      for (auto algorithm : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::hierarchical})
-        for (double bytes : {1e3, 3e7, 1e9}) {
-          const CollectiveTask c{.kind = kind, .algorithm = algorithm, .group = group, .bytes = bytes};
-          std::uint64_t messages = 0;
-          for (const Message& m : decompose(c, 8))
-            messages += m.src >= 0 ? 1 : 0;
-          CAPTURE(group.size());
-          CAPTURE(static_cast<int>(algorithm));
-          CHECK(message_count(c, 8) == messages);
-          ++checked;
-        }
-  CHECK(checked == 7 * 3 * 3 * 3);
+    for (auto kind : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                      CollectiveKind::broadcast})
+      for (auto algorithm : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::hierarchical,
+                             CollectiveAlgorithm::double_tree, CollectiveAlgorithm::nvls, CollectiveAlgorithm::sharp})
+        for (int channels : {1, 4})
+          for (double bytes : {1e3, 3e7, 1e9}) {
+            const CollectiveTask c{.kind = kind, .algorithm = algorithm, .group = group, .bytes = bytes, .channels = channels};
+            std::uint64_t messages = 0;
+            const auto built = decompose(c, 8);
+            for (const Message& m : built)
+              messages += m.src != -1 || m.dst != -1 ? 1 : 0;  // joins carry nothing; switches' sends are Comms
+            CAPTURE(group.size());
+            CAPTURE(static_cast<int>(algorithm));
+            CHECK(message_count(c, 8) == messages);
+            CHECK(waits_point_backwards(built));
+            ++checked;
+          }
+  CHECK(checked == 7 * 4 * 6 * 2 * 3);
+}
+
+// NCCL's tuner (sim/Collectives.hpp: resolve_collective) against NCCL's own numbers
+// (src/graph/tuning.cc): ring latency = base + (nsteps - nInter) x intra + nInter x (net + fabric),
+// tree latency = base + 2 ((ppn - 1) x intra + log2(nodes) x (net + fabric)); and the choices
+// nccl-tests #309 reports on one 8-GPU H100 node.
+namespace {
+CollectiveTask all_reduce(int n, double bytes, CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic)
+{
+  CollectiveTask c{.algorithm = algorithm, .group = {}, .bytes = bytes};
+  for (int i = 0; i < n; ++i)
+    c.group.push_back(i);
+  return c;
+}
+}  // namespace
+
+TEST_CASE("the tuner's latencies are NCCL's: ring and tree LL over two DGX H100 nodes")
+{
+  const ClusterSpec c = load_cluster("dgx-h100x2");  // fabric latency 1 us
+  CollectiveTask ring = all_reduce(16, 8, CollectiveAlgorithm::ring);
+  resolve_collective(ring, c, CollectiveProtocol::ll);
+  CHECK(ring.protocol == CollectiveProtocol::ll);
+  CHECK(ring.channels == 8);  // one per NIC
+  // 6.6 + (30 - 2) x max(0.6, 1.0 network overhead) + 2 x (2.7 + 1.0) us, and 8 bytes at LL's bandwidth.
+  CHECK(analytic_seconds(ring, c) == doctest::Approx(42.0e-6).epsilon(1e-3));
+  CollectiveTask tree = all_reduce(16, 8, CollectiveAlgorithm::double_tree);
+  resolve_collective(tree, c, CollectiveProtocol::ll);
+  // 6.8 + 2 ((8 - 1) x 0.6 + 1 x (5.0 + 1.0)) us.
+  CHECK(analytic_seconds(tree, c) == doctest::Approx(27.2e-6).epsilon(1e-3));
+  // auto takes the faster: the tree.
+  CollectiveTask any = all_reduce(16, 8);
+  resolve_collective(any, c);
+  CHECK(any.algorithm == CollectiveAlgorithm::double_tree);
+  CHECK(any.protocol == CollectiveProtocol::ll);
+}
+
+TEST_CASE("the tuner on one DGX H100: ring/LL up to 1 MiB, NVLS/Simple from 2 MiB (nccl-tests #309)")
+{
+  const ClusterSpec c = load_cluster("dgx-h100");
+  for (double bytes : {8.0, 65536.0, 1048576.0}) {
+    CollectiveTask t = all_reduce(8, bytes);
+    resolve_collective(t, c);
+    CHECK(t.algorithm == CollectiveAlgorithm::ring);
+    CHECK(t.protocol == CollectiveProtocol::ll);
+  }
+  for (double bytes : {2097152.0, 1073741824.0}) {
+    CollectiveTask t = all_reduce(8, bytes);
+    resolve_collective(t, c);
+    CHECK(t.algorithm == CollectiveAlgorithm::nvls);
+    CHECK(t.protocol == CollectiveProtocol::simple);
+  }
+  // LL's bus bandwidth is capped at NCCL's 141 GB/s on Hopper: a share of 141 / 450, below LL's 0.5.
+  CollectiveTask ll = all_reduce(8, 1e9, CollectiveAlgorithm::ring);
+  resolve_collective(ll, c, CollectiveProtocol::ll);
+  CHECK(ll.bandwidth_factor == doctest::Approx(141.0 / 450.0).epsilon(1e-9));
+  // A broadcast has only the ring; all-gather may take NVLS.
+  CollectiveTask b{.kind = CollectiveKind::broadcast, .group = {0, 1, 2, 3, 4, 5, 6, 7}, .bytes = 1e9};
+  resolve_collective(b, c);
+  CHECK(b.algorithm == CollectiveAlgorithm::ring);
+}
+
+TEST_CASE("the tuner: a tree for 8 bytes over 1,024 GPUs, no LL128 over PCIe, nothing of NCCL between CPU threads")
+{
+  CollectiveTask big = all_reduce(1024, 8);
+  resolve_collective(big, load_cluster("dgx-h100x128"));
+  CHECK(big.algorithm == CollectiveAlgorithm::double_tree);
+  CHECK(analytic_seconds(big, load_cluster("dgx-h100x128")) < 200e-6);
+  for (double bytes : {8.0, 1e5, 1e7, 1e9}) {
+    CollectiveTask t = all_reduce(8, bytes);
+    resolve_collective(t, load_cluster("pcie-8gpu"));
+    CHECK(t.protocol != CollectiveProtocol::ll128);
+  }
+  const ClusterSpec host = load_cluster("host-2core");
+  CollectiveTask t = all_reduce(2, 1e6);
+  resolve_collective(t, host);
+  CHECK(t.algorithm == CollectiveAlgorithm::ring);
+  CHECK(t.base_latency_s == 0);
+  CHECK(analytic_seconds(t, host) == doctest::Approx(2 * (5e-6 + 1e6 / 2 / 10e9)));  // the links' ring
 }

@@ -2,6 +2,7 @@
 // fitted profile's YAML round trip.
 #include "calibration/Fitter.hpp"
 #include "calibration/Profile.hpp"
+#include "calibration/ProfileFit.hpp"
 
 #include <doctest/doctest.h>
 
@@ -113,3 +114,80 @@ TEST_CASE("roofline fit: compute and memory efficiency and the per-kernel overhe
   const std::vector<KernelSample> only_copies = {{0, 1e6, 1, 1e-5}, {0, 2e6, 1, 2e-5}, {0, 4e6, 1, 4e-5}};
   CHECK_THROWS_AS(fit_roofline(only_copies, bandwidth), std::invalid_argument);
 }
+
+namespace {
+// A curve t = alpha + S / bandwidth over `ranks` GPUs on `nodes` nodes.
+CollectiveCurve line(const std::string& op, int ranks, int nodes, double alpha, double bandwidth)
+{
+  CollectiveCurve c{.collective = op, .group_size = ranks, .nodes = nodes, .source = "test", .held_out_error = -1, .regimes = {}};
+  c.regimes.push_back({.alpha_s = alpha, .bandwidth = bandwidth, .min_bytes = 0, .max_bytes = 1e12, .points = 4, .r2 = 1,
+                       .max_relative_error = 0});
+  return c;
+}
+}  // namespace
+
+TEST_CASE("measured curves know their topology: a curve of one node never times a group across nodes")
+{
+  CalibrationProfile p = load_profile("h100-sxm");
+  p.collectives = {line("all_reduce", 8, 1, 10e-6, 300e9), line("all_reduce", 16, 2, 30e-6, 200e9),
+                   line("all_reduce", 32, 4, 50e-6, 100e9), line("all_reduce", 4, 0, 6e-6, 350e9)};
+  const double S = 1e9;
+  // Exact: same size, same spread.
+  auto t = p.measured_time("all_reduce", 8, 1, S);
+  REQUIRE(t);
+  CHECK(t->alpha_s == doctest::Approx(10e-6));
+  CHECK(t->transfer_s == doctest::Approx(S / 300e9));
+  t = p.measured_time("all_reduce", 16, 2, S);
+  REQUIRE(t);
+  CHECK(t->transfer_s == doctest::Approx(S / 200e9));
+  // The 8-GPU NVLink curve does not time 8 GPUs over two nodes (issue 17: 42x too fast), nor 16 GPUs
+  // on 4 nodes (a different spread of that size), nor 64 GPUs (beyond the measured sizes).
+  CHECK_FALSE(p.measured_time("all_reduce", 8, 2, S));
+  CHECK_FALSE(p.measured_time("all_reduce", 16, 4, S));
+  CHECK_FALSE(p.measured_time("all_reduce", 64, 8, S));
+  CHECK_FALSE(p.measured_time("all_gather", 8, 1, S));
+  // Between measured sizes of the same spread: linear in the group size.
+  t = p.measured_time("all_reduce", 24, 3, S);
+  REQUIRE(t);
+  CHECK(t->alpha_s == doctest::Approx(40e-6));
+  CHECK(t->transfer_s == doctest::Approx(0.5 * S / 200e9 + 0.5 * S / 100e9));
+  CHECK(t->how.find("interpolated") != std::string::npos);
+  // 6 GPUs in one node: between the 4-GPU curve (no `nodes`: an old profile, taken as one node) and
+  // the 8-GPU one.
+  t = p.measured_time("all_reduce", 6, 1, S);
+  REQUIRE(t);
+  CHECK(t->alpha_s == doctest::Approx(8e-6));
+  CHECK(t->transfer_s == doctest::Approx(0.5 * S / 350e9 + 0.5 * S / 300e9));
+  // `nodes` survives the YAML round trip; a profile without it loads, as unknown.
+  std::stringstream yaml;
+  write_profile(p, yaml);
+  CHECK(yaml.str().find("nodes: 2") != std::string::npos);
+  Diagnostics diags("p.yaml");
+  YAML::Node root = load_yaml_string(yaml.str(), "p.yaml");
+  YamlMap map(root, "", diags);
+  const CalibrationProfile back = parse_profile(map);
+  diags.throw_if_any();
+  CHECK(back.collectives[1].nodes == 2);
+  CHECK(back.collectives[3].nodes == 0);
+}
+
+TEST_CASE("fit_profile keeps curves of one group size on different node counts apart")
+{
+  traces::TraceSet records;
+  for (double bytes : {1e6, 1e7, 1e8, 1e9}) {
+    records.collectives.push_back({.collective = "all_reduce", .bytes = bytes, .dtype = "float", .group_size = 8,
+                                   .nodes = 1, .duration_s = 5e-6 + bytes / 400e9, .source = "t", .name = "", .point = 0});
+    records.collectives.push_back({.collective = "all_reduce", .bytes = bytes, .dtype = "float", .group_size = 8,
+                                   .nodes = 8, .duration_s = 20e-6 + bytes / 40e9, .source = "t", .name = "", .point = 0});
+  }
+  const FitResult fit = fit_profile(load_profile("h100-sxm"), records,
+                                    {.name = "t", .base = "h100-sxm", .sources = "", .command = "", .date = ""});
+  REQUIRE(fit.profile.collectives.size() == 2);
+  const auto inside = fit.profile.measured_time("all_reduce", 8, 1, 1e9);
+  const auto across = fit.profile.measured_time("all_reduce", 8, 8, 1e9);
+  REQUIRE(inside);
+  REQUIRE(across);
+  CHECK(inside->alpha_s + inside->transfer_s == doctest::Approx(5e-6 + 1e9 / 400e9).epsilon(1e-3));
+  CHECK(across->alpha_s + across->transfer_s == doctest::Approx(20e-6 + 1e9 / 40e9).epsilon(1e-3));
+}
+

@@ -300,12 +300,12 @@ TEST_CASE("the microbenchmark plan: ids in order, work from closed forms, quick 
   std::size_t send_recv = 0, gemm_bf16 = 0;
   for (const auto& p : full) {
     send_recv += p.collective == "send_recv";
-    gemm_bf16 += p.op == BenchOp::gemm && p.dtype == "bf16";
+    gemm_bf16 += p.op == BenchOp::gemm && p.dtype == "bf16" && p.layout == GemmLayout::nn;
     if (p.op == BenchOp::gemm) {
       CHECK(p.flop() == 2.0 * p.m * p.n * p.k);
     }
   }
-  CHECK(send_recv == 28);  // 8 B to 1 GiB, doubling
+  CHECK(send_recv == 7 * 2 * 28);  // groups of 2 to 8, bf16 and fp32, 8 B to 1 GiB doubling
   CHECK(gemm_bf16 == 7 * 7 * 7);
   for (const auto& p : quick)
     CHECK(p.collective != "send_recv");  // needs two GPUs
@@ -318,7 +318,7 @@ TEST_CASE("the microbenchmark plan: ids in order, work from closed forms, quick 
   CHECK(stem.flop() == 2.0 * 32 * 64 * 3 * 7 * 7 * 112 * 112);
   CHECK(stem.label() == "conv2d fp16 fwd n=32 3x224x224 k=64 7x7/2 pad 3");
   const auto only = microbenchmark_plan({.quick = true, .gpus = 2, .only = {BenchOp::collective}});
-  CHECK(only.size() == 5 * 15);  // 5 collectives, 8 B to 1 GiB in steps of 4 (and 1 GiB)
+  CHECK(only.size() == 5 * 15);  // 5 collectives over the pair, bf16, 8 B to 1 GiB in steps of 4 (and 1 GiB)
 }
 
 TEST_CASE("zoo_convolutions lists the zoo's convolution layers")

@@ -401,20 +401,37 @@ TEST_CASE("the MoE zoo: Hugging Face's counts, active parameters per token")
   CHECK(dense.active_parameter_count() == dense.parameter_count());
 }
 
-TEST_CASE("an MoE layer: router, experts' GEMMs on s x top_k rows, parameters of all experts")
+TEST_CASE("an MoE layer is a router and experts on s x top_k rows and a combine with every expert's parameters")
 {
   const double s = 1024, h = 512, e = 8, k = 2, f = 1024;
   ModelBuilder b("m", TensorShape::sequence(s, h));
   b.moe(b.input(), {.experts = 8, .top_k = 2, .expert_ffn_hidden = f}, "moe");
-  const Layer l = b.build().layers().front();
-  CHECK(l.parameters == h * e + e * 3 * h * f);
-  CHECK(l.active_parameters == h * e + k * 3 * h * f);
+  const Model m = b.build();
+  REQUIRE(m.layers().size() == 3);
+  const Layer& router = m.layers()[0];
+  const Layer& experts = m.layers()[1];
+  const Layer& combine = m.layers()[2];
+  CHECK(router.kind == LayerKind::moe_router);
+  CHECK(experts.kind == LayerKind::moe);
+  CHECK(combine.kind == LayerKind::moe_combine);
+  CHECK(router.parameters == h * e);
+  CHECK(experts.parameters == e * 3 * h * f);
+  CHECK(m.parameter_count() == h * e + e * 3 * h * f);
+  CHECK(m.active_parameter_count() == h * e + k * 3 * h * f);
+  // The dispatch sends the permuted copies: s x top_k rows of hidden; the combine returns s x hidden.
+  CHECK(router.output.elements() == s * k * h);
+  CHECK(experts.output.elements() == s * k * h);
+  CHECK(combine.output.elements() == s * h);
   double gemm_flop = 0;
-  for (const Kernel& kernel : l.kernels)
-    if (kernel.kind == KernelKind::gemm)
-      gemm_flop += kernel.forward_flop;
+  for (const Layer& l : m.layers())
+    for (const Kernel& kernel : l.kernels)
+      if (kernel.kind == KernelKind::gemm)
+        gemm_flop += kernel.forward_flop;
   // Router 2 s h e, and each routed token through one expert's SwiGLU: 2 x 3 h f per copy.
   CHECK(gemm_flop == 2 * s * h * e + s * k * 2 * 3 * h * f);
   CHECK_THROWS_AS(ModelBuilder("x", TensorShape::sequence(s, h)).moe({}, {.experts = 2, .top_k = 3, .expert_ffn_hidden = f}, "bad"),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(ModelBuilder("x", TensorShape::sequence(s, h))
+                      .moe({}, {.experts = 2, .top_k = 1, .expert_ffn_hidden = f, .load_imbalance = 3}, "bad"),
                   std::invalid_argument);
 }

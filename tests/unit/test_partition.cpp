@@ -115,3 +115,46 @@ TEST_CASE("ties go to the earliest cut; sizes are checked")
   CHECK(*partition_balanced({1, 1, 1, 1, 1, 1, 1, 1}, 4) ==
         std::vector<StageRange>{{0, 2}, {2, 4}, {4, 6}, {6, 8}});
 }
+
+TEST_CASE("stages on slower GPUs get less work: closed forms and brute force with speeds")
+{
+  // 12 blocks of 1 s on two stages, the second GPU at half speed: 8 + 4 blocks, both stages 8 s
+  // (the speed-blind optimum 6 + 6 would take 12 s on the slow stage).
+  const std::vector<double> ones(12, 1.0);
+  const auto two = partition_optimal(ones, 2, {}, {1.0, 0.5});
+  REQUIRE(two);
+  CHECK((*two)[0].size() == 8);
+  CHECK(slowest_stage(ones, *two, {1.0, 0.5}) == doctest::Approx(8.0));
+  CHECK(slowest_stage(ones, *partition_optimal(ones, 2), {1.0, 0.5}) == doctest::Approx(12.0));
+  const auto greedy = partition_balanced(ones, 2, {}, {1.0, 0.5});  // cut at 1 / 1.5 of the total
+  REQUIRE(greedy);
+  CHECK((*greedy)[0].size() == 8);
+  // Three stages at speeds 1, 1, 0.5: 5 + 5 + 2 blocks, the slowest 5 s (2 blocks at half speed: 4 s).
+  const auto three = partition_optimal(ones, 3, {}, {1.0, 1.0, 0.5});
+  REQUIRE(three);
+  CHECK((*three)[0].size() == 5);
+  CHECK((*three)[1].size() == 5);
+  CHECK((*three)[2].size() == 2);
+  CHECK(slowest_stage(ones, *three, {1.0, 1.0, 0.5}) == doctest::Approx(5.0));
+  // Speeds of 1 change nothing.
+  CHECK((*partition_optimal(ones, 3, {}, {1.0, 1.0, 1.0}))[0].size() == (*partition_optimal(ones, 3))[0].size());
+  CHECK_THROWS_AS(partition_optimal(ones, 2, {}, {1.0}), std::invalid_argument);
+  CHECK_THROWS_AS(partition_optimal(ones, 2, {}, {1.0, 0.0}), std::invalid_argument);
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> cost(0.1, 5.0), speed(0.2, 2.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t n = 3 + trial % 8;
+    const int k = 1 + trial % static_cast<int>(n < 4 ? n : 4);
+    std::vector<double> costs(n), speeds(static_cast<std::size_t>(k));
+    for (double& c : costs)
+      c = cost(rng);
+    for (double& s : speeds)
+      s = speed(rng);
+    double best = std::numeric_limits<double>::infinity();
+    each_partition(n, k, [&](const std::vector<StageRange>& r) { best = std::min(best, slowest_stage(costs, r, speeds)); });
+    const auto found = partition_optimal(costs, k, {}, speeds);
+    REQUIRE(found);
+    CHECK(slowest_stage(costs, *found, speeds) == doctest::Approx(best).epsilon(1e-12));
+  }
+}

@@ -43,7 +43,10 @@ Built build(const PointConfig& p)
   sim::PipelinePlan plan = plan_point(p, *cost).pipeline;
   const sim::Fold fold(plan.devices(), plan_fold(p).generators);
   plan.fold = fold.trivial() ? nullptr : &fold;
-  const sim::TaskGraph g = sim::build_schedule(plan);
+  sim::TaskGraph g = sim::build_schedule(plan);
+  for (sim::TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == sim::TaskKind::collective)
+      sim::resolve_collective(g.collective(id), p.cluster);  // NCCL's choice, as evaluate_point() makes it
   const sim::FoldedCollectives folded =
       plan.fold ? sim::FoldedCollectives(g, p.cluster.gpus_per_node, fold) : sim::FoldedCollectives();
   Built b{.tasks = static_cast<double>(g.size())};
@@ -57,7 +60,7 @@ Built build(const PointConfig& p)
         continue;
       }
       for (const sim::Message& m : folded.messages(id))
-        b.activities += m.src >= 0 ? 1 : 0;
+        b.activities += sim::is_join(m) ? 0 : 1;
     } else {
       b.activities += 1;
     }
@@ -78,6 +81,8 @@ std::string experiment(const std::string& model, int nodes, int gpus, const std:
 
 TEST_CASE("the resource estimate equals the built graph's tasks and activities")
 {
+  const std::string moe = "{name: m, llama: {layers: 4, hidden: 256, heads: 4, ffn_hidden: 512, seq: 128, vocab: 1000, "
+                          "moe: {experts: 8, top_k: 2, expert_ffn_hidden: 512, dense_layers: 1}}}";
   const std::vector<std::string> cases = {
       // GPipe and 1F1B pipelines with data parallelism, ring and hierarchical all-reduce
       experiment("gpt2-small", 2, 8, "global_batch: 64, micro_batch: 2", "schedule: gpipe, pp: 4, dp: 4"),
@@ -95,6 +100,22 @@ TEST_CASE("the resource estimate equals the built graph's tasks and activities")
       experiment("resnet50", 1, 8, "global_batch: 64, micro_batch: 8", "pp: 1, dp: 8, dp_bucket: 25MiB"),
       // analytic data-parallel collectives are timers: no activities
       experiment("gpt2-small", 1, 8, "global_batch: 64, micro_batch: 2", "pp: 2, dp: 4, dp_fidelity: analytic"),
+      // expert parallelism: all-to-alls (six per experts layer under full recomputation), the experts'
+      // gradients over their own groups, hybrid sharding, ZeRO-3 gathers, tensor parallelism with SP
+      experiment(moe, 2, 4, "global_batch: 16, micro_batch: 2, recompute: full", "pp: 2, dp: 4, ep: 4, zero: 1"),
+      experiment(moe, 2, 4, "global_batch: 16, micro_batch: 2", "dp: 8, ep: 2, zero: 2, zero_group: 4"),
+      experiment(moe, 2, 4, "global_batch: 16, micro_batch: 2, recompute: selective",
+                 "dp: 8, ep: 8, zero: 3, ep_collective: hierarchical"),
+      experiment(moe, 2, 4, "global_batch: 16, micro_batch: 2, recompute: full",
+                 "pp: 2, dp: 2, tp: 2, sequence_parallel: true, ep: 2"),
+      // gradient buckets without the experts' gradients, which go to their own group
+      experiment(moe, 2, 4, "global_batch: 16, micro_batch: 2", "dp: 8, ep: 4, dp_bucket: 1MiB"),
+      // expert parallelism: all-to-alls across two nodes (auto: direct, NCCL's PXN) with uneven loads, and
+      // hierarchical ones; the experts' gradients over their own groups with ZeRO
+      experiment("mixtral-8x7b", 2, 8, "global_batch: 16, micro_batch: 1, seq: 1024, load_imbalance: 2.0",
+                 "pp: 2, dp: 8, zero: 1, ep: 8"),
+      experiment("mixtral-8x7b", 2, 8, "global_batch: 16, micro_batch: 1, seq: 1024",
+                 "pp: 1, dp: 16, zero: 1, ep: 16, ep_collective: hierarchical"),
   };
   for (const auto& text : cases)
     for (const bool fold : {false, true}) {

@@ -70,3 +70,69 @@ TEST_CASE("byte and count columns are whole numbers, never in scientific notatio
   CHECK(row.get("comm_bytes_per_gpu") == "1235");
   CHECK(row.get("iteration_time_s") == "11.15902334");
 }
+
+TEST_CASE("the default columns are the contract ones and those some row fills, in CSV order")
+{
+  ResultRow a, b;
+  a.set("status", std::string("ok"));
+  b.set("bn_batch", 8LL);
+  b.set("mfu", 0.5);
+  const auto cols = ColumnSelection().resolve({a, b});
+  std::vector<std::string> expected = contract_columns();
+  expected.push_back("bn_batch");
+  expected.push_back("mfu");
+  CHECK(cols == expected);
+  CHECK(ColumnSelection().resolve({}) == contract_columns());
+}
+
+TEST_CASE("--columns: names and presets in order, -NAME takes out, unknown names get the closest")
+{
+  ResultRow row;
+  row.set("bn_batch", 8LL);
+  CHECK(ColumnSelection::parse("mfu, pp ,mfu").resolve({row}) == std::vector<std::string>{"mfu", "pp"});
+  CHECK(ColumnSelection::parse("memory,-activation_memory_bytes").resolve({}) ==
+        std::vector<std::string>{"peak_memory_bytes", "memory_capacity_bytes", "memory_reserve_bytes"});
+  CHECK(ColumnSelection::parse("all").resolve({}) == csv_columns());
+  // Starting with a removal removes from the default set.
+  auto no_wall = ColumnSelection::parse("-sim_wall_time_s").resolve({row});
+  CHECK(std::find(no_wall.begin(), no_wall.end(), "sim_wall_time_s") == no_wall.end());
+  CHECK(std::find(no_wall.begin(), no_wall.end(), "bn_batch") != no_wall.end());
+  CHECK(no_wall.size() == contract_columns().size());
+  CHECK_THROWS_WITH(ColumnSelection::parse("iteration_time"),
+                    doctest::Contains("unknown column 'iteration_time' (did you mean 'iteration_time_s'?)"));
+  CHECK_THROWS_WITH(ColumnSelection::parse("all,-all"), doctest::Contains("selects no column"));
+  CHECK_THROWS(ColumnSelection::parse(","));
+  // The message lists every preset, the moe one included.
+  const std::vector<std::string> presets = ColumnSelection::presets();
+  REQUIRE(std::find(presets.begin(), presets.end(), "moe") != presets.end());
+  std::string listed;
+  for (const auto& preset : presets)
+    listed += (listed.empty() ? "" : ", ") + preset;
+  const std::string expected = "a preset: " + listed + ")";
+  CHECK_THROWS_WITH(ColumnSelection::parse("nope"), doctest::Contains(expected.c_str()));
+}
+
+TEST_CASE("read_csv_table reads a file of any column set back; missing columns are empty")
+{
+  const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_cols_" + std::to_string(::getpid()));
+  const auto path = (dir / "sel.csv").string();
+  ResultRow row;
+  row.set("experiment", std::string("e"));
+  row.set("config_id", 3LL);
+  row.set("message", std::string("a, b"));
+  row.set("mfu", 0.25);
+  write_csv(path, {row}, ColumnSelection::parse("mfu,message,config_id"));
+  const CsvTable table = read_csv_table(path);
+  CHECK(table.columns == std::vector<std::string>{"mfu", "message", "config_id"});
+  REQUIRE(table.rows.size() == 1);
+  CHECK(table.rows[0].get("message") == "a, b");
+  CHECK(table.rows[0].get("config_id") == "3");
+  CHECK(table.rows[0].get("experiment").empty());
+  CHECK_THROWS_WITH(require_identity_columns(path, table, "why"), doctest::Contains("no column 'experiment': why"));
+  {
+    std::ofstream out(path);
+    out << "config_id,config_id\n1,1\n";
+  }
+  CHECK_THROWS_WITH(read_csv(path), doctest::Contains("appears twice"));
+  std::filesystem::remove_all(dir);
+}

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <unistd.h>
 #include <zlib.h>
@@ -75,12 +76,18 @@ TEST_CASE("bad JSON is refused with the byte offset, never a crash")
 {
   CHECK(error_of(R"({"a": [1, 2)") == "t.json: byte 11: expected ']', the text ends (truncated?)");
   CHECK(error_of(R"({"a": tru})") == "t.json: byte 6: unexpected character 't'");
-  CHECK(error_of(R"({"a": 1e999})") == "t.json: byte 11: number 1e999 is out of range");
-  CHECK(error_of(R"({"a": "\q"})") == "t.json: byte 9: invalid escape '\\q'");
+  CHECK(error_of(R"({"a": 1e999})") == "t.json: byte 6: number 1e999 is out of range");
+  CHECK(error_of(R"({"a": "\q"})") == "t.json: byte 7: invalid escape '\\q'");
   CHECK(error_of(R"({"a": 1} x)") == "t.json: byte 9: unexpected text after the JSON value");
   CHECK(error_of(std::string(600, '[') + std::string(600, ']')).find("nesting deeper than 512") != std::string::npos);
   CHECK(error_of("").find("the text ends") != std::string::npos);
   CHECK(error_of("{\"a\": \"x\ny\"}").find("control character") != std::string::npos);
+  CHECK(error_of(R"({"a": 1}})") == "t.json: byte 8: unexpected text after the JSON value");
+  CHECK(error_of(R"({"a" 1})").rfind("t.json: byte ", 0) == 0);
+  CHECK(error_of(R"({"a": [1, 2}})") == "t.json: byte 11: unexpected character '}'");
+  CHECK(error_of(R"({"a": 1}})") == "t.json: byte 8: unexpected text after the JSON value");
+  CHECK(error_of(R"({"a" 1})").rfind("t.json: byte ", 0) == 0);
+  CHECK(error_of(R"({"a": [1, 2}})") == "t.json: byte 11: unexpected character '}'");
 }
 
 TEST_CASE("Kineto import: kernels, NCCL sizes from kernel arguments and annotations, skipped events counted")
@@ -148,6 +155,7 @@ TEST_CASE("nccl-tests text tables and -J JSON become collective records")
   CHECK(text.collectives[0].bytes == 1024);
   CHECK(text.collectives[0].dtype == "float");
   CHECK(text.collectives[0].group_size == 4);
+  CHECK(text.collectives[0].nodes == 1);  // every rank on host node-a
   CHECK(text.collectives[3].duration_s == doctest::Approx(55.2e-6));
   CHECK(text.collectives[4].bytes == 16777216);
   CHECK(text.skipped_total() == 1);  // the garbage line
@@ -159,9 +167,26 @@ TEST_CASE("nccl-tests text tables and -J JSON become collective records")
   CHECK(json.collectives[2].bytes == 67108864);
   CHECK(json.collectives[2].duration_s == doctest::Approx(210e-6));
   CHECK(json.collectives[2].group_size == 2);
+  CHECK(json.collectives[2].nodes == 1);
   CHECK(json.skipped_total() == 1);
   CHECK(json.provenance.at("device") == "NVIDIA H200");
   CHECK(json.provenance.at("nccl_version") == "22105");
+
+  // Ranks on two hosts: a group that spans two nodes, and the JSON-lines round trip keeps it.
+  {
+    std::ifstream in(fixtures + "/nccl_tests_all_reduce.txt");
+    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const char* rank : {"#  Rank  2 Group  0 Pid  40003 on    node-a", "#  Rank  3 Group  0 Pid  40004 on    node-a"})
+      log.replace(log.find(rank), std::string(rank).size(), std::string(rank).replace(std::string(rank).size() - 6, 6, "node-b"));
+    std::ofstream(temp_path("two_nodes.txt")) << log;
+    const TraceSet two = import_nccl_tests(temp_path("two_nodes.txt"));
+    CHECK(two.collectives[0].group_size == 4);
+    CHECK(two.collectives[0].nodes == 2);
+    std::ofstream out(temp_path("two_nodes.jsonl"));
+    write_jsonl(two, out);
+    out.close();
+    CHECK(read_jsonl(temp_path("two_nodes.jsonl")).collectives[0].nodes == 2);
+  }
 
   // import_trace tells the three formats apart.
   CHECK(import_trace(fixtures + "/nccl_tests_all_reduce.txt").collectives.size() == 5);

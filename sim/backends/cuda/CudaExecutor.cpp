@@ -1,5 +1,6 @@
 #include "sim/backends/cuda/CudaExecutor.hpp"
 
+#include "calibration/Measurement.hpp"
 #include "calibration/collector/Benchmarks.hpp"
 #include "calibration/collector/CudaCheck.hpp"
 #include "calibration/collector/CuptiTracer.hpp"
@@ -51,11 +52,14 @@ constexpr int id_field_bits            = 20;
 constexpr std::uint64_t id_field_limit = std::uint64_t{1} << id_field_bits;
 constexpr std::uint64_t id_task_limit  = std::uint64_t{1} << (64 - 2 * id_field_bits);
 
-constexpr std::uint64_t trace_id(int task, int launch, int timed_iteration)
+constexpr std::uint64_t trace_id(int task, int launch, int traced_iteration)
 {
   return (static_cast<std::uint64_t>(task) + 1) << (2 * id_field_bits) |
-         static_cast<std::uint64_t>(launch) << id_field_bits | static_cast<std::uint64_t>(timed_iteration);
+         static_cast<std::uint64_t>(launch) << id_field_bits | static_cast<std::uint64_t>(traced_iteration);
 }
+
+// Iterations traced with CUPTI after the timed ones (--trace): never inside what is timed.
+constexpr int traced_iterations = 2;
 
 // Unwinds a GPU thread once another one has failed: the first failure is the one reported.
 struct Aborted {};
@@ -176,9 +180,10 @@ public:
       throw Aborted{};
   }
 
-  // Every thread meets here; returns once the last one arrived and on_all_arrived_cb returned. Throws Aborted when
-  // another thread failed.
-  Meeting meet()
+  // Every thread meets here; returns once the last one arrived and on_all_arrived_cb returned. `last_cb`, when
+  // given, runs first on the last thread to arrive (every thread passes the same). Throws Aborted when another
+  // thread failed.
+  Meeting meet(const std::function<void()>& last_cb = {})
   {
     std::unique_lock lock(mutex_);
     if (failed_.load())
@@ -186,6 +191,11 @@ public:
     const long generation = generation_;
     if (++arrived_ == threads_) {
       Meeting met{.arrived = Clock::now(), .released = {}};
+      if (last_cb) {
+        lock.unlock();
+        last_cb();
+        lock.lock();
+      }
       if (on_all_arrived_cb_) {
         // Without the lock: the others only wait for the generation to change, and no thread can fail now.
         lock.unlock();
@@ -352,6 +362,27 @@ private:
 
 // ---- one GPU -----------------------------------------------------------------------------------------------------
 
+// The CUPTI tracer of the traced iterations, made once the timed ones are over (by the last GPU thread to finish
+// them) and read by every thread after that meeting.
+struct TraceSlot {
+  bool wanted = false;
+  std::function<void(const std::string&)> warn;
+  std::function<void()> on_made_cb; // notes that it traced
+  Clock::time_point origin;
+  std::unique_ptr<collector::CuptiTracer> tracer;
+  void start()
+  {
+    try {
+      tracer = std::make_unique<collector::CuptiTracer>(origin);
+      if (on_made_cb)
+        on_made_cb();
+    } catch (const collector::CuptiUnavailable& e) {
+      if (warn)
+        warn(std::string("CUPTI cannot trace here (") + e.what() + "); no trace");
+    }
+  }
+};
+
 // A simulated device on its GPU: its streams, and the library handles and workspaces of its compute stream.
 struct SimDevice {
   int device                 = 0;
@@ -364,13 +395,13 @@ struct SimDevice {
   bool needs_cudnn           = false;
   std::size_t conv_workspace = 0; // bytes its convolutions' algorithms need
   DeviceBuffer cublas_workspace, cudnn_workspace;
+  std::array<DeviceBuffer, region_count> regions; // weights, gradients, optimizer state, activations
   OpStream where;
 };
 
-// A distinct launch of a GPU, and the GPU's shared buffers in its operand order.
+// A distinct launch of a GPU: its op, ready to run on any operands.
 struct PreparedLaunch {
   std::unique_ptr<ComputeOp> op;
-  OpBuffers buffers; // operands only; the workspace is the issuing device's
 };
 
 // Everything of one GPU, and the host thread that issues its simulated devices' work. The thread makes the GPU's
@@ -378,9 +409,9 @@ struct PreparedLaunch {
 class GpuWorker {
 public:
   GpuWorker(int gpu, const Workload& w, const ExecutionPlan& plan, Coordinator& coordinator, const Communicators& comms,
-            std::vector<cudaEvent_t>& events, CommBuffers& comm, collector::CuptiTracer* tracer)
+            std::vector<cudaEvent_t>& events, CommBuffers& comm, TraceSlot& trace)
       : gpu_(gpu), cuda_(plan.cuda_device(gpu)), w_(w), plan_(plan), co_(coordinator), comms_(comms), events_(events),
-        comm_(comm), tracer_(tracer), local_(static_cast<std::size_t>(w.devices), -1)
+        comm_(comm), trace_(trace), local_(static_cast<std::size_t>(w.devices), -1)
   {
   }
   ~GpuWorker();
@@ -390,14 +421,19 @@ public:
   /// The thread's body: set-up, then warm-up and timed iterations. Reports a failure to the coordinator.
   void run(int warmup, int iterations);
   const std::vector<double>& times_s() const { return times_s_; }
+  /// The most device memory in use on this GPU (cudaMemGetInfo: context, libraries, buffers), after set-up, after
+  /// every warm-up iteration and after the timed ones (outside their times), bytes.
+  double peak_memory_bytes() const { return peak_memory_bytes_; }
 
 private:
   void setup();
   void setup_devices();
   void setup_launches();
   void setup_communication();
-  void issue(int iteration, int timed_iteration);
-  void issue_compute(int task, int iteration, int timed_iteration);
+  void issue(int iteration, int traced_iteration);
+  void issue_compute(int task, int iteration, int traced_iteration);
+  void read_memory();
+  cudaStream_t nccl_stream(int communicator) const { return nccl_streams_.at(communicator); }
   void issue_transfer(int task, int iteration);
   void issue_rank_transfer(int task, int iteration);
   void issue_collective(int task, int iteration);
@@ -406,7 +442,7 @@ private:
             int task) const;
   void wait_for(const std::vector<int>& signals, cudaStream_t stream, int iteration, int task);
   void record(int signal, cudaStream_t stream, int iteration, int task);
-  void synchronize(int iteration, int warmup);
+  void synchronize(int iteration, int warmup, int timed);
   SimDevice& local(int device) { return *devices_[static_cast<std::size_t>(local_[static_cast<std::size_t>(device)])]; }
   bool is_local(int device) const { return plan_.gpu_of[static_cast<std::size_t>(device)] == gpu_; }
   cudaStream_t stream_of(const PlannedSignal& s);
@@ -420,17 +456,19 @@ private:
   const Communicators& comms_;
   std::vector<cudaEvent_t>& events_;
   CommBuffers& comm_;
-  collector::CuptiTracer* tracer_;
+  TraceSlot& trace_;
 
-  int sm_count_      = 1;
-  cudaStream_t nccl_ = nullptr;
-  std::vector<int> local_; // simulated device -> index into devices_, -1 on other GPUs
+  int sm_count_ = 1;
+  std::map<int, cudaStream_t> nccl_streams_; // per communicator this GPU belongs to
+  std::vector<int> local_;                   // simulated device -> index into devices_, -1 on other GPUs
   std::vector<std::unique_ptr<SimDevice>> devices_;
   std::vector<PreparedLaunch> launches_;
-  DeviceBuffer in1_, in2_, out_, send_, recv_;
+  DeviceBuffer send_, recv_;
+  std::vector<std::vector<OpBuffers>> task_buffers_; // [task][launch] of this GPU's compute tasks: placed operands
   std::vector<int> owned_signals_;
   std::vector<double> times_s_;
-  int last_task_ = -1; // the last task this thread issued, to name it when the GPU reports an error later
+  double peak_memory_bytes_ = 0;
+  int last_task_            = -1; // the last task this thread issued, to name it when the GPU reports an error later
 };
 
 GpuWorker::~GpuWorker()
@@ -449,23 +487,38 @@ GpuWorker::~GpuWorker()
       if (s != nullptr)
         cudaStreamDestroy(s);
   }
-  if (nccl_ != nullptr)
-    cudaStreamDestroy(nccl_);
+  for (const auto& [communicator, stream] : nccl_streams_)
+    cudaStreamDestroy(stream);
 }
 
 void GpuWorker::run(int warmup, int iterations)
 {
   try {
     setup();
+    read_memory();
     Clock::time_point start = co_.meet().released; // every GPU set up and idle, on every rank
     for (int it = 0; it < warmup + iterations; ++it) {
       const int timed = it - warmup; // negative while warming up
-      issue(it, timed);
-      synchronize(it, warmup);
+      issue(it, -1);
+      synchronize(it, warmup, iterations);
+      if (timed < 0)
+        read_memory(); // libraries allocate on first use; a timed iteration's time has no such call in it
       const Meeting met = co_.meet();
       if (timed >= 0) // this rank's GPUs finished; the other ranks' may still run
         times_s_.push_back(std::chrono::duration<double>(met.arrived - start).count());
       start = met.released;
+    }
+    read_memory(); // after the timed iterations: nothing is freed during a step, so this is their peak too
+    // CUPTI starts only now, so that none of its cost is in the timed iterations.
+    if (trace_.wanted) {
+      co_.meet([this] { trace_.start(); });
+      if (trace_.tracer)
+        for (int t = 0; t < traced_iterations; ++t) {
+          const int it = warmup + iterations + t;
+          issue(it, t);
+          synchronize(it, warmup, iterations);
+          co_.meet();
+        }
     }
   } catch (const Aborted&) {
   } catch (const std::exception& e) {
@@ -483,7 +536,9 @@ void GpuWorker::setup()
   check_cuda(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, cuda_),
              where() + ": reading the SM count");
   sm_count_ = std::max(1, sm_count_);
-  check_cuda(cudaStreamCreateWithFlags(&nccl_, cudaStreamNonBlocking), where() + ": creating the NCCL stream");
+  for (int communicator : plan_.nccl_streams[static_cast<std::size_t>(gpu_)])
+    check_cuda(cudaStreamCreateWithFlags(&nccl_streams_[communicator], cudaStreamNonBlocking),
+               where() + ": creating an NCCL stream");
   setup_devices();
   setup_launches();
   setup_communication();
@@ -539,10 +594,6 @@ void GpuWorker::setup_launches()
   const auto& first  = plan_.first_use[static_cast<std::size_t>(gpu_)];
   if (points.empty())
     return;
-  // Each launch reads two operands and writes one; the GPU has one buffer per role, sized for its largest launch,
-  // so inputs keep the values they were filled with and only outputs are overwritten.
-  std::array<std::size_t, 3> role_bytes{0, 0, 0}; // in1, in2, out
-  std::vector<std::array<int, 3>> roles;          // per launch: operand -> role
   bool f32 = false, f16 = false, bf16 = false;
   for (std::size_t i = 0; i < points.size(); ++i) {
     PreparedLaunch& launch = launches_.emplace_back();
@@ -551,17 +602,6 @@ void GpuWorker::setup_launches()
     } catch (const Error& e) {
       throw ExecutionError(launch_text(w_, first[i].first, first[i].second) + ": " + e.what());
     }
-    const int written                      = launch.op->written_operand();
-    const std::array<std::size_t, 3> bytes = launch.op->operand_bytes();
-    std::array<int, 3> role{};
-    int next_input = 0;
-    for (int o = 0; o < 3; ++o)
-      role[static_cast<std::size_t>(o)] = o == written ? 2 : next_input++;
-    for (std::size_t o = 0; o < 3; ++o) {
-      std::size_t& r = role_bytes[static_cast<std::size_t>(role[o])];
-      r              = std::max(r, bytes[o]);
-    }
-    roles.push_back(role);
     if (points[i].op != BenchOp::pointwise) {
       const FillType type = launch.op->fill_type();
       f32 |= type == FillType::f32;
@@ -569,29 +609,43 @@ void GpuWorker::setup_launches()
       bf16 |= type == FillType::bf16;
     }
   }
-  const std::string gpu_name = where();
-  in1_                       = DeviceBuffer(role_bytes[0], cuda_, "the first input buffer");
-  in2_                       = DeviceBuffer(role_bytes[1], cuda_, "the second input buffer");
-  out_                       = DeviceBuffer(role_bytes[2], cuda_, "the output buffer");
-  const std::array<void*, 3> role_memory{in1_.get(), in2_.get(), out_.get()};
-  for (std::size_t i = 0; i < launches_.size(); ++i)
-    for (std::size_t o = 0; o < 3; ++o)
-      launches_[i].buffers.operand[o] = role_memory[static_cast<std::size_t>(roles[i][o])];
-
-  // Launches of several element types read the same inputs: fp16 bit patterns of values in [-1, 1) read as
-  // finite, modest numbers in every type (fp32 words, bf16 halves), where fp32's low halves read as bf16 need not.
+  // Each device's memory as the memory model holds it (ExecutionPlan::memory): weights, gradients, optimizer state
+  // and activations, each launch's operands placed in them, so that consecutive launches touch different memory.
+  // Launches of several element types read the same regions: fp16 bit patterns of values in [-1, 1) read as finite,
+  // modest numbers in every type (fp32 words, bf16 halves), where fp32's low halves read as bf16 need not.
   const FillType fill = (f32 + f16 + bf16 > 1) ? FillType::f16
                         : bf16                 ? FillType::bf16
                         : f16                  ? FillType::f16
                                                : FillType::f32;
-  cudaStream_t stream = devices_.front()->compute;
-  for (const DeviceBuffer* b : {&in1_, &in2_})
-    check_cuda(
-        collector::launch_fill(b->get(), b->bytes() / fill_element_bytes(fill), fill, b == &in1_ ? 1u : 2u, stream),
-        gpu_name + ": filling the input buffers");
+  for (const auto& d : devices_) {
+    const DeviceMemoryPlan& m = plan_.memory[static_cast<std::size_t>(d->device)];
+    for (std::size_t r = 0; r < region_count; ++r) {
+      const std::string what =
+          std::string("the ") + region_name(static_cast<Region>(r)) + " of device " + std::to_string(d->device);
+      d->regions[r] = DeviceBuffer(m.region_bytes[r], cuda_, what);
+      check_cuda(collector::launch_fill(d->regions[r].get(), d->regions[r].bytes() / fill_element_bytes(fill), fill,
+                                        static_cast<unsigned>(r) + 1, d->compute),
+                 where() + ": filling " + what);
+    }
+  }
+  task_buffers_.resize(w_.tasks.size());
+  for (std::size_t task = 0; task < w_.tasks.size(); ++task) {
+    const WorkTask& t = w_.tasks[task];
+    if (t.kind != WorkTask::Kind::compute || !is_local(t.device))
+      continue;
+    SimDevice& d = local(t.device);
+    for (const auto& places : plan_.placement[task]) {
+      OpBuffers& b = task_buffers_[task].emplace_back();
+      for (std::size_t o = 0; o < 3; ++o)
+        b.operand[o] =
+            places[o].bytes == 0
+                ? nullptr
+                : static_cast<char*>(d.regions[static_cast<std::size_t>(places[o].region)].get()) + places[o].offset;
+    }
+  }
 
-  // Each convolution's algorithm, chosen once with a trial run on the first device that launches it; the workspace
-  // grows to the largest algorithm's, and each device then gets one as large as its own convolutions need.
+  // Each convolution's algorithm, timed once on the first device that launches it, on that launch's operands; the
+  // workspace grows to the largest algorithm's, and each device then gets one as large as its own convolutions need.
   DeviceBuffer trial_workspace;
   for (std::size_t i = 0; i < launches_.size(); ++i) {
     if (points[i].op != BenchOp::conv2d)
@@ -599,13 +653,15 @@ void GpuWorker::setup_launches()
     const auto [task, launch] = first[i];
     SimDevice& d              = local(w_.tasks[static_cast<std::size_t>(task)].device);
     try {
-      launches_[i].op->choose_algorithm(d.where, launches_[i].buffers, [&](std::size_t bytes) -> void* {
-        if (trial_workspace.bytes() < bytes) {
-          trial_workspace = DeviceBuffer(); // free the smaller one first
-          trial_workspace = DeviceBuffer(bytes, cuda_, "the cuDNN workspace");
-        }
-        return trial_workspace.get();
-      });
+      launches_[i].op->choose_algorithm(d.where,
+                                        task_buffers_[static_cast<std::size_t>(task)][static_cast<std::size_t>(launch)],
+                                        [&](std::size_t bytes) -> void* {
+                                          if (trial_workspace.bytes() < bytes) {
+                                            trial_workspace = DeviceBuffer(); // free the smaller one first
+                                            trial_workspace = DeviceBuffer(bytes, cuda_, "the cuDNN workspace");
+                                          }
+                                          return trial_workspace.get();
+                                        });
     } catch (const Error& e) {
       throw ExecutionError(launch_text(w_, task, launch) + ": " + e.what());
     }
@@ -628,6 +684,21 @@ void GpuWorker::setup_launches()
       d.cudnn_workspace =
           DeviceBuffer(d.conv_workspace, cuda_, "the cuDNN workspace of device " + std::to_string(d.device));
   }
+  for (std::size_t task = 0; task < w_.tasks.size(); ++task)
+    for (OpBuffers& b : task_buffers_[task]) {
+      const SimDevice& d = local(w_.tasks[task].device);
+      b.workspace        = d.cudnn_workspace.get();
+      b.workspace_bytes  = d.cudnn_workspace.bytes();
+    }
+}
+
+void GpuWorker::read_memory()
+{
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) == cudaSuccess) // this thread's GPU is current
+    peak_memory_bytes_ = std::max(peak_memory_bytes_, static_cast<double>(total - free));
+  else
+    cudaGetLastError();
 }
 
 void GpuWorker::setup_communication()
@@ -639,7 +710,7 @@ void GpuWorker::setup_communication()
   send_                      = DeviceBuffer(bytes, cuda_, "the send buffer");
   recv_                      = DeviceBuffer(bytes, cuda_, "the receive buffer");
   const FillType fill        = fill_type_of(w_.dtype);
-  check_cuda(collector::launch_fill(send_.get(), bytes / fill_element_bytes(fill), fill, 3, nccl_),
+  check_cuda(collector::launch_fill(send_.get(), bytes / fill_element_bytes(fill), fill, 3, devices_.front()->compute),
              gpu_name + ": filling the send buffer");
   comm_.send[static_cast<std::size_t>(gpu_)] = send_.get();
   comm_.recv[static_cast<std::size_t>(gpu_)] = recv_.get();
@@ -657,7 +728,7 @@ cudaStream_t GpuWorker::stream_of(const PlannedSignal& s)
   case Lane::collective:
     return local(s.device).collective;
   case Lane::nccl:
-    return nccl_;
+    return nccl_stream(s.communicator);
   }
   return nullptr;
 }
@@ -681,7 +752,7 @@ void GpuWorker::record(int signal, cudaStream_t stream, int iteration, int task)
     co_.publish(signal, iteration);
 }
 
-void GpuWorker::issue(int iteration, int timed_iteration)
+void GpuWorker::issue(int iteration, int traced_iteration)
 {
   for (std::size_t i = 0; i < w_.tasks.size(); ++i) {
     const WorkTask& t = w_.tasks[i];
@@ -690,7 +761,7 @@ void GpuWorker::issue(int iteration, int timed_iteration)
     case WorkTask::Kind::compute:
       if (is_local(t.device)) {
         last_task_ = task;
-        issue_compute(task, iteration, timed_iteration);
+        issue_compute(task, iteration, traced_iteration);
       }
       break;
     case WorkTask::Kind::transfer:
@@ -709,7 +780,7 @@ void GpuWorker::issue(int iteration, int timed_iteration)
   }
 }
 
-void GpuWorker::issue_compute(int task, int iteration, int timed_iteration)
+void GpuWorker::issue_compute(int task, int iteration, int traced_iteration)
 {
   const auto i      = static_cast<std::size_t>(task);
   const WorkTask& t = w_.tasks[i];
@@ -717,12 +788,10 @@ void GpuWorker::issue_compute(int task, int iteration, int timed_iteration)
   wait_for(plan_.waits[i][0], d.compute, iteration, task);
   for (std::size_t l = 0; l < t.launches.size(); ++l) {
     const PreparedLaunch& launch = launches_[static_cast<std::size_t>(plan_.launch_index[i][l])];
-    OpBuffers buffers            = launch.buffers;
-    buffers.workspace            = d.cudnn_workspace.get();
-    buffers.workspace_bytes      = d.cudnn_workspace.bytes();
+    const OpBuffers& buffers     = task_buffers_[i][l];
     try {
-      if (tracer_ != nullptr && timed_iteration >= 0) {
-        const collector::ExternalIdScope scope(*tracer_, trace_id(task, static_cast<int>(l), timed_iteration));
+      if (trace_.tracer && traced_iteration >= 0) {
+        const collector::ExternalIdScope scope(*trace_.tracer, trace_id(task, static_cast<int>(l), traced_iteration));
         launch.op->launch(d.where, buffers);
       } else {
         launch.op->launch(d.where, buffers);
@@ -779,16 +848,17 @@ void GpuWorker::issue_rank_transfer(int task, int iteration)
   const bool sending      = is_local(t.src);
   const int device        = sending ? t.src : t.dst;
   const ncclComm_t comm   = comms_.get(plan_.world_communicator, static_cast<std::size_t>(device));
+  cudaStream_t stream     = nccl_stream(plan_.world_communicator);
   if (sending)
-    wait_for(plan_.waits[i][0], nccl_, iteration, task);
+    wait_for(plan_.waits[i][0], stream, iteration, task);
   if (bytes > 0) {
-    const ncclResult_t status = sending ? ncclSend(send_.get(), bytes, ncclInt8, t.dst, comm, nccl_)
-                                        : ncclRecv(recv_.get(), bytes, ncclInt8, t.src, comm, nccl_);
+    const ncclResult_t status = sending ? ncclSend(send_.get(), bytes, ncclInt8, t.dst, comm, stream)
+                                        : ncclRecv(recv_.get(), bytes, ncclInt8, t.src, comm, stream);
     if (status != ncclSuccess)
       throw ExecutionError(describe_task(w_, task) + ", on device " + std::to_string(device) + ": " +
                            (sending ? "ncclSend" : "ncclRecv") + ": " + nccl_text(status, comm));
   }
-  record(sending ? plan_.task_signal[i] : plan_.transfers[i].received, nccl_, iteration, task);
+  record(sending ? plan_.task_signal[i] : plan_.transfers[i].received, stream, iteration, task);
 }
 
 void GpuWorker::issue_collective(int task, int iteration)
@@ -798,29 +868,30 @@ void GpuWorker::issue_collective(int task, int iteration)
   const PlannedCollective& c = plan_.collectives[i];
   const std::size_t n        = t.group.size();
   if (c.nccl) {
+    cudaStream_t stream = nccl_stream(c.communicator);
     for (std::size_t k = 0; k < n; ++k) {
       if (!is_local(t.group[k]))
         continue;
-      wait_for(plan_.waits[i][k], nccl_, iteration, task);
+      wait_for(plan_.waits[i][k], stream, iteration, task);
       if (c.count > 0) {
         const ncclComm_t comm     = comms_.get(c.communicator, k);
         const ncclDataType_t type = nccl_type(w_.dtype);
         ncclResult_t status       = ncclSuccess;
         const char* call          = "ncclAllReduce";
         if (t.collective == "all_reduce") {
-          status = ncclAllReduce(send_.get(), recv_.get(), c.count, type, ncclSum, comm, nccl_);
+          status = ncclAllReduce(send_.get(), recv_.get(), c.count, type, ncclSum, comm, stream);
         } else if (t.collective == "all_gather") {
           call   = "ncclAllGather";
-          status = ncclAllGather(send_.get(), recv_.get(), c.count / n, type, comm, nccl_);
+          status = ncclAllGather(send_.get(), recv_.get(), c.count / n, type, comm, stream);
         } else {
           call   = "ncclReduceScatter";
-          status = ncclReduceScatter(send_.get(), recv_.get(), c.count / n, type, ncclSum, comm, nccl_);
+          status = ncclReduceScatter(send_.get(), recv_.get(), c.count / n, type, ncclSum, comm, stream);
         }
         if (status != ncclSuccess)
           throw ExecutionError(describe_task(w_, task) + ", on device " + std::to_string(t.group[k]) + ": " + call +
                                ": " + nccl_text(status, comm));
       }
-      record(c.done[k], nccl_, iteration, task);
+      record(c.done[k], stream, iteration, task);
     }
     return;
   }
@@ -848,10 +919,12 @@ void GpuWorker::issue_collective(int task, int iteration)
   }
 }
 
-void GpuWorker::synchronize(int iteration, int warmup)
+void GpuWorker::synchronize(int iteration, int warmup, int timed)
 {
   const std::string when = iteration < warmup ? "warm-up iteration " + std::to_string(iteration + 1)
-                                              : "timed iteration " + std::to_string(iteration - warmup + 1);
+                           : iteration < warmup + timed
+                               ? "timed iteration " + std::to_string(iteration - warmup + 1)
+                               : "traced iteration " + std::to_string(iteration - warmup - timed + 1);
   // Polled rather than blocked on: a thread stuck in a stream whose NCCL peer failed would never see the failure.
   auto drain = [&](cudaStream_t stream) {
     for (;;) {
@@ -871,7 +944,8 @@ void GpuWorker::synchronize(int iteration, int warmup)
   for (const auto& d : devices_)
     for (cudaStream_t s : {d->compute, d->transfer, d->collective})
       drain(s);
-  drain(nccl_);
+  for (const auto& [communicator, stream] : nccl_streams_)
+    drain(stream);
 }
 
 // ---- around the run ----------------------------------------------------------------------------------------------
@@ -936,6 +1010,21 @@ void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
   for (const collector::GpuActivity& a : activities)
     if (a.kind == collector::GpuActivity::Kind::kernel && a.external_id != 0)
       runs[a.external_id].push_back(&a);
+  // A launch runs the same kernels in every traced iteration: one that lost records is left out.
+  std::map<std::uint64_t, std::vector<std::uint64_t>> by_launch; // (task, launch) -> ids of its iterations
+  for (const auto& [id, run] : runs)
+    by_launch[id >> id_field_bits].push_back(id);
+  for (const auto& [launch_key, ids] : by_launch) {
+    std::vector<std::size_t> counts(traced_iterations, 0);
+    for (std::uint64_t id : ids)
+      if ((id & (id_field_limit - 1)) < static_cast<std::uint64_t>(traced_iterations))
+        counts[id & (id_field_limit - 1)] = runs[id].size();
+    const calibration::RunCheck check = calibration::check_runs(counts);
+    for (std::uint64_t id : ids)
+      if ((id & (id_field_limit - 1)) >= static_cast<std::uint64_t>(traced_iterations) ||
+          !check.complete[id & (id_field_limit - 1)])
+        runs.erase(id);
+  }
   for (auto& [id, run] : runs) {
     const std::uint64_t task   = (id >> (2 * id_field_bits)) - 1;
     const std::uint64_t launch = (id >> id_field_bits) & (id_field_limit - 1);
@@ -1020,9 +1109,10 @@ void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunO
     p["host"] = host;
   p["command"]    = options.command;
   p["timing"]     = "cupti";
-  p["iterations"] = std::to_string(options.iterations) + " timed after " + std::to_string(options.warmup) + " warm-up";
-  p["point"]      = "workload task index + 1; one record per launch and timed iteration";
-  p["start_s"]    = "host steady_clock seconds since ddlsim-run-cuda started";
+  p["iterations"] = std::to_string(traced_iterations) + " traced after " + std::to_string(options.iterations) +
+                    " timed and " + std::to_string(options.warmup) + " warm-up (CUPTI off while timing)";
+  p["point"]           = "workload task index + 1; one record per launch and timed iteration";
+  p["start_s"]         = "host steady_clock seconds since ddlsim-run-cuda started";
   p["dropped_records"] = std::to_string(tracer.dropped_records());
 }
 
@@ -1088,22 +1178,45 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
                     " collective(s) over devices that share a GPU emulated with device-to-device copies (NCCL holds "
                     "one rank per GPU): 2(n-1)/n x bytes per member for all_reduce, (n-1)/n x bytes otherwise");
 
-  // Declared first, so that it is destroyed last: CUPTI sees everything the run does.
-  std::unique_ptr<collector::CuptiTracer> tracer;
+  // Declared first, so that its tracer is destroyed last: CUPTI sees everything the traced iterations do. The
+  // tracer itself is made only after the timed iterations (GpuWorker::run), so that none of CUPTI's cost is in them.
+  TraceSlot trace;
+  trace.origin = origin;
+  trace.warn   = warn;
   if (options.trace) {
     const bool fits = w.tasks.size() + 1 < id_task_limit &&
                       std::all_of(w.tasks.begin(), w.tasks.end(),
                                   [](const WorkTask& t) { return t.launches.size() < id_field_limit; });
-    if (!fits) {
+    if (!fits)
       warn("the workload is too large to tie CUPTI records to its launches; running without a trace");
-    } else {
-      try {
-        tracer = std::make_unique<collector::CuptiTracer>(origin);
-        notes.push_back("CUPTI traced the timed iterations (--trace): its per-launch cost is in their times");
-      } catch (const collector::CuptiUnavailable& e) {
-        warn(std::string("CUPTI cannot trace here (") + e.what() + "); running without a trace");
+    trace.wanted = fits;
+  }
+  {
+    std::size_t allocated = 0;
+    double simulated      = 0;
+    std::string grown;
+    for (int d = 0; d < w.devices; ++d)
+      if (plan.is_local(plan.gpu_of[static_cast<std::size_t>(d)])) {
+        const DeviceMemoryPlan& m = plan.memory[static_cast<std::size_t>(d)];
+        allocated                 = std::max(allocated, m.total());
+        simulated                 = std::max(simulated, m.simulated_bytes);
+        for (Region r : m.grown)
+          grown += (grown.empty() ? "" : ", ") + ("device " + std::to_string(d) + " " + region_name(r));
       }
-    }
+    char line[256];
+    if (!plan.memory.empty() && plan.memory.front().from_model)
+      std::snprintf(line, sizeof line,
+                    "memory as the memory model holds it: up to %.3g GiB per device of weights, gradients, optimizer "
+                    "state and activations (the model's peak with workspace and reserve: %.3g GiB)",
+                    static_cast<double>(allocated) / (1 << 30), simulated / (1 << 30));
+    else
+      std::snprintf(line, sizeof line,
+                    "the workload gives no memory model: up to %.3g GiB per device, each region as large as its "
+                    "largest operand",
+                    static_cast<double>(allocated) / (1 << 30));
+    notes.push_back(line);
+    if (!grown.empty())
+      notes.push_back("regions grown to their largest operand beyond the memory model: " + grown);
   }
 
   std::function<void()> barrier;
@@ -1119,7 +1232,7 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
   enable_peer_access(plan, notes);
   Communicators comms(w, plan, plan.ranks > 1 ? ranks : nullptr);
   for (int g = plan.first_local_gpu(); g < plan.first_local_gpu() + plan.gpus_per_rank; ++g)
-    workers.push_back(std::make_unique<GpuWorker>(g, w, plan, coordinator, comms, events, comm, tracer.get()));
+    workers.push_back(std::make_unique<GpuWorker>(g, w, plan, coordinator, comms, events, comm, trace));
 
   std::vector<std::thread> threads;
   try {
@@ -1137,9 +1250,18 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
 
   result.execution.device       = describe_gpus(plan);
   result.execution.iterations_s = workers.front()->times_s();
-  if (plan.ranks > 1)
+  double peak                   = 0;
+  for (const auto& worker : workers)
+    peak = std::max(peak, worker->peak_memory_bytes());
+  if (plan.ranks > 1) {
     result.execution.iterations_s = ranks->max_to_root(result.execution.iterations_s, 0);
+    peak                          = static_cast<double>(ranks->max_over_ranks(static_cast<std::int64_t>(peak)));
+  }
+  result.execution.peak_memory_bytes = peak;
+  auto& tracer                       = trace.tracer;
   if (tracer) {
+    notes.push_back("CUPTI traced " + std::to_string(traced_iterations) +
+                    " more iteration(s) after the timed ones (--trace); their times are not in the result");
     traces::TraceSet set;
     add_kernel_records(w, *tracer, tracer->take(), set);
     describe_trace(w, plan, options, *tracer, result.execution.device, set);

@@ -2,12 +2,16 @@
 // GPUs and measures how long it takes.
 //
 // The layout is ExecutionPlan's (one host thread per GPU, a simulated device's compute / transfer / collective
-// streams, NCCL per distinct group or copies that emulate it). Everything a step needs is made before the first
-// timed iteration: per GPU, buffers sized for its largest launch and shared by its launches, cuBLAS and cuDNN
-// handles, each convolution's algorithm and workspace (collector::ComputeOp, the code the microbenchmarks time),
-// the NCCL communicators, the events; nothing is allocated while timing. Each iteration starts once every GPU has
-// finished the previous one and every thread has met at a barrier, and lasts, in host wall time, until the last
-// GPU has finished. `warmup` untimed iterations come first.
+// streams, a stream per NCCL communicator so that data-parallel and pipeline communication overlap compute and
+// each other as in the simulator, NCCL per distinct group or copies that emulate it). Everything a step needs is
+// made before the first timed iteration: per simulated device, the memory the memory model holds (weights,
+// gradients, optimizer state, activations) with every launch's operands placed in it, cuBLAS and cuDNN handles,
+// each convolution's algorithm (timed search) and workspace (collector::ComputeOp, the code the microbenchmarks
+// time), the NCCL communicators, the events; nothing is allocated while timing. Each iteration starts once every
+// GPU has finished the previous one and every thread has met at a barrier, and lasts, in host wall time, until the
+// last GPU has finished. `warmup` untimed iterations come first. The device memory in use (cudaMemGetInfo) is read
+// after set-up, after each warm-up iteration and after the timed ones; its largest value on one GPU is the measured
+// peak.
 //
 // Across machines (a ProcessGroup, ddlsim-run-cuda --mpi): every process (rank) plans the whole workload and runs
 // the devices of its own G GPUs, [rank x G, (rank+1) x G); each NCCL communicator is made with ncclCommInitRank
@@ -15,9 +19,10 @@
 // ncclSend/ncclRecv, and all ranks meet at a barrier before each iteration. An iteration's time is its slowest
 // rank's: from the barrier to that rank's last GPU finishing.
 //
-// With `trace`, CUPTI records the kernels of the timed iterations, and each launch becomes one
-// traces::KernelRecord (its kernels' span, as the collector records a microbenchmark run) carrying the launch's
-// op, flop, bytes and dtype, with point = task index + 1: a cross-check also yields calibration data.
+// With `trace`, CUPTI starts after the timed iterations (none of its cost is in them) and records the kernels of
+// two more iterations; each launch of those becomes one traces::KernelRecord (its kernels' span, as the collector
+// records a microbenchmark run; a launch that lost records is left out) carrying the launch's op, flop, bytes and
+// dtype, with point = task index + 1: a cross-check also yields calibration data.
 //
 // Library code: nothing is printed; warnings go to on_warning_cb.
 //
@@ -41,7 +46,7 @@ struct CudaRunOptions {
   int warmup       = 1;     ///< untimed iterations first
   int iterations   = 5;     ///< timed iterations, at least 1
   bool map_devices = false; ///< more simulated devices than GPUs: device d on GPU d % GPUs, on its own streams
-  bool trace       = false; ///< record the timed iterations' kernels with CUPTI
+  bool trace       = false; ///< after the timed iterations, trace two more with CUPTI
   std::string command;      ///< the command line, for the trace's provenance
 };
 

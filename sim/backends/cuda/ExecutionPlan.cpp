@@ -30,7 +30,118 @@ std::string launch_key(const calibration::BenchPoint& p)
   return p.label() + " batch=" + std::to_string(p.batch);
 }
 
+constexpr std::size_t operand_alignment = 256; // what cudaMalloc guarantees, and cuBLAS and cuDNN prefer
+
+std::size_t aligned(std::size_t bytes)
+{
+  return (bytes + operand_alignment - 1) / operand_alignment * operand_alignment;
+}
+
+// Region sizes of each simulated device from the workload's memory model, and every compute launch's operands
+// placed in them: each region filled in launch order, from its start again when the next operand does not fit.
+void plan_memory(const Workload& w, ExecutionPlan& plan)
+{
+  const auto devices = static_cast<std::size_t>(w.devices);
+  plan.memory.assign(devices, {});
+  plan.placement.assign(w.tasks.size(), {});
+  // The largest operand of each region per device: no region may be smaller.
+  std::vector<std::array<std::size_t, region_count>> largest(devices, {0, 0, 0, 0});
+  for (const WorkTask& t : w.tasks)
+    if (t.kind == WorkTask::Kind::compute)
+      for (const calibration::BenchPoint& p : t.launches) {
+        const auto bytes   = p.operand_bytes();
+        const auto regions = launch_operand_regions(p, t.phase);
+        for (std::size_t o = 0; o < 3; ++o) {
+          std::size_t& most = largest[static_cast<std::size_t>(t.device)][static_cast<std::size_t>(regions[o])];
+          most              = std::max(most, aligned(bytes[o]));
+        }
+      }
+  const bool model = w.memory.size() == devices;
+  for (std::size_t d = 0; d < devices; ++d) {
+    DeviceMemoryPlan& m = plan.memory[d];
+    m.from_model        = model;
+    if (model) {
+      const DeviceMemory& mm = w.memory[d];
+      m.simulated_bytes      = mm.total();
+      // Scratch buffers live as long as activations do: one region.
+      const std::array<double, region_count> want{mm.weights, mm.gradients, mm.optimizer_state,
+                                                  mm.activations + mm.workspace};
+      for (std::size_t r = 0; r < region_count; ++r) {
+        m.region_bytes[r] = aligned(whole_bytes(want[r]));
+        if (m.region_bytes[r] < largest[d][r]) {
+          if (m.region_bytes[r] > 0 || want[r] > 0)
+            m.grown.push_back(static_cast<Region>(r));
+          m.region_bytes[r] = largest[d][r];
+        }
+      }
+    } else {
+      m.region_bytes = largest[d];
+    }
+  }
+  std::vector<std::array<std::size_t, region_count>> cursor(devices, {0, 0, 0, 0});
+  for (std::size_t i = 0; i < w.tasks.size(); ++i) {
+    const WorkTask& t = w.tasks[i];
+    if (t.kind != WorkTask::Kind::compute)
+      continue;
+    const auto d = static_cast<std::size_t>(t.device);
+    for (const calibration::BenchPoint& p : t.launches) {
+      const auto bytes   = p.operand_bytes();
+      const auto regions = launch_operand_regions(p, t.phase);
+      std::array<OperandPlace, 3> places{};
+      for (std::size_t o = 0; o < 3; ++o) {
+        const auto r        = static_cast<std::size_t>(regions[o]);
+        const std::size_t b = aligned(bytes[o]);
+        std::size_t& at     = cursor[d][r];
+        if (at + b > plan.memory[d].region_bytes[r])
+          at = 0;
+        places[o] = {.region = regions[o], .offset = at, .bytes = bytes[o]};
+        at += b;
+      }
+      plan.placement[i].push_back(places);
+    }
+  }
+}
+
 } // namespace
+
+const char* region_name(Region region)
+{
+  switch (region) {
+  case Region::weights:
+    return "weights";
+  case Region::gradients:
+    return "gradients";
+  case Region::optimizer:
+    return "optimizer";
+  case Region::activations:
+    return "activations";
+  }
+  return "?";
+}
+
+std::array<Region, 3> launch_operand_regions(const calibration::BenchPoint& p, const std::string& phase)
+{
+  using calibration::BenchOp;
+  using calibration::ConvPass;
+  using calibration::GemmLayout;
+  constexpr Region act = Region::activations;
+  switch (p.op) {
+  case BenchOp::gemm: // C = op(A) op(B): B holds the weights, unless the launch computes their gradient
+    if (p.layout == GemmLayout::tn)
+      return {act, act, Region::gradients};
+    return {act, Region::weights, act};
+  case BenchOp::conv2d:
+    if (p.pass == ConvPass::backward_filter)
+      return {act, Region::gradients, act};
+    return {act, Region::weights, act};
+  case BenchOp::pointwise:
+    if (phase == "optimizer") // one fused kernel streaming the parameters' state (moments, master copy) in and out
+      return {Region::optimizer, Region::optimizer, Region::optimizer};
+    return {act, act, act};
+  default:
+    return {act, act, act};
+  }
+}
 
 double dtype_bytes(const std::string& dtype)
 {
@@ -242,6 +353,22 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
       plan.communicators.push_back(world);
     plan.world_communicator = it->second;
   }
+  // NCCL work goes to its communicator's stream on each member GPU.
+  plan.nccl_streams.assign(static_cast<std::size_t>(plan.gpus), {});
+  for (std::size_t c = 0; c < plan.communicators.size(); ++c)
+    for (int d : plan.communicators[c])
+      plan.nccl_streams[static_cast<std::size_t>(gpu(d))].push_back(static_cast<int>(c));
+  for (std::size_t i = 0; i < tasks; ++i) {
+    const WorkTask& t = w.tasks[i];
+    if (t.kind == WorkTask::Kind::collective && plan.collectives[i].nccl)
+      for (int s : plan.collectives[i].done)
+        plan.signals[static_cast<std::size_t>(s)].communicator = plan.collectives[i].communicator;
+    if (t.kind == WorkTask::Kind::transfer && plan.transfers[i].nccl) {
+      plan.signals[static_cast<std::size_t>(plan.task_signal[i])].communicator        = plan.world_communicator;
+      plan.signals[static_cast<std::size_t>(plan.transfers[i].received)].communicator = plan.world_communicator;
+    }
+  }
+  plan_memory(w, plan);
 
   // A signal is cross-thread when work on another GPU waits for it.
   for (std::size_t i = 0; i < tasks; ++i) {

@@ -13,8 +13,11 @@
 //                ranks: ncclSend on src's NCCL stream, ncclRecv on dst's, over the "world" communicator of every
 //                device; both are NCCL work in workload order, as collectives are
 //   collective   NCCL, one communicator per distinct group, when the members sit on distinct GPUs: each member's
-//                thread issues its call on its GPU's NCCL stream (one per GPU, so that every GPU meets its
-//                collectives in workload order and communicators cannot deadlock one another). When members share a
+//                thread issues its call on its GPU's stream of that communicator. Every communicator has a stream of
+//                its own on each member GPU (data-parallel gradients, ZeRO's gathers, transfers between ranks), so
+//                that they overlap compute and each other as the simulator's schedule lets them; each GPU issues
+//                its calls in workload order, the same order on every GPU, so communicators cannot deadlock one
+//                another. When members share a
 //                GPU (NCCL holds one rank per GPU), the ring's traffic is emulated: each member, once every member
 //                has reached the collective (its "ready" signal), copies (n-1)/n x bytes from its ring
 //                predecessor's send buffer into its receive buffer, twice for all_reduce (reduce-scatter, then
@@ -27,6 +30,15 @@
 //                signal on dst, for a collective through its members on the waiting device's rank, and a
 //                dependency on other work of another rank is dropped (counted in unenforced_waits)
 //
+//   memory       per simulated device, four regions (weights, gradients, optimizer state, activations) of the sizes
+//                the workload's memory model gives (Workload::memory; without it, each region as large as its
+//                largest operand), and every launch's operands placed in them (placement): a GEMM's or
+//                convolution's weights in the weights region, the weight gradient it writes in the gradients
+//                region, the optimizer step's state and parameters in theirs, activations in the activations
+//                region; each region filled in launch order and from its start again when full, so that
+//                consecutive launches read and write different memory, as in training, instead of one buffer that
+//                stays in L2
+//
 //   ExecutionPlan plan = plan_execution(workload, {.visible_gpus = 2, .map_devices = true});
 //   for (int s : plan.waits[task][0]) ... plan.signals[s].gpu ...
 //   ExecutionPlan mine = plan_execution(workload, {.visible_gpus = 4, .ranks = 2, .rank = 1});   // GPUs 4 .. 7
@@ -35,6 +47,7 @@
 #include "calibration/Microbench.hpp"
 #include "sim/backends/Workload.hpp"
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -57,6 +70,7 @@ struct PlannedSignal {
   int task          = 0;
   int device        = 0; ///< the simulated device whose stream records it
   Lane lane         = Lane::compute;
+  int communicator  = -1;    ///< Lane::nccl: the communicator whose stream on the GPU records it
   int gpu           = 0;     ///< its device's GPU, whose host thread records it
   bool cross_thread = false; ///< a thread of another GPU waits for it
 };
@@ -75,6 +89,27 @@ struct PlannedCollective {
 struct PlannedTransfer {
   bool nccl    = false; ///< between ranks: ncclSend on src, ncclRecv on dst, over the world communicator
   int received = -1;    ///< nccl: dst's signal, recorded on its GPU's NCCL stream once the data is in
+};
+
+/// Where a launch's operand lives: one of a simulated device's memory regions.
+enum class Region { weights, gradients, optimizer, activations };
+inline constexpr std::size_t region_count = 4;
+/// "weights", "gradients", "optimizer", "activations".
+const char* region_name(Region region);
+
+struct OperandPlace {
+  Region region      = Region::activations;
+  std::size_t offset = 0; ///< bytes from the region's start, a multiple of 256
+  std::size_t bytes  = 0;
+};
+
+/// One simulated device's memory on its GPU.
+struct DeviceMemoryPlan {
+  std::array<std::size_t, region_count> region_bytes{0, 0, 0, 0}; ///< allocated, by Region
+  bool from_model = false;    ///< sizes from the workload's memory model (else from the largest operands)
+  std::vector<Region> grown;  ///< regions the model made smaller than an operand, grown to it
+  double simulated_bytes = 0; ///< the memory model's total for the device (its peak_memory_bytes), 0 if unknown
+  std::size_t total() const { return region_bytes[0] + region_bytes[1] + region_bytes[2] + region_bytes[3]; }
 };
 
 struct ExecutionPlan {
@@ -107,6 +142,13 @@ struct ExecutionPlan {
   std::vector<std::vector<int>> launch_index;
   std::vector<std::vector<std::pair<int, int>>> first_use;
 
+  /// Per simulated device: its regions. placement[task][launch][operand] for compute tasks (operands in OpBuffers
+  /// order: gemm A, B, C; conv2d x, w, y; pointwise x, -, y), empty for the others.
+  std::vector<DeviceMemoryPlan> memory;
+  std::vector<std::vector<std::array<OperandPlace, 3>>> placement;
+  /// Per GPU: the communicators it has a stream for (it is a member), ascending.
+  std::vector<std::vector<int>> nccl_streams;
+
   std::vector<std::size_t> comm_bytes;         ///< per GPU: size of its send buffer and of its receive buffer
   std::vector<std::pair<int, int>> peer_pairs; ///< GPU pairs (a < b) of one rank that copy to or from each other
   int emulated_collectives = 0;
@@ -124,6 +166,13 @@ struct ExecutionPlan {
 /// Throws ExecutionError when the workload has more devices than there are GPUs and mapping is not allowed, or no
 /// GPU at all; with several ranks, unless the workload has exactly ranks x visible_gpus devices and no mapping.
 ExecutionPlan plan_execution(const Workload& workload, const MappingOptions& options);
+
+/// Which region each operand of a compute launch (BenchPoint::operand_bytes order) belongs to in a task of
+/// `phase`: a GEMM's B (nn, nt) or a convolution's filters are weights, unless the launch writes them (tn, the
+/// weight gradient; bwd_filter): then gradients; batched GEMMs (attention) work on activations only; the optimizer
+/// step's pointwise kernel streams the optimizer state (moments, master weights) in and out; everything else is
+/// activations.
+std::array<Region, 3> launch_operand_regions(const calibration::BenchPoint& launch, const std::string& phase);
 
 /// Bytes of one element of a dtype as workloads name it (fp16, bf16: 2; fp8: 1; fp32, tf32 and others: 4).
 double dtype_bytes(const std::string& dtype);

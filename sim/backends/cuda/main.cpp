@@ -43,7 +43,8 @@ const char* usage_text =
 Runs one training iteration, given as a workload file (`ddlsim execute --backend cuda` writes one per sweep
 point), for real on the visible NVIDIA GPUs: each compute task's kernels with cuBLAS and cuDNN at their real
 shapes and dtype, transfers as peer-to-peer copies that overlap compute, collectives with NCCL; one host thread
-per GPU, simulated device d on GPU d. Writes the wall time of each timed iteration to RESULT.json.
+per GPU, simulated device d on GPU d. Writes the wall time of each timed iteration and the most device memory
+one GPU used to RESULT.json.
 
 options:
   -o, --output FILE    the result file (required); an old one is removed first, and the new one appears only
@@ -52,9 +53,9 @@ options:
   --iterations N       timed iterations (default 5)
   --map-devices        run a workload with more devices than visible GPUs: device d on GPU d % GPUs, on its own
                        streams; collectives among devices that share a GPU are emulated with copies
-  --trace FILE.jsonl   record the timed iterations' kernels with CUPTI and write one trace record per launch
-                       (op, flop, bytes, dtype; point = task index + 1), as ddlsim-collect does, for
-                       `ddlsim calibrate fit`; without CUPTI, a warning and no trace
+  --trace FILE.jsonl   after the timed iterations, run two more with CUPTI tracing (never while timing) and
+                       write one trace record per launch (op, flop, bytes, dtype; point = task index + 1), as
+                       ddlsim-collect does, for `ddlsim calibrate fit`; without CUPTI, a warning and no trace
   --mpi                run across machines, one process (rank) per machine under mpirun: rank r runs devices
                        r*G .. (r+1)*G-1 on its G visible GPUs (every rank must see as many, and the workload
                        must have RANKS x G devices; not with --map-devices); NCCL communicators are bootstrapped

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""The GPU cross-check as a Markdown page: each point's simulated and measured iteration time and peak memory, the
+error, and the mean absolute percentage error (MAPE) per model and over all points, from a `ddlsim execute` CSV.
+
+usage: crosscheck_table.py CROSSCHECK.csv [-o TABLE.md] [--profile PROFILE.yaml] [--session DIR]
+
+--profile adds the fitted profile's provenance (device, driver, CUDA, cuDNN, NCCL, clocks, date, commit);
+--session adds the GPU session's clock readings (nvidia-smi, clocks-start.csv and clocks-end.csv there).
+Needs no package beyond Python's standard library.
+"""
+import argparse
+import csv
+import os
+import sys
+
+GIB = 1024.0 ** 3
+
+
+def provenance(path):
+    """The `provenance:` block of a profile YAML written by ddlsim (one `key: "value"` per line)."""
+    out, inside = {}, False
+    with open(path) as f:
+        for line in f:
+            if line.startswith("device:"):
+                out["device"] = line.partition(":")[2].strip().strip('"')
+                continue
+            if line.startswith("provenance:"):
+                inside = True
+                continue
+            if inside:
+                if not line.startswith("  "):
+                    break
+                key, _, value = line.strip().partition(":")
+                value = value.strip()
+                if value.startswith('"') and value.endswith('"'):
+                    value = value[1:-1].replace('\\"', '"')
+                out[key] = value
+    return out
+
+
+def number(row, column):
+    try:
+        return float(row[column])
+    except (KeyError, ValueError):
+        return None
+
+
+def mape(rows):
+    errors = [abs(number(r, "error_pct")) for r in rows if number(r, "error_pct") is not None]
+    return (sum(errors) / len(errors), len(errors)) if errors else (None, 0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("csv")
+    parser.add_argument("-o", "--output")
+    parser.add_argument("--profile")
+    parser.add_argument("--session")
+    args = parser.parse_args()
+    with open(args.csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or "measured_iteration_time_s" not in rows[0]:
+        sys.exit(f"{args.csv}: not a ddlsim execute CSV")
+
+    lines = ["# GPU cross-check: simulated against measured", ""]
+    device = next((r["device"] for r in rows if r.get("device")), "")
+    if device:
+        lines.append(f"Measured on: {device}.")
+    if args.profile:
+        p = provenance(args.profile)
+        lines.append(f"Simulated with `{args.profile}`, fitted from the session's microbenchmarks.")
+        lines.append("")
+        lines.append("| provenance | value |")
+        lines.append("| --- | --- |")
+        for key in ("device", "driver", "cuda_runtime", "cublas", "cudnn", "nccl_version", "clocks_start", "clocks_end",
+                    "clocks_warning", "l2_isolation", "collective_timing", "math", "date", "commit", "command"):
+            if key in p:
+                lines.append(f"| {key} | {p[key]} |")
+    if args.session:
+        for name in ("clocks-start.csv", "clocks-end.csv"):
+            path = os.path.join(args.session, name)
+            if os.path.exists(path):
+                with open(path) as f:
+                    text = f.read().strip()
+                lines += ["", f"nvidia-smi, {name[:-4].replace('-', ' ')}:", "", "```", text, "```"]
+    lines += ["", "| model | micro-batch | simulated s | measured s (min-max) | error % | simulated peak GiB | "
+                  "measured peak GiB | status |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        sim, real = number(r, "iteration_time_s"), number(r, "measured_iteration_time_s")
+        lo, hi = number(r, "measured_min_s"), number(r, "measured_max_s")
+        err = number(r, "error_pct")
+        sim_mem, real_mem = number(r, "peak_memory_bytes"), number(r, "measured_peak_memory_bytes")
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            r.get("model", ""), r.get("micro_batch", ""),
+            f"{sim:.4f}" if sim is not None else "",
+            f"{real:.4f} ({lo:.4f}-{hi:.4f})" if real is not None and lo is not None else "",
+            f"{err:+.1f}" if err is not None else "",
+            f"{sim_mem / GIB:.2f}" if sim_mem is not None else "",
+            f"{real_mem / GIB:.2f}" if real_mem is not None else "",
+            r.get("status", "") + (f": {r['message']}" if r.get("status") != "ok" and r.get("message") else "")))
+    lines += ["", "| models | points compared | MAPE % |", "| --- | ---: | ---: |"]
+    for model in sorted({r.get("model", "") for r in rows}):
+        value, n = mape([r for r in rows if r.get("model") == model])
+        lines.append(f"| {model} | {n} | {value:.2f} |" if value is not None else f"| {model} | 0 | - |")
+    value, n = mape(rows)
+    lines.append(f"| all | {n} | {value:.2f} |" if value is not None else "| all | 0 | - |")
+    if value is not None:
+        lines += ["", f"Goal: MAPE <= 5% on one GPU; this run: {value:.2f}% over {n} points."]
+    text = "\n".join(lines) + "\n"
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

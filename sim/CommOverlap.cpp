@@ -1,0 +1,96 @@
+#include "sim/CommOverlap.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace ddlsim::sim::detail {
+
+std::vector<double> gpu_speeds(double full_speed, double slowdown)
+{
+  if (slowdown <= 0)
+    return {full_speed};
+  return {full_speed, full_speed / (1 + slowdown)};
+}
+
+CommOverlap::CommOverlap(const std::vector<simgrid::s4u::Host*>& gpus, double slowdown, std::vector<int> representative)
+    : gpus_(gpus), representative_(std::move(representative)), in_flight_(gpus.size(), 0),
+      slowdown_(slowdown > 0 ? slowdown : 0.0)
+{
+}
+
+bool CommOverlap::blocks_stream(const CollectiveTask& task) const
+{
+  return slowdown_ > 0 && task.fidelity == CollectiveFidelity::analytic && task.role == CollectiveRole::tensor_parallel;
+}
+
+void CommOverlap::update(const TaskGraph& graph, TaskId id, int delta)
+{
+  if (slowdown_ <= 0)
+    return;
+  if (graph.kind(id) == TaskKind::transfer) {
+    const TransferTask& t = graph.transfer(id);
+    if (t.src == t.dst)
+      return; // a local hand-over: no communication kernel runs
+    add(rep(t.src), delta);
+    add(rep(t.dst), delta);
+  } else if (graph.kind(id) == TaskKind::collective && !blocks_stream(graph.collective(id))) {
+    for (int device : graph.collective(id).group)
+      add(rep(device), delta);
+  }
+}
+
+double CommOverlap::rate_of(const std::vector<int>& group) const
+{
+  for (int device : group)
+    if (in_flight_[static_cast<std::size_t>(device)] > 0)
+      return 1 / (1 + slowdown_);
+  return 1;
+}
+
+void CommOverlap::schedule(TaskId id, Blocking& b)
+{
+  const double end = simgrid::s4u::Engine::get_clock() + b.remaining / b.rate;
+  b.timer          = simgrid::kernel::timer::Timer::set(end, [this, id] {
+    auto node = blocking_.extract(id);
+    node.mapped().done();
+  });
+}
+
+void CommOverlap::run_blocking(TaskId id, const CollectiveTask& task, double seconds, std::function<void()> done)
+{
+  Blocking& b = blocking_[id];
+  b.group.clear();
+  for (int device : task.group)
+    b.group.push_back(rep(device));
+  b.remaining = seconds;
+  b.rate      = rate_of(b.group);
+  b.since     = simgrid::s4u::Engine::get_clock();
+  b.done      = std::move(done);
+  schedule(id, b);
+}
+
+void CommOverlap::add(int device, int delta)
+{
+  int& count          = in_flight_[static_cast<std::size_t>(device)];
+  const bool was_busy = count > 0;
+  count += delta;
+  if (was_busy == (count > 0))
+    return;
+  gpus_[static_cast<std::size_t>(device)]->set_pstate(count > 0 ? 1 : 0);
+  // Stream-blocking collectives of this device change pace with it.
+  const double now = simgrid::s4u::Engine::get_clock();
+  for (auto& [id, b] : blocking_) {
+    if (std::find(b.group.begin(), b.group.end(), device) == b.group.end())
+      continue;
+    const double rate = rate_of(b.group);
+    if (rate == b.rate)
+      continue;
+    b.remaining = std::max(0.0, b.remaining - (now - b.since) * b.rate);
+    b.since     = now;
+    b.rate      = rate;
+    b.timer->remove();
+    schedule(id, b);
+  }
+}
+
+} // namespace ddlsim::sim::detail

@@ -1,0 +1,127 @@
+"""The GPU session's steps that run without a GPU: `ddlsim execute --backend cuda --prepare` writes each point's
+workload with its memory model; `--measured DIR` pairs each point with the times and memory a GPU machine wrote
+for it (error_pct = 100 (simulated - measured) / measured, measured_peak_memory_bytes), and refuses a workload
+that is not the point's; `calibration/gpu_session.sh prepare` and `finish` around a measurement made up here
+(the collector's record format, an H100's provenance), down to the fitted profile and the Markdown table whose
+MAPE is the mean of the CSV's absolute errors."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+from common import ROOT, check, finish, read_csv, run, workdir
+
+binary = sys.argv[1]
+checks = 0
+d = workdir()
+experiment = os.path.join(ROOT, "experiments", "crosscheck_gpu.yaml")
+prepared = os.path.join(d, "prepared")
+
+rc, out, err = run(binary, "execute", experiment, "--backend", "cuda", "--prepare", prepared)
+files = sorted(f for f in os.listdir(prepared) if f.startswith("workload-")) if os.path.isdir(prepared) else []
+checks += 1
+check(rc == 0 and len(files) == 14 and "14 workload(s)" in out, f"--prepare writes the 14 points' workloads: {rc} {out} {err}")
+w0 = json.load(open(os.path.join(prepared, "workload-0.json")))
+memory = w0.get("memory", [{}])[0]
+checks += 1
+check(w0["devices"] == 1 and set(memory) == {"weights", "gradients", "optimizer_state", "activations", "workspace", "reserve"}
+      and memory["weights"] > 0 and memory["optimizer_state"] > memory["weights"],
+      f"a workload carries the memory model of its device: {memory}")
+phases = {t.get("phase") for t in w0["tasks"] if t["kind"] == "compute"}
+layouts = {l.get("layout") for t in w0["tasks"] if t["kind"] == "compute" for l in t["launches"] if l["op"] == "gemm"}
+checks += 1
+check(phases == {"forward", "backward", "optimizer"} and layouts == {"nn", "nt", "tn"},
+      f"compute tasks name their phase, GEMMs their layout: {phases} {layouts}")
+
+# The simulated side, for reference: the same points through `run`.
+sim_csv = os.path.join(d, "sim.csv")
+rc, _, err = run(binary, "run", experiment, "-o", sim_csv, "--quiet")
+sim = {int(r["config_id"]): r for r in read_csv(sim_csv)} if rc == 0 else {}
+checks += 1
+check(rc == 0 and len(sim) == 14, f"the cross-check simulates: {rc} {err}")
+# The 1 GiB reserve and the workspace are not allocated by the runner; the rest of the peak is.
+total = sum(memory[k] for k in memory)
+checks += 1
+check(abs(total - float(sim[0]["peak_memory_bytes"])) <= 1, f"the workload's memory is the CSV's peak: {total} {sim[0]['peak_memory_bytes']}")
+
+# What a GPU machine writes back: made up here, 0.1 s per iteration, 20 GB in use.
+for i in range(14):
+    with open(os.path.join(prepared, f"measured-{i}.json"), "w") as f:
+        json.dump({"format": "ddlsim-execution-1", "device": "NVIDIA H100 80GB HBM3 x1 (driver 13.0)",
+                   "iterations_s": [0.1, 0.11, 0.09], "peak_memory_bytes": 2e10, "notes": ["made up"]}, f)
+# Point 5's workload no longer is its own.
+with open(os.path.join(prepared, "workload-5.json"), "a") as f:
+    f.write(" ")
+xc = os.path.join(d, "xc.csv")
+rc, out, err = run(binary, "execute", experiment, "--backend", "cuda", "--measured", prepared, "-o", xc)
+rows = read_csv(xc) if os.path.exists(xc) else []
+checks += 1
+check(rc == 0 and len(rows) == 14 and "over 13 points" in out, f"--measured pairs 13 points: {rc} {out} {err}")
+for r in rows:
+    i = int(r["config_id"])
+    if i == 5:
+        checks += 1
+        check(r["status"] == "error" and "is not this point's workload" in r["message"], f"a changed workload is refused: {r['message']}")
+        continue
+    s = float(r["iteration_time_s"])
+    checks += 4
+    check(r["status"] == "ok" and float(r["measured_iteration_time_s"]) == 0.1, f"point {i}: the median of the run's times")
+    check(abs(float(r["error_pct"]) - 100 * (s - 0.1) / 0.1) < 1e-6 * max(1, abs(float(r["error_pct"]))), f"point {i}: error_pct")
+    check(r["measured_peak_memory_bytes"] == "20000000000", f"point {i}: measured_peak_memory_bytes {r['measured_peak_memory_bytes']}")
+    check(abs(s - float(sim[i]["iteration_time_s"])) <= 1e-9 * s, f"point {i}: the simulated time is the simulator's")
+
+# Usage: --prepare and --measured belong to the cuda backend and exclude each other.
+for bad in (["--backend", "host", "--prepare", d], ["--backend", "cuda", "--prepare", d, "--measured", d],
+            ["--backend", "cuda", "--measured", d, "--map-devices"]):
+    rc, _, err = run(binary, "execute", experiment, *bad)
+    checks += 1
+    check(rc == 2, f"execute {' '.join(bad)} is a usage error: {rc} {err}")
+
+# gpu_session.sh prepare and finish around a made-up measurement: an H100's records in the collector's format.
+script = os.path.join(ROOT, "calibration", "gpu_session.sh")
+env = dict(os.environ, DDLSIM=binary, SESSION=os.path.join(d, "session"), PROFILE_DIR=os.path.join(d, "profiles"),
+           RESULTS=os.path.join(d, "results"), FETCH_DEBS="0")
+p = subprocess.run([script, "prepare"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+session = env["SESSION"]
+checks += 1
+check(p.returncode == 0 and len([f for f in os.listdir(session) if f.startswith("workload-")]) == 14 and
+      os.path.getsize(os.path.join(session, "commit")) > 0, f"gpu_session.sh prepare: {p.returncode} {p.stderr}")
+lines = [{"type": "provenance", "source": "ddlsim-collect", "device": "NVIDIA H100 80GB HBM3", "driver": "13.0",
+          "cuda_runtime": "13.0", "nccl_version": "2.28.9", "commit": "abc123", "date": "2026-11-25T00:00:00Z",
+          "clocks_start": "P0, SM 1980/1980 MHz, memory 2619/2619 MHz", "clocks_end": "P0, SM 1980/1980 MHz, memory 2619/2619 MHz"}]
+point = 0
+for n in (256, 1024, 4096):
+    point += 1
+    flop = 2.0 * n ** 3
+    for run_time in (1.0, 1.01, 0.99):
+        lines.append({"type": "kernel", "name": "gemm", "op": "gemm", "duration_s": run_time * (5e-6 + flop / 6e14),
+                      "flop": flop, "bytes": 6.0 * n * n, "dtype": "bf16", "point": point, "shape": f"m={n} n={n} k={n} batch=1"})
+with open(os.path.join(session, "records.jsonl"), "w") as f:
+    for line in lines:
+        f.write(json.dumps(line) + "\n")
+for i in range(14):
+    with open(os.path.join(session, f"measured-{i}.json"), "w") as f:
+        json.dump({"format": "ddlsim-execution-1", "device": "NVIDIA H100 80GB HBM3 x1", "iterations_s": [0.2],
+                   "peak_memory_bytes": 1.5e10, "notes": []}, f)
+p = subprocess.run([script, "finish"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+profile = os.path.join(d, "profiles", "h100-measured.yaml")
+table = os.path.join(d, "results", "crosscheck_gpu.md")
+checks += 1
+check(p.returncode == 0 and os.path.exists(profile) and os.path.exists(table), f"gpu_session.sh finish: {p.returncode} {p.stderr}")
+if os.path.exists(profile) and os.path.exists(table):
+    text = open(profile).read()
+    checks += 1
+    check(all(k in text for k in ("commit: \"abc123\"", "clocks_start:", "nccl_version: \"2.28.9\"", "driver: \"13.0\"")),
+          f"the fitted profile keeps the session's provenance: {text[:600]}")
+    rows = read_csv(os.path.join(d, "results", "crosscheck_gpu.csv"))
+    errors = [abs(float(r["error_pct"])) for r in rows if r["status"] == "ok"]
+    md = open(table).read()
+    m = re.search(r"\| all \| (\d+) \| ([0-9.]+) \|", md)
+    checks += 1
+    check(len(errors) == 14 and m and int(m.group(1)) == 14 and abs(float(m.group(2)) - sum(errors) / 14) < 0.006,
+          f"the table's MAPE is the CSV's mean absolute error: {m and m.groups()} {sum(errors) / max(1, len(errors))}")
+    checks += 1
+    check("| gpt2-small | 1 |" in md and "| resnet50 | 64 |" in md and "13.97" in md,
+          f"the table lists every point with its measured memory (1.5e10 B = 13.97 GiB): {md[:400]}")
+finish("cli_gpu_session", checks)
