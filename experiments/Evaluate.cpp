@@ -504,7 +504,7 @@ bool apply_measured_transfer(sim::TransferTask& t, const sim::ClusterSpec& clust
 // gathered layers (the grid's) all-gather their output in forward and all-reduce the input
 // gradient in backward. Sizes are the full tensors per sample.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d,
-                                                  bool sequence_parallel, int ep)
+                                                  bool sequence_parallel, int ep, bool full_recompute)
 {
   std::vector<sim::TpCollective> out;
   // Sequence parallelism (Korthikanti et al. 2022): the tensors between the tensor-parallel regions
@@ -594,6 +594,18 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
     case models::TpRole::split:
     case models::TpRole::replicated: break;
     }
+  }
+  // Full recomputation reruns every layer's forward (sim/OpCosts puts its compute in the layer's
+  // backward task), and with it the forward's collectives, just before the layer's backward.
+  if (full_recompute) {
+    const std::size_t forward = out.size();
+    for (std::size_t k = 0; k < forward; ++k)
+      if (out[k].phase == sim::Phase::forward) {
+        sim::TpCollective again = out[k];
+        again.phase = sim::Phase::backward;
+        again.recomputed = true;
+        out.push_back(again);
+      }
   }
   return out;
 }
@@ -839,7 +851,8 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     if (par.dp_bucket > 0)
       stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp, par.ep > 1);
     if (par.tp > 1)
-      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel, par.ep);
+      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel, par.ep,
+                                                point.training.recompute == models::Recompute::full);
     // ZeRO units (blocks): gathered with stage 3, and the reduce-scatter units of stages 2-3 (FSDP
     // reduces per wrapped module; with dp_bucket, stage 2 reduces in those buckets instead).
     if (par.zero >= 3 || (par.zero == 2 && par.dp_bucket <= 0))

@@ -111,9 +111,14 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point);
 /// experts split over the group) is reduced like a dense MLP at its ends (router input, combine
 /// output); with expert parallelism `ep` > 1 and sequence parallelism, as Megatron-Core does, each
 /// tensor rank dispatches its tokens and the group gathers what arrived before the experts and
-/// reduce-scatters their output after.
+/// reduce-scatters their output after. With `full_recompute`, every forward collective comes again
+/// in the backward pass (TpCollective::recomputed): full recomputation reruns each layer's forward,
+/// its tensor-parallel collectives included, before the layer's backward (Megatron-LM's
+/// CheckpointFunction.backward calls the checkpointed forward again; Korthikanti et al. 2022 count
+/// the recomputed forward's all-reduces among full recomputation's costs).
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers,
-                                                  double dtype_bytes, bool sequence_parallel = false, int ep = 1);
+                                                  double dtype_bytes, bool sequence_parallel = false, int ep = 1,
+                                                  bool full_recompute = false);
 
 /// The expert load of a point's mixture of experts over its ep ranks (its first experts layer's:
 /// the generators make them all alike); nullopt for a dense model.

@@ -86,7 +86,8 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // synchronised-norm points (as plan_point() places them), each splitting a pass.
     const models::StageRange all{0, model.size()};
     const auto tensor = tp < 2 ? std::vector<sim::TpCollective>{}
-                               : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep);
+                               : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep,
+                                                    point.training.recompute == models::Recompute::full);
     const double tp_collectives = static_cast<double>(tensor.size());
     // Each splits its pass where it sits, unless another sits there too (sequence parallelism: a
     // row layer's reduce-scatter and the next column layer's all-gather): distinct places count.
@@ -101,10 +102,8 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // collectives' positions and, with expert parallelism, both sides of every experts layer; two at
     // one place split it once (pass_steps in sim/Schedules.cpp).
     std::set<std::tuple<bool, std::size_t>> splits;
-    for (const sim::TpCollective& c : tensor) {
-      const bool forward = c.phase == sim::Phase::forward;
-      splits.emplace(forward, forward ? (c.before ? c.layer : c.layer + 1) : (c.before ? c.layer + 1 : c.layer));
-    }
+    for (const sim::TpCollective& c : tensor)
+      splits.emplace(c.phase == sim::Phase::forward, c.position());
     double sync_points          = 0;
     double attention_layers     = 0;
     double expert_layers        = 0;  // with expert parallelism: the experts layers, and the blocks holding them

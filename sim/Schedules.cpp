@@ -96,8 +96,7 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
   if (plan.tp > 1)
     for (const TpCollective& c : stage.tp_collectives)
       if (c.phase == phase) {
-        const std::size_t position = forward ? (c.before ? c.layer : c.layer + 1) : (c.before ? c.layer + 1 : c.layer);
-        events.push_back({position, {Step::Kind::tp_sync, 0, 0, c.kind, c.bytes_per_sample * b}});
+        events.push_back({c.position(), {Step::Kind::tp_sync, 0, 0, c.kind, c.bytes_per_sample * b}});
       }
   if (plan.cp > 1)
     for (const RingAttention& r : stage.rings)

@@ -106,6 +106,18 @@ struct TpCollective {
   /// backward): sequence parallelism's all-gathers of the input of a column layer and of the output
   /// gradient of a row layer
   bool before = false;
+  /// true: full recomputation's rerun of a forward collective (phase backward), just before the
+  /// layer's backward, whose compute task holds the recomputed forward (sim/OpCosts)
+  bool recomputed = false;
+
+  /// The pass boundary it sits at, as pass_steps numbers them (forward: before layer i is i, after it
+  /// i + 1; backward, which runs the layers in reverse: before layer i's backward is i + 1, after it i).
+  std::size_t position() const
+  {
+    if (recomputed)
+      return layer + 1;
+    return phase == Phase::forward ? (before ? layer : layer + 1) : (before ? layer + 1 : layer);
+  }
 };
 
 /// A unit of ZeRO stage 3 (FSDP's wrapped module, here a block): layers [begin, end) whose

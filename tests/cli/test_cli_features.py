@@ -276,4 +276,29 @@ rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--q
 checks += 1
 check(rc == 1 and "cluster.use: unknown cluster 'dgx-h100x12' (did you mean 'dgx-h100x128'?)" in err, f"bad use: {err}")
 
+# Full recomputation reruns the forward's tensor-parallel collectives. Korthikanti et al. 2022
+# ("Reducing Activation Recomputation in Large Transformer Models", section 4.2.2): tensor
+# parallelism costs four all-reduces per transformer layer in a forward and backward pass, two in
+# each; full recomputation runs the forward again, all-reduces included (Megatron-LM's
+# CheckpointFunction.backward calls the checkpointed forward), so six. With only the tensor-parallel
+# group (tp 2, no pipeline, no replica), the bytes each GPU sends and the time they take grow by 6/4
+# exactly; selective recomputation (attention's core, no collective in it) leaves them as they were.
+path = os.path.join(out_dir, "tp_recompute.csv")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                   "--set", "model=gpt3-1.3b", "--set", "cluster={use: dgx-h100, gpus: 2}",
+                   "--set", "training.global_batch=4", "--set", "training.micro_batch=1", "--set", "training.seq=1024",
+                   "--set", "parallelism.pp=1", "--set", "parallelism.dp=1", "--set", "parallelism.tp=2",
+                   "--set", "parallelism.tp_collective=ring", "--set", "parallelism.tp_fidelity=analytic",
+                   "--set", "sweep.training.recompute=[none, selective, full]")
+rec = {r["recompute"]: r for r in read_csv(path)} if rc == 0 else {}
+checks += 1
+check(rc == 0 and sorted(rec) == ["full", "none", "selective"] and all(r["status"] == "ok" for r in rec.values()),
+      f"tp recompute points: {err}")
+if len(rec) == 3:
+    for col in ("comm_bytes_per_gpu", "exposed_comm_time_s"):
+        none, selective, full = (float(rec[k][col]) for k in ("none", "selective", "full"))
+        checks += 1
+        check(selective == none and abs(full / none - 1.5) < 1e-9,
+              f"{col}: full recomputation's tensor-parallel collectives 6/4 of none's: {none} {selective} {full}")
+
 finish("cli_features", checks)
