@@ -154,6 +154,9 @@ public:
   const std::vector<Message>& messages(TaskId id) const { return shapes_[shape_of(id)].messages; }
   int offset(TaskId id) const { return offset_[id]; }
   int stabilizer(TaskId id) const { return shapes_[shape_of(id)].stabilizer; }
+  /// The shape of collective `id` (collectives of one shape are alike up to offset(id)); -1 for
+  /// other tasks and empty groups.
+  int shape(TaskId id) const { return shape_[id]; }
 
 private:
   std::size_t shape_of(TaskId id) const { return static_cast<std::size_t>(shape_[id]); }

@@ -4,6 +4,8 @@
 #include "sim/Fold.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 namespace ddlsim::sim {
 namespace {
@@ -119,6 +121,7 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   std::vector<std::vector<Interval>> comm(n);
   std::vector<double> sent(n, 0.0), inter(n, 0.0);
   auto rep = [&](int d) { return static_cast<std::size_t>(fold.representative(d)); };
+  std::vector<std::optional<std::vector<std::tuple<int, int, double>>>> shape_sends;
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Interval iv{timings[id].start_s, timings[id].end_s};
     switch (graph.kind(id)) {
@@ -140,12 +143,25 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
           comm[last = rep(d)].push_back(iv);
       // Each member's bytes reach its representative once per image of the collective holding
       // it: the |H| members of an H-orbit stand for one image.
+      // Collectives of one shape send alike up to their offset: decomposed once per shape.
+      const int shape = folded.shape(id);
+      if (shape < 0)
+        break;
+      if (static_cast<std::size_t>(shape) >= shape_sends.size())
+        shape_sends.resize(static_cast<std::size_t>(shape) + 1);
+      auto& sends = shape_sends[static_cast<std::size_t>(shape)];
+      const int offset = folded.offset(id);
+      if (!sends) {
+        sends.emplace();
+        for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) { sends->push_back({src - offset, dst - offset, bytes}); });
+      }
       const double images = folded.stabilizer(id);
-      for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) {
+      for (const auto& [src_at, dst_at, bytes] : *sends) {
+        const int src = src_at + offset, dst = dst_at + offset;
         sent[rep(src)] += bytes / images;
         if (src / gpus_per_node != dst / gpus_per_node)
           inter[rep(src)] += bytes / images;
-      });
+      }
       break;
     }
     }
