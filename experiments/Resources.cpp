@@ -93,10 +93,9 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // row layer's reduce-scatter and the next column layer's all-gather): distinct places count.
     std::set<std::pair<int, std::size_t>> places;
     for (const sim::TpCollective& c : tensor) {
-      const bool forward = c.phase == sim::Phase::forward;
-      const std::size_t at = forward ? (c.before ? c.layer : c.layer + 1) : (c.before ? c.layer + 1 : c.layer);
+      const std::size_t at = c.position();
       if (at > 0 && at < model.size())
-        places.emplace(forward ? 0 : 1, at);
+        places.emplace(c.phase == sim::Phase::forward ? 0 : 1, at);
     }
     // Where a pass is split (a blocking collective between two compute segments): the tensor-parallel
     // collectives' positions and, with expert parallelism, both sides of every experts layer; two at

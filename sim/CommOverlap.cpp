@@ -56,17 +56,28 @@ void CommOverlap::schedule(TaskId id, Blocking& b)
   });
 }
 
-void CommOverlap::run_blocking(TaskId id, const CollectiveTask& task, double seconds, std::function<void()> done)
+void CommOverlap::start(TaskId id, std::vector<int> group, double seconds, std::function<void()> done)
 {
   Blocking& b = blocking_[id];
-  b.group.clear();
-  for (int device : task.group)
-    b.group.push_back(rep(device));
+  b.group     = std::move(group);
   b.remaining = seconds;
   b.rate      = rate_of(b.group);
   b.since     = simgrid::s4u::Engine::get_clock();
   b.done      = std::move(done);
   schedule(id, b);
+}
+
+void CommOverlap::run_blocking(TaskId id, const CollectiveTask& task, double seconds, std::function<void()> done)
+{
+  std::vector<int> group;
+  for (int device : task.group)
+    group.push_back(rep(device));
+  start(id, std::move(group), seconds, std::move(done));
+}
+
+void CommOverlap::run_stream(TaskId id, int device, double seconds, std::function<void()> done)
+{
+  start(id, {rep(device)}, seconds, std::move(done));
 }
 
 void CommOverlap::add(int device, int delta)

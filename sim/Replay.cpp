@@ -190,11 +190,9 @@ public:
   {
     // Where tasks queue on arrival (off the stream: parameter servers), the order in which equal
     // times are handled decides the queue's order: Execs everywhere then, as always.
-    // Compute slowed by communication (CommOverlap.hpp) needs Execs too: SimGrid rescales them when
-    // their host changes power state.
     for (TaskId id = 0; id < graph.size(); ++id) {
       remaining_[id] = graph.dependency_count(id);
-      if ((graph.kind(id) == TaskKind::compute && !graph.compute(id).on_stream) || options.comm_compute_slowdown > 0)
+      if (graph.kind(id) == TaskKind::compute && !graph.compute(id).on_stream)
         std::fill(single_task_.begin(), single_task_.end(), 0);
     }
   }
@@ -312,6 +310,17 @@ private:
         return;
       }
       const int device = graph_.compute(id).device;
+      if (single_task_[static_cast<std::size_t>(device)] != 0 && options_.comm_compute_slowdown > 0) {
+        // Slowed while communication of its GPU runs (CommOverlap.hpp): a timer that follows the
+        // GPU's power state, as an Exec alone on the host would.
+        ++activities_;
+        overlap_.run_stream(id, device, s / cluster_.speed_of(device), [this, id] {
+          report_progress();
+          finish(id);
+          drain_ready();
+        });
+        return;
+      }
       if (single_task_[static_cast<std::size_t>(device)] != 0) {
         run_chain(id);
         return;
