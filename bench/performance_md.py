@@ -205,15 +205,38 @@ def simulation_section(rows):
         "The ratio is ddlsim's wall time per activity over SimGrid's. " + summary + " Where ddlsim is the slower, "
         "the difference is the platform (a fat tree or a cluster of nodes, where the bare DAG has one star "
         "zone) and the task graph's bookkeeping; it shows most where the replay itself is short.",
+        "**Symmetry folding** (`parallelism.fold_replicas`, on by default; [scale.md](scale.md)): the replicas "
+        "of a stage and the tensor ranks of a group run the same work on alike places of the cluster, so one "
+        "representative of each is simulated, on the quotient of the cluster's links, with every number "
+        "equal to the unfolded simulation's (tests/cli/test_cli_fold.py). The simulated devices column counts "
+        "the representatives; activities are theirs, and so is the bare DAG (as many activities on as many "
+        "hosts). Compute tasks are timers (one task at a time per GPU), which is why ddlsim's time per "
+        "activity is its bookkeeping's rather than SimGrid's.",
         "**The GPT-3 scenarios** run Megatron-LM's layout (tp 8 inside a node, pp 16, 1F1B, micro-batch 1, full "
         "recomputation, 192 micro-batches per replica). Pipeline and data-parallel traffic is flow-level; "
-        "tensor-parallel collectives are analytic, and each tensor-parallel group is one simulated device "
-        "(`tp_aggregate`, which a CLI test shows changes no number of the CSV). At 8,192 GPUs most of the time "
-        "is SimGrid's solver over 1,024 hosts' concurrent flows (the bare DAG's rate falls the same way).",
-        "**`gpt3-13b-64-flow`** keeps every collective at flow level: over a million activities for 64 GPUs. "
-        "Flow-level tensor parallelism at 1,024 GPUs would need about 66 M messages. That is why the large "
-        "scenarios use analytic tensor parallelism.")
+        "tensor-parallel collectives are analytic. Folded, 1,024 and 8,192 GPUs are both 16 simulated devices, "
+        "one per stage: the data-parallel ring's 2(n - 1) steps are a representative's messages.",
+        "**The Llama 3.1 405B scenarios** (the Llama 3 paper's 16,384-GPU layout: tp 8, pp 16, dp 128, and "
+        "dp 1,024 on 131,072 GPUs) keep data-parallel traffic at flow level: ZeRO-1 reduce-scatters of 100 MiB "
+        "buckets over 128 or 1,024 replicas. " + targets(rows),
+        "**`gpt3-13b-64-flow`** keeps every collective at flow level, tensor parallelism included: folded, "
+        "its 64 GPUs are 4 simulated devices.")
     return lines
+
+
+def targets(rows):
+    """The issue-18 targets of the frontier-scale scenarios, against their measured figures."""
+    by_name = {r["scenario"]: r for r in rows}
+    out = []
+    for name, seconds_max, gib_max in (("llama3-405b-16k", 1, 1), ("llama3-405b-131k", 10, 2)):
+        r = by_name.get(name)
+        if not r:
+            continue
+        wall, rss = num(r["wall_time_s"]), num(r["max_rss_bytes"])
+        met = wall <= seconds_max and rss <= gib_max * 2**30
+        out.append(f"`{name}`: {seconds(wall)} and {megabytes(rss)} (target at most {seconds_max} s and "
+                   f"{gib_max} GiB: {'met' if met else 'not met'})")
+    return ("Against the targets of issue 18: " + "; ".join(out) + ".") if out else ""
 
 
 def sweep_section(rows):
@@ -241,8 +264,20 @@ def sweep_section(rows):
         "machine: at -j 1 other work can take the second core, at -j 2 it takes a share of both point "
         "processes' cores (see **Load** above). The parent's forking and reading of rows takes a little too. "
         "A point of a few milliseconds costs about as much to start as to simulate, which is why the sweep's "
-        "points are not smaller.")
+        "points are not smaller.",
+        "**`llama3-405b-16k-sweep`**: 1,000 layouts of Llama 3.1 405B on 16,384 GPUs (tp, pp, context and "
+        "context parallelism, ZeRO, sequence parallelism), flow-level data-parallel traffic, each point folded; "
+        "shapes that cannot split the batch are `invalid` rows and those that do not fit `oom` rows, as in any "
+        "planning sweep. " + sweep_target(rows))
     return lines
+
+
+def sweep_target(rows):
+    r = next((r for r in rows if r["scenario"] == "llama3-405b-16k-sweep" and r["jobs"] == "2"), None)
+    if not r:
+        return ""
+    wall = num(r["wall_time_s"])
+    return (f"At -j 2 it took {wall / 60:.1f} minutes (target: under 5 minutes: {'met' if wall < 300 else 'not met'}).")
 
 
 def import_section(rows, names):

@@ -10,6 +10,7 @@
 #include "cli/CommandLine.hpp"
 #include "cli/MpiSweep.hpp"
 #include "cli/Plot.hpp"
+#include "cli/Progress.hpp"
 #include "common/AtomicFile.hpp"
 #include "common/DataPath.hpp"
 #include "common/Dtype.hpp"
@@ -210,16 +211,9 @@ int cmd_run(const RunArgs& a)
   const std::string csv = a.output ? *a.output : exp.output_csv().value_or("results/" + exp.get_name() + ".csv");
 
   const bool show_progress = !a.quiet && ::isatty(STDERR_FILENO) != 0;
-  const auto start         = std::chrono::steady_clock::now();
+  std::optional<cli::ProgressLine> progress;  // over this rank's points (set once they are known)
   if (show_progress)
-    options.on_progress = [&](std::size_t done, std::size_t total) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double eta     = done ? elapsed / static_cast<double>(done) * static_cast<double>(total - done) : 0.0;
-      fmt::print(stderr, "\r[{}/{}] {:3.0f}%  elapsed {:.1f}s  eta {:.1f}s ", done, total,
-                 100.0 * static_cast<double>(done) / static_cast<double>(total), elapsed, eta);
-      if (done == total)
-        std::fputc('\n', stderr);
-    };
+    options.on_progress = [&](std::size_t done, std::size_t) { progress->sweep(done); };
   // Under MPI each rank takes every size-th point of the shard, and rank 0 writes the CSV.
   cli::MpiWorld world;
   if (a.mpi)
@@ -267,14 +261,23 @@ int cmd_run(const RunArgs& a)
   auto last_write           = std::chrono::steady_clock::now();
   options.on_row            = [&](std::size_t k, const experiments::ResultRow& row) {
     done.emplace(todo_index[k], row);
+    if (progress)
+      progress->finished(todo_index[k]);
     const auto now = std::chrono::steady_clock::now();
     if (!a.mpi && std::chrono::duration<double>(now - last_write).count() >= checkpoint_s) {
       experiments::write_csv(csv, rows_so_far(), a.columns);
       last_write = now;
     }
   };
-  if (!todo.empty())
-    experiments::run_sweep(todo, options);
+  if (!todo.empty()) {
+    // Test hook (tests/cli/test_cli_progress.py): DDLSIM_PROGRESS_AFTER_SECONDS=S shows points from S.
+    const char* after = std::getenv("DDLSIM_PROGRESS_AFTER_SECONDS");
+    progress.emplace(stderr, todo.size(), after ? std::atof(after) : 2.0);
+    experiments::PointProgressCallback on_point;
+    if (show_progress)
+      on_point = [&](std::size_t k, const experiments::PointProgress& p) { progress->point(todo_index[k], p); };
+    experiments::run_sweep(todo, options, on_point);
+  }
   if (a.mpi) {
     std::map<std::size_t, std::string> mine;
     for (std::size_t i : todo_index)

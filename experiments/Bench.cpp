@@ -278,7 +278,7 @@ BenchMeasurement measure_point(const PointConfig& point, const EvaluateOptions& 
   if (!row->get("sim_memory_estimate_bytes").empty())
     m.estimated_memory_bytes = std::stod(row->get("sim_memory_estimate_bytes"));
   // Simulated devices: GPUs, or tensor-parallel groups when they are folded into one device.
-  m.devices = point.parallelism.gpus() / (folds_tensor_groups(point) ? point.parallelism.tp : 1);
+  m.devices = point.parallelism.gpus() / plan_fold(point).factor();
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include "experiments/ChakraWorkload.hpp"
 #include "experiments/Timeline.hpp"
 #include "sim/Collectives.hpp"
+#include "sim/Fold.hpp"
 #include "sim/OpCosts.hpp"
 #include "sim/ParameterServer.hpp"
 
@@ -25,7 +26,7 @@ namespace {
 // Per simulated device of a point, next to its timeline (<dir>/<experiment>_<id>_devices.csv):
 // the numbers the CSV row averages. `memory` gives a device's peak memory (empty: not known).
 void write_device_table(const PointConfig& point, const sim::ReplayResult& result, const std::string& dir,
-                        int gpus_per_device, const std::function<double(int)>& memory)
+                        const std::function<double(int)>& memory)
 {
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/" + point.experiment + "_" + std::to_string(point.index) + "_devices.csv";
@@ -35,9 +36,9 @@ void write_device_table(const PointConfig& point, const sim::ReplayResult& resul
   const double t = result.makespan_s;
   for (std::size_t d = 0; d < result.devices.size(); ++d) {
     const auto& s = result.devices[d];
-    out << d << ',' << gpus_per_device << ',' << format_number(s.compute_s) << ',' << format_number(s.exposed_comm_s)
+    out << d << ",1," << format_number(s.compute_s) << ',' << format_number(s.exposed_comm_s)
         << ',' << format_number(s.idle_s) << ',' << format_number(t > 0 ? s.compute_s / t : 0) << ','
-        << format_number(s.bytes_sent / gpus_per_device) << ',' << format_number(s.bytes_sent_inter / gpus_per_device)
+        << format_number(s.bytes_sent) << ',' << format_number(s.bytes_sent_inter)
         << ',' << (memory ? format_number(memory(static_cast<int>(d))) : std::string()) << '\n';
   }
   if (!out)
@@ -82,6 +83,8 @@ double rank_speed(const PointConfig& point, int rank)
 double rank_capacity(const PointConfig& point, int rank)
 {
   const auto& par = point.parallelism;
+  if (point.cluster.memory.empty())
+    return point.cluster.gpu_memory;
   const int per_rank = par.replicas() * par.tp;
   double capacity = std::numeric_limits<double>::infinity();
   for (int g = 0; g < per_rank; ++g)
@@ -106,11 +109,8 @@ void fill_model_flop_columns(ResultRow& row, const PointConfig& point, double t)
     row.set("mfu", samples_per_s * flop.model_per_sample / (point.parallelism.gpus() * peak->value));
 }
 
-// Result columns of a replay covering `iterations` iterations. With tensor-parallel groups folded
-// into one simulated device each, `gpus_per_device` GPUs share a device's numbers and
-// `extra_bytes_per_gpu` is their tensor-parallel traffic, which the replay did not carry.
-void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::ReplayResult& result, int iterations,
-                         int gpus_per_device = 1, double extra_bytes_per_gpu = 0, double folded_comm_s = 0)
+// Result columns of a replay covering `iterations` iterations (devices: every GPU's statistics).
+void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::ReplayResult& result, int iterations)
 {
   const auto& dev = result.devices;
   const double n = static_cast<double>(dev.size());
@@ -124,19 +124,14 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
   row.set("iteration_time_s", t);
   row.set("throughput_samples_per_s", static_cast<double>(point.training.global_batch) / t);
   row.set("bubble_fraction", mean([](const sim::DeviceStats& d) { return d.idle_s; }) / result.makespan_s);
-  row.set("compute_time_s", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / iterations - folded_comm_s);
-  row.set("exposed_comm_time_s",
-          mean([](const sim::DeviceStats& d) { return d.exposed_comm_s; }) / iterations + folded_comm_s);
-  row.set("comm_bytes_per_gpu",
-          mean([](const sim::DeviceStats& d) { return d.bytes_sent; }) / iterations / gpus_per_device + extra_bytes_per_gpu);
-  row.set("inter_node_bytes_per_gpu",
-          mean([](const sim::DeviceStats& d) { return d.bytes_sent_inter; }) / iterations / gpus_per_device);
-  // Folded tensor-parallel collectives ran inside the compute tasks: they are not computation.
-  row.set("gpu_utilization",
-          (mean([](const sim::DeviceStats& d) { return d.compute_s; }) - folded_comm_s * iterations) / result.makespan_s);
+  row.set("compute_time_s", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / iterations);
+  row.set("exposed_comm_time_s", mean([](const sim::DeviceStats& d) { return d.exposed_comm_s; }) / iterations);
+  row.set("comm_bytes_per_gpu", mean([](const sim::DeviceStats& d) { return d.bytes_sent; }) / iterations);
+  row.set("inter_node_bytes_per_gpu", mean([](const sim::DeviceStats& d) { return d.bytes_sent_inter; }) / iterations);
+  row.set("gpu_utilization", mean([](const sim::DeviceStats& d) { return d.compute_s; }) / result.makespan_s);
   row.set("sim_activities", static_cast<long long>(result.activities));
   row.set("sim_wall_time_s", result.wall_time_s);
-  row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / (n * gpus_per_device));
+  row.set("achieved_flop_per_s_per_gpu", flop_per_iteration / t / n);
   fill_model_flop_columns(row, point, t);
 }
 
@@ -144,12 +139,12 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
 // (ep: expert parallelism's all-to-alls; dp: every other collective beside the tensor-parallel ones).
 struct ChoiceCount {
   std::map<std::string, std::size_t> counts;
-  void add(const sim::CollectiveTask& c)
+  void add(const sim::CollectiveTask& c, std::size_t images = 1)
   {
     const bool tp = c.role == sim::CollectiveRole::tensor_parallel;
     const bool ep = c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine;
-    ++counts[std::string(tp ? "tp " : ep ? "ep " : "dp ") + std::string(sim::collective_algorithm_table.name(c.algorithm)) +
-             "/" + std::string(sim::collective_protocol_table.name(c.protocol))];
+    counts[std::string(tp ? "tp " : ep ? "ep " : "dp ") + std::string(sim::collective_algorithm_table.name(c.algorithm)) +
+             "/" + std::string(sim::collective_protocol_table.name(c.protocol))] += images;
   }
   std::string text() const
   {
@@ -163,12 +158,15 @@ struct ChoiceCount {
 // NCCL's tuner on every collective of `graph` (Collectives.hpp: resolve_collective), with a cache:
 // a point repeats the same few collectives thousands of times. The key holds everything the tuner
 // reads, an all-to-all's member loads and their direction included: a combine (the busiest GPU sends)
-// is not its dispatch (it receives), and the cached copy replaces the task.
-void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices)
+// is not its dispatch (it receives), and the cached copy replaces the task. Under a fold (`fold` not
+// null) each collective counts once per image, |G| / |H| (H: the elements that keep its group), as
+// unfolded.
+void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices,
+                         const sim::Fold* fold = nullptr)
 {
   using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>, std::vector<double>,
                          bool>;
-  std::map<Key, sim::CollectiveTask> cache;
+  std::map<Key, std::pair<sim::CollectiveTask, std::size_t>> cache;
   for (sim::TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != sim::TaskKind::collective)
       continue;
@@ -180,33 +178,26 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
     if (it == cache.end()) {
       sim::CollectiveTask resolved = c;
       sim::resolve_collective(resolved, cluster);
-      it = cache.emplace(std::move(key), std::move(resolved)).first;
+      std::size_t images = 1;
+      if (fold != nullptr) {
+        std::string why;
+        const int h = sim::collective_stabilizer(c, *fold, why);
+        images = h > 0 ? static_cast<std::size_t>(fold->order() / h) : 1;
+      }
+      it = cache.emplace(std::move(key), std::pair{std::move(resolved), images}).first;
     }
-    sim::CollectiveTask resolved = it->second;  // the tuner's choice, with c's own place in the iteration
+    sim::CollectiveTask resolved = it->second.first;  // the tuner's choice, with c's own place in the iteration
     resolved.fidelity = c.fidelity;
     resolved.stage = c.stage;
     resolved.micro_batch = c.micro_batch;
     resolved.phase = c.phase;
     resolved.role = c.role;
     c = std::move(resolved);
-    choices.add(c);
+    choices.add(c, it->second.second);
   }
 }
 
 
-// Tensor-parallel groups folded into one device: the ranks of a group run identical work and
-// send identical flows over their own links, so one device per group with the group's summed
-// link bandwidth and summed bytes gives the same timings (tests/sim check it), with tp times fewer
-// activities. Analytic tensor-parallel collectives become part of the compute they block.
-struct TensorFold {
-  using Entry = std::tuple<std::size_t, sim::Phase, double, double>;  // layer, phase, seconds, bytes per rank
-  std::vector<std::vector<Entry>> per_stage;
-  double bytes_per_gpu = 0;  // tensor-parallel bytes each GPU sends per iteration, averaged over the stages
-  double seconds_per_gpu = 0;  // tensor-parallel time folded into each GPU's compute, averaged likewise
-  std::size_t fitted = 0;      // folded collectives timed from a measured curve
-  std::size_t total = 0;       // folded collectives
-  ChoiceCount choices;         // what the tuner chose for them (one stage's group each)
-};
 
 // Calibrates every collective of `graph` that a fitted curve covers; says how many, for the CSV.
 // Calibrates every collective of `graph` that a fitted curve covers, and every pipeline (and ring
@@ -214,7 +205,7 @@ struct TensorFold {
 // the collectives the links time and why ("links M/N (no curve for all_reduce x16 on 2 nodes)"), and
 // "p2p fitted K/N".
 std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
-                                       const calibration::CalibrationProfile& profile, int gpus_per_device)
+                                       const calibration::CalibrationProfile& profile)
 {
   if (profile.collectives.empty())
     return "links";
@@ -224,7 +215,7 @@ std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::Cluster
     if (graph.kind(id) == sim::TaskKind::collective && graph.collective(id).group.size() > 1) {
       ++total;
       std::string missing;
-      fitted += apply_measured_collective(graph.collective(id), cluster, profile, gpus_per_device, &missing) ? 1 : 0;
+      fitted += apply_measured_collective(graph.collective(id), cluster, profile, 1, &missing) ? 1 : 0;
       if (first_missing.empty())
         first_missing = missing;
     } else if (graph.kind(id) == sim::TaskKind::transfer) {
@@ -244,65 +235,12 @@ std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::Cluster
   return out;
 }
 
-TensorFold fold_tensor_parallel(const PointConfig& point, sim::PipelinePlan& pipe)
-{
-  const int tp = pipe.tp;
-  TensorFold fold;
-  double bytes = 0, seconds = 0;
-  for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
-    sim::StagePlan& stage = pipe.stages[s];
-    std::vector<TensorFold::Entry> entries;
-    double stage_bytes = 0;
-    for (const sim::TpCollective& c : stage.tp_collectives) {
-      sim::CollectiveTask task{.kind = c.kind, .algorithm = pipe.tp_algorithm, .fidelity = sim::CollectiveFidelity::analytic,
-                               .group = {}, .bytes = c.bytes_per_sample * pipe.micro_batch_size,
-                               .role = sim::CollectiveRole::tensor_parallel};
-      for (int t = 0; t < tp; ++t)
-        task.group.push_back(pipe.device(static_cast<int>(s), 0, t));
-      sim::resolve_collective(task, point.cluster);
-      fold.choices.add(task);
-      double sent = 0;
-      for (const sim::Message& m : sim::decompose(task, point.cluster.gpus_per_node))
-        if (m.src == task.group.front())
-          sent += m.bytes;
-      ++fold.total;
-      if (apply_measured_collective(task, point.cluster, point.profile, 1))
-        ++fold.fitted;
-      entries.emplace_back(c.layer, c.phase, sim::analytic_seconds(task, point.cluster), sent);
-      stage_bytes += sent * pipe.micro_batches;
-      seconds += std::get<2>(entries.back()) * pipe.micro_batches;
-    }
-    bytes += stage_bytes;
-    fold.per_stage.push_back(std::move(entries));
-    stage.tp_collectives.clear();
-    stage.gradient_bytes *= tp;
-    for (auto& b : stage.buckets)
-      b.bytes *= tp;
-    for (auto& p : stage.sync_points)
-      p.bytes *= tp;
-    for (auto& u : stage.units)
-      u.bytes *= tp;
-    for (auto& r : stage.rings)
-      r.kv_bytes_per_sample *= tp;
-    for (auto& u : stage.units)
-      u.expert_bytes *= tp;
-    for (auto& x : stage.exchanges)
-      x.bytes_per_sample *= tp;
-    stage.expert_gradient_bytes *= tp;
-  }
-  fold.bytes_per_gpu = bytes / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
-  fold.seconds_per_gpu = seconds / static_cast<double>(pipe.stages.size()) * pipe.virtual_stages;
-  pipe.tp = 1;
-  return fold;
-}
-
-
 // The resource guard (Resources.hpp): its estimate beside the replay's own count and the process's
 // size, and why the point is over its limits (empty when it is not). Experiment::point() has refused
 // such points already; a point changed since (the micro-batch search's) is refused here.
-std::string check_estimate(ResultRow& row, const PointConfig& point)
+std::string check_estimate(ResultRow& row, const PointConfig& point, const FoldPlan* fold = nullptr)
 {
-  const ResourceEstimate e = estimate_resources(point);
+  const ResourceEstimate e = estimate_resources(point, fold);
   row.set("sim_activities_estimate", e.activities);
   row.set("sim_memory_estimate_bytes", e.memory_bytes);
   return over_limits(point, e);
@@ -406,30 +344,37 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   if (!options.trace_dir.empty()) {
     write_timeline(point, g.graph, result, point.cluster, parameter_server_timeline_memory(point, g.graph),
                    options.trace_dir);
-    write_device_table(point, result, options.trace_dir, 1, {});
+    write_device_table(point, result, options.trace_dir, {});
   }
   return row;
 }
 
 // Mean per GPU of the time its expert all-to-alls are in flight while it does not compute.
-double exposed_all_to_all_seconds(const sim::TaskGraph& graph, const sim::ReplayResult& result)
+double exposed_all_to_all_seconds(const sim::TaskGraph& graph, const sim::ReplayResult& result,
+                                  const sim::Fold* fold = nullptr)
 {
   const auto n = static_cast<std::size_t>(graph.device_count());
+  // Under a fold, a device's intervals are its representative's (an image of each task runs there).
+  auto rep = [&](int d) { return static_cast<std::size_t>(fold != nullptr ? fold->representative(d) : d); };
   std::vector<std::vector<sim::Interval>> compute(n), exchange(n);
   for (sim::TaskId id = 0; id < graph.size(); ++id) {
     const sim::Interval iv{result.timings[id].start_s, result.timings[id].end_s};
     if (graph.kind(id) == sim::TaskKind::compute) {
-      compute[static_cast<std::size_t>(graph.compute(id).device)].push_back(iv);
+      compute[rep(graph.compute(id).device)].push_back(iv);
     } else if (graph.kind(id) == sim::TaskKind::collective) {
       const auto& c = graph.collective(id);
       if (c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine)
         for (int d : c.group)
-          exchange[static_cast<std::size_t>(d)].push_back(iv);
+          exchange[rep(d)].push_back(iv);
     }
   }
+  std::vector<double> uncovered(n, 0.0);
+  for (std::size_t d = 0; d < n; ++d)
+    if (rep(static_cast<int>(d)) == d)
+      uncovered[d] = sim::uncovered_length(exchange[d], compute[d]);
   double total = 0;
   for (std::size_t d = 0; d < n; ++d)
-    total += sim::uncovered_length(exchange[d], compute[d]);
+    total += uncovered[rep(static_cast<int>(d))];
   return total / static_cast<double>(n);
 }
 
@@ -475,7 +420,7 @@ ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions&
   ChoiceCount choices;  // the exported algorithm stays (it is NCCL's choice already); the tuner sets its protocol
   resolve_collectives(built.graph, point.cluster, choices);
   row.set("collective_algorithms", choices.text());
-  row.set("collective_times", apply_measured_collectives(built.graph, point.cluster, point.profile, 1));
+  row.set("collective_times", apply_measured_collectives(built.graph, point.cluster, point.profile));
   if (options.on_workload) {
     options.on_workload({built.graph, point.cluster, built.compute_seconds, row});
     return row;
@@ -669,11 +614,125 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
   return out;
 }
 
-bool folds_tensor_groups(const PointConfig& point)
+sim::PipelinePlan pipeline_layout(const PointConfig& point)
 {
   const auto& par = point.parallelism;
-  return par.tp > 1 && par.tp_fidelity == sim::CollectiveFidelity::analytic && par.tp_aggregate &&
-         point.cluster.speed.empty() && point.cluster.gpus_per_node % par.tp == 0;
+  sim::PipelinePlan pipe;
+  pipe.schedule = par.schedule;
+  pipe.dp = par.replicas();
+  pipe.cp = par.cp;
+  pipe.zero = par.zero;
+  pipe.shard = par.shard_group();
+  pipe.virtual_stages = par.virtual_stages;
+  pipe.tp = par.tp;
+  pipe.dp_algorithm = par.dp_collective;
+  pipe.dp_fidelity = par.dp_fidelity;
+  pipe.tp_algorithm = par.tp_collective;
+  pipe.tp_fidelity = par.tp_fidelity;
+  pipe.ep = par.ep;
+  pipe.expert_shard = par.expert_shard_group();
+  pipe.ep_algorithm = par.ep_collective;
+  pipe.ep_fidelity = par.ep_fidelity;
+  pipe.expert_recompute = point.training.recompute == models::Recompute::full;
+  const auto load = point_expert_load(point);
+  if (par.ep > 1 && load) {
+    pipe.expert_load = load->rank_load;
+    for (double l : load->rank_load)
+      pipe.expert_compute.push_back(l / load->kept);  // the cost model counts the kept share already
+  }
+  pipe.stages.resize(static_cast<std::size_t>(par.pp) * static_cast<std::size_t>(par.virtual_stages));
+  return pipe;
+}
+
+FoldPlan plan_fold(const PointConfig& point)
+{
+  FoldPlan f;
+  const auto& par = point.parallelism;
+  const int replicas = par.replicas();
+  if (par.ps || !point.is_valid() || (par.tp < 2 && replicas < 2))
+    return f;
+  if (!par.fold_replicas) {
+    f.note = "off";
+    return f;
+  }
+  if (par.gpus() > point.cluster.gpu_count())
+    return f;
+  const sim::PipelinePlan layout = pipeline_layout(point);
+  auto note = [&](const std::string& text) { f.note += (f.note.empty() ? "" : "; ") + text; };
+  // A binary tree all-reduce is not mapped onto itself by rotating its members (the root is apart).
+  auto tree = [](sim::CollectiveAlgorithm a, sim::CollectiveFidelity fidelity, int members) {
+    return a == sim::CollectiveAlgorithm::tree && fidelity == sim::CollectiveFidelity::flow && members > 2;
+  };
+  if (par.tp > 1 && par.tp_aggregate) {
+    sim::FoldGenerator g = sim::tensor_rotation(layout);
+    const std::string why = sim::platform_asymmetry(point.cluster, g);
+    if (tree(par.tp_collective, par.tp_fidelity, par.tp)) {
+      note("tp: tree all-reduces do not fold");
+    } else if (!why.empty()) {
+      note("tp: " + why);
+    } else {
+      f.tp = par.tp;
+      f.generators.push_back(std::move(g));
+    }
+  }
+  if (replicas > 1 && par.ep > 1) {
+    // The experts' all-to-alls and their ranks' loads (imbalance, capacity) differ replica by
+    // replica: no shift of the replicas is proven to map them onto themselves.
+    note("dp: expert parallelism (ep " + std::to_string(par.ep) + ") is not folded");
+  } else if (replicas > 1) {
+    const bool sync_norm = point.model.has(models::LayerKind::sync_batch_norm);
+    const bool all_reduces = par.zero == 0 || par.shard_group() < replicas || sync_norm;
+    if (all_reduces && tree(par.dp_collective, par.dp_fidelity, replicas)) {
+      note("dp: tree all-reduces do not fold");
+    } else {
+      const int step = sim::replica_shift_step(layout);
+      std::string first_why;  // why the last smaller shift failed
+      for (int shift = step; shift < replicas; shift += step) {
+        if (replicas % shift != 0)
+          continue;
+        sim::FoldGenerator g = sim::replica_shift(layout, shift);
+        const std::string why = sim::platform_asymmetry(point.cluster, g);
+        if (why.empty()) {
+          f.replicas = g.order;
+          f.generators.push_back(std::move(g));
+          if (shift > step)
+            note("dp: replicas alike in blocks of " + std::to_string(shift) + " (a smaller shift: " + first_why + ")");
+          break;
+        }
+        first_why = why;  // the nearest smaller shift's reason
+      }
+      if (f.replicas == 1 && replicas / step > 1)
+        note("dp: " + (first_why.empty() ? std::string("no symmetry") : first_why));
+    }
+  }
+  return f;
+}
+
+std::string fold_description(const FoldPlan& f)
+{
+  std::string text;
+  if (f.tp > 1)
+    text = "tp" + std::to_string(f.tp);
+  if (f.replicas > 1)
+    text += (text.empty() ? "" : "x") + std::string("dp") + std::to_string(f.replicas);
+  if (text.empty())
+    text = f.note == "off" ? "off" : "none";
+  if (!f.note.empty() && f.note != "off")
+    text += " (" + f.note + ")";
+  return text;
+}
+
+std::string collective_fidelity(const PointConfig& p, const FoldPlan& f)
+{
+  const auto& par = p.parallelism;
+  std::string text = "dp=" + std::string(sim::collective_fidelity_table.name(par.dp_fidelity)) +
+                     ";tp=" + std::string(sim::collective_fidelity_table.name(par.tp_fidelity)) +
+                     (f.tp > 1 ? "+aggregated" : "");
+  if (!par.ps && (par.tp > 1 || par.replicas() > 1))
+    text += ";fold=" + fold_description(f);
+  if (par.ep > 1)  // last, as before folding existed
+    text += ";ep=" + std::string(sim::collective_fidelity_table.name(par.ep_fidelity));
+  return text;
 }
 
 sim::ComputeOptions compute_options(const PointConfig& point)
@@ -737,30 +796,11 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
 
   PointPlan plan;
   auto& pipe = plan.pipeline;
-  pipe.schedule = par.schedule;
-  pipe.dp = par.replicas();
-  pipe.cp = par.cp;
-  pipe.zero = par.zero;
-  pipe.shard = par.shard_group();
+  pipe = pipeline_layout(point);
+  pipe.stages.clear();  // filled below
   pipe.micro_batches = point.micro_batches();
   pipe.micro_batch_size = mb;
-  pipe.dp_algorithm = par.dp_collective;
-  pipe.dp_fidelity = par.dp_fidelity;
-  pipe.virtual_stages = par.virtual_stages;
-  pipe.tp = par.tp;
-  pipe.tp_algorithm = par.tp_collective;
-  pipe.tp_fidelity = par.tp_fidelity;
-  pipe.ep = par.ep;
-  pipe.expert_shard = par.expert_shard_group();
-  pipe.ep_algorithm = par.ep_collective;
-  pipe.ep_fidelity = par.ep_fidelity;
-  pipe.expert_recompute = point.training.recompute == models::Recompute::full;
   const auto load = point_expert_load(point);
-  if (par.ep > 1 && load) {
-    pipe.expert_load = load->rank_load;
-    for (double l : load->rank_load)
-      pipe.expert_compute.push_back(l / load->kept);  // the cost model counts the kept share already
-  }
   const int chunks = par.pp * par.virtual_stages;
   const bool interleaved = par.virtual_stages > 1;
 
@@ -983,13 +1023,7 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
   row.set("optimizer", std::string(models::optimizer_table.name(p.training.optimizer)));
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
-  const bool folded = folds_tensor_groups(p);
-  row.set("collective_fidelity", "dp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.dp_fidelity)) +
-                                     ";tp=" + std::string(sim::collective_fidelity_table.name(p.parallelism.tp_fidelity)) +
-                                     (folded ? "+aggregated" : "") +
-                                     (p.parallelism.ep > 1 ? ";ep=" + std::string(sim::collective_fidelity_table.name(
-                                                                          p.parallelism.ep_fidelity))
-                                                           : ""));
+  row.set("collective_fidelity", collective_fidelity(p, plan_fold(p)));
   if (p.model.has(models::LayerKind::moe)) {
     row.set("ep", static_cast<long long>(p.parallelism.ep));
     row.set("ep_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.ep_collective)));
@@ -1069,61 +1103,85 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       return fail(Status::oom, verdict.message);
 
     const auto& par = point.parallelism;
-    const bool aggregate = folds_tensor_groups(point);
     sim::PipelinePlan pipe = plan.pipeline;
-    sim::ClusterSpec cluster = point.cluster;
-    TensorFold fold;
-    if (aggregate) {
-      fold = fold_tensor_parallel(point, pipe);
-      cluster = aggregate_cluster(point.cluster, par.tp);
-    }
     for (auto& stage : pipe.stages)
       stage.activation_bytes *= options.work_scale;
     row.set("work_scale", options.work_scale);
     if (const std::string over = check_estimate(row, point); !over.empty())
       return fail(Status::invalid, over);
-    sim::TaskGraph graph = sim::build_schedule(pipe);
-    ChoiceCount choices = fold.choices;
-    resolve_collectives(graph, cluster, choices);
-    row.set("collective_algorithms", choices.text());
-    std::string measured = apply_measured_collectives(graph, cluster, point.profile, aggregate ? par.tp : 1);
-    if (fold.fitted > 0)
-      measured += "; tp fitted " + std::to_string(fold.fitted) + "/" + std::to_string(fold.total);
-    row.set("collective_times", measured);
     sim::ComputeOptions compute = compute_options(point);
     compute.scale = options.work_scale;
-    auto seconds = sim::compute_durations(graph, point.model, cost, compute);
-    if (aggregate)
-      for (sim::TaskId id = 0; id < graph.size(); ++id)
-        if (graph.kind(id) == sim::TaskKind::compute) {
-          const auto& c = graph.compute(id);
-          for (const auto& [layer, phase, collective_s, bytes] : fold.per_stage[static_cast<std::size_t>(c.stage)])
-            if (phase == c.phase && layer >= c.layer_begin && layer < c.layer_end)
-              seconds[id] += collective_s;
-        }
-    if (options.on_workload) {
-      options.on_workload({graph, cluster, seconds, row});
-      return row;
-    }
-    const sim::ReplayResult result = sim::replay(graph, cluster, seconds, replay_options(point, options));
 
-    fill_timing_columns(row, point, result, 1, aggregate ? par.tp : 1, aggregate ? fold.bytes_per_gpu : 0.0,
-                        aggregate ? fold.seconds_per_gpu : 0.0);
-    if (point.model.has(models::LayerKind::moe))
-      row.set("all_to_all_time_s", exposed_all_to_all_seconds(graph, result));
-    for (const auto& l : point.model.layers())
-      if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
-        row.set("message", "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +
-                               " K/V heads, each GPU computes one (Megatron); their weights are counted at 1/tp");
-        break;
+    // Simulate under the point's symmetries (Fold.hpp); a collective that does not fold drops the
+    // symmetries that keep it, and the graph is built again with the others.
+    FoldPlan folding = plan_fold(point);
+    if (options.on_workload)
+      folding = FoldPlan{};  // an exported workload holds every GPU's tasks
+    for (;;) {
+      const sim::Fold fold(pipe.devices(), folding.generators);
+      pipe.fold = fold.trivial() ? nullptr : &fold;
+      sim::TaskGraph graph = sim::build_schedule(pipe);
+      ChoiceCount choices;
+      resolve_collectives(graph, point.cluster, choices, pipe.fold);
+      row.set("collective_algorithms", choices.text());
+      row.set("collective_times", apply_measured_collectives(graph, point.cluster, point.profile));
+      const auto seconds = sim::compute_durations(graph, point.model, cost, compute);
+      if (options.on_workload) {
+        options.on_workload({graph, point.cluster, seconds, row});
+        return row;
       }
-    if (!options.trace_dir.empty()) {
-      write_timeline(point, graph, result, cluster, pipeline_timeline_memory(point, plan, graph), options.trace_dir);
-      // Device (s, r, t) holds pipeline rank s mod pp; folded groups stand for tp GPUs.
-      const int members = aggregate ? par.replicas() : par.replicas() * par.tp;
-      write_device_table(point, result, options.trace_dir, aggregate ? par.tp : 1, [&](int d) {
-        return plan.stage_memory[static_cast<std::size_t>(d / members)].total();
-      });
+      sim::ReplayOptions replay = replay_options(point, options);
+      replay.fold = pipe.fold;
+      replay.estimated_activities = std::stod(row.get("sim_activities_estimate"));
+      sim::ReplayResult result;
+      try {
+        result = sim::replay(graph, point.cluster, seconds, replay);
+      } catch (const sim::FoldError& e) {
+        std::vector<sim::FoldGenerator> kept;
+        for (auto& g : folding.generators)
+          if (std::find(e.generators().begin(), e.generators().end(), g.name) == e.generators().end() &&
+              !e.generators().empty())
+            kept.push_back(std::move(g));
+        for (const std::string& name : e.generators().empty() ? std::vector<std::string>{"tp", "dp"} : e.generators())
+          (name == "tp" ? folding.tp : folding.replicas) = 1;
+        folding.generators = std::move(kept);
+        folding.note += (folding.note.empty() ? "" : "; ") + std::string(e.what());
+        row.set("collective_fidelity", collective_fidelity(point, folding));
+        // Less folded, the point costs more: estimated again, and refused over the limits.
+        if (const std::string over = check_estimate(row, point, &folding); !over.empty())
+          return fail(Status::invalid, over);
+        continue;
+      }
+      fill_timing_columns(row, point, result, 1);
+      if (point.model.has(models::LayerKind::moe))
+        row.set("all_to_all_time_s", exposed_all_to_all_seconds(graph, result, pipe.fold));
+      for (const auto& l : point.model.layers())
+        if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
+          row.set("message", "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +
+                                 " K/V heads, each GPU computes one (Megatron); their weights are counted at 1/tp");
+          break;
+        }
+      if (!options.trace_dir.empty()) {
+        if (pipe.fold != nullptr && static_cast<double>(graph.size()) * fold.order() > full_timeline_tasks) {
+          write_timeline(point, graph, result, point.cluster, pipeline_timeline_memory(point, plan, graph),
+                         options.trace_dir, &fold);
+        } else if (pipe.fold != nullptr) {
+          const auto [whole, timings] = sim::unfold(graph, result.timings, fold);
+          sim::ReplayResult unfolded = result;
+          unfolded.timings = timings;
+          write_timeline(point, whole, unfolded, point.cluster, pipeline_timeline_memory(point, plan, whole),
+                         options.trace_dir);
+        } else {
+          write_timeline(point, graph, result, point.cluster, pipeline_timeline_memory(point, plan, graph),
+                         options.trace_dir);
+        }
+        // Device (s, r, t) holds pipeline rank s mod pp.
+        const int members = par.replicas() * par.tp;
+        write_device_table(point, result, options.trace_dir, [&](int d) {
+          return plan.stage_memory[static_cast<std::size_t>(d / members)].total();
+        });
+      }
+      break;
     }
     return row;
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include "experiments/ResultRow.hpp"
 #include "models/ExpertLoad.hpp"
 #include "models/Memory.hpp"
+#include "sim/Fold.hpp"
 #include "sim/OpCosts.hpp"
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
@@ -36,6 +37,8 @@ struct PointWorkload {
 };
 
 struct EvaluateOptions {
+  /// replay.on_progress, when set, sees the point's progress with the resource guard's estimate of
+  /// its activities (ReplayProgress::estimated_activities).
   sim::ReplayOptions replay;
   std::string trace_dir;  ///< when set, write <trace_dir>/<experiment>_<config_id>.json (Chrome trace)
   /// Every kernel at this fraction of its rows, activation transfers likewise (sim::ComputeOptions::scale).
@@ -81,9 +84,26 @@ MemoryVerdict stage_memory_verdict(const PointConfig& point, const PointPlan& pl
 /// The memory verdict of a valid point without simulating it (no SimGrid): what `ddlsim validate` checks.
 MemoryVerdict check_memory(const PointConfig& point);
 
-/// True when the point is simulated with each tensor-parallel group folded into one device: analytic
-/// tp collectives with `tp_aggregate`, no per-GPU speeds, and groups that fill nodes evenly.
-bool folds_tensor_groups(const PointConfig& point);
+/// The symmetries a pipeline point is simulated under (sim/Fold.hpp, docs/scale.md): the tensor
+/// ranks of every group rotated (tp_aggregate), the replicas of every stage shifted (fold_replicas),
+/// each kept only where the cluster maps onto itself (speeds, nodes, NICs, fat-tree leaves) and the
+/// collectives' algorithms fold; what was left out, and why.
+struct FoldPlan {
+  std::vector<sim::FoldGenerator> generators;
+  int tp = 1;        ///< tensor ranks folded into one
+  int replicas = 1;  ///< replicas (dp x cp) folded into one
+  std::string note;  ///< "off" (fold_replicas: false), or what could not be folded and why; empty when all was
+  int factor() const { return tp * replicas; }
+};
+FoldPlan plan_fold(const PointConfig& point);
+/// What collective_fidelity says of a fold: "tp8xdp128", "none (dp: GPU 5 runs at speed 0.8)", "off".
+std::string fold_description(const FoldPlan& fold);
+/// The CSV's collective_fidelity: "dp=flow;tp=analytic+aggregated;fold=tp8xdp128" (the fold for
+/// points with tensor or data parallelism; "+aggregated" where tensor ranks are folded).
+std::string collective_fidelity(const PointConfig& point, const FoldPlan& fold);
+/// A pipeline point's device layout (pp x v chunks, replicas, tp, cp, ZeRO groups, collective
+/// algorithms) without the stages' contents: what the fold's symmetries act on.
+sim::PipelinePlan pipeline_layout(const PointConfig& point);
 
 /// The tensor-parallel collectives of `layers` (each layer's models::TpRole): their layer, phase,
 /// kind and bytes per sample (at `dtype_bytes` per element); with `sequence_parallel` (a sequence

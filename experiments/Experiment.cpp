@@ -15,6 +15,19 @@
 #include <sstream>
 
 namespace ddlsim::experiments {
+
+sim::CollectiveFidelity auto_tp_fidelity(const ParallelismSpec& par, const sim::ClusterSpec& cluster,
+                                         double comm_compute_slowdown)
+{
+  // A ring over a whole node, whose GPUs' links carry nothing else (every other pair of devices is
+  // in another node: pipeline, data-parallel and context traffic leave through the NICs): its
+  // messages run in lockstep at the links' bandwidth, so the closed form is the flow-level time.
+  // With `auto`, NCCL's tuner may run a chain (double_tree) or NVLS inside the node instead, whose
+  // closed forms are not proven equal to their flows: flows then.
+  const bool ring = par.tp_collective == sim::CollectiveAlgorithm::ring;
+  const bool exact = par.tp > 1 && par.tp == cluster.gpus_per_node && ring && comm_compute_slowdown <= 0;
+  return exact ? sim::CollectiveFidelity::analytic : sim::CollectiveFidelity::flow;
+}
 namespace {
 
 std::vector<std::string> split_key(const std::string& key)
@@ -630,6 +643,7 @@ PointConfig Experiment::point(std::size_t index) const
     top.report("training", "missing required key");
   }
   bool dp_auto = false;
+  bool tp_fidelity_auto = false;
   if (auto par = top.map("parallelism")) {
     p.parallelism.schedule = par->choice("schedule", sim::schedule_table, sim::ScheduleKind::gpipe);
     p.parallelism.pp = static_cast<int>(par->integer("pp", 1, 1, 1 << 20));
@@ -661,9 +675,16 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.dp_bucket = par->quantity("dp_bucket", Dimension::bytes, 0.0, Bound::non_negative);
     p.parallelism.tp_collective =
         par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
-    p.parallelism.tp_fidelity =
-        par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
+    // tp_fidelity: auto (the default) is resolved once the cluster is known (below).
+    const YAML::Node tp_fidelity = par->has("tp_fidelity") ? par->yaml()["tp_fidelity"] : YAML::Node();
+    tp_fidelity_auto = !tp_fidelity.IsDefined() || (tp_fidelity.IsScalar() && tp_fidelity.Scalar() == "auto");
+    if (tp_fidelity_auto && tp_fidelity.IsDefined())
+      par->node("tp_fidelity");
+    else
+      p.parallelism.tp_fidelity =
+          par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
     p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);
+    p.parallelism.fold_replicas = par->boolean("fold_replicas", true);
     for (const auto& [key, algorithm] : {std::pair{"dp_collective", p.parallelism.dp_collective},
                                          std::pair{"tp_collective", p.parallelism.tp_collective}})
       if (algorithm == sim::CollectiveAlgorithm::direct)
@@ -771,6 +792,10 @@ PointConfig Experiment::point(std::size_t index) const
               "dp: auto cannot fill the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +
                   p.cluster.name + "' with replicas of pp x tp x cp = " + std::to_string(per_replica) + " GPUs");
   }
+  if (tp_fidelity_auto)
+    p.parallelism.tp_fidelity = auto_tp_fidelity(
+        p.parallelism, p.cluster,
+        p.profile.find("comm_compute_slowdown") != nullptr ? p.profile.find("comm_compute_slowdown")->value : 0.0);
   if (!subset_problem.first.empty())
     problem(subset_problem.first, subset_problem.second);
   check_modern_parallelism(p, problem, blame);

@@ -127,8 +127,10 @@ struct ParallelismSpec {
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::automatic;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
   sim::CollectiveAlgorithm tp_collective = sim::CollectiveAlgorithm::automatic;
-  sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;
-  bool tp_aggregate = true;  ///< with analytic tp collectives, simulate each tp group as one device
+  sim::CollectiveFidelity tp_fidelity = sim::CollectiveFidelity::flow;  ///< `auto` resolved: auto_tp_fidelity()
+  bool tp_aggregate = true;  ///< simulate each tp group as one device where its ranks are symmetric (Fold.hpp)
+  /// Simulate one representative of each set of symmetric ranks (replicas, tp ranks): docs/scale.md
+  bool fold_replicas = true;
   double dp_bucket = 0;  ///< bytes per gradient bucket overlapped with backward; 0 = one all-reduce after it
   models::Partitioner partition = models::Partitioner::optimal;
   std::vector<int> balance;  ///< blocks per stage when partition is explicit
@@ -144,6 +146,13 @@ struct ParallelismSpec {
   /// same experts (1 without ZeRO).
   int expert_shard_group() const { return zero == 0 ? 1 : std::max(1, shard_group() / std::max(1, ep)); }
 };
+
+/// What `parallelism.tp_fidelity: auto` (the default) means on `cluster`: the closed form where it
+/// provably equals the flow-level ring (tp is a whole node's GPUs, whose links nothing else uses, the
+/// algorithm a ring, and no comm_compute_slowdown: a closed-form tensor-parallel collective is
+/// stream work, a flow-level one slows overlapping compute, sim/CommOverlap.hpp), flows otherwise.
+sim::CollectiveFidelity auto_tp_fidelity(const ParallelismSpec& par, const sim::ClusterSpec& cluster,
+                                         double comm_compute_slowdown = 0);
 
 /// One fully resolved configuration, ready to simulate.
 struct PointConfig {

@@ -25,6 +25,7 @@ constexpr double bytes_per_task    = 150;
 constexpr double bytes_per_edge    = 8;
 constexpr double bytes_per_host    = 64.0 * 1024;
 constexpr double bytes_per_message = 120;
+constexpr double bytes_per_gpu     = 256;  // per GPU of the point, folded or not: the fold's orbits, statistics
 
 // Messages of a collective of `kind` over `group` of `bytes` (flow fidelity) as NCCL's tuner resolves
 // it on `cluster` (the algorithm and its chunks depend on the size; an all-to-all's also on its
@@ -59,21 +60,25 @@ ResourceEstimate parameter_server(const PointConfig& point)
 
 } // namespace
 
-ResourceEstimate estimate_resources(const PointConfig& point)
+ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* planned)
 {
   const auto& par = point.parallelism;
   ResourceEstimate e;
   if (par.ps) {
     e = parameter_server(point);
   } else {
-    const bool folded  = folds_tensor_groups(point); // as evaluate_point() simulates it
-    const int tp       = folded ? 1 : par.tp;
-    const sim::ClusterSpec cluster = folded ? aggregate_cluster(point.cluster, par.tp) : point.cluster;
+    // As evaluate_point() simulates it: under its fold (Fold.hpp), only representatives run tasks
+    // (tp_sim of the tp ranks, R_sim of the R replicas of each stage) and a collective sends its
+    // messages over |H|, the fold's elements that keep its group.
+    const FoldPlan fold = planned != nullptr ? *planned : plan_fold(point);
+    const int tp       = par.tp;
+    const sim::ClusterSpec& cluster = point.cluster;
     const double d = dtype_bytes(point.training.dtype);
-    const double fold_bytes = folded ? par.tp : 1;  // a folded device carries its group's bytes
     const double M = point.micro_batches(), C = static_cast<double>(par.pp) * par.virtual_stages;
     const int R = par.replicas();  // replicas of a stage: dp x cp
-    const double members       = static_cast<double>(R) * tp;
+    const double tp_sim = static_cast<double>(tp) / fold.tp;
+    const double R_sim  = static_cast<double>(R) / fold.replicas;
+    const double members       = R_sim * tp_sim;
     const models::Model& model = point.model;
     const double B             = static_cast<double>(model.blocks().size());
 
@@ -84,6 +89,14 @@ ResourceEstimate estimate_resources(const PointConfig& point)
                                : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep,
                                                     point.training.recompute == models::Recompute::full);
     const double tp_collectives = static_cast<double>(tensor.size());
+    // Each splits its pass where it sits, unless another sits there too (sequence parallelism: a
+    // row layer's reduce-scatter and the next column layer's all-gather): distinct places count.
+    std::set<std::pair<int, std::size_t>> places;
+    for (const sim::TpCollective& c : tensor) {
+      const std::size_t at = c.position();
+      if (at > 0 && at < model.size())
+        places.emplace(c.phase == sim::Phase::forward ? 0 : 1, at);
+    }
     // Where a pass is split (a blocking collective between two compute segments): the tensor-parallel
     // collectives' positions and, with expert parallelism, both sides of every experts layer; two at
     // one place split it once (pass_steps in sim/Schedules.cpp).
@@ -109,6 +122,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     // Gradient buckets: each chunk's last bucket, plus those the whole model's gradients close as
     // evaluate's gradient_buckets() fills them (from the last layer; a bucket closes at the cap).
     double buckets = C;
+    double shared_places = 0;  // bucket boundaries where a tensor-parallel collective splits the backward already
     if (R > 1 && par.dp_bucket > 0) {
       double bytes   = 0;
       for (std::size_t i = model.size(); i-- > 0;) {
@@ -117,6 +131,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
           bytes += model.held_parameters(i, all, par.tp) * d;
         if (bytes >= par.dp_bucket) {
           buckets += 1;
+          shared_places += places.count({1, i}) != 0 ? 1 : 0;
           bytes = 0;
         }
       }
@@ -129,6 +144,10 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     const double reductions   = R < 2 ? 0 : per_backward * (par.zero >= 2 ? M : 1);
     const int shard           = par.zero > 0 ? par.shard_group() : R;
     const int groups          = R / shard;
+    // Folded: the shard groups holding a representative (the first R_sim replicas), each kept by no
+    // shift unless it is every replica; across the groups, every shard's all-reduce, kept by all.
+    const double groups_sim = groups > 1 ? std::max(1.0, R_sim / shard) : 1.0;
+    const double shard_h    = groups > 1 ? 1.0 : fold.replicas;
 
     std::vector<int> shard_group, across_group, tp_group, dp_group;
     for (int r = 0; r < shard; ++r)
@@ -144,26 +163,26 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     double held = 0;
     for (std::size_t i = 0; i < model.size(); ++i)
       held += model.held_parameters(i, all, par.tp);
-    const double reduced_bytes = fold_bytes * d *
+    const double reduced_bytes = d *
                                  (per_unit ? held / std::max(1.0, B) : par.dp_bucket > 0 ? par.dp_bucket : held / C);
     // One reduction: a collective per shard group, and with hybrid sharding an all-reduce per shard.
     const double hybrid = par.zero > 0 && groups > 1 ? shard : 0;
     const double reduction_messages =
-        groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, cluster, reduced_bytes) +
+        groups_sim * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, cluster, reduced_bytes) / shard_h +
         hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, cluster,
-                          reduced_bytes / shard);
+                          reduced_bytes / shard) / fold.replicas;
     double sync_messages = 0;  // every synchronised norm's all-reduce of its per-channel sums (fp32)
     for (const models::Layer& l : model.layers())
       if (l.norm_channels > 0)
         sync_messages += messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, cluster,
-                                  fold_bytes * 2 * l.norm_channels * 4);
+                                  2 * l.norm_channels * 4) / fold.replicas;
     const double gather_messages =
-        groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
-                          fold_bytes * d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C));
+        groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
+                              d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C)) / shard_h;
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
     for (const sim::TpCollective& c : tensor)
       tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster,
-                              c.bytes_per_sample * d * point.training.micro_batch);
+                              c.bytes_per_sample * d * point.training.micro_batch) / fold.tp;
     // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 once after the step.
     const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : C;
     // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
@@ -187,7 +206,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     for (int j = 0; j < expert_groups; ++j)
       expert_across.push_back(j * expert_shard * ep * tp);
     const double per_layer = point.training.recompute == models::Recompute::full ? 6 : 4;  // + the recomputed forward's
-    const double exchanges = expert_layers > 0 ? per_layer * expert_layers * M * (R / ep) * tp : 0;
+    const double exchanges = expert_layers > 0 ? per_layer * expert_layers * M * (R / ep) * tp_sim : 0;
     if (expert_layers > 0)
       for (std::size_t i = 0; i < model.size(); ++i)
         if (model.layers()[i].kind == models::LayerKind::moe)
@@ -204,7 +223,7 @@ ResourceEstimate estimate_resources(const PointConfig& point)
       for (std::size_t i = 0; i < model.size(); ++i)
         if (const models::Layer& l = model.layers()[i]; l.kind == models::LayerKind::moe) {
           held_experts += model.held_parameters(i, all, par.tp) / ep;
-          const double bytes = fold_bytes * l.output_elements() * d * token_share /
+          const double bytes = l.output_elements() * d * token_share /
                                (par.sequence_parallel ? par.tp : 1) * load->shards * point.training.micro_batch;
           for (bool at_source : {false, true}) {
             const double n = messages(sim::CollectiveKind::all_to_all, par.ep_collective, par.ep_fidelity, ep_group,
@@ -216,8 +235,8 @@ ResourceEstimate estimate_resources(const PointConfig& point)
     }
     const double expert_hybrid = par.zero > 0 && expert_groups > 1 ? expert_shard : 0;
     const double expert_reductions =
-        expert_layers > 0 && expert_replicas > 1 ? C * (par.zero >= 2 ? M : 1) * ep * tp : 0;  // per family and rank
-    const double expert_reduced_bytes = fold_bytes * d * held_experts / C;
+        expert_layers > 0 && expert_replicas > 1 ? C * (par.zero >= 2 ? M : 1) * ep * tp_sim : 0;  // per family and rank
+    const double expert_reduced_bytes = d * held_experts / C;
     const double expert_reduction_messages =
         expert_groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, expert_group, cluster,
                                  expert_reduced_bytes) +
@@ -225,45 +244,56 @@ ResourceEstimate estimate_resources(const PointConfig& point)
                                  cluster, expert_reduced_bytes / std::max(1, expert_shard));
     const double expert_gathers =
         expert_layers == 0 || expert_shard < 2 ? 0
-        : par.zero >= 3                        ? 2 * M * expert_blocks * ep * tp
-        : par.zero > 0                         ? C * ep * tp
+        : par.zero >= 3                        ? 2 * M * expert_blocks * ep * tp_sim
+        : par.zero > 0                         ? C * ep * tp_sim
                                                : 0;
     const double expert_gather_messages =
         expert_groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, expert_group, cluster,
-                                 fold_bytes * d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
+                                 d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
 
     const double passes = members * M * (2 * C + 2 * sync_points + static_cast<double>(splits.size()) +
                                          2 * ring_layers * (par.cp + 1) +
                                          (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
     const double bucket_splits =
-        bucketed && par.zero < 3 ? members * (per_backward - C) * (par.zero >= 2 ? M : 1) : 0;
+        bucketed && par.zero < 3
+            ? members * (per_backward - C - (per_unit ? 0 : shared_places)) * (par.zero >= 2 ? M : 1)
+            : 0;
     const double optimizer = members * C;
     // Ring steps: cp - 1 forward, cp - 1 backward and the dK/dV's return.
     const double transfers = (par.pp > 1 ? 2 * M * (C - 1) * members : 0) +
                              (par.cp > 1 ? members * M * ring_layers * (2.0 * (par.cp - 1) + 1) : 0);
-    const double reduction_tasks = tp * reductions * (groups + hybrid);
-    const double gather_tasks    = tp * gathers * groups;
+    const double reduction_tasks = tp_sim * reductions * (groups_sim + hybrid);
+    const double gather_tasks    = tp_sim * gathers * groups_sim;
     const double expert_tasks = exchanges + expert_reductions * (expert_groups + expert_hybrid) +
                                 expert_gathers * expert_groups;
-    const double collectives     = (R > 1 ? tp * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +
-                               R * M * tp_collectives + expert_tasks;
-    e.devices    = static_cast<double>(par.pp) * R * tp;
+    const double collectives     = (R > 1 ? tp_sim * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +
+                               R_sim * M * tp_collectives + expert_tasks;
+    e.devices    = static_cast<double>(par.pp) * members;
     e.tasks      = passes + bucket_splits + optimizer + transfers + collectives;
     e.activities = passes + bucket_splits + optimizer + transfers +
-                   (R > 1 ? tp * M * 2 * sync_messages : 0) + tp * reductions * reduction_messages +
-                   tp * gathers * gather_messages + R * M * tp_messages + M * (R / ep) * tp * a2a_messages +
+                   (R > 1 ? tp_sim * M * 2 * sync_messages : 0) + tp_sim * reductions * reduction_messages +
+                   tp_sim * gathers * gather_messages + R_sim * M * tp_messages + M * (R / ep) * tp_sim * a2a_messages +
                    expert_reductions * expert_reduction_messages + expert_gathers * expert_gather_messages;
     // Every task waits for about two others (stream order and one transfer or collective); a
-    // collective waits for each of its members.
-    e.edges = 2 * e.tasks + (R > 1 ? tp * M * 2 * sync_points * R : 0) + R * M * tp_collectives * tp +
-              (reduction_tasks + gather_tasks) * shard + exchanges * ep +
+    // collective waits for each of its representative members.
+    e.edges = 2 * e.tasks + (R > 1 ? tp_sim * M * 2 * sync_points * R_sim : 0) + R_sim * M * tp_collectives * tp_sim +
+              (reduction_tasks + gather_tasks) * std::min<double>(shard, R_sim) + exchanges * ep +
               (expert_tasks - exchanges) * std::max(1, expert_shard);
     const double in_flight =
-        e.devices * std::max({1.0, sync_messages / std::max(1.0, sync_points) / std::max(1, R), reduction_messages / std::max(1, R),
-                              tp_messages / std::max(1.0, tp * std::max(1.0, tp_collectives)), a2a_most / ep});
+        e.devices * std::max({1.0, sync_messages / std::max(1.0, sync_points) / std::max(1.0, R_sim),
+                              reduction_messages / std::max(1.0, R_sim),
+                              tp_messages / std::max(1.0, tp_sim * std::max(1.0, tp_collectives)), a2a_most / ep});
     e.memory_bytes = bytes_per_message * in_flight;
+    // A folded collective is decomposed whole once per shape to check its symmetry.
+    if (fold.factor() > 1)
+      e.memory_bytes += bytes_per_message * std::max(
+          {messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, cluster, reduced_bytes),
+           messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, cluster, reduced_bytes),
+           messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, cluster,
+                    reduced_bytes)});
   }
-  e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices;
+  e.memory_bytes += base_bytes + bytes_per_task * e.tasks + bytes_per_edge * e.edges + bytes_per_host * e.devices +
+                    bytes_per_gpu * par.gpus();
   return e;
 }
 

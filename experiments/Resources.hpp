@@ -25,6 +25,7 @@
 namespace ddlsim::experiments {
 
 struct PointConfig;
+struct FoldPlan;
 
 /// The defaults of an experiment's `limits:`.
 struct ResourceLimits {
@@ -40,8 +41,11 @@ struct ResourceEstimate {
   double memory_bytes = 0; ///< the simulating process's peak memory
 };
 
-/// Estimates a valid point's cost (doubles: counts of absurd points exceed 64-bit integers).
-ResourceEstimate estimate_resources(const PointConfig& point);
+/// Estimates a valid point's cost (doubles: counts of absurd points exceed 64-bit integers), as
+/// simulated under `fold` (Evaluate.hpp), by default the fold plan_fold() plans: evaluate_point()
+/// estimates again under the fold it keeps where a collective does not fold (NCCL's tuner may
+/// choose a double binary tree for some buffers only).
+ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* fold = nullptr);
 
 /// Why `point`, at `cost`, is over its limits (which limit, the estimate, how to raise it); empty
 /// when it is within them.

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <csignal>
+#include <fcntl.h>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -24,7 +25,18 @@ struct Child {
   std::string output;
   std::chrono::steady_clock::time_point started;
   bool timed_out = false;
+  int progress_fd = -1;      // the child's progress reports, when asked for
+  std::string progress;      // what came of them so far (lines)
 };
+
+// A progress report as one line of text, and back.
+std::string progress_line(const sim::ReplayProgress& p)
+{
+  char text[160];
+  std::snprintf(text, sizeof text, "%.17g %llu %.17g %.17g\n", p.simulated_s,
+                static_cast<unsigned long long>(p.activities), p.estimated_activities, p.wall_s);
+  return text;
+}
 
 void write_all(int fd, const std::string& text)
 {
@@ -40,8 +52,16 @@ void write_all(int fd, const std::string& text)
 }
 
 // Child side: simulate, send the row, and leave without running the parent's exit handlers.
-[[noreturn]] void run_child(const PointConfig& point, const EvaluateOptions& options, int fd)
+// Progress goes to `progress_fd` (when >= 0), never blocking the simulation.
+[[noreturn]] void run_child(const PointConfig& point, EvaluateOptions options, int fd, int progress_fd)
 {
+  if (progress_fd >= 0) {
+    ::fcntl(progress_fd, F_SETFL, ::fcntl(progress_fd, F_GETFL) | O_NONBLOCK);
+    options.replay.on_progress = [progress_fd](const sim::ReplayProgress& p) {
+      const std::string line = progress_line(p);
+      [[maybe_unused]] const ssize_t n = ::write(progress_fd, line.data(), line.size());  // dropped when full
+    };
+  }
   // Test hook (tests/cli/test_cli_sweep.py): DDLSIM_CRASH_POINT=N makes point N's process abort, as
   // a crashing simulation would, so that the test sees the sweep report it and go on.
   if (const char* crash = std::getenv("DDLSIM_CRASH_POINT"); crash && std::to_string(point.index) == crash)
@@ -70,7 +90,8 @@ std::string describe_exit(int status)
 
 }  // namespace
 
-std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options)
+std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options,
+                                 const PointProgressCallback& on_point_progress)
 {
   std::vector<ResultRow> rows(points.size());
   std::map<pid_t, Child> running;
@@ -94,7 +115,8 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
         continue;
       }
       int fds[2];
-      if (::pipe(fds) != 0)
+      int progress[2] = {-1, -1};
+      if (::pipe(fds) != 0 || (on_point_progress && ::pipe(progress) != 0))
         throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
       std::fflush(nullptr);  // or buffered output would be written twice
       const pid_t pid = ::fork();
@@ -102,10 +124,14 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
         throw Error(std::string("cannot fork a simulation process: ") + std::strerror(errno));
       if (pid == 0) {
         ::close(fds[0]);
-        run_child(points[i], options.evaluate, fds[1]);
+        if (progress[0] >= 0)
+          ::close(progress[0]);
+        run_child(points[i], options.evaluate, fds[1], progress[1]);
       }
       ::close(fds[1]);
-      running.emplace(pid, Child{i, fds[0], {}, std::chrono::steady_clock::now(), false});
+      if (progress[1] >= 0)
+        ::close(progress[1]);
+      running.emplace(pid, Child{i, fds[0], {}, std::chrono::steady_clock::now(), false, progress[0], {}});
     }
     if (running.empty())
       continue;
@@ -116,6 +142,9 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
       polls.push_back({child.fd, POLLIN, 0});
       pids.push_back(pid);
     }
+    const std::size_t results = polls.size();  // then the progress pipes, in the same order
+    for (const auto& [pid, child] : running)
+      polls.push_back({child.progress_fd, POLLIN, 0});
     // Wake up for the first child to pass the time limit, if there is one.
     int wait_ms = -1;
     if (options.point_timeout_s > 0) {
@@ -133,7 +162,37 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
     }
     if (::poll(polls.data(), polls.size(), wait_ms) < 0 && errno != EINTR)
       throw Error(std::string("poll failed: ") + std::strerror(errno));
-    for (std::size_t k = 0; k < polls.size(); ++k) {
+    for (std::size_t k = results; k < polls.size(); ++k) {
+      if (polls[k].revents == 0 || polls[k].fd < 0)
+        continue;
+      Child& child = running.at(pids[k - results]);
+      char buf[4096];
+      const ssize_t n = ::read(child.progress_fd, buf, sizeof buf);
+      if (n <= 0) {  // the child is done with it
+        if (n == 0 || errno != EINTR) {
+          ::close(child.progress_fd);
+          child.progress_fd = -1;
+        }
+        continue;
+      }
+      child.progress.append(buf, static_cast<std::size_t>(n));
+      // The last whole line is the latest report.
+      const std::size_t end = child.progress.rfind('\n');
+      if (end == std::string::npos)
+        continue;
+      const std::size_t before = end == 0 ? std::string::npos : child.progress.rfind('\n', end - 1);
+      const std::size_t start = before == std::string::npos ? 0 : before + 1;
+      sim::ReplayProgress p;
+      unsigned long long activities = 0;
+      if (std::sscanf(child.progress.c_str() + start, "%lg %llu %lg %lg", &p.simulated_s, &activities,
+                      &p.estimated_activities, &p.wall_s) == 4) {
+        p.activities = activities;
+        on_point_progress(child.index,
+                          {p, std::chrono::duration<double>(std::chrono::steady_clock::now() - child.started).count()});
+      }
+      child.progress.erase(0, end + 1);
+    }
+    for (std::size_t k = 0; k < results; ++k) {
       if (polls[k].revents == 0)
         continue;
       Child& child = running.at(pids[k]);
@@ -147,6 +206,8 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
         continue;
       // End of file: the child is done; collect it.
       ::close(child.fd);
+      if (child.progress_fd >= 0)
+        ::close(child.progress_fd);
       int status = 0;
       while (::waitpid(pids[k], &status, 0) < 0 && errno == EINTR) {
       }

@@ -32,8 +32,18 @@ struct SweepOptions {
   double point_timeout_s = 0;
 };
 
+/// A running point's progress as the parent sees it.
+struct PointProgress {
+  sim::ReplayProgress replay;  ///< its replay's report (wall_s: since the replay began)
+  double elapsed_s = 0;        ///< since the point's process started
+};
+/// Called in the parent with a running point's index and progress, about every
+/// evaluate.replay.progress_interval_s of its simulation (each child reports through a pipe).
+using PointProgressCallback = std::function<void(std::size_t, const PointProgress&)>;
+
 /// Evaluates every point; see the file comment. Throws ddlsim::Error only when the system refuses
 /// to create processes or pipes.
-std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options);
+std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options,
+                                 const PointProgressCallback& on_point_progress = {});
 
 }  // namespace ddlsim::experiments

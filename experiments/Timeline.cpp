@@ -3,12 +3,14 @@
 #include "common/Error.hpp"
 #include "models/Memory.hpp"
 #include "sim/Collectives.hpp"
+#include "sim/Fold.hpp"
 #include "sim/Schedules.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -189,7 +191,8 @@ traces::TraceEvent slice_of(const sim::TaskGraph& graph, sim::TaskId id, const s
 // value is recomputed from the integer counts at every change, so that it returns exactly to the
 // peak whenever the counts do.
 void add_memory_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
-                         const std::vector<sim::TaskTiming>& timings, std::int64_t end_ns, const TimelineMemory& memory)
+                         const std::vector<sim::TaskTiming>& timings, std::int64_t end_ns, const TimelineMemory& memory,
+                         const std::function<bool(int)>& shown)
 {
   if (memory.peak_bytes.size() != static_cast<std::size_t>(graph.device_count()))
     return;
@@ -203,6 +206,8 @@ void add_memory_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph
     std::int64_t end = 0;
   };
   for (int device = 0; device < graph.device_count(); ++device) {
+    if (!shown(device))
+      continue;
     std::map<int, int> held;                                 // chunk -> micro-batches in flight
     std::vector<std::tuple<std::int64_t, int, int>> changes;  // (time, +1 or -1, chunk)
     std::map<std::pair<int, int>, Pass> passes;              // (chunk, micro-batch)
@@ -256,7 +261,7 @@ void add_memory_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph
 // duration, per GPU of the device), summed per device at every change.
 void add_link_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
                        const std::vector<sim::TaskTiming>& timings, const sim::ClusterSpec& cluster,
-                       int gpus_per_device)
+                       const std::function<bool(int)>& shown)
 {
   using traces::ChromeTrace;
   const int devices = graph.device_count();
@@ -272,7 +277,7 @@ void add_link_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
     const std::int64_t end   = ChromeTrace::nanoseconds(timings[id].end_s);
     if (end <= start || (bytes.intra <= 0 && bytes.inter <= 0))
       return;
-    const double seconds = static_cast<double>(end - start) * 1e-9 * gpus_per_device;
+    const double seconds = static_cast<double>(end - start) * 1e-9;
     const Rate rate{bytes.intra / seconds, bytes.inter / seconds};
     changes[static_cast<std::size_t>(device)].emplace_back(start, true, id, rate);
     changes[static_cast<std::size_t>(device)].emplace_back(end, false, id, rate);
@@ -288,10 +293,13 @@ void add_link_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
         (node_of(src) == node_of(dst) ? sent[src].intra : sent[src].inter) += bytes;
       });
       for (const auto& [device, bytes] : sent)
-        add_rate(id, device, bytes);
+        if (shown(device))
+          add_rate(id, device, bytes);
     }
   }
   for (int device = 0; device < devices; ++device) {
+    if (!shown(device))
+      continue;
     auto& list = changes[static_cast<std::size_t>(device)];
     std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
       return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
@@ -382,11 +390,12 @@ TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const 
 
 traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vector<sim::TaskTiming>& timings,
                                    double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
-                                   int gpus_per_device)
+                                   const sim::Fold* fold)
 {
   using traces::ChromeTrace;
   const int devices = graph.device_count();
   auto node_of      = [&](int d) { return cluster.node_of(d); };
+  const std::function<bool(int)> shown = [fold](int d) { return fold == nullptr || fold->is_representative(d); };
 
   // Every slice: where it goes.
   std::vector<Placement> placements;
@@ -419,8 +428,10 @@ traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vecto
     }
     const std::int64_t start = ChromeTrace::nanoseconds(timings[id].start_s);
     const std::int64_t end   = ChromeTrace::nanoseconds(timings[id].end_s);
-    for (std::size_t k = 0; k < where.size(); ++k)
-      placements.push_back(Placement{id, static_cast<int>(k), where[k].first, where[k].second, start, end});
+    int member = 0;
+    for (const auto& [device, track] : where)
+      if (shown(device))
+        placements.push_back(Placement{id, member++, device, track, start, end});
   }
   first_placement[graph.size()] = placements.size();
   std::vector<std::array<int, 4>> lanes;
@@ -428,7 +439,10 @@ traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vecto
 
   ChromeTrace trace;
   for (int d = 0; d < devices; ++d) {
-    const std::string process = "gpu" + std::to_string(d) + " (node " + std::to_string(node_of(d)) + ")";
+    if (!shown(d))
+      continue;
+    const std::string process = "gpu" + std::to_string(d) + " (node " + std::to_string(node_of(d)) + ")" +
+                                (fold != nullptr ? ", 1 of " + std::to_string(fold->order()) + " alike" : "");
     const auto& l             = lanes[static_cast<std::size_t>(d)];
     for (Track t : {compute, off_stream, intra, inter})
       for (int lane = 0; lane < shown_lanes(l, t); ++lane)
@@ -469,17 +483,16 @@ traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vecto
     }
   }
 
-  add_memory_counters(trace, graph, timings, ChromeTrace::nanoseconds(makespan_s), memory);
-  add_link_counters(trace, graph, timings, cluster, gpus_per_device);
+  add_memory_counters(trace, graph, timings, ChromeTrace::nanoseconds(makespan_s), memory, shown);
+  add_link_counters(trace, graph, timings, cluster, shown);
   return trace;
 }
 
 void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
-                    const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir)
+                    const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir,
+                    const sim::Fold* fold)
 {
-  const int gpus_per_device = folds_tensor_groups(point) ? point.parallelism.tp : 1;
-  const traces::ChromeTrace trace =
-      build_timeline(graph, result.timings, result.makespan_s, cluster, memory, gpus_per_device);
+  const traces::ChromeTrace trace = build_timeline(graph, result.timings, result.makespan_s, cluster, memory, fold);
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/" + point.experiment + "_" + std::to_string(point.index) + ".json";
   std::ofstream out(path);

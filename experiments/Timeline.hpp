@@ -2,9 +2,10 @@
 // <DIR>/<experiment>_<config_id>.json, in Chrome's Trace Event Format (traces/ChromeTrace.hpp), for
 // Perfetto (ui.perfetto.dev) and chrome://tracing.
 //
-// One process per simulated GPU ("gpu<d> (node <n>)", pid d + 1: Perfetto keeps pid 0 for the
-// kernel's swapper; a folded tensor-parallel group is one GPU), with these tracks (threads, from
-// tid 1):
+// One process per GPU ("gpu<d> (node <n>)", pid d + 1: Perfetto keeps pid 0 for the kernel's
+// swapper), with these tracks (threads, from tid 1). A folded point (sim/Fold.hpp) is drawn whole
+// (every GPU, as unfolded) up to `full_timeline_tasks` tasks, beyond that its representatives only:
+// "gpu<d> (node <n>), 1 of <k> alike".
 //   compute stream     its forward, backward and optimizer tasks (complete slices, "ph": "X")
 //   off-stream work    parameter-server updates, applied one at a time beside the stream
 //   intra-node links   transfers and collectives inside its node: a transfer on its sender and its
@@ -20,7 +21,7 @@
 // lie strictly inside the slices they bind to, each after the previous one; a task shorter than its
 // flow's events + 1 ns gets no flow.
 //
-// Counters ("ph": "C"), per GPU (a folded group: per GPU of the group):
+// Counters ("ph": "C"), per GPU:
 //   memory bytes                 what the GPU holds: its training state, workspace and reserve,
 //                                plus one stash per micro-batch in flight on each of its model
 //                                chunks (from the micro-batch's first forward pass there to the end
@@ -53,7 +54,14 @@
 #include <string>
 #include <vector>
 
+namespace ddlsim::sim {
+class Fold;
+}
+
 namespace ddlsim::experiments {
+
+/// A folded point whose whole graph has more tasks than this is drawn by its representatives only.
+inline constexpr double full_timeline_tasks = 2e6;
 
 /// What the memory counters draw, per GPU d:
 ///   peak_bytes[d] - sum over its chunks c of (peak_in_flight[c] - in_flight_c(t)) x stash_bytes[c]
@@ -73,16 +81,18 @@ TimelineMemory pipeline_timeline_memory(const PointConfig& point, const PointPla
 /// a worker's memory where they share its GPU). As the CSV's peak_memory_bytes counts it.
 TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const sim::TaskGraph& graph);
 
-/// The timeline of a replayed graph (see above). `cluster` is the one replayed (node of GPU g:
-/// g / gpus_per_node); each simulated device stands for `gpus_per_device` GPUs (a folded
-/// tensor-parallel group), whose link counters are per GPU.
+/// The timeline of a replayed graph (see above); node of GPU g: g / gpus_per_node. With `fold`,
+/// `graph` is the folded graph and only its representatives are drawn, each named "gpu<d> (node
+/// <n>), 1 of <|G|> alike" (the others do the same at the same times; sim::unfold gives the whole
+/// graph, what a point small enough to draw whole is drawn from).
 traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vector<sim::TaskTiming>& timings,
                                    double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
-                                   int gpus_per_device = 1);
+                                   const sim::Fold* fold = nullptr);
 
 /// Writes the timeline of a point to <dir>/<experiment>_<config_id>.json (creating dir). Throws
 /// Error when the file cannot be written.
 void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
-                    const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir);
+                    const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir,
+                    const sim::Fold* fold = nullptr);
 
 }  // namespace ddlsim::experiments

@@ -1,6 +1,7 @@
 #include "sim/CommOverlap.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace ddlsim::sim::detail {
 
@@ -11,8 +12,9 @@ std::vector<double> gpu_speeds(double full_speed, double slowdown)
   return {full_speed, full_speed / (1 + slowdown)};
 }
 
-CommOverlap::CommOverlap(const std::vector<simgrid::s4u::Host*>& gpus, double slowdown)
-    : gpus_(gpus), in_flight_(gpus.size(), 0), slowdown_(slowdown > 0 ? slowdown : 0.0)
+CommOverlap::CommOverlap(const std::vector<simgrid::s4u::Host*>& gpus, double slowdown, std::vector<int> representative)
+    : gpus_(gpus), representative_(std::move(representative)), in_flight_(gpus.size(), 0),
+      slowdown_(slowdown > 0 ? slowdown : 0.0)
 {
 }
 
@@ -29,11 +31,11 @@ void CommOverlap::update(const TaskGraph& graph, TaskId id, int delta)
     const TransferTask& t = graph.transfer(id);
     if (t.src == t.dst)
       return; // a local hand-over: no communication kernel runs
-    add(t.src, delta);
-    add(t.dst, delta);
+    add(rep(t.src), delta);
+    add(rep(t.dst), delta);
   } else if (graph.kind(id) == TaskKind::collective && !blocks_stream(graph.collective(id))) {
     for (int device : graph.collective(id).group)
-      add(device, delta);
+      add(rep(device), delta);
   }
 }
 
@@ -54,15 +56,28 @@ void CommOverlap::schedule(TaskId id, Blocking& b)
   });
 }
 
-void CommOverlap::run_blocking(TaskId id, const CollectiveTask& task, double seconds, std::function<void()> done)
+void CommOverlap::start(TaskId id, std::vector<int> group, double seconds, std::function<void()> done)
 {
   Blocking& b = blocking_[id];
-  b.group     = task.group;
+  b.group     = std::move(group);
   b.remaining = seconds;
-  b.rate      = rate_of(task.group);
+  b.rate      = rate_of(b.group);
   b.since     = simgrid::s4u::Engine::get_clock();
   b.done      = std::move(done);
   schedule(id, b);
+}
+
+void CommOverlap::run_blocking(TaskId id, const CollectiveTask& task, double seconds, std::function<void()> done)
+{
+  std::vector<int> group;
+  for (int device : task.group)
+    group.push_back(rep(device));
+  start(id, std::move(group), seconds, std::move(done));
+}
+
+void CommOverlap::run_stream(TaskId id, int device, double seconds, std::function<void()> done)
+{
+  start(id, {rep(device)}, seconds, std::move(done));
 }
 
 void CommOverlap::add(int device, int delta)

@@ -9,6 +9,9 @@
 // C + D x slowdown / (1 + slowdown) (tests/sim/test_overlap.cpp). The switches happen at simulated
 // event times in the replay's deterministic order, so results stay bit-identical run to run.
 //
+// The replay runs compute as timers that follow their GPU's state (run_stream: the time an Exec
+// alone on the host takes, without the solver), and Execs where off-stream tasks share a GPU.
+//
 // Analytic tensor-parallel collectives block their stream like compute, and tensor-parallel folding
 // merges them into the compute of one device per group (experiments/Evaluate.cpp). So that folding
 // changes no number, they count as stream work, not as communication: they do not slow their GPUs,
@@ -32,7 +35,10 @@ std::vector<double> gpu_speeds(double full_speed, double slowdown);
 class CommOverlap {
 public:
   /// `gpus` are the platform's hosts (built with gpu_speeds); slowdown 0 turns everything off.
-  CommOverlap(const std::vector<simgrid::s4u::Host*>& gpus, double slowdown);
+  /// Under a fold (Fold.hpp) `representative[d]` is the device whose host and state device d shares
+  /// (empty: every device its own): an image of each of d's transfers and collectives runs on its
+  /// representative at the same times, so that the representative is busy exactly when d is.
+  CommOverlap(const std::vector<simgrid::s4u::Host*>& gpus, double slowdown, std::vector<int> representative = {});
   /// A transfer or collective task starts / ends: its devices' counts move, their pstates follow.
   /// Compute tasks and stream-blocking collectives (blocks_stream) are ignored.
   void begin(const TaskGraph& graph, TaskId id) { update(graph, id, +1); }
@@ -42,6 +48,9 @@ public:
   /// Runs a stream-blocking collective of `seconds` at full speed, slowed while any member is:
   /// `done` is called when it ends.
   void run_blocking(TaskId id, const CollectiveTask& task, double seconds, std::function<void()> done);
+  /// Runs compute task `id` of `seconds` at device's full speed, slowed while the device is (the
+  /// time an Exec alone on its host takes): `done` is called when it ends.
+  void run_stream(TaskId id, int device, double seconds, std::function<void()> done);
 
 private:
   struct Blocking {
@@ -56,10 +65,13 @@ private:
   void add(int device, int delta);
   double rate_of(const std::vector<int>& group) const;
   void schedule(TaskId id, Blocking& b);
+  void start(TaskId id, std::vector<int> group, double seconds, std::function<void()> done);
+  int rep(int device) const { return representative_.empty() ? device : representative_[static_cast<std::size_t>(device)]; }
   const std::vector<simgrid::s4u::Host*>& gpus_;
+  std::vector<int> representative_;
   std::vector<int> in_flight_; // per device: transfers and collectives running
   double slowdown_;
-  std::map<TaskId, Blocking> blocking_; // stream-blocking collectives running, by task (ordered: deterministic)
+  std::map<TaskId, Blocking> blocking_; // stream work running (collectives, compute timers), by task (ordered: deterministic)
 };
 
 } // namespace ddlsim::sim::detail

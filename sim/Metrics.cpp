@@ -1,8 +1,11 @@
 #include "sim/Metrics.hpp"
 
 #include "sim/Collectives.hpp"
+#include "sim/Fold.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 namespace ddlsim::sim {
 namespace {
@@ -19,6 +22,13 @@ std::vector<Interval> merged(std::vector<Interval> v)
       out.push_back(iv);
   }
   return out;
+}
+// Idle time: what the iteration leaves of compute and exposed communication. A remainder below
+// 1e-12 of the iteration is the rounding of those sums (a GPU busy throughout), not idle time.
+double idle_time(double makespan_s, double compute_s, double exposed_s)
+{
+  const double idle = makespan_s - compute_s - exposed_s;
+  return idle > 1e-12 * makespan_s ? idle : 0.0;
 }
 }  // namespace
 
@@ -96,13 +106,77 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   for (std::size_t d = 0; d < n; ++d) {
     stats[d].compute_s = union_length(compute[d]);
     stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
-    // Below a millionth of a microsecond per second of makespan, what is left is the sums' rounding:
-    // the same device folded or not must not show a bubble in one and none in the other.
-    const double idle = makespan_s - stats[d].compute_s - stats[d].exposed_comm_s;
-    stats[d].idle_s = idle > 1e-12 * makespan_s ? idle : 0.0;
+    stats[d].idle_s = idle_time(makespan_s, stats[d].compute_s, stats[d].exposed_comm_s);
     stats[d].bytes_sent = sent.total[d];
     stats[d].bytes_sent_inter = sent.inter[d];
   }
+  return stats;
+}
+
+std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
+                                      int gpus_per_node, const Fold& fold, const FoldedCollectives& folded)
+{
+  const auto n = static_cast<std::size_t>(graph.device_count());
+  std::vector<std::vector<Interval>> compute(n);
+  std::vector<std::vector<Interval>> comm(n);
+  std::vector<double> sent(n, 0.0), inter(n, 0.0);
+  auto rep = [&](int d) { return static_cast<std::size_t>(fold.representative(d)); };
+  std::vector<std::optional<std::vector<std::tuple<int, int, double>>>> shape_sends;
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const Interval iv{timings[id].start_s, timings[id].end_s};
+    switch (graph.kind(id)) {
+    case TaskKind::compute: compute[rep(graph.compute(id).device)].push_back(iv); break;
+    case TaskKind::transfer: {
+      const TransferTask& x = graph.transfer(id);
+      comm[rep(x.src)].push_back(iv);
+      comm[rep(x.dst)].push_back(iv);  // an image of it goes to the receiver's representative
+      sent[rep(x.src)] += x.bytes;
+      if (x.src / gpus_per_node != x.dst / gpus_per_node)
+        inter[rep(x.src)] += x.bytes;
+      break;
+    }
+    case TaskKind::collective: {
+      const CollectiveTask& c = graph.collective(id);
+      std::size_t last = n;  // members of one orbit in a row (a tensor group) share one interval
+      for (int d : c.group)
+        if (rep(d) != last)
+          comm[last = rep(d)].push_back(iv);
+      // Each member's bytes reach its representative once per image of the collective holding
+      // it: the |H| members of an H-orbit stand for one image.
+      // Collectives of one shape send alike up to their offset: decomposed once per shape.
+      const int shape = folded.shape(id);
+      if (shape < 0)
+        break;
+      if (static_cast<std::size_t>(shape) >= shape_sends.size())
+        shape_sends.resize(static_cast<std::size_t>(shape) + 1);
+      auto& sends = shape_sends[static_cast<std::size_t>(shape)];
+      const int offset = folded.offset(id);
+      if (!sends) {
+        sends.emplace();
+        for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) { sends->push_back({src - offset, dst - offset, bytes}); });
+      }
+      const double images = folded.stabilizer(id);
+      for (const auto& [src_at, dst_at, bytes] : *sends) {
+        const int src = src_at + offset, dst = dst_at + offset;
+        sent[rep(src)] += bytes / images;
+        if (src / gpus_per_node != dst / gpus_per_node)
+          inter[rep(src)] += bytes / images;
+      }
+      break;
+    }
+    }
+  }
+  std::vector<DeviceStats> stats(n);
+  for (int r : fold.representatives()) {
+    const auto d = static_cast<std::size_t>(r);
+    stats[d].compute_s = union_length(compute[d]);
+    stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
+    stats[d].idle_s = idle_time(makespan_s, stats[d].compute_s, stats[d].exposed_comm_s);
+    stats[d].bytes_sent = sent[d];
+    stats[d].bytes_sent_inter = inter[d];
+  }
+  for (std::size_t d = 0; d < n; ++d)
+    stats[d] = stats[rep(static_cast<int>(d))];
   return stats;
 }
 

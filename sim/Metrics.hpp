@@ -53,4 +53,13 @@ SentBytes sent_bytes_per_device(const TaskGraph& graph, int gpus_per_node);
 std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
                                       int gpus_per_node);
 
+class Fold;               // Fold.hpp
+class FoldedCollectives;  // Fold.hpp
+/// The same for a graph built under `fold` (only the representatives' tasks): each representative
+/// gathers what its orbit's images of the graph's tasks do to it (a transfer into an image of it,
+/// its share of every collective an image of it joins), and every GPU gets its representative's
+/// numbers.
+std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
+                                      int gpus_per_node, const Fold& fold, const FoldedCollectives& folded);
+
 }  // namespace ddlsim::sim

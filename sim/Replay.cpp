@@ -2,6 +2,7 @@
 
 #include "common/Error.hpp"
 #include "sim/Collectives.hpp"
+#include "sim/Fold.hpp"
 #include "sim/CommOverlap.hpp"
 #include "sim/Platform.hpp"
 
@@ -14,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -22,19 +24,185 @@ namespace sg4 = simgrid::s4u;
 namespace ddlsim::sim {
 namespace {
 
+// Under a fold: the quotient routes every message needs, found before the platform is built.
+struct FoldedRoutes {
+  std::vector<detail::QuotientLink> links;      // per link orbit used
+  std::vector<std::vector<int>> routes;         // distinct routes, as orbits
+  std::unordered_map<std::uint64_t, int> pair;  // key(src, dst, set) -> route (set -1: no rails)
+
+  // Endpoints as numbers: GPUs, then the nodes' switches (nvls), then the fabric's (sharp).
+  std::uint64_t code(int endpoint) const
+  {
+    if (endpoint >= 0)
+      return static_cast<std::uint64_t>(endpoint);
+    if (endpoint == fabric_switch_endpoint)
+      return gpus_ + nodes_;
+    return gpus_ + static_cast<std::uint64_t>(node_of_switch_endpoint(endpoint));
+  }
+  std::uint64_t key(int src, int dst, int set) const
+  {
+    const std::uint64_t endpoints = gpus_ + nodes_ + 1;
+    return ((code(src) * endpoints + code(dst)) * (sets_ + 1)) + static_cast<std::uint64_t>(set + 1);
+  }
+  int route_of(int src, int dst, int set) const { return pair.at(key(src, dst, set)); }
+
+  // `rail_set`: the NIC set (index into rail_sets) of each collective with channels across nodes.
+  FoldedRoutes(const TaskGraph& graph, const ClusterSpec& cluster, const Fold& fold, const FoldedCollectives& folded,
+               const std::vector<std::vector<int>>& rail_sets, const std::unordered_map<TaskId, int>& rail_set)
+      : gpus_(static_cast<std::uint64_t>(cluster.gpu_count())), nodes_(static_cast<std::uint64_t>(cluster.nodes))
+  {
+    // Where each generator sends each node's NICs (the NICs of its GPUs): a node's NIC set S over
+    // the rails goes to g(S) of the image node. The sets are closed under these maps (the images
+    // of the representatives' sets are the other collectives' sets), so that every rails link has
+    // its orbit.
+    struct NodeMap {
+      int from, to;
+      std::map<int, int> nic;
+    };
+    std::vector<std::vector<NodeMap>> node_maps(fold.generators().size());
+    std::vector<std::vector<int>> sets = rail_sets;
+    if (!sets.empty() && cluster.nodes > 1) {
+      for (std::size_t gi = 0; gi < fold.generators().size(); ++gi) {
+        const FoldGenerator& g = fold.generators()[gi];
+        for (int n = 0; n < cluster.nodes; ++n) {
+          NodeMap map{n, -1, {}};
+          for (int x = n * cluster.gpus_per_node; x < (n + 1) * cluster.gpus_per_node && x < fold.devices(); ++x) {
+            const int y = g.image[static_cast<std::size_t>(x)];
+            map.to = cluster.node_of(y);
+            map.nic[(x % cluster.gpus_per_node) % cluster.nics_per_node] = (y % cluster.gpus_per_node) % cluster.nics_per_node;
+          }
+          if (map.to >= 0)
+            node_maps[gi].push_back(std::move(map));
+        }
+      }
+      for (std::size_t i = 0; i < sets.size(); ++i)
+        for (const auto& maps : node_maps)
+          for (const NodeMap& map : maps) {
+            std::vector<int> image;
+            for (int k : sets[i]) {
+              auto it = map.nic.find(k);
+              if (it == map.nic.end())
+                throw FoldError("a symmetry leaves the NICs of a collective over rails: not folded", {});
+              image.push_back(it->second);
+            }
+            std::sort(image.begin(), image.end());
+            image.erase(std::unique(image.begin(), image.end()), image.end());
+            if (std::find(sets.begin(), sets.end(), image) == sets.end())
+              sets.push_back(std::move(image));
+          }
+    }
+    sets_ = sets.size();
+    const detail::LinkModel model(cluster, sets);
+    // Link orbits: the closure of the generators' link maps over the devices they move.
+    std::vector<int> parent(static_cast<std::size_t>(model.size()));
+    for (std::size_t l = 0; l < parent.size(); ++l)
+      parent[l] = static_cast<int>(l);
+    auto find = [&](int l) {
+      while (parent[static_cast<std::size_t>(l)] != l)
+        l = parent[static_cast<std::size_t>(l)] = parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(l)])];
+      return l;
+    };
+    auto join = [&](int a, int b) {
+      a = find(a);
+      b = find(b);
+      if (a != b)
+        parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
+    };
+    for (const FoldGenerator& g : fold.generators())
+      for (int d = 0; d < fold.devices(); ++d)
+        model.pair_links(d, g.image[static_cast<std::size_t>(d)], join);
+    for (const auto& maps : node_maps)
+      for (const NodeMap& map : maps)
+        for (std::size_t i = 0; i < sets.size(); ++i) {
+          std::vector<int> image;
+          for (int k : sets[i])
+            image.push_back(map.nic.at(k));
+          std::sort(image.begin(), image.end());
+          image.erase(std::unique(image.begin(), image.end()), image.end());
+          const int j = static_cast<int>(std::find(sets.begin(), sets.end(), image) - sets.begin());
+          join(model.rails_link(map.from, static_cast<int>(i)), model.rails_link(map.to, j));
+          join(model.rails_link(map.from, static_cast<int>(i)) + 1, model.rails_link(map.to, j) + 1);
+        }
+    std::vector<int> orbit_size(parent.size(), 0);
+    for (std::size_t l = 0; l < parent.size(); ++l)
+      ++orbit_size[static_cast<std::size_t>(find(static_cast<int>(l)))];
+    std::unordered_map<int, int> quotient;  // orbit root -> quotient link
+    std::map<std::vector<int>, int> known;
+    std::vector<int> route;
+    auto add = [&](int src, int dst, int set) {
+      const std::uint64_t k = key(src, dst, set);
+      if (pair.count(k) != 0)
+        return;
+      route.clear();
+      if (set >= 0)
+        model.rails_route(src, dst, set, route);
+      else
+        model.route(src, dst, route);
+      for (int& l : route) {
+        const int root = find(l);
+        auto [at, fresh] = quotient.emplace(root, static_cast<int>(links.size()));
+        if (fresh) {
+          // A link orbit O carries |G| / |O| flows of every flow orbit crossing it per link: a
+          // shared link of |O| / |G| of the bandwidth per representative flow gives the same shares.
+          const double share = model.fatpipe(l) ? 1.0 : static_cast<double>(orbit_size[static_cast<std::size_t>(root)]) /
+                                                            fold.order();
+          links.push_back({model.bandwidth(l) * share, model.fatpipe(l)});
+        }
+        l = at->second;
+      }
+      auto [it, fresh] = known.emplace(route, static_cast<int>(routes.size()));
+      if (fresh)
+        routes.push_back(route);
+      pair.emplace(k, it->second);
+    };
+    for (TaskId id = 0; id < graph.size(); ++id) {
+      if (graph.kind(id) == TaskKind::transfer && graph.transfer(id).bytes > 0) {
+        add(graph.transfer(id).src, graph.transfer(id).dst, -1);
+      } else if (graph.kind(id) == TaskKind::collective && graph.collective(id).fidelity == CollectiveFidelity::flow) {
+        const auto set = rail_set.find(id);
+        for (const Message& m : folded.messages(id))
+          if (!is_join(m) && m.bytes > 0)
+            add(shift_endpoint(m.src, folded.offset(id), cluster.gpus_per_node),
+                shift_endpoint(m.dst, folded.offset(id), cluster.gpus_per_node),
+                m.rails && set != rail_set.end() ? set->second : -1);
+      }
+    }
+  }
+
+private:
+  std::uint64_t gpus_;
+  std::uint64_t nodes_;
+  std::uint64_t sets_ = 0;
+};
+
 // Drives one replay. Activities carry the index of a Record in their user data; the global
 // completion callback routes them back here.
 class Replayer {
 public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
-           const detail::Platform& platform, std::unordered_map<TaskId, int> rail_set, double comm_compute_slowdown)
-      : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(platform.gpus), platform_(platform),
-        rail_set_(std::move(rail_set)),
-        remaining_(graph.size()), timings_(graph.size()), queues_(static_cast<std::size_t>(graph.device_count())),
-        overlap_(platform.gpus, comm_compute_slowdown)
+           const std::vector<sg4::Host*>& gpus, const detail::Platform& platform, std::unordered_map<TaskId, int> rail_set,
+           const ReplayOptions& options, std::vector<int> representative)
+      : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(gpus), options_(options), platform_(platform),
+        rail_set_(std::move(rail_set)), remaining_(graph.size()), timings_(graph.size()), inside_(graph.size(), 0),
+        fused_(graph.size(), 0), single_task_(static_cast<std::size_t>(graph.device_count()), 1),
+        wall_start_(std::chrono::steady_clock::now()),
+        overlap_(gpus, options.comm_compute_slowdown, std::move(representative))
   {
-    for (TaskId id = 0; id < graph.size(); ++id)
+    // Where tasks queue on arrival (off the stream: parameter servers), the order in which equal
+    // times are handled decides the queue's order: Execs everywhere then, as always.
+    for (TaskId id = 0; id < graph.size(); ++id) {
       remaining_[id] = graph.dependency_count(id);
+      if (graph.kind(id) == TaskKind::compute && !graph.compute(id).on_stream)
+        std::fill(single_task_.begin(), single_task_.end(), 0);
+    }
+  }
+
+  // Under a fold: the folded collectives, and the sender host of each (src, dst) route.
+  void set_fold(const FoldedCollectives* folded, const FoldedRoutes* routes, const detail::FoldedPlatform* platform)
+  {
+    folded_ = folded;
+    routes_ = routes;
+    folded_platform_ = platform;
   }
 
   void start()
@@ -50,6 +218,7 @@ public:
     auto tag = reinterpret_cast<std::uintptr_t>(activity.get_data<void>());
     if (tag == 0)
       return;  // not one of ours
+    report_progress();
     Record rec = records_[tag - 1];
     free_records_.push_back(tag - 1);
     // Keep the last references for a while: SimGrid still uses the activity after this callback.
@@ -98,6 +267,19 @@ private:
 
   static double now() { return sg4::Engine::get_clock(); }
 
+  // A progress report at most every progress_interval_s of host time (the clock read every 64 events).
+  void report_progress()
+  {
+    if (!options_.on_progress || ++events_ % 64 != 0)
+      return;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+    if (wall < next_report_s_)
+      return;
+    next_report_s_ = wall + options_.progress_interval_s;
+    options_.on_progress({.simulated_s = now(), .activities = activities_, .wall_s = wall,
+                          .estimated_activities = options_.estimated_activities});
+  }
+
   void drain_ready()
   {
     while (!ready_.empty()) {
@@ -110,7 +292,7 @@ private:
   void launch(TaskId id)
   {
     if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
-      ArrivalQueue& q = queues_[static_cast<std::size_t>(graph_.compute(id).device)];
+      ArrivalQueue& q = queues_[graph_.compute(id).device];
       if (q.busy && q.holder != id) {
         q.waiting.push_back(id);
         return;
@@ -125,6 +307,22 @@ private:
       const double s = seconds_[id];
       if (s <= 0) {
         finish(id);
+        return;
+      }
+      const int device = graph_.compute(id).device;
+      if (single_task_[static_cast<std::size_t>(device)] != 0 && options_.comm_compute_slowdown > 0) {
+        // Slowed while communication of its GPU runs (CommOverlap.hpp): a timer that follows the
+        // GPU's power state, as an Exec alone on the host would.
+        ++activities_;
+        overlap_.run_stream(id, device, s / cluster_.speed_of(device), [this, id] {
+          report_progress();
+          finish(id);
+          drain_ready();
+        });
+        return;
+      }
+      if (single_task_[static_cast<std::size_t>(device)] != 0) {
+        run_chain(id);
         return;
       }
       sg4::ExecPtr exec = sg4::Exec::init();
@@ -154,7 +352,16 @@ private:
         return;
       }
       Run run;
-      run.messages = decompose(c, cluster_.gpus_per_node);
+      if (folded_ != nullptr) {
+        run.messages = folded_->messages(id);
+        const int offset = folded_->offset(id);
+        for (Message& m : run.messages) {
+          m.src = shift_endpoint(m.src, offset, cluster_.gpus_per_node);
+          m.dst = shift_endpoint(m.dst, offset, cluster_.gpus_per_node);
+        }
+      } else {
+        run.messages = decompose(c, cluster_.gpus_per_node);
+      }
       if (run.messages.empty()) {
         finish(id);
         return;
@@ -186,6 +393,83 @@ private:
       return;
     }
     }
+  }
+
+  // How long task n takes where a chain on `device` may hold it: a compute task of the device's
+  // stream, or an analytic collective (a timer); negative where it may not.
+  double chain_duration(TaskId n, int device)
+  {
+    if (graph_.kind(n) == TaskKind::compute) {
+      const ComputeTask& c = graph_.compute(n);
+      return c.device == device && c.on_stream ? std::max(0.0, seconds_[n]) / cluster_.speed_of(device) : -1;
+    }
+    if (graph_.kind(n) == TaskKind::collective && graph_.collective(n).fidelity == CollectiveFidelity::analytic)
+      return analytic_duration(graph_.collective(n));
+    return -1;
+  }
+
+  // A compute task as a timer (alone on its GPU an Exec takes seconds / speed), and after it, in the
+  // same timer, the tasks that follow it on its own: each task whose every predecessor is in the
+  // chain, where every other successor of the chain's last task waits for it too, so that nothing
+  // outside the chain starts at the times inside it. Each task's times are those its own timer
+  // would give (start + duration, in the same order of additions); the timer fires at the last end.
+  void run_chain(TaskId first)
+  {
+    const int device = graph_.compute(first).device;
+    std::vector<TaskId> chain{first};
+    std::vector<double> ends{now() + seconds_[first] / cluster_.speed_of(device)};
+    std::vector<TaskId> touched;
+    auto enter = [&](TaskId m) {
+      for (TaskId n : graph_.successors(m)) {
+        if (inside_[n]++ == 0)
+          touched.push_back(n);
+      }
+    };
+    enter(first);
+    for (;;) {
+      const auto& next_of = graph_.successors(chain.back());
+      TaskId next = 0;
+      double duration = -1;
+      for (TaskId n : next_of) {
+        if (fused_[n] != 0 || inside_[n] != graph_.dependency_count(n))
+          continue;
+        duration = chain_duration(n, device);
+        if (duration >= 0) {
+          next = n;
+          break;
+        }
+      }
+      if (duration < 0)
+        break;
+      const auto& after = graph_.successors(next);
+      const bool others_wait = std::all_of(next_of.begin(), next_of.end(), [&](TaskId n) {
+        return n == next || std::find(after.begin(), after.end(), n) != after.end();
+      });
+      if (!others_wait)
+        break;
+      chain.push_back(next);
+      ends.push_back(ends.back() + duration);
+      enter(next);
+    }
+    for (TaskId n : touched)
+      inside_[n] = 0;
+    for (TaskId m : chain) {
+      fused_[m] = 1;
+      if (graph_.kind(m) == TaskKind::compute && seconds_[m] > 0)
+        ++activities_;
+    }
+    const double start = now();
+    const double fire = ends.back();
+    simgrid::kernel::timer::Timer::set(fire, [this, chain = std::move(chain), ends = std::move(ends), start] {
+      report_progress();
+      double begin = start;
+      for (std::size_t i = 0; i < chain.size(); ++i) {
+        timings_[chain[i]].start_s = begin;
+        finish(chain[i], ends[i]);
+        begin = ends[i];
+      }
+      drain_ready();
+    });
   }
 
   void send_message(TaskId id, std::uint32_t m)
@@ -232,8 +516,14 @@ private:
         complete_message(kind, task, member);
         return;
       }
-      sg4::CommPtr comm = rail_set >= 0 ? sg4::Comm::sendto_init(rails(src, rail_set), rails(dst, rail_set))
-                                        : sg4::Comm::sendto_init(host(src), host(dst));
+      sg4::CommPtr comm;
+      if (routes_ != nullptr)  // folded: the sender host of the route's quotient links, to the sink
+        comm = sg4::Comm::sendto_init(folded_platform_->senders[static_cast<std::size_t>(routes_->route_of(src, dst, rail_set))],
+                                      folded_platform_->sink);
+      else if (rail_set >= 0)
+        comm = sg4::Comm::sendto_init(rails(src, rail_set), rails(dst, rail_set));
+      else
+        comm = sg4::Comm::sendto_init(host(src), host(dst));
       comm->set_payload_size(static_cast<std::uint64_t>(bytes + 0.5));
       track(comm, kind, task, member);
       comm->start();
@@ -305,13 +595,13 @@ private:
     ++activities_;
   }
 
-  void finish(TaskId id)
+  void finish(TaskId id, double end_s = -1)
   {
-    timings_[id].end_s = now();
+    timings_[id].end_s = end_s >= 0 ? end_s : now();
     overlap_.end(graph_, id);
     if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
       // Hand the queue to the task that has waited longest: it launches before anything readied now.
-      ArrivalQueue& q = queues_[static_cast<std::size_t>(graph_.compute(id).device)];
+      ArrivalQueue& q = queues_[graph_.compute(id).device];
       q.busy = !q.waiting.empty();
       if (q.busy) {
         q.holder = q.waiting.front();
@@ -320,7 +610,7 @@ private:
       }
     }
     for (TaskId succ : graph_.successors(id))
-      if (--remaining_[succ] == 0)
+      if (--remaining_[succ] == 0 && fused_[succ] == 0)  // a chain runs its own tasks
         ready_.push_back(succ);
   }
 
@@ -328,6 +618,10 @@ private:
   const ClusterSpec& cluster_;
   const std::vector<double>& seconds_;
   const std::vector<sg4::Host*>& gpus_;
+  const ReplayOptions& options_;
+  const FoldedCollectives* folded_ = nullptr;
+  const FoldedRoutes* routes_ = nullptr;
+  const detail::FoldedPlatform* folded_platform_ = nullptr;
   const detail::Platform& platform_;
   std::unordered_map<TaskId, int> rail_set_;  // collectives with channels across nodes: their NIC set
   std::map<std::tuple<CollectiveKind, CollectiveAlgorithm, CollectiveProtocol, int, double, double, double, double, double,
@@ -336,13 +630,19 @@ private:
       analytic_cache_;
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
-  std::vector<ArrivalQueue> queues_;      // per device
+  std::vector<std::uint32_t> inside_;  // while a chain forms: its members that each task waits for
+  std::vector<char> fused_;            // tasks a chain has taken
+  std::map<int, ArrivalQueue> queues_;    // per device with off-stream tasks
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::deque<TaskId> ready_;
   std::vector<Record> records_;
   std::vector<std::size_t> free_records_;
   std::deque<sg4::ActivityPtr> graveyard_;
   std::uint64_t activities_ = 0;
+  std::vector<char> single_task_;  // per device: compute as timers (no task queues on arrival)
+  std::chrono::steady_clock::time_point wall_start_;
+  std::uint64_t events_ = 0;
+  double next_report_s_ = 0;
   detail::CommOverlap overlap_;
 };
 
@@ -366,6 +666,31 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
         effective_algorithm(graph.collective(id), cluster) != effective_algorithm(graph.collective(id), cluster.gpus_per_node))
       throw SimulationError("collective " + graph.label(id) + " reduces in a switch that cluster '" + cluster.name +
                             "' does not have (nvls needs intra_node.nvls, sharp needs fabric.sharp): resolve it first");
+  const Fold* fold = options.fold != nullptr && !options.fold->trivial() ? options.fold : nullptr;
+  if (fold != nullptr && fold->devices() != graph.device_count())
+    throw SimulationError("the fold must act on the graph's devices");
+  // Folding every collective may refuse the fold (FoldError): before the engine exists, so that the
+  // caller can try again with fewer symmetries.
+  // The NIC sets that collectives spread their channels over (Collectives.hpp: rail_nics).
+  std::vector<std::vector<int>> rail_sets;
+  std::unordered_map<TaskId, int> rail_set;
+  for (TaskId id = 0; id < graph.size(); ++id)
+    if (graph.kind(id) == TaskKind::collective && graph.collective(id).channels > 1 &&
+        graph.collective(id).kind != CollectiveKind::all_to_all) {  // PXN sends from GPUs, not the rails
+      const std::vector<int> nics = rail_nics(graph.collective(id), cluster);
+      if (nics.empty())
+        continue;
+      auto it = std::find(rail_sets.begin(), rail_sets.end(), nics);
+      rail_set[id] = static_cast<int>(it - rail_sets.begin());
+      if (it == rail_sets.end())
+        rail_sets.push_back(nics);
+    }
+  std::optional<FoldedCollectives> folded;
+  std::optional<FoldedRoutes> routes;
+  if (fold != nullptr) {
+    folded.emplace(graph, cluster.gpus_per_node, *fold);
+    routes.emplace(graph, cluster, *fold, *folded, rail_sets, rail_set);
+  }
   engine_used = true;
   const auto wall_start = std::chrono::steady_clock::now();
 
@@ -382,28 +707,29 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
   for (const auto& setting : options.simgrid_config)
     sg4::Engine::set_config(setting);
 
-  // The NIC sets that collectives spread their channels over (Collectives.hpp: rail_nics).
-  std::vector<std::vector<int>> rail_sets;
-  std::unordered_map<TaskId, int> rail_set;
-  for (TaskId id = 0; id < graph.size(); ++id)
-    if (graph.kind(id) == TaskKind::collective && graph.collective(id).channels > 1 &&
-        graph.collective(id).kind != CollectiveKind::all_to_all) {  // PXN sends from GPUs, not the rails
-      const std::vector<int> nics = rail_nics(graph.collective(id), cluster);
-      if (nics.empty())
-        continue;
-      auto it = std::find(rail_sets.begin(), rail_sets.end(), nics);
-      rail_set[id] = static_cast<int>(it - rail_sets.begin());
-      if (it == rail_sets.end())
-        rail_sets.push_back(nics);
-    }
-  const detail::Platform platform = detail::build_platform(cluster, rail_sets, options.comm_compute_slowdown);
-  Replayer replayer(graph, cluster, compute_seconds, platform, std::move(rail_set), options.comm_compute_slowdown);
+  detail::Platform platform;
+  detail::FoldedPlatform folded_platform;
+  std::vector<int> representative;  // per device, under a fold: whose state it shares (CommOverlap)
+  if (fold != nullptr) {
+    folded_platform = detail::build_folded_platform(cluster, fold->representatives(), routes->links, routes->routes,
+                                                    options.comm_compute_slowdown);
+    for (int d = 0; d < graph.device_count(); ++d)
+      representative.push_back(fold->representative(d));
+  } else {
+    platform = detail::build_platform(cluster, rail_sets, options.comm_compute_slowdown);
+  }
+  Replayer replayer(graph, cluster, compute_seconds, fold != nullptr ? folded_platform.gpus : platform.gpus, platform,
+                    std::move(rail_set), options, std::move(representative));
+  if (fold != nullptr)
+    replayer.set_fold(&*folded, &*routes, &folded_platform);
   sg4::Activity::on_completion_cb([&replayer](const sg4::Activity& a) { replayer.on_completion(a); });
   replayer.start();
   engine.run();
 
   ReplayResult result = replayer.result();
-  result.devices = device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);
+  result.devices = fold != nullptr
+                       ? device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node, *fold, *folded)
+                       : device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);
   result.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;
 }

@@ -1,5 +1,7 @@
 #include "sim/Schedules.hpp"
 
+#include "sim/Fold.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -8,6 +10,8 @@ namespace ddlsim::sim {
 namespace {
 
 constexpr TaskId no_task = std::numeric_limits<TaskId>::max();
+
+int chunks_of(const PipelinePlan& plan) { return static_cast<int>(plan.stages.size()); }
 
 // One pass of a stage as compute segments and collectives: blocking ones (synchronized batch norm
 // across the replicas, tensor-parallel ones inside the group), gradient buckets (not blocking),
@@ -156,11 +160,50 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   const int chunks = static_cast<int>(plan.stages.size());
   TaskGraph g(plan.devices());
   auto device = [&](int s, int q) { return plan.device(s, q / tp, q % tp); };
+  // Under a fold, only representatives run tasks, and only collectives with one of them exist.
+  auto keep = [&](int s, int q) { return plan.fold == nullptr || plan.fold->is_representative(device(s, q)); };
+  auto keeps_any = [&](int s, const std::vector<int>& group) {
+    return std::any_of(group.begin(), group.end(), [&](int q) { return keep(s, q); });
+  };
+  // Per chunk: the replicas with a representative among their tensor ranks, and the tensor ranks
+  // with one among their replicas (the tensor-parallel and data-parallel groups that exist).
+  std::vector<std::vector<int>> kept_replicas(static_cast<std::size_t>(chunks_of(plan)));
+  std::vector<std::vector<int>> kept_ranks(kept_replicas.size());
+  std::vector<std::vector<int>> kept_members(kept_replicas.size());  // members q that run tasks
+  for (std::size_t s = 0; s < kept_replicas.size(); ++s) {
+    std::vector<char> rank_kept(static_cast<std::size_t>(tp), 0);
+    for (int r = 0; r < dp; ++r) {
+      bool any = false;
+      for (int t = 0; t < tp; ++t)
+        if (keep(static_cast<int>(s), r * tp + t)) {
+          any = true;
+          rank_kept[static_cast<std::size_t>(t)] = 1;
+        }
+      if (any)
+        kept_replicas[s].push_back(r);
+    }
+    for (int q = 0; q < dp * tp; ++q)
+      if (keep(static_cast<int>(s), q))
+        kept_members[s].push_back(q);
+    for (int t = 0; t < tp; ++t)
+      if (rank_kept[static_cast<std::size_t>(t)])
+        kept_ranks[s].push_back(t);
+  }
 
-  // Tasks of each pass, in order: ids[((s * members + q) * M + m) * 2 + phase].
-  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(chunks * members * m_count * 2));
+  // Tasks of each pass of the members that run tasks, in order: ids[((s * kept + at) * M + m) * 2 +
+  // phase], `at` the member's place among its chunk's kept members (slot).
+  std::size_t kept = 0;
+  std::vector<int> slot(static_cast<std::size_t>(chunks * members), -1);
+  for (std::size_t s = 0; s < kept_members.size(); ++s) {
+    kept = std::max(kept, kept_members[s].size());
+    for (std::size_t at = 0; at < kept_members[s].size(); ++at)
+      slot[s * static_cast<std::size_t>(members) + static_cast<std::size_t>(kept_members[s][at])] = static_cast<int>(at);
+  }
+  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(chunks) * kept * static_cast<std::size_t>(m_count) * 2);
   auto pass = [&](int s, int q, int m, Phase phase) -> std::vector<TaskId>& {
-    return ids[static_cast<std::size_t>(((s * members + q) * m_count + m) * 2 + (phase == Phase::backward ? 1 : 0))];
+    const auto at = static_cast<std::size_t>(slot[static_cast<std::size_t>(s * members + q)]);
+    return ids[((static_cast<std::size_t>(s) * kept + at) * static_cast<std::size_t>(m_count) + static_cast<std::size_t>(m)) * 2 +
+               (phase == Phase::backward ? 1 : 0)];
   };
   // The last task of each device in program order: compute on its stream, or a blocking collective.
   std::vector<TaskId> last(static_cast<std::size_t>(plan.devices()), no_task);
@@ -241,6 +284,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     }
     const TaskId id = g.add_collective(std::move(c));
     for (int q : group) {
+      if (!keep(s, q))
+        continue;
       TaskId& before = last[static_cast<std::size_t>(device(s, q))];
       if (before != no_task)
         g.add_dependency(before, id);
@@ -293,6 +338,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       return;  // one replica holds these weights: nothing to reduce
     std::vector<TaskId> scattered;
     for (int j = 0; j < family_groups(f); ++j) {
+      if (!keeps_any(s, reduce_group(t, j, f)))
+        continue;
       TaskId& chain = reduce_chain[chain_index(s, t, f, j)];
       const TaskId id = add_group_collective(s, p, step, reduce_group(t, j, f));
       if (chain != no_task)
@@ -306,6 +353,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       across.collective = CollectiveKind::all_reduce;
       across.bytes = step.bytes / family_shard(f);
       for (int i = 0; i < family_shard(f); ++i) {
+        if (!keeps_any(s, replicate_group(t, i, f)))
+          continue;
         const TaskId id = add_group_collective(s, p, across, replicate_group(t, i, f));
         for (TaskId before : scattered)
           g.add_dependency(before, id);
@@ -358,25 +407,26 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       for (const Step& step : pass_steps(stage, p.phase, plan, i == last_backward[static_cast<std::size_t>(s)])) {
         switch (step.kind) {
         case Step::Kind::dp_sync:
-          for (int t = 0; t < tp; ++t)
+          for (int t : kept_ranks[static_cast<std::size_t>(s)])
             add_group_collective(s, p, step, dp_group(t));
           break;
         case Step::Kind::tp_sync:
-          for (int r = 0; r < dp; ++r)
+          for (int r : kept_replicas[static_cast<std::size_t>(s)])
             add_group_collective(s, p, step, tp_group(r));
           break;
         case Step::Kind::bucket:
         case Step::Kind::expert_bucket:
-          for (int t = 0; t < tp; ++t) {
+          for (int t : kept_ranks[static_cast<std::size_t>(s)]) {
             auto& buckets = (step.kind == Step::Kind::bucket ? bucket_tasks : expert_bucket_tasks)[static_cast<std::size_t>(s * tp + t)];
             for (TaskId id : reduce_gradients(s, t, p, step))
               buckets.push_back(id);
           }
           break;
         case Step::Kind::expert:
-          for (int t = 0; t < tp; ++t)
+          for (int t : kept_ranks[static_cast<std::size_t>(s)])
             for (int e = 0; e < dp / ep; ++e)
-              add_group_collective(s, p, step, expert_group(t, e));
+              if (keeps_any(s, expert_group(t, e)))
+                add_group_collective(s, p, step, expert_group(t, e));
           break;
         case Step::Kind::gather: {
           // ZeRO-3: the unit's parameters (dense, then the experts' over their own groups), gathered on
@@ -385,12 +435,14 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           std::vector<TaskId> waits(static_cast<std::size_t>(members), no_task);
           for (int q = 0; q < members; ++q)
             waits[static_cast<std::size_t>(q)] = at_previous_gather[static_cast<std::size_t>(device(s, q))];
-          for (int t = 0; t < tp; ++t)
+          for (int t : kept_ranks[static_cast<std::size_t>(s)])
             for (int f = 0; f < families; ++f) {
               const double bytes = f == 0 ? step.bytes : step.expert_bytes;
               if (bytes <= 0)
                 continue;
               for (int j = 0; j < family_groups(f); ++j) {
+                if (!keeps_any(s, reduce_group(t, j, f)))
+                  continue;
                 CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
                                  .fidelity = plan.dp_fidelity, .group = {}, .bytes = bytes, .stage = s,
                                  .micro_batch = p.micro_batch, .phase = p.phase, .role = CollectiveRole::parameters};
@@ -403,6 +455,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                   g.add_dependency(chain, id);
                 chain = id;
                 for (int q : group) {
+                  if (!keep(s, q))
+                    continue;
                   if (waits[static_cast<std::size_t>(q)] != no_task)
                     g.add_dependency(waits[static_cast<std::size_t>(q)], id);
                   pending_gather[static_cast<std::size_t>(device(s, q))].push_back(id);
@@ -429,7 +483,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           std::vector<TaskId> before_ring(static_cast<std::size_t>(members), no_task);
           std::vector<TaskId> chunk(static_cast<std::size_t>(members), no_task);
           const double share = 1.0 / cp;
-          for (int q = 0; q < members; ++q) {
+          for (int q : kept_members[static_cast<std::size_t>(s)]) {
             before_ring[static_cast<std::size_t>(q)] = last[static_cast<std::size_t>(device(s, q))];
             chunk[static_cast<std::size_t>(q)] = add_compute(s, q, p, step.begin, step.end, share);
           }
@@ -445,7 +499,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           };
           for (int j = 1; j < cp; ++j) {
             std::vector<TaskId> arrived(static_cast<std::size_t>(members), no_task);
-            for (int q = 0; q < members; ++q) {
+            for (int q : kept_members[static_cast<std::size_t>(s)]) {
               const auto at = static_cast<std::size_t>(q);
               // Step 1 sends the GPU's own block, ready once the layers before the ring are (or, when
               // the pass starts with the ring, once its first chunk could start).
@@ -453,7 +507,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
               const auto [next, x] = send(q, j, step.bytes / cp, {ready, backward ? chunk[at] : no_task});
               arrived[static_cast<std::size_t>(next)] = x;
             }
-            for (int q = 0; q < members; ++q) {
+            for (int q : kept_members[static_cast<std::size_t>(s)]) {
               const auto at = static_cast<std::size_t>(q);
               chunk[at] = add_compute(s, q, p, step.begin, step.end, share);
               g.add_dependency(arrived[at], chunk[at]);
@@ -461,7 +515,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             incoming = std::move(arrived);
           }
           if (backward && cp > 1)
-            for (int q = 0; q < members; ++q) {  // dK/dV home: half of a backward step's bytes
+            for (int q : kept_members[static_cast<std::size_t>(s)]) {  // dK/dV home: half of a backward step's bytes
               const auto at = static_cast<std::size_t>(q);
               const auto [owner, x] = send(q, cp, step.bytes / cp / 2, {incoming[at], chunk[at]});
               pending_ring[static_cast<std::size_t>(device(s, owner))] = x;
@@ -474,7 +528,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
               ep > 1 && !plan.expert_compute.empty() &&
               std::any_of(stage.exchanges.begin(), stage.exchanges.end(),
                           [&](const ExpertExchange& x) { return step.begin == x.layer && step.end == x.layer + 1; });
-          for (int q = 0; q < members; ++q)
+          for (int q : kept_members[static_cast<std::size_t>(s)])
             add_compute(s, q, p, step.begin, step.end,
                         experts ? plan.expert_compute[static_cast<std::size_t>((q / tp) % ep)] : 1.0);
           break;
@@ -488,7 +542,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   // 1/tp share to the same rank of the next stage.
   for (int s = 0; s + 1 < chunks; ++s) {
     const double bytes = plan.stages[static_cast<std::size_t>(s)].activation_bytes * plan.micro_batch_size / tp;
-    for (int q = 0; q < members; ++q)
+    for (int q : kept_members[static_cast<std::size_t>(s)])
       for (int m = 0; m < m_count; ++m) {
         if (device(s, q) == device(s + 1, q)) {  // consecutive chunks on one device
           g.add_dependency(pass(s, q, m, Phase::forward).back(), pass(s + 1, q, m, Phase::forward).front());
@@ -526,7 +580,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                          plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                          stage.gradient_bytes};
         for (int q : dp_group(t))
-          if (last[static_cast<std::size_t>(device(s, q))] == no_task)
+          if (keep(s, q) && last[static_cast<std::size_t>(device(s, q))] == no_task)
             throw std::invalid_argument("a stage without tasks");
         reduced = reduce_gradients(s, t, p, flush);
       }
@@ -540,8 +594,10 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       }
       if (!plan.optimizer_step)
         continue;
-      std::vector<TaskId> steps;
+      std::vector<TaskId> steps(static_cast<std::size_t>(dp), no_task);  // per replica
       for (int q : dp_group(t)) {
+        if (!keep(s, q))
+          continue;
         TaskId opt = g.add_compute({.device = device(s, q), .phase = Phase::optimizer, .stage = s,
                                     .micro_batch = -1, .samples = 0,
                                     .layer_begin = static_cast<std::uint32_t>(stage.layers.begin),
@@ -562,13 +618,13 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         if (!bucketed && reduced.empty() && expert_reduced.empty() &&
             g.kind(last[static_cast<std::size_t>(device(s, q))]) == TaskKind::collective)
           g.add_dependency(last[static_cast<std::size_t>(device(s, q))], opt);
-        steps.push_back(opt);
+        steps[static_cast<std::size_t>(q / tp)] = opt;
       }
       if (dp > 1 && (plan.zero == 1 || plan.zero == 2))
         for (int f = 0; f < families; ++f)
           for (int j = 0; j < family_groups(f); ++j) {
             const std::vector<int> group = reduce_group(t, j, f);
-            if (group.size() < 2 || (f > 0 && experts <= 0))
+            if (group.size() < 2 || (f > 0 && experts <= 0) || !keeps_any(s, group))
               continue;
             CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
                              .fidelity = plan.dp_fidelity, .group = {}, .bytes = f == 0 ? dense : experts, .stage = s,
@@ -577,7 +633,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
               c.group.push_back(device(s, q));
             const TaskId id = g.add_collective(std::move(c));
             for (int q : group)
-              g.add_dependency(steps[static_cast<std::size_t>(q / tp)], id);
+              if (steps[static_cast<std::size_t>(q / tp)] != no_task)
+                g.add_dependency(steps[static_cast<std::size_t>(q / tp)], id);
           }
     }
   }
@@ -676,6 +733,8 @@ TaskGraph build_schedule(const PipelinePlan& plan)
     throw std::invalid_argument("the number of model chunks must be a multiple of virtual_stages");
   if (plan.schedule != ScheduleKind::interleaved && plan.virtual_stages != 1)
     throw std::invalid_argument("virtual_stages > 1 needs the interleaved schedule");
+  if (plan.fold != nullptr && plan.fold->devices() != plan.devices())
+    throw std::invalid_argument("the fold must act on the plan's devices");
   return build_pipeline(plan);
 }
 

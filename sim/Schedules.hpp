@@ -47,6 +47,8 @@
 
 namespace ddlsim::sim {
 
+class Fold;  // Fold.hpp
+
 enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
 
 inline constexpr EnumTable<ScheduleKind, 3> schedule_table{{{
@@ -215,6 +217,9 @@ struct PipelinePlan {
   CollectiveAlgorithm tp_algorithm = CollectiveAlgorithm::ring;
   CollectiveFidelity tp_fidelity = CollectiveFidelity::flow;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
+  /// When set (over devices()), only the fold's representatives get tasks, and only the
+  /// collectives that have a representative member (Fold.hpp): the graph a folded replay runs.
+  const Fold* fold = nullptr;
 
   int pp() const { return static_cast<int>(stages.size()) / virtual_stages; }
   int devices() const { return pp() * dp * tp; }

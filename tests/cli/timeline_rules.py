@@ -75,6 +75,11 @@ def timeline_problems(trace, row, devices, peak_is_bound=False):
               if e["ph"] == "M" and e["name"] == "process_name"}
     pid_of = {gpu: pid for pid, gpu in gpu_of.items()}
     processes = set(gpu_of)
+    # A large folded point is drawn by its representatives: "gpu<d> (node <n>), 1 of <k> alike".
+    folded = any(e["ph"] == "M" and e["name"] == "process_name" and e["args"]["name"].endswith(" alike")
+                 for e in events)
+    if folded:
+        devices = [d for d in devices if int(d["device"]) in pid_of]
     threads = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
 
     # Times and ids are numbers; every slice is on a named track.
@@ -144,7 +149,8 @@ def timeline_problems(trace, row, devices, peak_is_bound=False):
                     (first["args"]["from"], first["args"]["to"], 2):
                 problems.append(f"flow {fid} of '{first['name']}': not from its sender to its receiver")
         elif first["cat"] == "collective":
-            if len(bound) != first["args"]["members"]:
+            # Drawn by representatives, a collective joins those of its members that are drawn.
+            if len(bound) > first["args"]["members"] or (not folded and len(bound) != first["args"]["members"]):
                 problems.append(f"flow {fid} of '{first['name']}': joins {len(bound)} of {first['args']['members']} members")
         else:
             problems.append(f"flow {fid}: binds to a {first['cat']} slice")
@@ -155,6 +161,8 @@ def timeline_problems(trace, row, devices, peak_is_bound=False):
                             and ns(e["dur"]) >= 3),
             "collective": sum(1 for e in slices if e["cat"] == "collective" and e["args"]["members"] > 1
                               and ns(e["dur"]) >= e["args"]["members"] + 1)}
+    if folded:
+        want["collective"] = joined["collective"]
     if joined != want:
         problems.append(f"flows join {joined} slices, want {want}")
 

@@ -1,11 +1,13 @@
 // The resource guard's closed form (experiments/Resources.hpp) against the task graph the schedule
-// builder really makes for the same point: its size, and its SimGrid activities counted from the
-// graph (one per compute task and transfer, message_count() per flow-level collective).
+// builder really makes for the same point, folded (Fold.hpp) and not: its size, and its activities
+// counted from the graph (one per compute task and transfer, and per flow-level collective
+// message_count(), or its folded messages under a fold).
 #include "calibration/TableCostModel.hpp"
 #include "experiments/Evaluate.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/Resources.hpp"
 #include "sim/Collectives.hpp"
+#include "sim/Fold.hpp"
 #include "sim/Schedules.hpp"
 
 #include <doctest/doctest.h>
@@ -34,17 +36,31 @@ struct Built {
   double activities = 0;
 };
 
+// The graph evaluate_point() simulates, under the point's fold (a collective's folded messages count).
 Built build(const PointConfig& p)
 {
-  const auto cost        = calibration::make_cost_model(p.profile);
-  sim::TaskGraph g = sim::build_schedule(plan_point(p, *cost).pipeline);
+  const auto cost = calibration::make_cost_model(p.profile);
+  sim::PipelinePlan plan = plan_point(p, *cost).pipeline;
+  const sim::Fold fold(plan.devices(), plan_fold(p).generators);
+  plan.fold = fold.trivial() ? nullptr : &fold;
+  sim::TaskGraph g = sim::build_schedule(plan);
+  for (sim::TaskId id = 0; id < g.size(); ++id)
+    if (g.kind(id) == sim::TaskKind::collective)
+      sim::resolve_collective(g.collective(id), p.cluster);  // NCCL's choice, as evaluate_point() makes it
+  const sim::FoldedCollectives folded =
+      plan.fold ? sim::FoldedCollectives(g, p.cluster.gpus_per_node, fold) : sim::FoldedCollectives();
   Built b{.tasks = static_cast<double>(g.size())};
   for (sim::TaskId id = 0; id < g.size(); ++id)
     if (g.kind(id) == sim::TaskKind::collective) {
-      auto& c = g.collective(id);
-      sim::resolve_collective(c, p.cluster);  // NCCL's choice, as evaluate_point() makes it
-      if (c.fidelity == sim::CollectiveFidelity::flow)
+      const auto& c = g.collective(id);
+      if (c.fidelity != sim::CollectiveFidelity::flow)
+        continue;
+      if (plan.fold == nullptr) {
         b.activities += static_cast<double>(sim::message_count(c, p.cluster.gpus_per_node));
+        continue;
+      }
+      for (const sim::Message& m : folded.messages(id))
+        b.activities += sim::is_join(m) ? 0 : 1;
     } else {
       b.activities += 1;
     }
@@ -101,17 +117,20 @@ TEST_CASE("the resource estimate equals the built graph's tasks and activities")
       experiment("mixtral-8x7b", 2, 8, "global_batch: 16, micro_batch: 1, seq: 1024",
                  "pp: 1, dp: 16, zero: 1, ep: 16, ep_collective: hierarchical"),
   };
-  for (const auto& text : cases) {
-    CAPTURE(text);
-    const PointConfig p = point_of(text);
-    REQUIRE(p.is_valid());
-    const ResourceEstimate e = estimate_resources(p);
-    const Built b            = build(p);
-    CHECK(e.tasks == b.tasks);
-    CHECK(e.activities == b.activities);
-    CHECK(e.devices == p.parallelism.gpus());
-    CHECK(e.memory_bytes > 24.0 * (1 << 20));
-  }
+  for (const auto& text : cases)
+    for (const bool fold : {false, true}) {
+      CAPTURE(text);
+      CAPTURE(fold);
+      PointConfig p = point_of(text);
+      REQUIRE(p.is_valid());
+      p.parallelism.fold_replicas = fold;
+      const ResourceEstimate e = estimate_resources(p);
+      const Built b            = build(p);
+      CHECK(e.tasks == b.tasks);
+      CHECK(e.activities == b.activities);
+      CHECK(e.devices * plan_fold(p).factor() == p.parallelism.gpus());
+      CHECK(e.memory_bytes > 24.0 * (1 << 20));
+    }
 }
 
 TEST_CASE("a point over its limits is invalid, naming the key and the limit")
@@ -145,17 +164,25 @@ TEST_CASE("evaluate_point refuses a point changed past its limits after it was r
   CHECK(row.get("sim_activities").empty());
 }
 
-TEST_CASE("the CSV says tensor groups are folded exactly when the simulation folds them")
+TEST_CASE("the CSV says which symmetries are folded exactly when the simulation folds them")
 {
   const std::string analytic = "pp: 1, dp: 2, tp: 4, tp_fidelity: analytic";
   PointConfig p              = point_of(experiment("gpt2-small", 1, 8, "global_batch: 8, micro_batch: 4", analytic));
-  CHECK(folds_tensor_groups(p));
-  CHECK(describe_point(p).get("collective_fidelity") == "dp=flow;tp=analytic+aggregated");
-  // A straggler gives each GPU its own speed: the groups are simulated GPU by GPU.
+  FoldPlan f                 = plan_fold(p);
+  CHECK(f.tp == 4);
+  CHECK(f.replicas == 2);
+  CHECK(describe_point(p).get("collective_fidelity") == "dp=flow;tp=analytic+aggregated;fold=tp4xdp2");
+  p.parallelism.fold_replicas = false;
+  CHECK(plan_fold(p).factor() == 1);
+  CHECK(describe_point(p).get("collective_fidelity") == "dp=flow;tp=analytic;fold=off");
+  // A straggler gives its GPU its own speed: neither its tensor ranks nor its replicas are alike.
   std::string text = experiment("gpt2-small", 1, 8, "global_batch: 8, micro_batch: 4", analytic);
   text.replace(text.find("fabric: {latency: 2us}"), 22, "fabric: {latency: 2us}, stragglers: [{gpu: 1, speed: 0.5}]");
   p = point_of(text);
   REQUIRE(p.is_valid());
-  CHECK_FALSE(folds_tensor_groups(p));
-  CHECK(describe_point(p).get("collective_fidelity") == "dp=flow;tp=analytic");
+  f = plan_fold(p);
+  CHECK(f.factor() == 1);
+  CHECK(describe_point(p).get("collective_fidelity") ==
+        "dp=flow;tp=analytic;fold=none (tp: GPU 0 runs at speed 1, GPU 1 at 0.5; dp: GPU 1 runs at speed 0.5, GPU 5 at 1)");
+  CHECK(f.note.find("dp: GPU 1 runs at speed") != std::string::npos);
 }
