@@ -9,15 +9,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <functional>
 #include <iterator>
-#include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 
 namespace ddlsim::traces {
 namespace {
@@ -103,96 +97,6 @@ std::string collective_from_name(const std::string& name)
   return "nccl";
 }
 
-// Imports batches of events on a second thread while the caller parses the next ones (parsing is
-// about two thirds of an import, turning events into records the rest). One worker takes the
-// batches one at a time in the order they were pushed, so the records are the serial import's, in
-// the same order. At most `depth` batches wait, which bounds the memory. An exception of the work
-// stops the worker and comes back from push() or finish(); the destructor stops and joins it.
-namespace {
-
-class BatchPipeline {
-public:
-  using Batch = std::vector<JsonValue>;
-
-  explicit BatchPipeline(std::function<void(const Batch&)> work) : work_(std::move(work)), worker_([this] { run(); }) {}
-  BatchPipeline(const BatchPipeline&) = delete;
-  BatchPipeline& operator=(const BatchPipeline&) = delete;
-  ~BatchPipeline() { stop(); }
-
-  void push(Batch&& batch)
-  {
-    std::unique_lock lock(mutex_);
-    room_.wait(lock, [&] { return queue_.size() < depth || failure_; });
-    if (failure_)
-      rethrow(lock);
-    queue_.push_back(std::move(batch));
-    ready_.notify_one();
-  }
-
-  // Every batch pushed is imported when this returns.
-  void finish()
-  {
-    stop();
-    if (failure_)
-      std::rethrow_exception(failure_);
-  }
-
-private:
-  static constexpr std::size_t depth = 4;
-
-  void run()
-  {
-    for (;;) {
-      Batch batch;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [&] { return !queue_.empty() || closed_; });
-        if (queue_.empty())
-          return;  // closed and drained
-        batch = std::move(queue_.front());
-        queue_.pop_front();
-        room_.notify_one();
-      }
-      try {
-        work_(batch);
-      } catch (...) {
-        std::lock_guard lock(mutex_);
-        failure_ = std::current_exception();
-        queue_.clear();
-        room_.notify_all();
-        return;
-      }
-    }
-  }
-
-  void stop()
-  {
-    {
-      std::lock_guard lock(mutex_);
-      closed_ = true;
-      ready_.notify_one();
-    }
-    if (worker_.joinable())
-      worker_.join();
-  }
-
-  [[noreturn]] void rethrow(std::unique_lock<std::mutex>& lock)
-  {
-    const std::exception_ptr failure = failure_;
-    lock.unlock();
-    std::rethrow_exception(failure);
-  }
-
-  std::function<void(const Batch&)> work_;
-  std::mutex mutex_;
-  std::condition_variable ready_, room_;
-  std::deque<Batch> queue_;
-  bool closed_ = false;
-  std::exception_ptr failure_;
-  std::thread worker_;  // last: it starts once the members above exist
-};
-
-}  // namespace
 
 // The events stream through parse_json_streaming (memory stays near the file's size); the rest of
 // the document (device properties, distributed info) comes back as `root`.
@@ -210,22 +114,19 @@ std::optional<TraceSet> import_kineto_text(std::string& text, const std::string&
   batch.reserve(batch_size);
   TraceSet events;
   KernelLinks links;
-  BatchPipeline importer([&](const std::vector<JsonValue>& b) { import_kineto_events(events, b, links); });
   root = parse_json_streaming(
       text, path, "traceEvents",
       [&](JsonValue&& e) {
         batch.push_back(std::move(e));
         if (batch.size() == batch_size) {
-          importer.push(std::move(batch));
-          batch = {};
-          batch.reserve(batch_size);
+          import_kineto_events(events, batch, links);
+          batch.clear();
         }
       },
       &read_categories);
-  importer.push(std::move(batch));
-  importer.finish();  // `events` and `links` are the worker's until here
   if (!root.find("traceEvents"))
     return std::nullopt;
+  import_kineto_events(events, batch, links);
   attach_kernel_shapes(events.kernels, links.ops, links.launches, links.links);
   TraceSet set = import_kineto(root, path);  // the header; its events were streamed above
   set.kernels.insert(set.kernels.begin(), std::make_move_iterator(events.kernels.begin()),
