@@ -10,6 +10,7 @@
 #include "experiments/Experiment.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Replay.hpp"
+#include "tests/sim/TestClusters.hpp"
 #include "sim/Schedules.hpp"
 
 #include <doctest/doctest.h>
@@ -26,16 +27,7 @@ constexpr double B = 97e9;    // B/s
 
 ClusterSpec nodes(int count, int gpus_per_node)
 {
-  ClusterSpec c;
-  c.name = "test";
-  c.nodes = count;
-  c.gpus_per_node = gpus_per_node;
-  c.gpu_memory = 1e12;
-  c.intra_node = {.bandwidth = B, .latency = a};
-  c.nics_per_node = gpus_per_node;
-  c.nic = {.bandwidth = B / 4, .latency = 3 * a};
-  c.fabric_latency = a;
-  return c;
+  return testing::test_nodes(count, gpus_per_node, B, a, gpus_per_node, B / 4);
 }
 
 ReplayResult run(const CollectiveTask& task, const ClusterSpec& c)

@@ -10,6 +10,7 @@
 // The expected values come from these formulas, not from the simulator. One engine per process.
 #include "sim/Collectives.hpp"
 #include "sim/Replay.hpp"
+#include "tests/sim/TestClusters.hpp"
 #include "sim/Schedules.hpp"
 
 #include <doctest/doctest.h>
@@ -24,16 +25,7 @@ constexpr double B = 97e9;    // B/s
 
 ClusterSpec nodes(int count, int gpus_per_node)
 {
-  ClusterSpec c;
-  c.name = "test";
-  c.nodes = count;
-  c.gpus_per_node = gpus_per_node;
-  c.gpu_memory = 1e12;
-  c.intra_node = {.bandwidth = B, .latency = a};
-  c.nics_per_node = gpus_per_node;
-  c.nic = {.bandwidth = B / 4, .latency = 3 * a};
-  c.fabric_latency = a;
-  return c;
+  return testing::test_nodes(count, gpus_per_node, B, a, gpus_per_node, B / 4);
 }
 
 ReplayResult run(const TaskGraph& g, const ClusterSpec& c) { return replay(g, c, std::vector<double>(g.size(), 0.0)); }

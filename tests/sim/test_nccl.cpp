@@ -14,6 +14,7 @@
 #include "experiments/Evaluate.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Replay.hpp"
+#include "tests/sim/TestClusters.hpp"
 
 #include <doctest/doctest.h>
 
@@ -28,16 +29,7 @@ constexpr double B = 90e9;    // B/s
 
 ClusterSpec nodes(int count, int gpus_per_node, int nics, double nic_bandwidth)
 {
-  ClusterSpec c;
-  c.name = "test";
-  c.nodes = count;
-  c.gpus_per_node = gpus_per_node;
-  c.gpu_memory = 1e12;
-  c.intra_node = {.bandwidth = B, .latency = a};
-  c.nics_per_node = nics;
-  c.nic = {.bandwidth = nic_bandwidth, .latency = 3 * a};
-  c.fabric_latency = a;  // a_n = 4a
-  return c;
+  return testing::test_nodes(count, gpus_per_node, B, a, nics, nic_bandwidth);  // a_n = 4a
 }
 
 std::vector<int> iota(int n)
