@@ -1,21 +1,11 @@
 #include "common/Suggest.hpp"
 
+#include "common/Text.hpp"
+
 #include <algorithm>
 #include <cctype>
 
 namespace ddlsim {
-namespace {
-
-std::string lower(std::string_view s)
-{
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-}  // namespace
-
 std::size_t edit_distance(std::string_view a_text, std::string_view b_text)
 {
   const std::string a = lower(a_text), b = lower(b_text);

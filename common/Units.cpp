@@ -1,5 +1,7 @@
 #include "common/Units.hpp"
 
+#include "common/Text.hpp"
+
 #include <fmt/core.h>
 #include <array>
 #include <charconv>
@@ -31,14 +33,6 @@ std::string_view trim(std::string_view s)
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
     s.remove_suffix(1);
   return s;
-}
-
-std::string lower(std::string_view s)
-{
-  std::string out(s);
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 bool ends_with(std::string_view s, std::string_view suffix)

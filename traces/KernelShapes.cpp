@@ -1,5 +1,7 @@
 #include "traces/KernelShapes.hpp"
 
+#include "common/Text.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -17,12 +19,6 @@ using Dims = std::vector<double>;
 bool contains(const std::string& s, const char* needle)
 {
   return s.find(needle) != std::string::npos;
-}
-
-std::string lower(std::string s)
-{
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
 }
 
 // The shapes of an op's inputs: "Input Dims" (a list of lists of sizes, [] for scalars), "Input type"

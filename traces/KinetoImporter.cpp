@@ -1,6 +1,7 @@
 #include "traces/KinetoImporter.hpp"
 
 #include "common/Error.hpp"
+#include "common/Text.hpp"
 #include "common/Units.hpp"
 #include "traces/Gzip.hpp"
 #include "traces/Json.hpp"
@@ -15,12 +16,6 @@
 
 namespace ddlsim::traces {
 namespace {
-
-std::string lower(std::string s)
-{
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
 

@@ -1,6 +1,7 @@
 #include "traces/TraceRecords.hpp"
 
 #include "common/Error.hpp"
+#include "common/Text.hpp"
 #include "traces/ChromeTrace.hpp"
 #include "traces/Json.hpp"
 
@@ -249,9 +250,7 @@ void append(TraceSet& into, TraceSet more)
 
 double element_bytes(const std::string& dtype)
 {
-  std::string d;
-  for (char c : dtype)
-    d += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string d = lower(dtype);
   if (d.rfind("c10::", 0) == 0)  // PyTorch's C++ names: c10::Half, c10::BFloat16
     d = d.substr(5);
   if (d == "float" || d == "float32" || d == "int" || d == "int32" || d == "uint32" || d == "tf32")
