@@ -14,7 +14,7 @@ std::vector<double> gpu_speeds(double full_speed, double slowdown)
 
 CommOverlap::CommOverlap(const std::vector<simgrid::s4u::Host*>& gpus, double slowdown, std::vector<int> representative)
     : gpus_(gpus), representative_(std::move(representative)), in_flight_(gpus.size(), 0),
-      slowdown_(slowdown > 0 ? slowdown : 0.0)
+      slowdown_(slowdown > 0 ? slowdown : 0.0), running_on_(gpus.size())
 {
 }
 
@@ -52,6 +52,12 @@ void CommOverlap::schedule(TaskId id, Blocking& b)
   const double end = simgrid::s4u::Engine::get_clock() + b.remaining / b.rate;
   b.timer          = simgrid::kernel::timer::Timer::set(end, [this, id] {
     auto node = blocking_.extract(id);
+    for (int device : node.mapped().group) {
+      auto& ids = running_on_[static_cast<std::size_t>(device)];
+      const auto at = std::lower_bound(ids.begin(), ids.end(), id);
+      if (at != ids.end() && *at == id)  // a device listed twice in the group was removed already
+        ids.erase(at);
+    }
     node.mapped().done();
   });
 }
@@ -64,6 +70,12 @@ void CommOverlap::start(TaskId id, std::vector<int> group, double seconds, std::
   b.rate      = rate_of(b.group);
   b.since     = simgrid::s4u::Engine::get_clock();
   b.done      = std::move(done);
+  for (int device : b.group) {
+    auto& ids = running_on_[static_cast<std::size_t>(device)];
+    const auto at = std::lower_bound(ids.begin(), ids.end(), id);
+    if (at == ids.end() || *at != id)
+      ids.insert(at, id);
+  }
   schedule(id, b);
 }
 
@@ -90,9 +102,8 @@ void CommOverlap::add(int device, int delta)
   gpus_[static_cast<std::size_t>(device)]->set_pstate(count > 0 ? 1 : 0);
   // Stream-blocking collectives of this device change pace with it.
   const double now = simgrid::s4u::Engine::get_clock();
-  for (auto& [id, b] : blocking_) {
-    if (std::find(b.group.begin(), b.group.end(), device) == b.group.end())
-      continue;
+  for (TaskId id : running_on_[static_cast<std::size_t>(device)]) {
+    Blocking& b       = blocking_.at(id);
     const double rate = rate_of(b.group);
     if (rate == b.rate)
       continue;

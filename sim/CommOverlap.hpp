@@ -72,6 +72,9 @@ private:
   std::vector<int> in_flight_; // per device: transfers and collectives running
   double slowdown_;
   std::map<TaskId, Blocking> blocking_; // stream work running (collectives, compute timers), by task (ordered: deterministic)
+  // Per device: the stream work running on it (the keys of blocking_ whose group holds it), in
+  // increasing order, so that a device's switch visits only its own work, in blocking_'s order.
+  std::vector<std::vector<TaskId>> running_on_;
 };
 
 } // namespace ddlsim::sim::detail
