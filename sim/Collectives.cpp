@@ -22,12 +22,22 @@ constexpr double us = 1e-6;
 // nodes hold different counts.
 std::vector<std::vector<int>> by_node(const std::vector<int>& group, int gpus_per_node)
 {
-  std::map<int, std::vector<int>> nodes;
-  for (int d : group)
-    nodes[d / gpus_per_node].push_back(d);
   std::vector<std::vector<int>> out;
-  for (auto& [node, members] : nodes)
-    out.push_back(std::move(members));
+  auto node = [gpus_per_node](int d) { return d / gpus_per_node; };
+  if (std::is_sorted(group.begin(), group.end(), [&](int a, int b) { return node(a) < node(b); })) {
+    // The usual case, nodes in increasing order: runs of one node, without a map.
+    for (auto run = group.begin(); run != group.end();) {
+      const auto next = std::find_if(run, group.end(), [&](int d) { return node(d) != node(*run); });
+      out.emplace_back(run, next);
+      run = next;
+    }
+  } else {
+    std::map<int, std::vector<int>> nodes;
+    for (int d : group)
+      nodes[node(d)].push_back(d);
+    for (auto& [index, members] : nodes)
+      out.push_back(std::move(members));
+  }
   for (const auto& members : out)
     if (members.size() != out.front().size())
       return {};
@@ -375,15 +385,24 @@ struct LinkUse {
 
 int nic_of(const ClusterSpec& cl, int gpu) { return (gpu % cl.gpus_per_node) % std::max(1, cl.nics_per_node); }
 
+// At most six links per message (up and down at each of three levels): kept in place, no allocation.
+struct LinkUses {
+  std::array<LinkUse, 6> use{};
+  std::size_t n = 0;
+  void push_back(const LinkUse& l) { use[n++] = l; }
+  const LinkUse* begin() const { return use.data(); }
+  const LinkUse* end() const { return use.data() + n; }
+};
+
 // The links a message loads (as sim/Platform.hpp routes it). A message over `rails` NICs (> 0: a
 // channel group between nodes) leaves through those NICs of its node together instead of one.
-std::vector<LinkUse> links_of(const ClusterSpec& cl, int src, int dst, int rails = 0)
+LinkUses links_of(const ClusterSpec& cl, int src, int dst, int rails = 0)
 {
   auto key = [](LinkKind k, int owner, int index) {
     return (static_cast<LinkKey>(k) << 56) | (static_cast<LinkKey>(static_cast<std::uint32_t>(owner)) << 16) |
            static_cast<LinkKey>(static_cast<std::uint16_t>(index));
   };
-  std::vector<LinkUse> out;
+  LinkUses out;
   const double all_nics = cl.nics_per_node * cl.nic.bandwidth;
   if (src == fabric_switch_endpoint) {
     out.push_back({key(LinkKind::nic_down, cl.node_of(dst), nic_of(cl, dst)), cl.nic.bandwidth});
@@ -431,6 +450,7 @@ struct Hop {
   int src, dst;
   double bytes;
   bool rails = false;
+  LinkUses links;  // links_of(src, dst), found once
 };
 struct HopTime {
   double latency = 0;
@@ -446,14 +466,14 @@ public:
   {
     rails = rails && c_.channels > 1 && !is_switch_endpoint(src) && !is_switch_endpoint(dst) &&
             cl_.node_of(src) != cl_.node_of(dst);
-    hops_.push_back({src, dst, bytes, rails});
-    for (const LinkUse& l : links_of(cl_, src, dst, rails ? c_.channels : 0))
+    hops_.push_back({src, dst, bytes, rails, links_of(cl_, src, dst, rails ? c_.channels : 0)});
+    for (const LinkUse& l : hops_.back().links)
       load_[l.key] += bytes;
   }
   HopTime time(const Hop& h) const
   {
     HopTime t{message_latency(c_, cl_, h.src, h.dst), 0};
-    for (const LinkUse& l : links_of(cl_, h.src, h.dst, h.rails ? c_.channels : 0))
+    for (const LinkUse& l : h.links)
       t.transfer = std::max(t.transfer, load_.at(l.key) / l.bandwidth);
     return t;
   }
@@ -548,8 +568,8 @@ AnalyticParts tree_parts(const CollectiveTask& c, const ClusterSpec& cl)
       upward.add(g[j], g[(j - 1) / 2], chunk);
       downward.add(g[(j - 1) / 2], g[j], chunk);
     }
-    up_time[i] = upward.time({g[i], g[(i - 1) / 2], chunk});
-    down_time[i] = downward.time({g[(i - 1) / 2], g[i], chunk});
+    up_time[i] = upward.time(upward.hops().front());  // member i's own hop, added first
+    down_time[i] = downward.time(downward.hops().front());
   }
   std::vector<std::vector<Event>> up(n, std::vector<Event>(K));
   for (std::size_t c_ = 0; c_ < K; ++c_)
