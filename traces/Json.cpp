@@ -1,6 +1,7 @@
 #include "traces/Json.hpp"
 
 #include "common/Error.hpp"
+#include "traces/JsonStream.hpp"
 
 #include <simdjson.h>
 
@@ -14,11 +15,9 @@
 namespace ddlsim::traces {
 namespace {
 
+using detail::convert;
+using detail::json_max_depth;
 namespace od = simdjson::ondemand;
-
-constexpr int max_depth = 512;
-// Elements of a streamed array are parsed in windows of this many bytes (an element must fit in one).
-constexpr std::size_t stream_window = std::size_t{4} << 20;
 
 // Where a parse failed, as "origin[:line]: byte N: message" (a multi-line text also gets the line).
 [[noreturn]] void fail(std::string_view text, const std::string& origin, std::size_t at, const std::string& message)
@@ -38,7 +37,7 @@ std::string describe(simdjson::error_code e, std::string_view text, std::size_t 
   case simdjson::EMPTY: return "the text ends before any JSON value";
   case simdjson::INCOMPLETE_ARRAY_OR_OBJECT: return "the text ends (truncated?)";
   case simdjson::UNCLOSED_STRING: return "the text ends inside a string (truncated?)";
-  case simdjson::DEPTH_ERROR: return "nesting deeper than " + std::to_string(max_depth);
+  case simdjson::DEPTH_ERROR: return "nesting deeper than " + std::to_string(json_max_depth);
   case simdjson::NUMBER_ERROR:
   case simdjson::NUMBER_OUT_OF_RANGE: {
     std::size_t end = at;
@@ -55,52 +54,6 @@ std::string describe(simdjson::error_code e, std::string_view text, std::size_t 
       return "the text ends (truncated?)";
     return "unexpected character '" + std::string(1, text[at]) + "'";
   }
-}
-
-// Builds our value tree from simdjson's on-demand reader (a document or a value inside one).
-// Throws simdjson_error; the caller turns it into a TraceError at the reader's position.
-template <typename Node> JsonValue convert(Node& node, int depth);
-
-JsonValue convert_object(od::object object, int depth)
-{
-  JsonValue::Object members;
-  members.reserve(16);
-  for (auto field : object) {
-    std::string key(field.unescaped_key().value());
-    od::value v = field.value().value();
-    members.emplace_back(std::move(key), convert(v, depth + 1));
-  }
-  return JsonValue(std::move(members));
-}
-
-template <typename Node> JsonValue convert(Node& node, int depth)
-{
-  if (depth > max_depth)
-    throw simdjson::simdjson_error(simdjson::DEPTH_ERROR);
-  switch (node.type().value()) {
-  case od::json_type::object: return convert_object(node.get_object().value(), depth);
-  case od::json_type::array: {
-    JsonValue::Array elements;
-    for (auto element : node.get_array()) {
-      od::value v = element.value();
-      elements.push_back(convert(v, depth + 1));
-    }
-    return JsonValue(std::move(elements));
-  }
-  case od::json_type::number: {
-    const double d = node.get_double().value();
-    if (!std::isfinite(d))
-      throw simdjson::simdjson_error(simdjson::NUMBER_ERROR);
-    return JsonValue(d);
-  }
-  case od::json_type::string: return JsonValue(std::string(node.get_string().value()));
-  case od::json_type::boolean: return JsonValue(node.get_bool().value());
-  case od::json_type::null:
-    if (!node.is_null().value())
-      throw simdjson::simdjson_error(simdjson::N_ATOM_ERROR);
-    return JsonValue();
-  }
-  return JsonValue();
 }
 
 // The end of the string whose opening quote is at `i` (the index of its closing quote), or npos:
@@ -292,67 +245,60 @@ JsonValue parse_part(std::string_view part, std::string_view original, std::size
 
 JsonValue parse_json(std::string_view text, const std::string& origin) { return parse_part(text, text, 0, origin); }
 
-JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
-                               const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter)
+namespace detail {
+
+void json_fail(std::string_view text, const std::string& origin, std::size_t at, const std::string& message)
+{
+  fail(text, origin, at, message);
+}
+
+std::string json_describe(simdjson::error_code e, std::string_view text, std::size_t at)
+{
+  return describe(e, text, at);
+}
+
+std::size_t json_string_end(std::string_view text, std::size_t i) { return string_end(text, i); }
+
+JsonValue parse_json_part(std::string_view part, std::string_view original, std::size_t offset,
+                          const std::string& origin)
+{
+  return parse_part(part, original, offset, origin);
+}
+
+std::optional<StreamedArray> open_streamed_array(std::string& text, const std::string& origin, std::string_view key,
+                                                 JsonValue& root)
 {
   if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING)
     text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-  const auto span = open_array_member(text, array_key, origin);
-  if (!span)
-    return parse_json(text, origin);
+  const auto span = open_array_member(text, key, origin);
+  if (!span) {
+    root = parse_json(text, origin);
+    return std::nullopt;
+  }
   const std::size_t open = span->first, close = span->second;  // not a structured binding: clang 14 cannot capture one
   // The root without the array's elements ("[]" in their place), parsed whole: it is small.
   std::string rest;
   rest.reserve(text.size() - (close - open) + simdjson::SIMDJSON_PADDING);
   rest.append(text, 0, open + 1).append(text, close, std::string::npos);
   od::parser parser;
-  JsonValue root = parse_document(parser, rest.data(), rest.size(), text, origin,
-                                  [&](std::size_t at) { return at <= open ? at : at + (close - open - 1); });
-  // The elements, one document each, in windows of stream_window bytes.
-  const std::size_t begin = open + 1;
-  od::document_stream stream;
-  od::parser elements(std::max(stream_window, std::size_t{1} << 16));
-  if (const auto e = elements.iterate_many(text.data() + begin, close - begin, stream_window).get(stream))
-    fail(text, origin, begin, describe(e, text, begin));
-  for (auto it = stream.begin(); it != stream.end(); ++it) {
-    const std::size_t at = begin + it.current_index();
-    od::document_reference doc;
-    bool have_doc = false;  // a document_reference that failed to come has no position to ask
-    try {
-      doc = (*it).value();
-      have_doc = true;
-      const od::json_type type = doc.type().value();
-      if (type == od::json_type::object) {
-        od::object object = doc.get_object().value();
-        if (filter != nullptr) {  // look at the one member first; build only the elements kept
-          std::string_view value;
-          auto member = object.find_field_unordered(filter->key);
-          if (member.error() == simdjson::SUCCESS && member.get_string().get(value) == simdjson::SUCCESS &&
-              !filter->keep(value))
-            continue;
-          object.reset().value();
-        }
-        on_element(convert_object(object, 1));
-        continue;
-      }
-      if (type == od::json_type::array) {
-        on_element(convert(doc, 1));
-        continue;
-      }
-    } catch (const simdjson::simdjson_error& e) {
-      if (e.error() == simdjson::CAPACITY)
-        fail(text, origin, at, "an element of '" + std::string(array_key) + "' over " +
-                                   std::to_string(stream_window >> 20) + " MB");
-      const char* p = nullptr;
-      const std::size_t where = have_doc && doc.current_location().get(p) == simdjson::SUCCESS
-                                    ? static_cast<std::size_t>(p - text.data()) : at;
-      fail(text, origin, where, describe(e.error(), text, where));
-    }
-    // simdjson 3.0's stream mistakes what follows a scalar for trailing content (and its source()
-    // can drop the last byte): parse a scalar alone, up to the space that ends it.
-    const std::size_t end = text[at] == '"' ? string_end(text, at) + 1 : text.find_first_of(" \t\r\n", at);
-    on_element(parse_part(std::string_view(text).substr(at, std::min(end, close) - at), text, at, origin));
-  }
+  root = parse_document(parser, rest.data(), rest.size(), text, origin,
+                        [&](std::size_t at) { return at <= open ? at : at + (close - open - 1); });
+  return StreamedArray{.begin = open + 1, .close = close};
+}
+
+}  // namespace detail
+
+JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
+                               const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter)
+{
+  JsonValue root;
+  const auto array = detail::open_streamed_array(text, origin, array_key, root);
+  if (!array)
+    return root;
+  detail::for_each_streamed_element(
+      text, origin, array_key, *array, filter,
+      [&](od::object& object, od::document_reference&, std::size_t) { on_element(detail::convert_object(object, 1)); },
+      [&](JsonValue&& element) { on_element(std::move(element)); });
   return root;
 }
 
