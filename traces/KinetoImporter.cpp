@@ -63,7 +63,7 @@ bool finite_non_negative(const double* v) { return v && std::isfinite(*v) && *v 
 // Whether `s` contains `needle` (lower case) in any case, without a lowered copy of `s`.
 bool contains_ignoring_case(std::string_view s, std::string_view needle)
 {
-  const auto same = [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; };
+  const auto same = [](char a, char b) { return ascii_lower(a) == b; };
   return std::search(s.begin(), s.end(), needle.begin(), needle.end(), same) != s.end();
 }
 

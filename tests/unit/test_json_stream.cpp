@@ -176,6 +176,27 @@ TEST_CASE("streamed array elements equal the whole tree's, brackets and commas i
   CHECK(dump(parse_json_streaming(other, "t", "ev", [](const JsonValue&) { FAIL("no element expected"); })) == "[1,2,]");
 }
 
+TEST_CASE("streamed elements across the 64-byte blocks of the structure scan: escapes, brackets and commas in strings")
+{
+  // Strings of every length to past two blocks, ending in escaped quotes and backslashes, and
+  // holding brackets and commas, so that every block boundary falls on each kind of byte.
+  std::string text = R"({"ev": [)";
+  for (int n = 0; n < 140; ++n) {
+    const std::string filler(static_cast<std::size_t>(n), n % 3 == 0 ? 'a' : n % 3 == 1 ? ',' : ']');
+    text += R"({"s": ")" + filler + (n % 2 ? R"(\")" : R"(\\)") + R"(", "n": [)" + std::to_string(n) + "]},";
+  }
+  text += R"(0], "after": "[,]"})";
+  const JsonValue whole = parse_json(text, "t");
+  std::vector<std::string> streamed;
+  std::string copy = text;
+  const JsonValue root = parse_json_streaming(copy, "t", "ev", [&](const JsonValue& e) { streamed.push_back(dump(e)); });
+  const auto& expected = whole.find("ev")->as_array();
+  REQUIRE(streamed.size() == 141);
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    CHECK(streamed[i] == dump(expected[i]));
+  CHECK(*root.string("after") == "[,]");
+}
+
 TEST_CASE("streamed errors name the byte of the whole file")
 {
   CHECK(stream_error(R"({"ev": [1, 2)") == "s.json: byte 12: expected ']', the text ends (truncated?)");
