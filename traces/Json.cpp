@@ -1,24 +1,28 @@
 #include "traces/Json.hpp"
 
 #include "common/Error.hpp"
+#include "traces/JsonStream.hpp"
 
 #include <simdjson.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <cmath>
 #include <optional>
 #include <string>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace ddlsim::traces {
 namespace {
 
+using detail::convert;
+using detail::json_max_depth;
 namespace od = simdjson::ondemand;
-
-constexpr int max_depth = 512;
-// Elements of a streamed array are parsed in windows of this many bytes (an element must fit in one).
-constexpr std::size_t stream_window = std::size_t{4} << 20;
 
 // Where a parse failed, as "origin[:line]: byte N: message" (a multi-line text also gets the line).
 [[noreturn]] void fail(std::string_view text, const std::string& origin, std::size_t at, const std::string& message)
@@ -38,7 +42,7 @@ std::string describe(simdjson::error_code e, std::string_view text, std::size_t 
   case simdjson::EMPTY: return "the text ends before any JSON value";
   case simdjson::INCOMPLETE_ARRAY_OR_OBJECT: return "the text ends (truncated?)";
   case simdjson::UNCLOSED_STRING: return "the text ends inside a string (truncated?)";
-  case simdjson::DEPTH_ERROR: return "nesting deeper than " + std::to_string(max_depth);
+  case simdjson::DEPTH_ERROR: return "nesting deeper than " + std::to_string(json_max_depth);
   case simdjson::NUMBER_ERROR:
   case simdjson::NUMBER_OUT_OF_RANGE: {
     std::size_t end = at;
@@ -55,52 +59,6 @@ std::string describe(simdjson::error_code e, std::string_view text, std::size_t 
       return "the text ends (truncated?)";
     return "unexpected character '" + std::string(1, text[at]) + "'";
   }
-}
-
-// Builds our value tree from simdjson's on-demand reader (a document or a value inside one).
-// Throws simdjson_error; the caller turns it into a TraceError at the reader's position.
-template <typename Node> JsonValue convert(Node& node, int depth);
-
-JsonValue convert_object(od::object object, int depth)
-{
-  JsonValue::Object members;
-  members.reserve(16);
-  for (auto field : object) {
-    std::string key(field.unescaped_key().value());
-    od::value v = field.value().value();
-    members.emplace_back(std::move(key), convert(v, depth + 1));
-  }
-  return JsonValue(std::move(members));
-}
-
-template <typename Node> JsonValue convert(Node& node, int depth)
-{
-  if (depth > max_depth)
-    throw simdjson::simdjson_error(simdjson::DEPTH_ERROR);
-  switch (node.type().value()) {
-  case od::json_type::object: return convert_object(node.get_object().value(), depth);
-  case od::json_type::array: {
-    JsonValue::Array elements;
-    for (auto element : node.get_array()) {
-      od::value v = element.value();
-      elements.push_back(convert(v, depth + 1));
-    }
-    return JsonValue(std::move(elements));
-  }
-  case od::json_type::number: {
-    const double d = node.get_double().value();
-    if (!std::isfinite(d))
-      throw simdjson::simdjson_error(simdjson::NUMBER_ERROR);
-    return JsonValue(d);
-  }
-  case od::json_type::string: return JsonValue(std::string(node.get_string().value()));
-  case od::json_type::boolean: return JsonValue(node.get_bool().value());
-  case od::json_type::null:
-    if (!node.is_null().value())
-      throw simdjson::simdjson_error(simdjson::N_ATOM_ERROR);
-    return JsonValue();
-  }
-  return JsonValue();
 }
 
 // The end of the string whose opening quote is at `i` (the index of its closing quote), or npos:
@@ -137,6 +95,88 @@ std::size_t next_structural(std::string_view text, std::size_t i)
     ++i;
   return i;
 }
+
+// The same as next_structural less colons, for one long forward scan, and string_end: the bytes
+// found 64 at a time into bit masks (with SSE2, on every x86-64; byte by byte elsewhere), so that
+// the text between them costs nothing per byte.
+class StructuralScan {
+public:
+  explicit StructuralScan(std::string_view text) : text_(text) {}
+
+  /// The first quote, bracket or comma at or after `i`, or the text's size.
+  std::size_t next(std::size_t i) { return find(i, false); }
+
+  /// string_end(text, i): the closing quote of the string opening at `i`, or npos.
+  std::size_t string_end(std::size_t i)
+  {
+    for (std::size_t at = i + 1;; ++at) {
+      at = find(at, true);
+      if (at == text_.size())
+        return std::string_view::npos;
+      std::size_t backslashes = 0;
+      while (at - backslashes > i + 1 && text_[at - backslashes - 1] == '\\')
+        ++backslashes;
+      if (backslashes % 2 == 0)
+        return at;
+    }
+  }
+
+private:
+  std::size_t find(std::size_t i, bool quotes_only)
+  {
+    std::size_t block = i & ~std::size_t{63};
+    if (block != block_)
+      load(block);
+    for (std::uint64_t m = (quotes_only ? quotes_ : mask_) & (~std::uint64_t{0} << (i & 63));;
+         m = quotes_only ? quotes_ : mask_) {
+      if (m != 0)
+        return std::min(text_.size(), block + static_cast<std::size_t>(__builtin_ctzll(m)));
+      block += 64;
+      if (block >= text_.size())
+        return text_.size();
+      load(block);
+    }
+  }
+
+  void load(std::size_t block)
+  {
+    block_ = block;
+    mask_ = quotes_ = 0;
+    if (block + 64 > text_.size()) {  // the last bytes, not a whole block
+      for (std::size_t i = block; i < text_.size(); ++i) {
+        if (text_[i] != ':' && structural_bytes[static_cast<unsigned char>(text_[i])])
+          mask_ |= std::uint64_t{1} << (i - block);
+        if (text_[i] == '"')
+          quotes_ |= std::uint64_t{1} << (i - block);
+      }
+      return;
+    }
+#if defined(__SSE2__)
+    const __m128i lower_bit = _mm_set1_epi8(0x20), open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}'),
+                  quote = _mm_set1_epi8('"'), comma = _mm_set1_epi8(',');
+    for (int part = 0; part < 4; ++part) {  // brackets: the bytes b with b | 0x20 == '{' or '}'
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text_.data() + block + 16 * part));
+      const __m128i folded = _mm_or_si128(b, lower_bit);
+      const __m128i quotes = _mm_cmpeq_epi8(b, quote);
+      const __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(folded, open), _mm_cmpeq_epi8(folded, close)),
+                                       _mm_or_si128(quotes, _mm_cmpeq_epi8(b, comma)));
+      mask_ |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(hit))) << (16 * part);
+      quotes_ |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(quotes))) << (16 * part);
+    }
+#else
+    for (std::size_t i = 0; i < 64; ++i) {
+      if (text_[block + i] != ':' && structural_bytes[static_cast<unsigned char>(text_[block + i])])
+        mask_ |= std::uint64_t{1} << i;
+      if (text_[block + i] == '"')
+        quotes_ |= std::uint64_t{1} << i;
+    }
+#endif
+  }
+
+  std::string_view text_;
+  std::size_t block_ = std::string_view::npos;
+  std::uint64_t mask_ = 0, quotes_ = 0;
+};
 
 // Where the text's structure goes wrong, for the errors simdjson does not place (an unclosed
 // bracket, a token after the value): the offset and the message, or npos when the brackets and
@@ -247,10 +287,11 @@ std::optional<std::pair<std::size_t, std::size_t>> open_array_member(std::string
       if (open == std::string::npos || text[open] != '[')
         return std::nullopt;
       std::string closers = "]";  // what each open bracket needs, innermost last
-      for (std::size_t j = open + 1; (j = next_structural(text, j)) < text.size(); ++j) {
+      StructuralScan scan(text);  // commas change to spaces, which the scan's masks do not see again
+      for (std::size_t j = open + 1; (j = scan.next(j)) < text.size(); ++j) {
         const char d = text[j];
         if (d == '"') {
-          j = string_end(text, j);
+          j = scan.string_end(j);
           if (j == std::string_view::npos)
             fail(text, origin, text.size(), "the text ends inside a string (truncated?)");
         } else if (d == '{' || d == '[') {
@@ -292,67 +333,60 @@ JsonValue parse_part(std::string_view part, std::string_view original, std::size
 
 JsonValue parse_json(std::string_view text, const std::string& origin) { return parse_part(text, text, 0, origin); }
 
-JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
-                               const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter)
+namespace detail {
+
+void json_fail(std::string_view text, const std::string& origin, std::size_t at, const std::string& message)
+{
+  fail(text, origin, at, message);
+}
+
+std::string json_describe(simdjson::error_code e, std::string_view text, std::size_t at)
+{
+  return describe(e, text, at);
+}
+
+std::size_t json_string_end(std::string_view text, std::size_t i) { return string_end(text, i); }
+
+JsonValue parse_json_part(std::string_view part, std::string_view original, std::size_t offset,
+                          const std::string& origin)
+{
+  return parse_part(part, original, offset, origin);
+}
+
+std::optional<StreamedArray> open_streamed_array(std::string& text, const std::string& origin, std::string_view key,
+                                                 JsonValue& root)
 {
   if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING)
     text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-  const auto span = open_array_member(text, array_key, origin);
-  if (!span)
-    return parse_json(text, origin);
+  const auto span = open_array_member(text, key, origin);
+  if (!span) {
+    root = parse_json(text, origin);
+    return std::nullopt;
+  }
   const std::size_t open = span->first, close = span->second;  // not a structured binding: clang 14 cannot capture one
   // The root without the array's elements ("[]" in their place), parsed whole: it is small.
   std::string rest;
   rest.reserve(text.size() - (close - open) + simdjson::SIMDJSON_PADDING);
   rest.append(text, 0, open + 1).append(text, close, std::string::npos);
   od::parser parser;
-  JsonValue root = parse_document(parser, rest.data(), rest.size(), text, origin,
-                                  [&](std::size_t at) { return at <= open ? at : at + (close - open - 1); });
-  // The elements, one document each, in windows of stream_window bytes.
-  const std::size_t begin = open + 1;
-  od::document_stream stream;
-  od::parser elements(std::max(stream_window, std::size_t{1} << 16));
-  if (const auto e = elements.iterate_many(text.data() + begin, close - begin, stream_window).get(stream))
-    fail(text, origin, begin, describe(e, text, begin));
-  for (auto it = stream.begin(); it != stream.end(); ++it) {
-    const std::size_t at = begin + it.current_index();
-    od::document_reference doc;
-    bool have_doc = false;  // a document_reference that failed to come has no position to ask
-    try {
-      doc = (*it).value();
-      have_doc = true;
-      const od::json_type type = doc.type().value();
-      if (type == od::json_type::object) {
-        od::object object = doc.get_object().value();
-        if (filter != nullptr) {  // look at the one member first; build only the elements kept
-          std::string_view value;
-          auto member = object.find_field_unordered(filter->key);
-          if (member.error() == simdjson::SUCCESS && member.get_string().get(value) == simdjson::SUCCESS &&
-              !filter->keep(value))
-            continue;
-          object.reset().value();
-        }
-        on_element(convert_object(object, 1));
-        continue;
-      }
-      if (type == od::json_type::array) {
-        on_element(convert(doc, 1));
-        continue;
-      }
-    } catch (const simdjson::simdjson_error& e) {
-      if (e.error() == simdjson::CAPACITY)
-        fail(text, origin, at, "an element of '" + std::string(array_key) + "' over " +
-                                   std::to_string(stream_window >> 20) + " MB");
-      const char* p = nullptr;
-      const std::size_t where = have_doc && doc.current_location().get(p) == simdjson::SUCCESS
-                                    ? static_cast<std::size_t>(p - text.data()) : at;
-      fail(text, origin, where, describe(e.error(), text, where));
-    }
-    // simdjson 3.0's stream mistakes what follows a scalar for trailing content (and its source()
-    // can drop the last byte): parse a scalar alone, up to the space that ends it.
-    const std::size_t end = text[at] == '"' ? string_end(text, at) + 1 : text.find_first_of(" \t\r\n", at);
-    on_element(parse_part(std::string_view(text).substr(at, std::min(end, close) - at), text, at, origin));
-  }
+  root = parse_document(parser, rest.data(), rest.size(), text, origin,
+                        [&](std::size_t at) { return at <= open ? at : at + (close - open - 1); });
+  return StreamedArray{.begin = open + 1, .close = close};
+}
+
+}  // namespace detail
+
+JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
+                               const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter)
+{
+  JsonValue root;
+  const auto array = detail::open_streamed_array(text, origin, array_key, root);
+  if (!array)
+    return root;
+  detail::for_each_streamed_element(
+      text, origin, array_key, *array, filter,
+      [&](od::object& object, od::document_reference&, std::size_t) { on_element(detail::convert_object(object, 1)); },
+      [&](JsonValue&& element) { on_element(std::move(element)); });
   return root;
 }
 

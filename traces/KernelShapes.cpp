@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <unordered_map>
 #include <optional>
 #include <utility>
 
@@ -318,11 +319,13 @@ bool priced_op(const std::string& name)
 void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<CpuOp>& ops,
                           const std::vector<RuntimeLaunch>& launches, const std::vector<KernelLink>& links)
 {
-  std::map<double, std::size_t> by_external;
+  // Hash maps: the lookups are one per kernel (a std::map's were 8% of a large import); the first
+  // op or launch of an id wins, as it did.
+  std::unordered_map<double, std::size_t> by_external(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i)
     if (ops[i].external_id >= 0)
       by_external.emplace(ops[i].external_id, i);
-  std::map<double, const RuntimeLaunch*> by_correlation;
+  std::unordered_map<double, const RuntimeLaunch*> by_correlation(launches.size());
   for (const RuntimeLaunch& l : launches)
     by_correlation.emplace(l.correlation, &l);
   const OpTree tree(ops);

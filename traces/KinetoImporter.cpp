@@ -5,6 +5,7 @@
 #include "common/Units.hpp"
 #include "traces/Gzip.hpp"
 #include "traces/Json.hpp"
+#include "traces/KinetoEvent.hpp"
 #include "traces/KernelShapes.hpp"
 
 #include <algorithm>
@@ -20,21 +21,16 @@ namespace {
 bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
 
 // A finite, non-negative number that fits an int: grid and block sizes, devices, streams.
-int small_int(const JsonValue* v)
+int small_int(const double* v)
 {
-  if (!v || !v->is_number())
-    return -1;
-  const double d = v->as_number();
-  return std::isfinite(d) && d >= 0 && d < 2147483647.0 ? static_cast<int>(d) : -1;
+  return v && std::isfinite(*v) && *v >= 0 && *v < 2147483647.0 ? static_cast<int>(*v) : -1;
 }
 
-std::array<int, 3> dims(const JsonValue* v)
+std::array<int, 3> dims(const std::array<double, 3>& entries)
 {
   std::array<int, 3> out{0, 0, 0};
-  if (!v || !v->is_array())
-    return out;
-  for (std::size_t i = 0; i < 3 && i < v->as_array().size(); ++i)
-    out[i] = std::max(0, small_int(&v->as_array()[i]));
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = std::max(0, small_int(&entries[i]));
   return out;
 }
 
@@ -67,7 +63,7 @@ bool finite_non_negative(const double* v) { return v && std::isfinite(*v) && *v 
 // Whether `s` contains `needle` (lower case) in any case, without a lowered copy of `s`.
 bool contains_ignoring_case(std::string_view s, std::string_view needle)
 {
-  const auto same = [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; };
+  const auto same = [](char a, char b) { return ascii_lower(a) == b; };
   return std::search(s.begin(), s.end(), needle.begin(), needle.end(), same) != s.end();
 }
 
@@ -93,35 +89,24 @@ std::string collective_from_name(const std::string& name)
 }
 
 
-// The events stream through parse_json_streaming (memory stays near the file's size); the rest of
-// the document (device properties, distributed info) comes back as `root`.
+// The events stream through read_kineto_events, read straight from the text into flat events
+// (memory stays near the file's size, no tree per event); the rest of the document (device
+// properties, distributed info) comes back as `root`.
 std::optional<TraceSet> import_kineto_text(std::string& text, const std::string& path, JsonValue& root)
 {
-  // The event categories import_kineto_events reads: the others (ac2g flows, memcpy, ...) are
-  // skipped unbuilt. Add a category here when import_kineto_events starts reading it
+  // The event categories import_kineto_event reads: the others (ac2g flows, memcpy, ...) are
+  // skipped unread. Add a category here when import_kineto_event starts reading it
   // (test_json_stream compares this path with the whole tree). Runtime calls link kernels to the
   // CPU ops that launched them (KernelShapes.hpp).
   static const std::set<std::string, std::less<>> categories = {"kernel", "user_annotation", "cpu_op", "cuda_runtime",
                                                                  "cuda_driver"};
-  const JsonFilter read_categories{.key = "cat", .keep = [](std::string_view cat) { return categories.count(cat) > 0; }};
-  constexpr std::size_t batch_size = 1024;
-  std::vector<JsonValue> batch;
-  batch.reserve(batch_size);
   TraceSet events;
   KernelLinks links;
-  root = parse_json_streaming(
-      text, path, "traceEvents",
-      [&](JsonValue&& e) {
-        batch.push_back(std::move(e));
-        if (batch.size() == batch_size) {
-          import_kineto_events(events, batch, links);
-          batch.clear();
-        }
-      },
-      &read_categories);
+  root = read_kineto_events(
+      text, path, [](std::string_view cat) { return categories.count(cat) > 0; },
+      [&](const KinetoEvent& e) { import_kineto_event(events, e, links); });
   if (!root.find("traceEvents"))
     return std::nullopt;
-  import_kineto_events(events, batch, links);
   attach_kernel_shapes(events.kernels, links.ops, links.launches, links.links);
   TraceSet set = import_kineto(root, path);  // the header; its events were streamed above
   set.kernels.insert(set.kernels.begin(), std::make_move_iterator(events.kernels.begin()),
@@ -182,106 +167,95 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
 
 void import_kineto_events(TraceSet& set, const std::vector<JsonValue>& events, KernelLinks& links)
 {
-  auto skip = [&](const std::string& reason) { ++set.skipped[reason]; };
-  auto id_of = [](const JsonValue* args, const char* key) {
-    const double* v = args ? args->number(key) : nullptr;
-    return v && std::isfinite(*v) ? *v : -1.0;
-  };
-  auto thread_of = [](const JsonValue& e, const char* key) {
-    const double* v = e.number(key);
-    return v && std::isfinite(*v) ? *v : -1.0;
-  };
-  for (const JsonValue& e : events) {
-    const std::string* cat = e.string("cat");
-    if (!cat)
-      continue;  // metadata and counters
-    if (*cat == "cuda_runtime" || *cat == "cuda_driver") {
-      const JsonValue* args = e.find("args");
-      const double* ts = e.number("ts");
-      if (args && ts && std::isfinite(*ts))
-        links.launches.push_back({.correlation = id_of(args, "correlation"), .external_id = id_of(args, "External id"),
-                            .pid = thread_of(e, "pid"), .tid = thread_of(e, "tid"), .ts = *ts});
-      continue;
-    }
-    const bool kernel = *cat == "kernel";
-    const bool annotation = *cat == "user_annotation" || *cat == "cpu_op";
-    if (!kernel && !annotation)
-      continue;
-    const std::string* name = e.string("name");
-    const double* ts = e.number("ts");
-    const double* dur = e.number("dur");
-    if (!name || !finite_non_negative(ts) || !finite_non_negative(dur)) {
-      if (kernel)
-        skip("kernel without a name, ts or dur (or with negative or non-finite ones)");
-      continue;
-    }
-    const JsonValue* args = e.find("args");
-    if (*cat == "cpu_op")
-      links.ops.push_back({.name = *name, .ts = *ts, .dur = *dur, .pid = thread_of(e, "pid"),
-                           .tid = thread_of(e, "tid"), .external_id = id_of(args, "External id"),
-                           .args = args && priced_op(*name) ? std::make_shared<const JsonValue>(*args) : nullptr});
-    if (annotation) {
-      if (name->rfind("nccl:", 0) != 0)
-        continue;
-      CollectiveRecord c{.collective = collective_from_name(*name), .bytes = 0, .dtype = "", .group_size = 0,
-                         .duration_s = *dur * 1e-6, .source = "annotation", .name = *name};
-      const JsonValue* input_dims = args ? args->find("Input Dims") : nullptr;
-      const JsonValue* input_type = args ? args->find("Input type") : nullptr;
-      if (!input_dims || !input_dims->is_array() || input_dims->as_array().empty() ||
-          !input_dims->as_array().front().is_array() || !input_type || !input_type->is_array() ||
-          input_type->as_array().empty() || !input_type->as_array().front().is_string()) {
-        skip("nccl annotation without Input Dims and Input type");
-        continue;
-      }
-      double elements = 1;
-      bool ok = true;
-      for (const JsonValue& d : input_dims->as_array().front().as_array())
-        ok = ok && d.is_number() && std::isfinite(d.as_number()) && d.as_number() >= 0 &&
-             (elements *= d.as_number(), std::isfinite(elements));
-      c.dtype = lower(input_type->as_array().front().as_string());
-      if (!ok || element_bytes(c.dtype) == 0) {
-        skip("nccl annotation with unusable Input Dims or Input type");
-        continue;
-      }
-      c.bytes = elements * element_bytes(c.dtype);
-      set.collectives.push_back(std::move(c));
-      continue;
-    }
+  for (const JsonValue& e : events)
+    import_kineto_event(set, kineto_event(e), links);
+}
 
-    KernelRecord k;
-    k.name = *name;
-    k.start_s = *ts * 1e-6;
-    k.duration_s = *dur * 1e-6;
-    if (args) {
-      k.device = small_int(args->find("device"));
-      k.stream = small_int(args->find("stream"));
-      k.grid = dims(args->find("grid"));
-      k.block = dims(args->find("block"));
-    }
-    set.kernels.push_back(k);
-    links.links.push_back({.kernel = set.kernels.size() - 1, .external_id = id_of(args, "External id"),
-                     .correlation = id_of(args, "correlation")});
-    const std::string kind = collective_from_name(*name);
-    if (kind.empty())
-      continue;
-    set.kernels.back().unusable = "NCCL kernel: timed by its collective record";
-    CollectiveRecord c{.collective = kind, .bytes = 0, .dtype = "", .group_size = 0, .duration_s = k.duration_s,
-                       .source = "kernel", .name = *name};
-    if (args) {
-      if (const std::string* collective = args->string("Collective name"))
-        c.collective = normalize_collective(*collective);
-      if (const std::string* dtype = args->string("dtype"))
-        c.dtype = lower(*dtype);
-      if (const double* group = args->number("Group size"))
-        c.group_size = std::isfinite(*group) && *group > 0 && *group < 1e9 ? static_cast<int>(*group) : 0;
-      const double* nelems = args->number("In msg nelems");
-      if (nelems && finite_non_negative(nelems) && element_bytes(c.dtype) > 0)
-        c.bytes = *nelems * element_bytes(c.dtype);
-      else if (nelems)
-        skip("nccl kernel size unusable (In msg nelems or dtype)");
-    }
-    set.collectives.push_back(std::move(c));
+void import_kineto_event(TraceSet& set, const KinetoEvent& e, KernelLinks& links)
+{
+  auto skip = [&](const std::string& reason) { ++set.skipped[reason]; };
+  auto id_of = [](const KinetoMember& m) { return m.type == KinetoMember::Type::number ? m.number : -1.0; };
+  const std::string_view* cat = e.cat.as_string();
+  if (!cat)
+    return;  // metadata and counters
+  if (*cat == "cuda_runtime" || *cat == "cuda_driver") {
+    if (e.args.type != KinetoMember::Type::absent && e.ts.as_number())
+      links.launches.push_back({.correlation = id_of(e.correlation), .external_id = id_of(e.external_id),
+                                .pid = id_of(e.pid), .tid = id_of(e.tid), .ts = e.ts.number});
+    return;
   }
+  const bool kernel = *cat == "kernel";
+  const bool annotation = *cat == "user_annotation" || *cat == "cpu_op";
+  if (!kernel && !annotation)
+    return;
+  const std::string_view* name = e.name.as_string();
+  if (!name || !finite_non_negative(e.ts.as_number()) || !finite_non_negative(e.dur.as_number())) {
+    if (kernel)
+      skip("kernel without a name, ts or dur (or with negative or non-finite ones)");
+    return;
+  }
+  const bool has_args = e.args.type != KinetoMember::Type::absent;
+  const double ts = e.ts.number, dur = e.dur.number;
+  if (*cat == "cpu_op") {
+    CpuOp op{.name = std::string(*name), .ts = ts, .dur = dur, .pid = id_of(e.pid), .tid = id_of(e.tid),
+             .external_id = id_of(e.external_id), .args = nullptr};
+    if (has_args && priced_op(op.name))  // the shapes: a tree of args, for these ops only
+      op.args = std::make_shared<const JsonValue>(e.args_tree ? *e.args_tree : parse_json(e.args_json, op.name));
+    links.ops.push_back(std::move(op));
+  }
+  if (annotation) {
+    if (name->rfind("nccl:", 0) != 0)
+      return;
+    const std::string annotation_name(*name);
+    CollectiveRecord c{.collective = collective_from_name(annotation_name), .bytes = 0, .dtype = "", .group_size = 0,
+                       .duration_s = dur * 1e-6, .source = "annotation", .name = annotation_name};
+    if (!e.input_dims_listed || !e.input_type) {
+      skip("nccl annotation without Input Dims and Input type");
+      return;
+    }
+    c.dtype = lower(*e.input_type);
+    if (!e.input_elements.ok || element_bytes(c.dtype) == 0) {
+      skip("nccl annotation with unusable Input Dims or Input type");
+      return;
+    }
+    c.bytes = e.input_elements.elements * element_bytes(c.dtype);
+    set.collectives.push_back(std::move(c));
+    return;
+  }
+
+  KernelRecord k;
+  k.name = std::string(*name);
+  k.start_s = ts * 1e-6;
+  k.duration_s = dur * 1e-6;
+  if (has_args) {
+    k.device = small_int(e.device.as_number());
+    k.stream = small_int(e.stream.as_number());
+    k.grid = dims(e.grid);
+    k.block = dims(e.block);
+  }
+  set.kernels.push_back(k);
+  links.links.push_back({.kernel = set.kernels.size() - 1, .external_id = id_of(e.external_id),
+                         .correlation = id_of(e.correlation)});
+  const std::string kind = collective_from_name(set.kernels.back().name);
+  if (kind.empty())
+    return;
+  set.kernels.back().unusable = "NCCL kernel: timed by its collective record";
+  CollectiveRecord c{.collective = kind, .bytes = 0, .dtype = "", .group_size = 0, .duration_s = k.duration_s,
+                     .source = "kernel", .name = set.kernels.back().name};
+  if (has_args) {
+    if (const std::string_view* collective = e.collective_name.as_string())
+      c.collective = normalize_collective(std::string(*collective));
+    if (const std::string_view* dtype = e.dtype.as_string())
+      c.dtype = lower(*dtype);
+    if (const double* group = e.group_size.as_number())
+      c.group_size = *group > 0 && *group < 1e9 ? static_cast<int>(*group) : 0;
+    const double* nelems = e.in_msg_nelems.as_number();
+    if (nelems && finite_non_negative(nelems) && element_bytes(c.dtype) > 0)
+      c.bytes = *nelems * element_bytes(c.dtype);
+    else if (nelems)
+      skip("nccl kernel size unusable (In msg nelems or dtype)");
+  }
+  set.collectives.push_back(std::move(c));
 }
 
 }  // namespace ddlsim::traces

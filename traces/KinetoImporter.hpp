@@ -14,6 +14,7 @@
 
 #include "traces/Json.hpp"
 #include "traces/KernelShapes.hpp"
+#include "traces/KinetoEvent.hpp"
 #include "traces/TraceRecords.hpp"
 
 #include <optional>
@@ -35,6 +36,9 @@ std::optional<TraceSet> import_kineto_text(std::string& text, const std::string&
 /// in, attach_kernel_shapes(set.kernels, links.ops, links.launches, links.links) gives the kernels
 /// their shapes (KernelShapes.hpp).
 void import_kineto_events(TraceSet& set, const std::vector<JsonValue>& events, KernelLinks& links);
+/// The same for one event (KinetoEvent.hpp), as import_kineto_text reads them. Throws nothing but
+/// std::bad_alloc.
+void import_kineto_event(TraceSet& set, const KinetoEvent& event, KernelLinks& links);
 
 /// The collective an NCCL kernel name or annotation stands for ("ncclKernel_AllReduce_RING_LL_Sum_float",
 /// "ncclDevKernel_SendRecv", "nccl:_all_gather_base" -> all_reduce, send_recv, all_gather); empty when none.
