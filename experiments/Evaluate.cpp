@@ -874,7 +874,9 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
           // K and V of every token on this tensor rank: kv_heads / tp heads (one when replicated).
           const double kv_per_rank = std::max(1.0, static_cast<double>(l.kv_heads) / par.tp);
           const double head_dim = l.output.features / l.heads;
-          stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d});
+          // Recomputed (full, or selective on an eager attention core): its backward reruns the ring.
+          stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d,
+                                 .recomputed = models::reruns_forward(point.training.recompute, l)});
         }
     if (par.ep > 1)
       for (std::size_t i = layers.begin; i < layers.end; ++i)
