@@ -45,9 +45,8 @@ void write_device_table(const PointConfig& point, const sim::ReplayResult& resul
     throw Error("cannot write " + path);
 }
 
-// DDP-style buckets: walking the stage's layers from the last, close a bucket once it holds at
-// least `cap` bytes of gradients; the rest (down to the first layer) is the last bucket.
-// With expert parallelism (`without_experts`) the experts' gradients are reduced apart, over their own group.
+}  // namespace
+
 std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
                                                   double dtype_bytes, int tp, bool without_experts)
 {
@@ -67,6 +66,8 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
     buckets.back().layer = layers.begin;  // no gradients below the last cut: extend that bucket down
   return buckets;
 }
+
+namespace {
 
 // Memory of the smallest GPU of pipeline rank `rank` (its replicas and tensor ranks).
 // Speed of the slowest GPU of a pipeline rank (its replicas and tensor ranks), relative to the profile:
