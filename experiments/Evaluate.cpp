@@ -45,9 +45,8 @@ void write_device_table(const PointConfig& point, const sim::ReplayResult& resul
     throw Error("cannot write " + path);
 }
 
-// DDP-style buckets: walking the stage's layers from the last, close a bucket once it holds at
-// least `cap` bytes of gradients; the rest (down to the first layer) is the last bucket.
-// With expert parallelism (`without_experts`) the experts' gradients are reduced apart, over their own group.
+}  // namespace
+
 std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
                                                   double dtype_bytes, int tp, bool without_experts)
 {
@@ -67,6 +66,8 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
     buckets.back().layer = layers.begin;  // no gradients below the last cut: extend that bucket down
   return buckets;
 }
+
+namespace {
 
 // Memory of the smallest GPU of pipeline rank `rank` (its replicas and tensor ranks).
 // Speed of the slowest GPU of a pipeline rank (its replicas and tensor ranks), relative to the profile:
@@ -874,7 +875,9 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
           // K and V of every token on this tensor rank: kv_heads / tp heads (one when replicated).
           const double kv_per_rank = std::max(1.0, static_cast<double>(l.kv_heads) / par.tp);
           const double head_dim = l.output.features / l.heads;
-          stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d});
+          // Recomputed (full, or selective on an eager attention core): its backward reruns the ring.
+          stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d,
+                                 .recomputed = models::reruns_forward(point.training.recompute, l)});
         }
     if (par.ep > 1)
       for (std::size_t i = layers.begin; i < layers.end; ++i)

@@ -105,6 +105,14 @@ std::string collective_fidelity(const PointConfig& point, const FoldPlan& fold);
 /// algorithms) without the stages' contents: what the fold's symmetries act on.
 sim::PipelinePlan pipeline_layout(const PointConfig& point);
 
+/// DDP-style gradient buckets of `layers` (PyTorch's bucket_cap): walking from the last layer, a
+/// bucket closes once it holds at least `cap` bytes of gradients (per tensor rank of `tp`, at
+/// `dtype_bytes` per element); the rest, down to the first layer, is the last bucket (a cut at the
+/// first layer itself extends the bucket above it). With `without_experts` the experts layers'
+/// gradients are left out (expert parallelism reduces them over their own group). Backward order.
+std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
+                                                  double dtype_bytes, int tp, bool without_experts);
+
 /// The tensor-parallel collectives of `layers` (each layer's models::TpRole): their layer, phase,
 /// kind and bytes per sample (at `dtype_bytes` per element); with `sequence_parallel` (a sequence
 /// model) each all-reduce becomes a reduce-scatter and an all-gather. A mixture of experts (its

@@ -119,23 +119,17 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
             expert_blocks += 1;
             break;
           }
-    // Gradient buckets: each chunk's last bucket, plus those the whole model's gradients close as
-    // evaluate's gradient_buckets() fills them (from the last layer; a bucket closes at the cap).
+    // Gradient buckets: each chunk's last bucket, plus the cuts gradient_buckets() makes in the whole
+    // model's gradients (plan_point's own rule; exact with one chunk, where no cut at a chunk's first
+    // layer is unknown here).
     double buckets = C;
     double shared_places = 0;  // bucket boundaries where a tensor-parallel collective splits the backward already
-    if (R > 1 && par.dp_bucket > 0) {
-      double bytes   = 0;
-      for (std::size_t i = model.size(); i-- > 0;) {
-        // As gradient_buckets() sizes them: per tensor rank, the experts' apart with expert parallelism.
-        if (par.ep == 1 || model.layers()[i].kind != models::LayerKind::moe)
-          bytes += model.held_parameters(i, all, par.tp) * d;
-        if (bytes >= par.dp_bucket) {
+    if (R > 1 && par.dp_bucket > 0)
+      for (const sim::GradientBucket& b : gradient_buckets(model, all, par.dp_bucket, d, par.tp, par.ep > 1))
+        if (b.layer > all.begin) {  // a cut (the last bucket, from the first layer, is the chunk's)
           buckets += 1;
-          shared_places += places.count({1, i}) != 0 ? 1 : 0;
-          bytes = 0;
+          shared_places += places.count({1, b.layer}) != 0 ? 1 : 0;
         }
-      }
-    }
     // Gradient reductions per chunk set: ZeRO-3 one per unit (block), else the buckets (or one per
     // chunk); ZeRO 2 and 3 after every micro-batch, else once.
     const bool bucketed       = R > 1 && (par.zero >= 3 || par.dp_bucket > 0 || par.zero == 2);

@@ -299,7 +299,11 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
                   sim::range_seconds(point.model, x.layer, x.layer + 1, sim::Phase::backward, mb, compute, cost));
     }
     for (const sim::ShardUnit& u : stage.units) {
-      const double g = collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, u.bytes);
+      // ZeRO-3 gathers the unit's dense parameters over the shard group and its experts' over the expert
+      // shard group, on their own streams at once (sim/Schedules.cpp): the unit waits for the longer.
+      const double g = std::max(
+          collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, u.bytes),
+          collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, expert_group, u.expert_bytes));
       gathers[r] += g;
       first_gather[r] = first_gather[r] > 0 ? first_gather[r] : g;
     }

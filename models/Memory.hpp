@@ -66,6 +66,13 @@ inline constexpr EnumTable<Recompute, 3> recompute_table{{{
     {"full", Recompute::full, "keep only each block's input; rerun the block's forward before its backward"},
 }}};
 
+/// Whether recomputation `recompute` reruns `layer`'s forward in its backward pass (and so whatever
+/// communication that forward does): full reruns every layer, selective the recompute_cheap ones.
+inline bool reruns_forward(Recompute recompute, const Layer& layer)
+{
+  return recompute == Recompute::full || (recompute == Recompute::selective && layer.recompute_cheap);
+}
+
 /// Optimizer bytes per parameter beyond weights and gradients (moments, and the fp32 master copy
 /// when `dtype` is narrower than 32 bits).
 double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype);

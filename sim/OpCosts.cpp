@@ -244,9 +244,7 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
     for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp, options.scale,
                                        options.sequence_parallel, options.cp, options.ep))
       out.push_back(launch);
-    if (phase == Phase::backward &&
-        (options.recompute == models::Recompute::full ||
-         (options.recompute == models::Recompute::selective && layers[l].recompute_cheap)))
+    if (phase == Phase::backward && models::reruns_forward(options.recompute, layers[l]))
       for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp, options.scale,
                                          options.sequence_parallel, options.cp, options.ep))
         out.push_back(launch);

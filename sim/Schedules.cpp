@@ -23,10 +23,12 @@ struct Step {
   enum class Kind { compute, dp_sync, tp_sync, bucket, gather, ring, expert, expert_bucket } kind = Kind::compute;
   std::size_t begin = 0, end = 0;  // compute and ring: layers [begin, end)
   CollectiveKind collective = CollectiveKind::all_reduce;
-  double bytes = 0;                // collectives: total bytes (per-sample sizes already scaled); ring: K/V bytes
+  double bytes = 0;                // collectives: total bytes (per-sample sizes already scaled); ring: the
+                                   // micro-batch's K/V on one tensor rank (a step sends 1/cp of it per block)
   CollectiveRole role = CollectiveRole::gradients;  // expert: dispatch or combine
   bool at_source = false;                           // expert: the busiest rank sends (combine direction)
-  bool recomputed = false;                          // expert: the recomputed forward's, in backward
+  bool recomputed = false;                          // expert: the recomputed forward's, in backward;
+                                                    // ring: the backward reruns the forward's ring too
   double expert_bytes = 0;                          // gather: the unit's experts' parameters
 };
 
@@ -101,8 +103,9 @@ std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const Pipeline
   if (plan.cp > 1)
     for (const RingAttention& r : stage.rings)
       events.push_back({forward ? r.layer : r.layer + 1,
-                        {Step::Kind::ring, r.layer, r.layer + 1, CollectiveKind::all_gather,
-                         r.kv_bytes_per_sample * b * (forward ? 1 : 2)}});
+                        {.kind = Step::Kind::ring, .begin = r.layer, .end = r.layer + 1,
+                         .collective = CollectiveKind::all_gather, .bytes = r.kv_bytes_per_sample * b,
+                         .recomputed = !forward && r.recomputed}});
   // Forward: increasing position; backward: decreasing. At one position: a bucket first (it closes
   // the work before it), then a gather (it opens the work after it), a ring last (it is that work).
   // An all-to-all towards the experts precedes the tensor-parallel gather of what it brought (Megatron-
@@ -472,8 +475,13 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           // GPU before it in the cp ring received at step j - 1 (its own block at step 1). Forward
           // passes K/V on as they arrive; backward passes K/V with the dK/dV accumulated so far, so a
           // step also waits for the sender's chunk before it, and after the last chunk one more step
-          // returns each block's dK/dV to its owner, whose next compute waits for it.
+          // returns each block's dK/dV to its owner, whose next compute waits for it. A recomputed
+          // layer's backward chunks also rerun its forward (OpCosts), whose ring sends each K/V block
+          // once more: 3 blocks a step. A pass sends (cp - 1) K/V blocks forward, (cp - 1) x 2 + 1 in
+          // backward, (cp - 1) x 3 + 1 recomputed: the forward ring's cp - 1 more.
           const bool backward = p.phase == Phase::backward;
+          const double block = step.bytes / cp;  // one K/V (or dK/dV) block
+          const double blocks_per_step = !backward ? 1 : step.recomputed ? 3 : 2;
           auto ring_next = [&](int q, int by) {
             const int r = q / tp, t = q % tp;
             const int c = r % cp;
@@ -504,7 +512,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
               // Step 1 sends the GPU's own block, ready once the layers before the ring are (or, when
               // the pass starts with the ring, once its first chunk could start).
               const TaskId ready = j > 1 ? incoming[at] : before_ring[at] != no_task ? before_ring[at] : chunk[at];
-              const auto [next, x] = send(q, j, step.bytes / cp, {ready, backward ? chunk[at] : no_task});
+              const auto [next, x] = send(q, j, blocks_per_step * block, {ready, backward ? chunk[at] : no_task});
               arrived[static_cast<std::size_t>(next)] = x;
             }
             for (int q : kept_members[static_cast<std::size_t>(s)]) {
@@ -515,9 +523,9 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             incoming = std::move(arrived);
           }
           if (backward && cp > 1)
-            for (int q : kept_members[static_cast<std::size_t>(s)]) {  // dK/dV home: half of a backward step's bytes
+            for (int q : kept_members[static_cast<std::size_t>(s)]) {  // dK/dV home: one block
               const auto at = static_cast<std::size_t>(q);
-              const auto [owner, x] = send(q, cp, step.bytes / cp / 2, {incoming[at], chunk[at]});
+              const auto [owner, x] = send(q, cp, block, {incoming[at], chunk[at]});
               pending_ring[static_cast<std::size_t>(device(s, owner))] = x;
             }
           break;

@@ -134,10 +134,16 @@ struct ShardUnit {
 /// An attention layer under context parallelism (ring attention, as Megatron-Core's CP and
 /// torchtitan): the layer runs in cp chunks of 1/cp of its work; before chunk j a GPU receives the
 /// K/V block of the GPU j places before it in the cp ring (forward), and K/V with their gradients
-/// (backward), so the ring's transfers overlap the attention compute.
+/// (backward), so the ring's transfers overlap the attention compute. When the layer's backward
+/// also reruns its forward (`recomputed`), each backward step carries the K/V block once more, for
+/// the recomputed forward's ring: 3 blocks a step instead of 2 (Transformer Engine's
+/// AttnFuncWithCPAndKVP2P runs its forward ring again when Megatron's checkpoint reruns the layer).
 struct RingAttention {
   std::size_t layer = 0;
   double kv_bytes_per_sample = 0;  ///< K and V of the whole sequence on one tensor-parallel rank
+  /// the layer's backward compute holds its recomputed forward (sim/OpCosts: full recomputation, or
+  /// selective on a recompute_cheap attention core)
+  bool recomputed = false;
 };
 
 /// The experts layer of a mixture of experts under expert parallelism (ep > 1): each ep group's

@@ -301,4 +301,32 @@ if len(rec) == 3:
         check(selective == none and abs(full / none - 1.5) < 1e-9,
               f"{col}: full recomputation's tensor-parallel collectives 6/4 of none's: {none} {selective} {full}")
 
+# Full recomputation reruns the context-parallel ring too: the recomputed forward of an attention layer
+# passes its K/V around the cp ring again (Transformer Engine's AttnFuncWithCPAndKVP2P, rerun by
+# Megatron's checkpoint). Each GPU sends, per attention layer and micro-batch, cp - 1 blocks of 1/cp of
+# the sequence's K/V in forward and 2 (cp - 1) + 1 in backward; the rerun adds cp - 1 blocks. GPT-2
+# small (models/zoo/gpt2-small.yaml: 12 layers, hidden 768, 1,024 tokens; multi-head, so K and V are
+# 2 x 768 values a token), bf16, cp 2 on 2 GPUs, M = 2 micro-batches of 2: the extra bytes a GPU sends are
+# M L (cp - 1) (2 h s b d) / cp, and nothing else moves (no tp, the gradient all-reduce unchanged).
+# Selective recomputation reruns the eager attention core (softmax over the s x s scores: the whole
+# attention layer here), so its ring too; FlashAttention is never recomputed selectively, so no rerun.
+path = os.path.join(out_dir, "cp_recompute.csv")
+rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path,
+                   "--set", "cluster={use: dgx-h100, gpus: 2}", "--set", "training.global_batch=4",
+                   "--set", "training.micro_batch=2", "--set", "parallelism.pp=1", "--set", "parallelism.dp=1",
+                   "--set", "parallelism.cp=2", "--set", "sweep.training.recompute=[none, selective, full]",
+                   "--set", "sweep.training.attention=[eager, flash]")
+cp_rows = {(r["recompute"], r["attention"]): float(r["comm_bytes_per_gpu"]) for r in read_csv(path)} if rc == 0 else {}
+checks += 1
+check(len(cp_rows) == 6, f"cp recompute points: {err}")
+if len(cp_rows) == 6:
+    M, L, cp, h, s, b, d = 2, 12, 2, 768, 1024, 2, 2
+    rerun = M * L * (cp - 1) * (2 * h * s * b * d) / cp
+    for attention, selective_reruns in (("eager", True), ("flash", False)):
+        none, selective, full = (cp_rows[(k, attention)] for k in ("none", "selective", "full"))
+        checks += 2
+        check(full - none == rerun, f"{attention}: full recomputation reruns the K/V ring: {full} - {none} vs {rerun}")
+        check(selective - none == (rerun if selective_reruns else 0),
+              f"{attention}: selective recomputation's ring: {selective} - {none}")
+
 finish("cli_features", checks)

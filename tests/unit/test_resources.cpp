@@ -98,6 +98,10 @@ TEST_CASE("the resource estimate equals the built graph's tasks and activities")
       experiment("{name: rn, resnet: {depth: 50, image: 224, classes: 1000, normalization: sync_batch_norm}}", 1, 8,
                  "global_batch: 64, micro_batch: 4", "pp: 2, dp: 4"),
       experiment("resnet50", 1, 8, "global_batch: 64, micro_batch: 8", "pp: 1, dp: 8, dp_bucket: 25MiB"),
+      // a first layer over the cap on its own (GPT-2's embedding, 77 MB; 38 MB per tensor rank): no cut
+      // there, the bucket above it extends down (the guard counted one bucket too many)
+      experiment("gpt2-small", 1, 8, "global_batch: 64, micro_batch: 2", "pp: 1, dp: 8, dp_bucket: 25MiB"),
+      experiment("gpt2-small", 1, 8, "global_batch: 64, micro_batch: 2", "pp: 1, dp: 4, tp: 2, dp_bucket: 25MiB"),
       // analytic data-parallel collectives are timers: no activities
       experiment("gpt2-small", 1, 8, "global_batch: 64, micro_batch: 2", "pp: 2, dp: 4, dp_fidelity: analytic"),
       // expert parallelism: all-to-alls (six per experts layer under full recomputation), the experts'

@@ -360,3 +360,41 @@ TEST_CASE("ring attention: cp chunks per attention layer and cp - 1 K/V steps ar
   p.cp = 3;
   CHECK_THROWS_AS(build_schedule(p), std::invalid_argument);
 }
+
+TEST_CASE("ring attention recomputed: the backward reruns the forward's ring, cp - 1 more K/V blocks")
+{
+  // Full recomputation reruns the attention layer's forward, ring included, in its backward (the
+  // checkpointed forward's K/V pass again: Transformer Engine's AttnFuncWithCPAndKVP2P under
+  // Megatron's CheckpointFunction). Per GPU and micro-batch, in blocks of 1/cp of the K/V: forward
+  // cp - 1; backward 2 (cp - 1) + 1 (K/V with dK/dV, then dK/dV home); recomputed 3 (cp - 1) + 1.
+  const int cp = 4, M = 2;
+  const double kv = 1000, block = kv * 2 / cp;  // micro-batch of 2
+  for (const bool recomputed : {false, true}) {
+    CAPTURE(recomputed);
+    PipelinePlan p = plan(1, 8, M);
+    p.cp = cp;
+    p.stages[0].layers = {0, 3};
+    p.stages[0].rings = {{.layer = 1, .kv_bytes_per_sample = kv, .recomputed = recomputed}};
+    const TaskGraph g = build_schedule(p);
+    double forward = 0, backward = 0;
+    int transfers = 0, chunks = 0;
+    for (TaskId id = 0; id < g.size(); ++id) {
+      if (g.kind(id) == TaskKind::transfer) {
+        ++transfers;
+        const auto& x = g.transfer(id);
+        (x.phase == Phase::forward ? forward : backward) += x.bytes;
+        if (x.phase == Phase::backward)
+          CHECK(x.bytes == (x.server < cp ? (recomputed ? 3 : 2) : 1) * block);
+      }
+      if (g.kind(id) == TaskKind::compute && g.compute(id).layer_begin == 1 && g.compute(id).layer_end == 2)
+        ++chunks;
+    }
+    const double per_gpu = 8.0 * M;  // GPUs x micro-batches
+    CHECK(forward == per_gpu * (cp - 1) * block);
+    CHECK(backward == per_gpu * ((recomputed ? 3 : 2) * (cp - 1) + 1) * block);
+    // The same tasks either way: the recomputed forward's K/V ride on the backward's steps, and its
+    // compute is in the backward's chunks (OpCosts), so the resource guard's count does not change.
+    CHECK(transfers == 8 * M * (2 * (cp - 1) + 1));
+    CHECK(chunks == 8 * cp * M * 2);
+  }
+}
