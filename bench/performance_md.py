@@ -266,8 +266,9 @@ def sweep_section(rows):
         "A point of a few milliseconds costs about as much to start as to simulate, which is why the sweep's "
         "points are not smaller.",
         "**`llama3-405b-16k-sweep`**: 1,000 layouts of Llama 3.1 405B on 16,384 GPUs (tp, pp, context and "
-        "context parallelism, ZeRO, sequence parallelism), flow-level data-parallel traffic, each point folded; "
-        "shapes that cannot split the batch are `invalid` rows and those that do not fit `oom` rows, as in any "
+        "context parallelism, ZeRO, sequence parallelism), flow-level data-parallel traffic, each point "
+        "folded as far as its symmetry goes (the ZeRO 0 layouts' double binary trees keep the replicas apart: "
+        "[scale.md](scale.md#measured) says why and what it costs); shapes that cannot split the batch are `invalid` rows and those that do not fit `oom` rows, as in any "
         "planning sweep. " + sweep_target(rows))
     return lines
 
