@@ -86,7 +86,14 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
       double whole = model.owned_stash_elements(i) - split;
       if (shards > 1 && !l.inputs.empty())
         whole += (shards - 1) * layers[l.inputs.front()].output_elements();
-      stash += (((sp ? whole / tp : whole) + split / tp) * d / cp + l.stashed_mask_bytes * stash_share) * rows;
+      // The experts' whole stash is their input, the dispatched token copies. With sequence
+      // parallelism they are gathered over the tensor-parallel group before the experts (Megatron-
+      // Core's token_dispatcher.py: the all-to-all dispatcher's "permute -> A2A(EP) -> AG(TP)", the
+      // all-gather dispatcher's gather over TP x EP of the [S/TP, B, H] tokens; the replay's gather
+      // before the experts with ep > 1, before the router with ep 1), and the experts' first GEMM
+      // keeps that gathered input: every tensor rank holds all of it, not 1/tp.
+      const bool sharded = sp && !expert_layer;
+      stash += (((sharded ? whole / tp : whole) + split / tp) * d / cp + l.stashed_mask_bytes * stash_share) * rows;
       if (l.recompute_cheap) {
         const double dropped = (l.stashed_elements * d + l.stashed_mask_bytes) * stash_share;
         cheap += dropped;

@@ -29,7 +29,10 @@
 // GPU's rows (expert_load), and with ep > 1 each keeps its dispatch buffers as workspace: the tokens
 // it sends and those it receives, (1 + expert_load) x tokens x top_k x hidden per sample. An expert
 // split over shards = ep / experts GPUs (ep > experts) receives every copy routed to it on each
-// shard: its input stash and both buffers are shards times larger.
+// shard: its input stash and both buffers are shards times larger. With sequence parallelism the
+// dispatched copies are gathered over the tensor-parallel group before the experts (Megatron-Core's
+// token dispatchers), so the experts' input stash is whole on every tensor rank, not / t; the
+// dispatch buffers hold each rank's s/t tokens.
 // Sharded data parallelism (ZeRO, Rajbhandari et al. 2020; FSDP) over a group of N GPUs divides the
 // training state: stage 1 the optimizer state, stage 2 also the gradients, stage 3 also the weights.
 // With mixed-precision Adam (2 + 2 + 12 bytes per parameter): 16 P, 4 P + 12 P/N, 2 P + 14 P/N, 16 P/N.

@@ -245,6 +245,37 @@ TEST_CASE("an expert split over two GPUs keeps every routed token's input and do
   CHECK(split.workspace - whole.workspace == doctest::Approx(b * 2 * s * k * h * d));
 }
 
+// With sequence parallelism every activation of a layer is split over the tp = 2 tensor ranks (each
+// keeps its s/tp tokens, Korthikanti et al. 2022) except the experts' input: the dispatched copies are
+// gathered over the tensor-parallel group before the experts (Megatron-Core's token_dispatcher.py:
+// permute -> A2A(EP) -> AG(TP) with ep > 1; the all-gather dispatcher's gather over TP x EP with
+// ep 1), so each rank keeps all b s k h of them. Against tp 1 on as many replicas, a stage keeps half
+// of everything plus the other half of that input: b s k h d (1 - 1/tp) more per MoE layer and micro-
+// batch in flight (selective recomputation keeps it too), once for the one block full recomputation
+// rebuilds. The dispatch buffers (workspace) stay s/tp tokens: the all-to-all moves each rank's share.
+TEST_CASE("with sequence parallelism the experts keep the dispatched tokens gathered over tp, whole")
+{
+  const double b = 2, s = 128, k = 2, h = 256, d = 2, t = 2, moe_layers = 2;
+  const double gathered = b * s * k * h * d * (1 - 1 / t);
+  for (const std::string recompute : {"none", "selective", "full"})
+    for (int ep : {1, 2}) {
+      CAPTURE(recompute);
+      CAPTURE(ep);
+      auto memory = [&](int tp) {
+        const std::string par = "schedule: 1f1b, dp: 2, ep: " + std::to_string(ep) + ", tp: " + std::to_string(tp) +
+                                (tp > 1 ? ", sequence_parallel: true" : "");
+        const PointConfig p =
+            point_of(moe_experiment("top_k: 2", par, 2 * tp, ", recompute: " + recompute));
+        REQUIRE(p.is_valid());
+        const auto cost = calibration::make_cost_model(p.profile);
+        return plan_point(p, *cost).stage_memory.at(0);
+      };
+      const models::MemoryBreakdown one = memory(1), two = memory(2);
+      const double expected = recompute == "full" ? gathered : moe_layers * gathered;
+      CHECK(two.activations - one.activations / t == doctest::Approx(expected));
+    }
+}
+
 TEST_CASE("expert parallelism's bad input gives file:line:key")
 {
   auto problem = [](const std::string& text) {
