@@ -4,6 +4,7 @@
 #include "common/Error.hpp"
 #include "common/Units.hpp"
 #include "experiments/ChakraWorkload.hpp"
+#include "models/Partition.hpp"
 #include "experiments/Timeline.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Fold.hpp"
@@ -11,6 +12,7 @@
 #include "sim/ParameterServer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -645,6 +647,58 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   return pipe;
 }
 
+namespace {
+
+// With `dp_collective: auto`, NCCL's tuner may run gradient all-reduces (ZeRO 0) as double binary
+// trees, which no replica shift maps onto itself (a leaf and an inner node load their NICs
+// differently) once the group spans three nodes or more: the replay would refuse the fold and build
+// the graph again without it. Predicted here from the smallest and the largest gradient bucket of
+// the stages a uniform partition would give (the tuner prefers trees for small buffers), so that the
+// resource estimate, `validate` and the first build use the fold the replay keeps. A wrong guess
+// costs speed only, never a number: the replay still checks every collective against the fold
+// (Fold.hpp). Returns why the replicas stay apart, or "" when the tuner picks no tree.
+std::string tuned_tree(const PointConfig& point)
+{
+  const auto& par = point.parallelism;
+  const int replicas = par.replicas();
+  if (par.zero != 0 || par.dp_collective != sim::CollectiveAlgorithm::automatic ||
+      par.dp_fidelity != sim::CollectiveFidelity::flow || replicas < 3 || point.model.blocks().empty())
+    return "";
+  std::vector<int> group;
+  std::set<int> nodes;
+  for (int r = 0; r < replicas; ++r) {  // stage 0, tensor rank 0: device r tp (Schedules.hpp)
+    group.push_back(r * par.tp);
+    if (group.back() >= point.cluster.gpu_count())
+      return "";
+    nodes.insert(point.cluster.node_of(group.back()));
+  }
+  if (nodes.size() < 3)
+    return "";
+  const double cap = par.dp_bucket > 0 ? par.dp_bucket : std::numeric_limits<double>::infinity();
+  double smallest = std::numeric_limits<double>::infinity(), largest = 0;
+  for (const models::StageRange& blocks : models::partition_uniform(point.model.blocks().size(), par.pp * par.virtual_stages))
+    for (const sim::GradientBucket& b : gradient_buckets(point.model, point.model.layer_range(blocks), cap,
+                                                         dtype_bytes(point.training.dtype), par.tp, par.ep > 1))
+      if (b.bytes > 0) {
+        smallest = std::min(smallest, b.bytes);
+        largest = std::max(largest, b.bytes);
+      }
+  for (const double bytes : {smallest, largest}) {
+    if (!(bytes > 0) || std::isinf(bytes))
+      continue;
+    sim::CollectiveTask probe{.kind = sim::CollectiveKind::all_reduce, .algorithm = par.dp_collective,
+                              .fidelity = par.dp_fidelity, .group = group, .bytes = bytes};
+    sim::resolve_collective(probe, point.cluster);
+    if (probe.algorithm == sim::CollectiveAlgorithm::double_tree || probe.algorithm == sim::CollectiveAlgorithm::tree)
+      return "NCCL's tuner runs gradient all-reduces (" + format_quantity(bytes, Dimension::bytes) + " over " +
+             std::to_string(replicas) + " GPUs on " + std::to_string(nodes.size()) + " nodes) as " +
+             std::string(sim::collective_algorithm_table.name(probe.algorithm)) + "s, which do not fold";
+  }
+  return "";
+}
+
+}  // namespace
+
 FoldPlan plan_fold(const PointConfig& point)
 {
   FoldPlan f;
@@ -685,6 +739,8 @@ FoldPlan plan_fold(const PointConfig& point)
     const bool all_reduces = par.zero == 0 || par.shard_group() < replicas || sync_norm;
     if (all_reduces && tree(par.dp_collective, par.dp_fidelity, replicas)) {
       note("dp: tree all-reduces do not fold");
+    } else if (const std::string tree_why = tuned_tree(point); !tree_why.empty()) {
+      note("dp: " + tree_why);
     } else {
       const int step = sim::replica_shift_step(layout);
       std::string first_why;  // why the last smaller shift failed

@@ -157,6 +157,25 @@ for name, (text, fold) in fallbacks.items():
         check(not diff and rows[1]["collective_fidelity"].split(";fold=")[1] == fold,
               f"{name}: falls back and says so: {rows[1]['collective_fidelity']} {diff[:4]}")
 
+# ZeRO 0 with dp_collective: auto over 16 nodes: NCCL's tuner runs 1 MiB gradient buckets as double
+# binary trees, which do not fold. The fold planner says so before simulating (experiments/Evaluate.cpp:
+# tuned_tree), so the estimate counts the replicas the replay runs (folded over them it would be 16x
+# fewer); the numbers equal the unfolded run's.
+rows, err = run_rows("tuned-tree", experiment("tuned-tree", "gpt3-1.3b", "{use: dgx-h100x128, nodes: 16}",
+                                              "global_batch: 64, micro_batch: 2",
+                                              "schedule: 1f1b, pp: 1, dp: 16, tp: 8, dp_bucket: 1MiB", FOLD_AXIS))
+checks += 1
+check(len(rows) == 2 and all(r["status"] == "ok" for r in rows), f"tuned-tree: runs: {err}")
+if len(rows) == 2:
+    diff = differences(rows[0], rows[1])
+    fold = rows[1]["collective_fidelity"].split(";fold=")[1]
+    estimate, simulated = float(rows[1]["sim_activities_estimate"]), float(rows[1]["sim_activities"])
+    checks += 1
+    check(not diff and fold.startswith("tp8 (dp: NCCL's tuner runs gradient all-reduces (")
+          and fold.endswith("over 16 GPUs on 16 nodes) as double_trees, which do not fold)")
+          and simulated / 2 <= estimate <= 2 * simulated,
+          f"tuned-tree: said before simulating, estimated as run: {fold} {estimate} vs {simulated} {diff[:4]}")
+
 # tp_fidelity: auto (the default) takes the closed form where it equals the flow-level ring: tp a whole
 # node's GPUs (whose links carry nothing else), a ring, and a profile without comm_compute_slowdown
 # (a closed-form tensor-parallel collective is stream work, a flow-level one slows the compute it
