@@ -207,6 +207,24 @@ TEST_CASE("streamed errors name the byte of the whole file")
   CHECK(stream_error("# a README, not JSON\n") == "s.json:1: byte 0: unexpected character '#'");
 }
 
+TEST_CASE("streamed structure errors past the first 64-byte blocks name the same bytes")
+{
+  // The wrong bracket, the missing one and the open string at every offset across two blocks,
+  // after strings with and without escapes, so that both the block path and the byte path find them.
+  for (std::size_t pad = 0; pad < 140; ++pad) {
+    CAPTURE(pad);
+    for (const std::string& filler : {std::string(pad, 'a'), std::string(pad, ',') + "\\\"", std::string(pad, '[')}) {
+      const std::string head = R"({"ev": [{"s": ")" + filler + R"("}, [1, {"k": 2)";
+      CHECK(stream_error(head + "]]}") ==
+            "s.json: byte " + std::to_string(head.size()) + ": unexpected character ']'");
+      CHECK(stream_error(head + "}") ==
+            "s.json: byte " + std::to_string(head.size() + 1) + ": expected ']', the text ends (truncated?)");
+      CHECK(stream_error(head + R"(, "x)") ==
+            "s.json: byte " + std::to_string(head.size() + 4) + ": the text ends inside a string (truncated?)");
+    }
+  }
+}
+
 TEST_CASE("Kineto import streams its events to the same records as the whole-tree import")
 {
   const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_stream_" + std::to_string(::getpid()));
