@@ -96,17 +96,20 @@ std::size_t next_structural(std::string_view text, std::size_t i)
   return i;
 }
 
-// The array member's elements, from the byte after its '[' to its ']': the offset of that ']', with
-// the commas between its elements turned into spaces. Only strings and brackets are followed (the
+// The array member's elements, from the byte after its '[' to its ']': the offset of that ']', and
+// those of the commas between its elements, in order. Only strings and brackets are followed (the
 // same errors as a byte-by-byte walk, at the same bytes); simdjson checks the rest as it parses.
 //
 // 64 bytes at a time: bit masks of quotes, backslashes, brackets and commas (SSE2 on every x86-64,
 // byte by byte elsewhere); the bytes inside strings are the prefix XOR of the quotes, so that only
 // the brackets outside strings cost anything one by one, and the commas between two of them are
-// turned (or not) all at once. A block with a backslash, or the text's last bytes, go byte by byte.
+// kept (or not) all at once. A block with a backslash, or the text's last bytes, go byte by byte.
 class ArrayScan {
 public:
-  ArrayScan(std::string& text, const std::string& origin) : text_(text), origin_(origin) {}
+  ArrayScan(std::string_view text, const std::string& origin, std::vector<std::size_t>& separators)
+      : text_(text), origin_(origin), separators_(separators)
+  {
+  }
 
   std::size_t close(std::size_t from)
   {
@@ -125,13 +128,13 @@ public:
       for (; brackets != 0; brackets &= brackets - 1) {
         const std::uint64_t bit = brackets & (~brackets + 1), before = bit - 1;
         if (closers_.size() == 1)
-          blank(i, commas & before);
+          keep(i, commas & before);
         commas &= ~before;
         if (const std::size_t at = bracket(i + static_cast<std::size_t>(__builtin_ctzll(bit))); at != npos)
           return at;
       }
       if (closers_.size() == 1)
-        blank(i, commas);
+        keep(i, commas);
     }
     if (const std::size_t at = bytes(i, size); at != npos)
       return at;
@@ -184,10 +187,10 @@ private:
     return x;
   }
 
-  void blank(std::size_t block, std::uint64_t commas)
+  void keep(std::size_t block, std::uint64_t commas)
   {
     for (; commas != 0; commas &= commas - 1)
-      text_[block + static_cast<std::size_t>(__builtin_ctzll(commas))] = ' ';
+      separators_.push_back(block + static_cast<std::size_t>(__builtin_ctzll(commas)));
   }
 
   // The bracket at `at`, outside strings: the array's ']' (its offset), or npos.
@@ -222,14 +225,15 @@ private:
         if (const std::size_t at = bracket(i); at != npos)
           return at;
       } else if (c == ',' && closers_.size() == 1) {
-        text_[i] = ' ';
+        separators_.push_back(i);
       }
     }
     return npos;
   }
 
-  std::string& text_;
+  std::string_view text_;
   const std::string& origin_;
+  std::vector<std::size_t>& separators_;
   std::string closers_ = "]";  // what each open bracket needs, innermost last
   bool in_string_ = false, escaped_ = false;
 };
@@ -314,11 +318,11 @@ JsonValue parse_document(od::parser& parser, const char* padded, std::size_t siz
   }
 }
 
-// The member `key` of the root object whose value is an array: the offsets of its '[' and ']'.
-// Its separating commas become spaces, so that its elements read as a stream of documents. Only
-// strings and brackets are followed here; simdjson checks everything else as it parses.
-std::optional<std::pair<std::size_t, std::size_t>> open_array_member(std::string& text, std::string_view key,
-                                                                     const std::string& origin)
+// The member `key` of the root object whose value is an array: where its elements lie, and the
+// commas between them. Only strings and brackets are followed here; simdjson checks everything
+// else as it parses.
+std::optional<detail::StreamedArray> open_array_member(std::string_view text, std::string_view key,
+                                                       const std::string& origin)
 {
   std::size_t i = text.find_first_not_of(" \t\r\n");
   if (i == std::string::npos || text[i] != '{')
@@ -342,7 +346,10 @@ std::optional<std::pair<std::size_t, std::size_t>> open_array_member(std::string
       const std::size_t open = text.find_first_not_of(" \t\r\n", i + 1);
       if (open == std::string::npos || text[open] != '[')
         return std::nullopt;
-      return std::make_pair(open, ArrayScan(text, origin).close(open + 1));
+      detail::StreamedArray array;
+      array.begin = open + 1;
+      array.close = ArrayScan(text, origin, array.separators).close(open + 1);
+      return array;
     }
   }
   return std::nullopt;
@@ -389,30 +396,28 @@ JsonValue parse_json_part(std::string_view part, std::string_view original, std:
   return parse_part(part, original, offset, origin);
 }
 
-std::optional<StreamedArray> open_streamed_array(std::string& text, const std::string& origin, std::string_view key,
+std::optional<StreamedArray> open_streamed_array(std::string_view text, const std::string& origin, std::string_view key,
                                                  JsonValue& root)
 {
-  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING)
-    text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-  const auto span = open_array_member(text, key, origin);
-  if (!span) {
+  auto array = open_array_member(text, key, origin);
+  if (!array) {
     root = parse_json(text, origin);
     return std::nullopt;
   }
-  const std::size_t open = span->first, close = span->second;  // not a structured binding: clang 14 cannot capture one
+  const std::size_t open = array->begin - 1, close = array->close;
   // The root without the array's elements ("[]" in their place), parsed whole: it is small.
   std::string rest;
   rest.reserve(text.size() - (close - open) + simdjson::SIMDJSON_PADDING);
-  rest.append(text, 0, open + 1).append(text, close, std::string::npos);
+  rest.append(text.substr(0, open + 1)).append(text.substr(close));
   od::parser parser;
   root = parse_document(parser, rest.data(), rest.size(), text, origin,
                         [&](std::size_t at) { return at <= open ? at : at + (close - open - 1); });
-  return StreamedArray{.begin = open + 1, .close = close};
+  return array;
 }
 
 }  // namespace detail
 
-JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
+JsonValue parse_json_streaming(std::string_view text, const std::string& origin, std::string_view array_key,
                                const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter)
 {
   JsonValue root;
@@ -420,7 +425,7 @@ JsonValue parse_json_streaming(std::string& text, const std::string& origin, std
   if (!array)
     return root;
   detail::for_each_streamed_element(
-      text, origin, array_key, *array, filter,
+      text, origin, array_key, std::move(*array), filter,
       [&](od::object& object, od::document_reference&, std::size_t) { on_element(detail::convert_object(object, 1)); },
       [&](JsonValue&& element) { on_element(std::move(element)); });
   return root;
