@@ -106,7 +106,8 @@ std::string read_maybe_gzip(const std::string& path, std::size_t padding)
 
 TraceText::TraceText(const std::string& path)
 {
-  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+  // O_NONBLOCK: a FIFO is not waited for here (it is not mapped; read_maybe_gzip reads it as before)
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); fd >= 0) {
     struct stat st {};
     unsigned char head[2] = {0, 0};
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 2 && ::pread(fd, head, 2, 0) == 2 &&
