@@ -310,7 +310,8 @@ def import_section(rows, names):
         "its JSON; for a gzipped file the second is the one to compare. The file is read from the page cache "
         "(it was just written, or read by the previous repeat): the figure is the importer's, not the disk's. "
         "The wall time is the import alone, timed inside the child that runs it; peak memory is that child's, "
-        "mostly the trace's text (read whole, in place) and simdjson's 4 MB window: events are read into flat "
+        "mostly the trace file's pages (a plain file is mapped and read in place, a gzipped one decompressed "
+        "whole) and simdjson's 4 MB window: events are read into flat "
         "records, no JSON tree per event (`traces/KinetoEvent.hpp`).",
         "**Real traces**, when `../shared/data/traces/kineto` (or `KINETO_DIR=...`) holds some: PyTorch profiler "
         "traces from HolisticTraceAnalysis' test data, imported the same way. `make bench` leaves them out "

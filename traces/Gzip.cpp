@@ -8,7 +8,10 @@
 #include <fstream>
 #include <cstring>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdint>
@@ -64,6 +67,7 @@ std::string read_maybe_gzip(const std::string& path, std::size_t padding)
       text.reserve(size + padding);
       advise_huge_pages(text);
       text.resize(size);
+      plain.clear();  // a 1-byte file failed the 2-byte read above
       plain.seekg(0);
       if (size > 0 && !plain.read(text.data(), static_cast<std::streamsize>(size)))
         throw TraceError(path + ": cannot read (" + std::strerror(errno) + ")");
@@ -98,6 +102,34 @@ std::string read_maybe_gzip(const std::string& path, std::size_t padding)
   if (truncated)
     throw TraceError(path + ": the gzip stream is truncated (" + message + ")");
   return text;
+}
+
+TraceText::TraceText(const std::string& path)
+{
+  // O_NONBLOCK: a FIFO is not waited for here (it is not mapped; read_maybe_gzip reads it as before)
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); fd >= 0) {
+    struct stat st {};
+    unsigned char head[2] = {0, 0};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 2 && ::pread(fd, head, 2, 0) == 2 &&
+        !(head[0] == 0x1f && head[1] == 0x8b)) {
+      const auto size = static_cast<std::size_t>(st.st_size);
+      // MAP_POPULATE: every page mapped at once (no fault per page later: the whole file is read)
+      void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (map != MAP_FAILED) {
+        map_ = static_cast<const char*>(map);
+        size_ = size;
+      }
+    }
+    ::close(fd);
+  }
+  if (map_ == nullptr)
+    text_ = read_maybe_gzip(path);
+}
+
+TraceText::~TraceText()
+{
+  if (map_ != nullptr)
+    ::munmap(const_cast<char*>(map_), size_);
 }
 
 }  // namespace ddlsim::traces

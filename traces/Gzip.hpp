@@ -1,10 +1,13 @@
 // Reading trace files that may be gzip-compressed (PyTorch profiler traces often are: *.json.gz).
 //
 //   std::string text = read_maybe_gzip("rank0.json.gz");   // plain files are read as they are
+//   const TraceText file("rank0.json");                    // ... or mapped, for reading only
+//   parse(file.view());
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace ddlsim::traces {
 
@@ -13,5 +16,24 @@ namespace ddlsim::traces {
 /// at the size its trailer gives). Throws TraceError when the file cannot be read or the
 /// compressed stream is corrupt or truncated.
 std::string read_maybe_gzip(const std::string& path, std::size_t padding = 0);
+
+/// A trace file's bytes, for reading only: a plain file is mapped (no copy and no fresh memory to
+/// clear: the page cache's own pages), a gzip one, or one that cannot be mapped (a pipe, an empty
+/// file), is read by read_maybe_gzip. Throws what read_maybe_gzip throws. A mapped file must not
+/// be cut short on disk while it is held (reading past its new end ends the process with SIGBUS).
+class TraceText {
+public:
+  explicit TraceText(const std::string& path);
+  ~TraceText();
+  TraceText(const TraceText&) = delete;
+  TraceText& operator=(const TraceText&) = delete;
+
+  std::string_view view() const { return map_ != nullptr ? std::string_view(map_, size_) : std::string_view(text_); }
+
+private:
+  const char* map_ = nullptr;
+  std::size_t size_ = 0;
+  std::string text_;
+};
 
 }  // namespace ddlsim::traces

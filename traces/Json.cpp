@@ -96,86 +96,146 @@ std::size_t next_structural(std::string_view text, std::size_t i)
   return i;
 }
 
-// The same as next_structural less colons, for one long forward scan, and string_end: the bytes
-// found 64 at a time into bit masks (with SSE2, on every x86-64; byte by byte elsewhere), so that
-// the text between them costs nothing per byte.
-class StructuralScan {
+// The array member's elements, from the byte after its '[' to its ']': the offset of that ']', and
+// those of the commas between its elements, in order. Only strings and brackets are followed (the
+// same errors as a byte-by-byte walk, at the same bytes); simdjson checks the rest as it parses.
+//
+// 64 bytes at a time: bit masks of quotes, backslashes, brackets and commas (SSE2 on every x86-64,
+// byte by byte elsewhere); the bytes inside strings are the prefix XOR of the quotes, so that only
+// the brackets outside strings cost anything one by one, and the commas between two of them are
+// kept (or not) all at once. A block with a backslash, or the text's last bytes, go byte by byte.
+class ArrayScan {
 public:
-  explicit StructuralScan(std::string_view text) : text_(text) {}
-
-  /// The first quote, bracket or comma at or after `i`, or the text's size.
-  std::size_t next(std::size_t i) { return find(i, false); }
-
-  /// string_end(text, i): the closing quote of the string opening at `i`, or npos.
-  std::size_t string_end(std::size_t i)
+  ArrayScan(std::string_view text, const std::string& origin, std::vector<std::size_t>& separators)
+      : text_(text), origin_(origin), separators_(separators)
   {
-    for (std::size_t at = i + 1;; ++at) {
-      at = find(at, true);
-      if (at == text_.size())
-        return std::string_view::npos;
-      std::size_t backslashes = 0;
-      while (at - backslashes > i + 1 && text_[at - backslashes - 1] == '\\')
-        ++backslashes;
-      if (backslashes % 2 == 0)
-        return at;
+  }
+
+  std::size_t close(std::size_t from)
+  {
+    const std::size_t size = text_.size();
+    std::size_t i = from;
+    for (; i + 64 <= size; i += 64) {
+      const Masks m = masks(text_.data() + i);
+      if (m.backslash != 0 || escaped_) {
+        if (const std::size_t at = bytes(i, i + 64); at != npos)
+          return at;
+        continue;
+      }
+      const std::uint64_t inside = prefix_xor(m.quote) ^ (in_string_ ? ~std::uint64_t{0} : 0);
+      in_string_ = (inside >> 63) != 0;
+      std::uint64_t brackets = m.bracket & ~inside, commas = m.comma & ~inside;
+      for (; brackets != 0; brackets &= brackets - 1) {
+        const std::uint64_t bit = brackets & (~brackets + 1), before = bit - 1;
+        if (closers_.size() == 1)
+          keep(i, commas & before);
+        commas &= ~before;
+        if (const std::size_t at = bracket(i + static_cast<std::size_t>(__builtin_ctzll(bit))); at != npos)
+          return at;
+      }
+      if (closers_.size() == 1)
+        keep(i, commas);
     }
+    if (const std::size_t at = bytes(i, size); at != npos)
+      return at;
+    if (in_string_)
+      fail(text_, origin_, size, "the text ends inside a string (truncated?)");
+    fail(text_, origin_, size, "expected '" + std::string(1, closers_.back()) + "', the text ends (truncated?)");
   }
 
 private:
-  std::size_t find(std::size_t i, bool quotes_only)
-  {
-    std::size_t block = i & ~std::size_t{63};
-    if (block != block_)
-      load(block);
-    for (std::uint64_t m = (quotes_only ? quotes_ : mask_) & (~std::uint64_t{0} << (i & 63));;
-         m = quotes_only ? quotes_ : mask_) {
-      if (m != 0)
-        return std::min(text_.size(), block + static_cast<std::size_t>(__builtin_ctzll(m)));
-      block += 64;
-      if (block >= text_.size())
-        return text_.size();
-      load(block);
-    }
-  }
+  static constexpr std::size_t npos = std::string_view::npos;
+  struct Masks {
+    std::uint64_t quote = 0, backslash = 0, bracket = 0, comma = 0;
+  };
 
-  void load(std::size_t block)
+  static Masks masks(const char* p)
   {
-    block_ = block;
-    mask_ = quotes_ = 0;
-    if (block + 64 > text_.size()) {  // the last bytes, not a whole block
-      for (std::size_t i = block; i < text_.size(); ++i) {
-        if (text_[i] != ':' && structural_bytes[static_cast<unsigned char>(text_[i])])
-          mask_ |= std::uint64_t{1} << (i - block);
-        if (text_[i] == '"')
-          quotes_ |= std::uint64_t{1} << (i - block);
-      }
-      return;
-    }
+    Masks m;
 #if defined(__SSE2__)
     const __m128i lower_bit = _mm_set1_epi8(0x20), open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}'),
-                  quote = _mm_set1_epi8('"'), comma = _mm_set1_epi8(',');
+                  quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), comma = _mm_set1_epi8(',');
     for (int part = 0; part < 4; ++part) {  // brackets: the bytes b with b | 0x20 == '{' or '}'
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text_.data() + block + 16 * part));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * part));
       const __m128i folded = _mm_or_si128(b, lower_bit);
-      const __m128i quotes = _mm_cmpeq_epi8(b, quote);
-      const __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(folded, open), _mm_cmpeq_epi8(folded, close)),
-                                       _mm_or_si128(quotes, _mm_cmpeq_epi8(b, comma)));
-      mask_ |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(hit))) << (16 * part);
-      quotes_ |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(quotes))) << (16 * part);
+      const auto bits = [&](__m128i hit) {
+        return static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(hit))) << (16 * part);
+      };
+      m.quote |= bits(_mm_cmpeq_epi8(b, quote));
+      m.backslash |= bits(_mm_cmpeq_epi8(b, backslash));
+      m.bracket |= bits(_mm_or_si128(_mm_cmpeq_epi8(folded, open), _mm_cmpeq_epi8(folded, close)));
+      m.comma |= bits(_mm_cmpeq_epi8(b, comma));
     }
 #else
-    for (std::size_t i = 0; i < 64; ++i) {
-      if (text_[block + i] != ':' && structural_bytes[static_cast<unsigned char>(text_[block + i])])
-        mask_ |= std::uint64_t{1} << i;
-      if (text_[block + i] == '"')
-        quotes_ |= std::uint64_t{1} << i;
+    for (int i = 0; i < 64; ++i) {
+      const std::uint64_t bit = std::uint64_t{1} << i;
+      const char c = p[i];
+      m.quote |= c == '"' ? bit : 0;
+      m.backslash |= c == '\\' ? bit : 0;
+      m.bracket |= c == '{' || c == '}' || c == '[' || c == ']' ? bit : 0;
+      m.comma |= c == ',' ? bit : 0;
     }
 #endif
+    return m;
+  }
+
+  // Bit i set when an odd number of quotes lie at or before byte i.
+  static std::uint64_t prefix_xor(std::uint64_t x)
+  {
+    for (int shift = 1; shift < 64; shift *= 2)
+      x ^= x << shift;
+    return x;
+  }
+
+  void keep(std::size_t block, std::uint64_t commas)
+  {
+    for (; commas != 0; commas &= commas - 1)
+      separators_.push_back(block + static_cast<std::size_t>(__builtin_ctzll(commas)));
+  }
+
+  // The bracket at `at`, outside strings: the array's ']' (its offset), or npos.
+  std::size_t bracket(std::size_t at)
+  {
+    const char c = text_[at];
+    if (c == '{' || c == '[') {
+      closers_.push_back(c == '{' ? '}' : ']');
+      return npos;
+    }
+    if (c != closers_.back())
+      fail(text_, origin_, at, "unexpected character '" + std::string(1, c) + "'");
+    closers_.pop_back();
+    return closers_.empty() ? at : npos;
+  }
+
+  // text[from, to) byte by byte: the array's ']' when it is there, or npos.
+  std::size_t bytes(std::size_t from, std::size_t to)
+  {
+    for (std::size_t i = from; i < to; ++i) {
+      const char c = text_[i];
+      if (in_string_) {
+        if (escaped_)
+          escaped_ = false;
+        else if (c == '\\')
+          escaped_ = true;
+        else if (c == '"')
+          in_string_ = false;
+      } else if (c == '"') {
+        in_string_ = true;
+      } else if (c == '{' || c == '[' || c == '}' || c == ']') {
+        if (const std::size_t at = bracket(i); at != npos)
+          return at;
+      } else if (c == ',' && closers_.size() == 1) {
+        separators_.push_back(i);
+      }
+    }
+    return npos;
   }
 
   std::string_view text_;
-  std::size_t block_ = std::string_view::npos;
-  std::uint64_t mask_ = 0, quotes_ = 0;
+  const std::string& origin_;
+  std::vector<std::size_t>& separators_;
+  std::string closers_ = "]";  // what each open bracket needs, innermost last
+  bool in_string_ = false, escaped_ = false;
 };
 
 // Where the text's structure goes wrong, for the errors simdjson does not place (an unclosed
@@ -258,11 +318,11 @@ JsonValue parse_document(od::parser& parser, const char* padded, std::size_t siz
   }
 }
 
-// The member `key` of the root object whose value is an array: the offsets of its '[' and ']'.
-// Its separating commas become spaces, so that its elements read as a stream of documents. Only
-// strings and brackets are followed here; simdjson checks everything else as it parses.
-std::optional<std::pair<std::size_t, std::size_t>> open_array_member(std::string& text, std::string_view key,
-                                                                     const std::string& origin)
+// The member `key` of the root object whose value is an array: where its elements lie, and the
+// commas between them. Only strings and brackets are followed here; simdjson checks everything
+// else as it parses.
+std::optional<detail::StreamedArray> open_array_member(std::string_view text, std::string_view key,
+                                                       const std::string& origin)
 {
   std::size_t i = text.find_first_not_of(" \t\r\n");
   if (i == std::string::npos || text[i] != '{')
@@ -286,27 +346,10 @@ std::optional<std::pair<std::size_t, std::size_t>> open_array_member(std::string
       const std::size_t open = text.find_first_not_of(" \t\r\n", i + 1);
       if (open == std::string::npos || text[open] != '[')
         return std::nullopt;
-      std::string closers = "]";  // what each open bracket needs, innermost last
-      StructuralScan scan(text);  // commas change to spaces, which the scan's masks do not see again
-      for (std::size_t j = open + 1; (j = scan.next(j)) < text.size(); ++j) {
-        const char d = text[j];
-        if (d == '"') {
-          j = scan.string_end(j);
-          if (j == std::string_view::npos)
-            fail(text, origin, text.size(), "the text ends inside a string (truncated?)");
-        } else if (d == '{' || d == '[') {
-          closers.push_back(d == '{' ? '}' : ']');
-        } else if (d == '}' || d == ']') {
-          if (d != closers.back())
-            fail(text, origin, j, "unexpected character '" + std::string(1, d) + "'");
-          closers.pop_back();
-          if (closers.empty())
-            return std::make_pair(open, j);
-        } else if (d == ',' && closers.size() == 1) {
-          text[j] = ' ';
-        }
-      }
-      fail(text, origin, text.size(), "expected '" + std::string(1, closers.back()) + "', the text ends (truncated?)");
+      detail::StreamedArray array;
+      array.begin = open + 1;
+      array.close = ArrayScan(text, origin, array.separators).close(open + 1);
+      return array;
     }
   }
   return std::nullopt;
@@ -353,30 +396,28 @@ JsonValue parse_json_part(std::string_view part, std::string_view original, std:
   return parse_part(part, original, offset, origin);
 }
 
-std::optional<StreamedArray> open_streamed_array(std::string& text, const std::string& origin, std::string_view key,
+std::optional<StreamedArray> open_streamed_array(std::string_view text, const std::string& origin, std::string_view key,
                                                  JsonValue& root)
 {
-  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING)
-    text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-  const auto span = open_array_member(text, key, origin);
-  if (!span) {
+  auto array = open_array_member(text, key, origin);
+  if (!array) {
     root = parse_json(text, origin);
     return std::nullopt;
   }
-  const std::size_t open = span->first, close = span->second;  // not a structured binding: clang 14 cannot capture one
+  const std::size_t open = array->begin - 1, close = array->close;
   // The root without the array's elements ("[]" in their place), parsed whole: it is small.
   std::string rest;
   rest.reserve(text.size() - (close - open) + simdjson::SIMDJSON_PADDING);
-  rest.append(text, 0, open + 1).append(text, close, std::string::npos);
+  rest.append(text.substr(0, open + 1)).append(text.substr(close));
   od::parser parser;
   root = parse_document(parser, rest.data(), rest.size(), text, origin,
                         [&](std::size_t at) { return at <= open ? at : at + (close - open - 1); });
-  return StreamedArray{.begin = open + 1, .close = close};
+  return array;
 }
 
 }  // namespace detail
 
-JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
+JsonValue parse_json_streaming(std::string_view text, const std::string& origin, std::string_view array_key,
                                const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter)
 {
   JsonValue root;
@@ -384,7 +425,7 @@ JsonValue parse_json_streaming(std::string& text, const std::string& origin, std
   if (!array)
     return root;
   detail::for_each_streamed_element(
-      text, origin, array_key, *array, filter,
+      text, origin, array_key, std::move(*array), filter,
       [&](od::object& object, od::document_reference&, std::size_t) { on_element(detail::convert_object(object, 1)); },
       [&](JsonValue&& element) { on_element(std::move(element)); });
   return root;

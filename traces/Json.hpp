@@ -63,8 +63,7 @@ private:
 /// Throws TraceError ("origin: byte N: message").
 JsonValue parse_json(std::string_view text, const std::string& origin);
 
-/// Bytes simdjson reads past a text's end: give `text` that much spare capacity (read_maybe_gzip's
-/// `padding`) and parse_json_streaming reads it in place, without a copy.
+/// Bytes simdjson reads past a text's end (the padding its parsers give the copies they read).
 std::size_t json_padding();
 
 /// Elements of a streamed array to leave out unbuilt: objects whose string member `key` is a value
@@ -77,11 +76,11 @@ struct JsonFilter {
 /// Parses a document whose root is an object without holding its array member `array_key` whole:
 /// each element of that array is parsed and passed to `on_element` (which may keep it), in order. Returns
 /// the root with that member present but empty (any other document: the whole tree, as parse_json).
-/// `text` is changed (the array's separators become spaces). With `filter`, the elements it refuses
+/// `text` is only read (a window of its elements at a time is copied). With `filter`, the elements it refuses
 /// are skipped before they are built (they are still checked as JSON only as far as simdjson reads
 /// them to find the member). Throws TraceError as parse_json does; elements before the faulty one
 /// have been passed on by then.
-JsonValue parse_json_streaming(std::string& text, const std::string& origin, std::string_view array_key,
+JsonValue parse_json_streaming(std::string_view text, const std::string& origin, std::string_view array_key,
                                const std::function<void(JsonValue&&)>& on_element, const JsonFilter* filter = nullptr);
 
 }  // namespace ddlsim::traces

@@ -222,7 +222,7 @@ KinetoEvent kineto_event(const JsonValue& e)
   return out;
 }
 
-JsonValue read_kineto_events(std::string& text, const std::string& origin,
+JsonValue read_kineto_events(std::string_view text, const std::string& origin,
                              const std::function<bool(std::string_view)>& keep_category,
                              const std::function<void(const KinetoEvent&)>& on_event)
 {

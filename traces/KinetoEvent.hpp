@@ -75,10 +75,10 @@ KinetoEvent kineto_event(const JsonValue& e);
 /// member "cat" `keep_category` accepts (and each one without a string "cat") to `on_event`, in
 /// order, without building trees. Elements that are not objects are checked and dropped. Returns
 /// what parse_json_streaming(text, origin, "traceEvents", ...) returns: the root with traceEvents
-/// empty, or the whole document when it has no such array. `text` is changed as
-/// parse_json_streaming changes it, and the errors are its errors (TraceError naming `origin` and
+/// empty, or the whole document when it has no such array. `text` is only read, and the errors are
+/// parse_json_streaming's errors (TraceError naming `origin` and
 /// the byte): every member of an event handed over is checked, as when building its tree.
-JsonValue read_kineto_events(std::string& text, const std::string& origin,
+JsonValue read_kineto_events(std::string_view text, const std::string& origin,
                                             const std::function<bool(std::string_view)>& keep_category,
                                             const std::function<void(const KinetoEvent&)>& on_event);
 

@@ -92,7 +92,7 @@ std::string collective_from_name(const std::string& name)
 // The events stream through read_kineto_events, read straight from the text into flat events
 // (memory stays near the file's size, no tree per event); the rest of the document (device
 // properties, distributed info) comes back as `root`.
-std::optional<TraceSet> import_kineto_text(std::string& text, const std::string& path, JsonValue& root)
+std::optional<TraceSet> import_kineto_text(std::string_view text, const std::string& path, JsonValue& root)
 {
   // The event categories import_kineto_event reads: the others (ac2g flows, memcpy, ...) are
   // skipped unread. Add a category here when import_kineto_event starts reading it
@@ -120,9 +120,9 @@ std::optional<TraceSet> import_kineto_text(std::string& text, const std::string&
 
 TraceSet import_kineto(const std::string& path)
 {
-  std::string text = read_maybe_gzip(path, json_padding());
+  const TraceText text(path);
   JsonValue root;
-  if (auto set = import_kineto_text(text, path, root))
+  if (auto set = import_kineto_text(text.view(), path, root))
     return std::move(*set);
   throw TraceError(path + ": not a Kineto/Chrome trace (no 'traceEvents' list)");
 }

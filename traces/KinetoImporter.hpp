@@ -28,9 +28,9 @@ namespace ddlsim::traces {
 TraceSet import_kineto(const std::string& path);
 /// The same from a parsed document (`path` names it in errors and provenance).
 TraceSet import_kineto(const JsonValue& root, const std::string& path);
-/// The same from a file's text, which is changed (give it json_padding() spare capacity to spare a
-/// copy); nullopt when the document has no traceEvents member, and then `root` is the whole document.
-std::optional<TraceSet> import_kineto_text(std::string& text, const std::string& path, JsonValue& root);
+/// The same from a file's text (only read); nullopt when the document has no traceEvents member,
+/// and then `root` is the whole document.
+std::optional<TraceSet> import_kineto_text(std::string_view text, const std::string& path, JsonValue& root);
 /// Adds the kernels and collectives of `events` (elements of traceEvents) to `set`, counting skips,
 /// and what links its kernels to their CPU ops to `links`: once every batch of a trace's events is
 /// in, attach_kernel_shapes(set.kernels, links.ops, links.launches, links.links) gives the kernels

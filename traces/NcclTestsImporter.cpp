@@ -159,7 +159,7 @@ TraceSet from_json(const JsonValue& root, const std::string& path)
   return set;
 }
 
-bool looks_like_json(const std::string& text)
+bool looks_like_json(std::string_view text)
 {
   for (char c : text) {
     if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
@@ -186,11 +186,12 @@ TraceSet import_nccl_tests(const std::string& path)
 
 TraceSet import_trace(const std::string& path)
 {
-  std::string text = read_maybe_gzip(path, json_padding());
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+  const TraceText file(path);
+  const std::string_view text = file.view();
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw TraceError(path + ": the file is empty");
   if (!looks_like_json(text))
-    return checked(from_text(text, path), path);
+    return checked(from_text(std::string(text), path), path);
   JsonValue root;  // a Kineto trace's events stream past; other documents come back whole
   if (std::optional<TraceSet> kineto = import_kineto_text(text, path, root)) {
     TraceSet set = std::move(*kineto);

@@ -207,6 +207,64 @@ TEST_CASE("streamed errors name the byte of the whole file")
   CHECK(stream_error("# a README, not JSON\n") == "s.json:1: byte 0: unexpected character '#'");
 }
 
+TEST_CASE("streamed structure errors past the first 64-byte blocks name the same bytes")
+{
+  // The wrong bracket, the missing one and the open string at every offset across two blocks,
+  // after strings with and without escapes, so that both the block path and the byte path find them.
+  for (std::size_t pad = 0; pad < 140; ++pad) {
+    CAPTURE(pad);
+    for (const std::string& filler : {std::string(pad, 'a'), std::string(pad, ',') + "\\\"", std::string(pad, '[')}) {
+      const std::string head = R"({"ev": [{"s": ")" + filler + R"("}, [1, {"k": 2)";
+      CHECK(stream_error(head + "]]}") ==
+            "s.json: byte " + std::to_string(head.size()) + ": unexpected character ']'");
+      CHECK(stream_error(head + "}") ==
+            "s.json: byte " + std::to_string(head.size() + 1) + ": expected ']', the text ends (truncated?)");
+      CHECK(stream_error(head + R"(, "x)") ==
+            "s.json: byte " + std::to_string(head.size() + 4) + ": the text ends inside a string (truncated?)");
+    }
+  }
+}
+
+TEST_CASE("streamed elements in several windows: the same elements, and one over a window is an error at its byte")
+{
+  // Elements of 1 MB and a few small ones between them: windows end at different separators.
+  std::string text = R"({"ev": [)";
+  std::vector<std::string> expected;
+  for (int n = 0; n < 11; ++n) {
+    const std::string element = n % 3 == 2 ? std::to_string(n) : R"({"s": ")" + std::string(1'000'000, 'a' + n) + R"("})";
+    text += element + (n % 2 ? " , " : ",");
+    expected.push_back(dump(parse_json(element, "e")));
+  }
+  text.back() = ']';
+  text += "}";
+  std::vector<std::string> streamed;
+  parse_json_streaming(text, "t", "ev", [&](const JsonValue& e) { streamed.push_back(dump(e)); });
+  CHECK(streamed == expected);
+
+  const std::string head = R"({"ev": [1, {"s": "x"},  )";
+  const std::string big = head + R"({"s": ")" + std::string(5'000'000, 'b') + R"("}, 2]})";
+  CHECK(stream_error(big) == "s.json: byte " + std::to_string(head.size()) + ": an element of 'ev' over 4 MB");
+}
+
+TEST_CASE("a trace file's text, mapped or read, is its bytes")
+{
+  const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_text_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plain = (dir / "t.json").string(), gz = (dir / "t.json.gz").string(),
+                    empty = (dir / "e.json").string(), one = (dir / "1.json").string();
+  write_synthetic_kineto(plain, 100'000, false);
+  write_synthetic_kineto(gz, 100'000, true);
+  std::ofstream(empty).flush();
+  std::ofstream(one) << "7";
+  for (const auto& path : {plain, gz, empty, one}) {
+    CAPTURE(path);
+    CHECK(TraceText(path).view() == read_maybe_gzip(path));
+  }
+  CHECK(TraceText(gz).view() == read_maybe_gzip(plain));
+  CHECK_THROWS_AS(TraceText((dir / "missing.json").string()), TraceError);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("Kineto import streams its events to the same records as the whole-tree import")
 {
   const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_stream_" + std::to_string(::getpid()));
@@ -214,7 +272,7 @@ TEST_CASE("Kineto import streams its events to the same records as the whole-tre
   std::vector<std::string> paths = {std::string(DDLSIM_TEST_FIXTURES) + "/kineto_small.json"};
   for (const bool gzip : {false, true}) {
     const auto path = (dir / (gzip ? "s.json.gz" : "s.json")).string();
-    write_synthetic_kineto(path, 3'000'000, gzip);  // a few windows of 4 MB? no: one, but thousands of events
+    write_synthetic_kineto(path, gzip ? 3'000'000 : 9'000'000, gzip);  // thousands of events; plain: three windows
     paths.push_back(path);
   }
   for (const auto& path : paths) {
