@@ -17,6 +17,7 @@
 #include "common/Error.hpp"
 #include "common/Units.hpp"
 #include "ddlsim/config.hpp"
+#include "ddlsim/git_hash.hpp"
 #include "experiments/Bench.hpp"
 #include "experiments/ChakraWorkload.hpp"
 #include "experiments/CollectiveBench.hpp"

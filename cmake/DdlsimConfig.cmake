@@ -1,15 +1,14 @@
-# Generates ${PROJECT_BINARY_DIR}/generated/ddlsim/config.hpp: the one place where build facts
-# (version, git hash, data directory, optional features) reach the code.
+# Generates ${PROJECT_BINARY_DIR}/generated/ddlsim/config.hpp: the one place where configure-time
+# facts (version, data directory, optional features) reach the code; the git hash is written at
+# build time into generated/ddlsim/git_hash.hpp.
 find_package(Git QUIET)
-set(DDLSIM_GIT_HASH "unknown")
-if(GIT_FOUND AND EXISTS "${PROJECT_SOURCE_DIR}/.git")
-  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse --short=12 HEAD
-                  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-                  OUTPUT_VARIABLE _hash OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _rc)
-  if(_rc EQUAL 0 AND _hash)
-    set(DDLSIM_GIT_HASH "${_hash}")
-  endif()
-endif()
+# The commit goes into its own header, written at every build (cmake/GitHash.cmake), not here at
+# configure time: a build after a pull or a merge would otherwise report the configured commit.
+add_custom_target(ddlsim_git_hash
+                  COMMAND ${CMAKE_COMMAND} -DSRC=${PROJECT_SOURCE_DIR} -DGIT=${GIT_EXECUTABLE}
+                          -DOUT=${PROJECT_BINARY_DIR}/generated/ddlsim/git_hash.hpp -P ${PROJECT_SOURCE_DIR}/cmake/GitHash.cmake
+                  BYPRODUCTS ${PROJECT_BINARY_DIR}/generated/ddlsim/git_hash.hpp
+                  VERBATIM)
 set(DDLSIM_DATA_DIR "${PROJECT_SOURCE_DIR}")
 if(DDLSIM_HAVE_CUDA)
   set(DDLSIM_HAVE_CUDA_01 1)

@@ -275,5 +275,16 @@ for args in (["--help"], ["--version"]):
 rc, out, _ = run(binary, "--version")
 checks += 1
 check("SimGrid 3.32" in out, f"--version names SimGrid: {out}")
+# The commit is written at build time (cmake/GitHash.cmake): a checkout's HEAD, not the one CMake was
+# configured at (a build after a pull or a merge used to report the old one).
+git = shutil.which("git")
+head = None
+if git and os.path.exists(os.path.join(ROOT, ".git")):
+    import subprocess
+    p = subprocess.run([git, "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    head = p.stdout.strip() if p.returncode == 0 else None
+if head:
+    checks += 1
+    check(f"(git {head}," in out, f"--version names the commit built ({head}): {out}")
 
 finish("cli_bad_input", checks)
