@@ -652,12 +652,13 @@ namespace {
 // With `dp_collective: auto`, NCCL's tuner may run gradient all-reduces (ZeRO 0) as double binary
 // trees, which no replica shift maps onto itself (a leaf and an inner node load their NICs
 // differently) once the group spans three nodes or more: the replay would refuse the fold and build
-// the graph again without it. Predicted here from the smallest and the largest gradient bucket of
-// the stages a uniform partition would give (the tuner prefers trees for small buffers), so that the
-// resource estimate, `validate` and the first build use the fold the replay keeps. A wrong guess
-// costs speed only, never a number: the replay still checks every collective against the fold
-// (Fold.hpp). Returns why the replicas stay apart, or "" when the tuner picks no tree.
-std::string tuned_tree(const PointConfig& point)
+// the graph again without it. Predicted here from the smallest and the largest gradient bucket (the
+// tuner prefers trees for small buffers) of the planned stages (`planned`: evaluate_point, which
+// knows the partition), else of the stages a uniform partition would give (the resource guard before
+// planning, `validate`), so that the estimate, the guard and the first build use the fold the replay
+// keeps. A wrong guess costs speed only, never a number: the replay still checks every collective
+// against the fold (Fold.hpp). Returns why the replicas stay apart, or "" when the tuner picks no tree.
+std::string tuned_tree(const PointConfig& point, const sim::PipelinePlan* planned)
 {
   const auto& par = point.parallelism;
   const int replicas = par.replicas();
@@ -676,13 +677,25 @@ std::string tuned_tree(const PointConfig& point)
     return "";
   const double cap = par.dp_bucket > 0 ? par.dp_bucket : std::numeric_limits<double>::infinity();
   double smallest = std::numeric_limits<double>::infinity(), largest = 0;
-  for (const models::StageRange& blocks : models::partition_uniform(point.model.blocks().size(), par.pp * par.virtual_stages))
-    for (const sim::GradientBucket& b : gradient_buckets(point.model, point.model.layer_range(blocks), cap,
-                                                         dtype_bytes(point.training.dtype), par.tp, par.ep > 1))
-      if (b.bytes > 0) {
-        smallest = std::min(smallest, b.bytes);
-        largest = std::max(largest, b.bytes);
-      }
+  auto size = [&](double bytes) {
+    if (bytes > 0) {
+      smallest = std::min(smallest, bytes);
+      largest = std::max(largest, bytes);
+    }
+  };
+  if (planned != nullptr) {
+    for (const sim::StagePlan& stage : planned->stages) {
+      if (stage.buckets.empty())
+        size(stage.gradient_bytes);
+      for (const sim::GradientBucket& b : stage.buckets)
+        size(b.bytes);
+    }
+  } else {
+    for (const models::StageRange& blocks : models::partition_uniform(point.model.blocks().size(), par.pp * par.virtual_stages))
+      for (const sim::GradientBucket& b : gradient_buckets(point.model, point.model.layer_range(blocks), cap,
+                                                           dtype_bytes(point.training.dtype), par.tp, par.ep > 1))
+        size(b.bytes);
+  }
   for (const double bytes : {smallest, largest}) {
     if (!(bytes > 0) || std::isinf(bytes))
       continue;
@@ -699,7 +712,7 @@ std::string tuned_tree(const PointConfig& point)
 
 }  // namespace
 
-FoldPlan plan_fold(const PointConfig& point)
+FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned)
 {
   FoldPlan f;
   const auto& par = point.parallelism;
@@ -739,7 +752,7 @@ FoldPlan plan_fold(const PointConfig& point)
     const bool all_reduces = par.zero == 0 || par.shard_group() < replicas || sync_norm;
     if (all_reduces && tree(par.dp_collective, par.dp_fidelity, replicas)) {
       note("dp: tree all-reduces do not fold");
-    } else if (const std::string tree_why = tuned_tree(point); !tree_why.empty()) {
+    } else if (const std::string tree_why = tuned_tree(point, planned); !tree_why.empty()) {
       note("dp: " + tree_why);
     } else {
       const int step = sim::replica_shift_step(layout);
@@ -1166,14 +1179,15 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     for (auto& stage : pipe.stages)
       stage.activation_bytes *= options.work_scale;
     row.set("work_scale", options.work_scale);
-    if (const std::string over = check_estimate(row, point); !over.empty())
+    // Simulate under the point's symmetries (Fold.hpp), planned with the stages' own buckets; a
+    // collective that does not fold drops the symmetries that keep it, and the graph is built again
+    // with the others.
+    FoldPlan folding = plan_fold(point, &pipe);
+    row.set("collective_fidelity", collective_fidelity(point, folding));
+    if (const std::string over = check_estimate(row, point, &folding); !over.empty())
       return fail(Status::invalid, over);
     sim::ComputeOptions compute = compute_options(point);
     compute.scale = options.work_scale;
-
-    // Simulate under the point's symmetries (Fold.hpp); a collective that does not fold drops the
-    // symmetries that keep it, and the graph is built again with the others.
-    FoldPlan folding = plan_fold(point);
     if (options.on_workload)
       folding = FoldPlan{};  // an exported workload holds every GPU's tasks
     for (;;) {

@@ -95,7 +95,10 @@ struct FoldPlan {
   std::string note;  ///< "off" (fold_replicas: false), or what could not be folded and why; empty when all was
   int factor() const { return tp * replicas; }
 };
-FoldPlan plan_fold(const PointConfig& point);
+/// The symmetries a pipeline point is simulated under. `planned`: the point's planned stages (their
+/// gradient buckets tell whether NCCL's tuner runs some all-reduces as trees, which do not fold);
+/// without it, the stages of a uniform partition stand in for them.
+FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned = nullptr);
 /// What collective_fidelity says of a fold: "tp8xdp128", "none (dp: GPU 5 runs at speed 0.8)", "off".
 std::string fold_description(const FoldPlan& fold);
 /// The CSV's collective_fidelity: "dp=flow;tp=analytic+aggregated;fold=tp8xdp128" (the fold for

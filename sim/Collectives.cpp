@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -389,7 +390,11 @@ int nic_of(const ClusterSpec& cl, int gpu) { return (gpu % cl.gpus_per_node) % s
 struct LinkUses {
   std::array<LinkUse, 6> use{};
   std::size_t n = 0;
-  void push_back(const LinkUse& l) { use[n++] = l; }
+  void push_back(const LinkUse& l)
+  {
+    assert(n < use.size());
+    use[n++] = l;
+  }
   const LinkUse* begin() const { return use.data(); }
   const LinkUse* end() const { return use.data() + n; }
 };

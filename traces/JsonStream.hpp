@@ -1,6 +1,6 @@
 // Internal to ddlsim::traces (not installed, not for other folders): the pieces of the streamed
 // JSON reader (Json.cpp) that a reader of one document type's elements builds on, so that the
-// Kineto importer's own element reader (KinetoEvents.cpp) walks simdjson's on-demand values with
+// Kineto importer's own element reader (KinetoEvent.cpp) walks simdjson's on-demand values with
 // the same calls, in the same order, as the tree builder: the same bytes are checked and the same
 // errors come out at the same byte offsets.
 //
