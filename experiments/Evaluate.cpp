@@ -712,7 +712,7 @@ std::string tuned_tree(const PointConfig& point, const sim::PipelinePlan* planne
 
 }  // namespace
 
-FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned)
+FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned, bool predict_trees)
 {
   FoldPlan f;
   const auto& par = point.parallelism;
@@ -752,7 +752,8 @@ FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned)
     const bool all_reduces = par.zero == 0 || par.shard_group() < replicas || sync_norm;
     if (all_reduces && tree(par.dp_collective, par.dp_fidelity, replicas)) {
       note("dp: tree all-reduces do not fold");
-    } else if (const std::string tree_why = tuned_tree(point, planned); !tree_why.empty()) {
+    } else if (const std::string tree_why = predict_trees ? tuned_tree(point, planned) : std::string();
+               !tree_why.empty()) {
       note("dp: " + tree_why);
     } else {
       const int step = sim::replica_shift_step(layout);

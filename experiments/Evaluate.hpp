@@ -97,8 +97,9 @@ struct FoldPlan {
 };
 /// The symmetries a pipeline point is simulated under. `planned`: the point's planned stages (their
 /// gradient buckets tell whether NCCL's tuner runs some all-reduces as trees, which do not fold);
-/// without it, the stages of a uniform partition stand in for them.
-FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned = nullptr);
+/// without it, the stages of a uniform partition stand in for them. `predict_trees` false: that
+/// guess is not made (the best case, for a guard that must not refuse a point that would fold).
+FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned = nullptr, bool predict_trees = true);
 /// What collective_fidelity says of a fold: "tp8xdp128", "none (dp: GPU 5 runs at speed 0.8)", "off".
 std::string fold_description(const FoldPlan& fold);
 /// The CSV's collective_fidelity: "dp=flow;tp=analytic+aggregated;fold=tp8xdp128" (the fold for
