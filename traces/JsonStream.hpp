@@ -123,9 +123,16 @@ void read_streamed_window(const std::string& window, std::size_t from, std::stri
         if (filter != nullptr) {  // look at the one member first; read only the elements kept
           std::string_view value;
           auto member = object.find_field_unordered(filter->key);
-          if (member.error() == simdjson::SUCCESS && member.get_string().get(value) == simdjson::SUCCESS &&
-              !filter->keep(value))
-            continue;
+          simdjson::error_code found = member.error();
+          if (found == simdjson::SUCCESS) {
+            found = member.get_string().get(value);
+            if (found == simdjson::SUCCESS && !filter->keep(value))
+              continue;
+          }
+          // Absent, or not a string: kept, read again from the start. Any other error (bad JSON)
+          // leaves simdjson's iterator abandoned, where a reset is not allowed: reported here.
+          if (found != simdjson::SUCCESS && found != simdjson::NO_SUCH_FIELD && found != simdjson::INCORRECT_TYPE)
+            throw simdjson::simdjson_error(found);
           object.reset().value();
         }
         on_object(object, doc, at);
