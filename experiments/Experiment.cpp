@@ -6,7 +6,6 @@
 #include "common/Suggest.hpp"
 #include "common/Units.hpp"
 #include "experiments/ChakraWorkload.hpp"
-#include "experiments/Evaluate.hpp"
 #include "models/ModelLoader.hpp"
 
 #include <algorithm>
@@ -399,16 +398,9 @@ std::vector<PointConfig> Experiment::points() const
 
 void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags) const
 {
-  ResourceEstimate cost = estimate_resources(p);
-  std::string message   = over_limits(p, cost);
-  if (!message.empty()) {
-    // Refused only if over the limits in the best case too: the fold guessed before planning (which
-    // all-reduces NCCL's tuner runs as trees, from a uniform partition) may be wrong, and
-    // evaluate_point checks the point again with its planned stages.
-    const FoldPlan best = plan_fold(p, nullptr, false);
-    cost = estimate_resources(p, &best);
-    message = over_limits(p, cost);
-  }
+  // The best case (Resources.hpp): evaluate_point checks the point again with its planned stages.
+  const ResourceEstimate cost = estimate_resources(p);
+  const std::string message   = over_limits(p, cost);
   if (message.empty())
     return;
   // Blame the key this point sweeps, else the largest factor of the cost that the file sets.

@@ -42,9 +42,11 @@ struct ResourceEstimate {
 };
 
 /// Estimates a valid point's cost (doubles: counts of absurd points exceed 64-bit integers), as
-/// simulated under `fold` (Evaluate.hpp), by default the fold plan_fold() plans: evaluate_point()
-/// estimates again under the fold it keeps where a collective does not fold (NCCL's tuner may
-/// choose a double binary tree for some buffers only).
+/// simulated under `fold` (Evaluate.hpp). By default: the best case, the fold plan_fold() plans
+/// before the stages are known without guessing which all-reduces NCCL's tuner runs as trees (the
+/// guards of a whole file and of the search, which must not refuse a point that would fold);
+/// evaluate_point() estimates under the fold it plans with its stages, and again under the one it
+/// keeps where a collective does not fold.
 ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* fold = nullptr);
 
 /// Why `point`, at `cost`, is over its limits (which limit, the estimate, how to raise it); empty
