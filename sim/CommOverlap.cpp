@@ -54,9 +54,7 @@ void CommOverlap::schedule(TaskId id, Blocking& b)
     auto node = blocking_.extract(id);
     for (int device : node.mapped().group) {
       auto& ids = running_on_[static_cast<std::size_t>(device)];
-      const auto at = std::lower_bound(ids.begin(), ids.end(), id);
-      if (at != ids.end() && *at == id)  // a device listed twice in the group was removed already
-        ids.erase(at);
+      ids.erase(std::lower_bound(ids.begin(), ids.end(), id));
     }
     node.mapped().done();
   });
@@ -64,6 +62,10 @@ void CommOverlap::schedule(TaskId id, Blocking& b)
 
 void CommOverlap::start(TaskId id, std::vector<int> group, double seconds, std::function<void()> done)
 {
+  // Each device once (a folded group names its representative for every member): a device's
+  // state is all its rate depends on.
+  std::sort(group.begin(), group.end());
+  group.erase(std::unique(group.begin(), group.end()), group.end());
   Blocking& b = blocking_[id];
   b.group     = std::move(group);
   b.remaining = seconds;
@@ -72,9 +74,7 @@ void CommOverlap::start(TaskId id, std::vector<int> group, double seconds, std::
   b.done      = std::move(done);
   for (int device : b.group) {
     auto& ids = running_on_[static_cast<std::size_t>(device)];
-    const auto at = std::lower_bound(ids.begin(), ids.end(), id);
-    if (at == ids.end() || *at != id)
-      ids.insert(at, id);
+    ids.insert(std::lower_bound(ids.begin(), ids.end(), id), id);
   }
   schedule(id, b);
 }
