@@ -18,10 +18,10 @@
 
 namespace ddlsim::traces {
 
-namespace {
-
-// The uncompressed size a file will have: its size, or a gzip member's ISIZE (the size mod 2^32).
-std::size_t expected_size(const std::string& path)
+// A gzip member's ISIZE (the size mod 2^32) is only a hint, and a damaged or crafted trailer can
+// claim 4 GB for a few bytes: no more than deflate can expand the file to, 1,032 bytes out per byte
+// in (zlib's technical details: a 258-byte match coded in 2 bits, 1032:1).
+std::size_t uncompressed_size_hint(const std::string& path)
 {
   std::error_code ec;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -36,9 +36,13 @@ std::size_t expected_size(const std::string& path)
   unsigned char tail[4] = {0, 0, 0, 0};
   in.seekg(static_cast<std::streamoff>(size - 4));
   in.read(reinterpret_cast<char*>(tail), 4);
-  return static_cast<std::size_t>(tail[0]) | static_cast<std::size_t>(tail[1]) << 8 |
-         static_cast<std::size_t>(tail[2]) << 16 | static_cast<std::size_t>(tail[3]) << 24;
+  const std::size_t isize = static_cast<std::size_t>(tail[0]) | static_cast<std::size_t>(tail[1]) << 8 |
+                            static_cast<std::size_t>(tail[2]) << 16 | static_cast<std::size_t>(tail[3]) << 24;
+  constexpr std::size_t deflate_max_ratio = 1032;
+  return std::min(isize, size * deflate_max_ratio);
 }
+
+namespace {
 
 // A big buffer in 2 MB pages where the kernel offers them on request (Linux's transparent huge
 // pages in "madvise" mode): a 64 MB trace then costs 32 page faults instead of 16,000.
@@ -78,7 +82,7 @@ std::string read_maybe_gzip(const std::string& path, std::size_t padding)
   if (f == nullptr)
     throw TraceError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::string text;
-  text.reserve(expected_size(path) + padding);
+  text.reserve(uncompressed_size_hint(path) + padding);
   char buffer[1 << 16];
   for (;;) {
     const int n = gzread(f, buffer, sizeof buffer);

@@ -17,6 +17,11 @@ namespace ddlsim::traces {
 /// compressed stream is corrupt or truncated.
 std::string read_maybe_gzip(const std::string& path, std::size_t padding = 0);
 
+/// The bytes read_maybe_gzip makes room for: a plain file's size; a gzip file's trailer (ISIZE, the
+/// size mod 2^32), but never more than deflate can expand the file to (1,032:1), so that a damaged
+/// or crafted trailer cannot make it reserve gigabytes; 0 for what is not a regular file.
+std::size_t uncompressed_size_hint(const std::string& path);
+
 /// A trace file's bytes, for reading only: a plain file is mapped (no copy and no fresh memory to
 /// clear: the page cache's own pages), a gzip one, or one that cannot be mapped (a pipe, an empty
 /// file), is read by read_maybe_gzip. Throws what read_maybe_gzip throws. A mapped file must not

@@ -265,6 +265,27 @@ TEST_CASE("a trace file's text, mapped or read, is its bytes")
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a gzip trailer's size is a hint no larger than deflate can expand the file to")
+{
+  const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_hint_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plain = (dir / "t.json").string(), gz = (dir / "t.json.gz").string(),
+                    crafted = (dir / "c.json.gz").string();
+  write_synthetic_kineto(plain, 200'000, false);
+  write_synthetic_kineto(gz, 200'000, true);
+  CHECK(uncompressed_size_hint(plain) == std::filesystem::file_size(plain));
+  CHECK(uncompressed_size_hint(gz) == std::filesystem::file_size(plain));  // the trailer's ISIZE, exact
+  // 20 bytes found by fuzz_chakra (tests/fuzz/regressions/chakra): a gzip header, a few deflate
+  // bytes, and a trailer whose ISIZE claims 4,244,663,041 bytes (the fuzzer's 4 GB allocation).
+  const unsigned char bytes[] = {0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x23, 0x20, 0x60, 0x00,
+                                 0x00, 0x5d, 0x00, 0x08, 0x00, 0x00, 0x00, 0x6b, 0x00, 0xfd};
+  std::ofstream(crafted, std::ios::binary).write(reinterpret_cast<const char*>(bytes), sizeof bytes);
+  CHECK(uncompressed_size_hint(crafted) == sizeof bytes * 1032);
+  CHECK_THROWS_AS(read_maybe_gzip(crafted), TraceError);
+  CHECK(uncompressed_size_hint((dir / "missing.json.gz").string()) == 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("Kineto import streams its events to the same records as the whole-tree import")
 {
   const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_stream_" + std::to_string(::getpid()));
