@@ -1223,6 +1223,9 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
     c.app->add_flag("--mpi", a.mpi,
                     "under mpirun: the ranks share the points, rank 0 writes the CSV (built when MPI is found: "
                     "libopenmpi-dev)");
+    c.app->add_flag("--no-stream-chains{false}", a.options.evaluate.replay.chain_stream,
+                    "a timer per stream task instead of one per run of a GPU's consecutive tasks (slower; the same "
+                    "numbers: for checking the fast path)");
     c.app->add_option("--cfg", a.options.evaluate.replay.simgrid_config, "pass a setting to SimGrid (repeatable)")
         ->allow_extra_args(false)
         ->type_name("NAME:VALUE");

@@ -47,20 +47,37 @@ double CommOverlap::rate_of(const std::vector<int>& group) const
   return 1;
 }
 
+namespace {
+// The end of each part from the running one on, at a constant rate: each part starts where the
+// previous one ends (the running part at `since` with `remaining` left).
+template <typename Visit> void part_ends(double since, double remaining, double rate, const std::vector<double>& parts,
+                                         std::size_t part, Visit visit)
+{
+  double end = since + remaining / rate;
+  visit(end);
+  for (std::size_t j = part + 1; j < parts.size(); ++j)
+    visit(end = end + parts[j] / rate);
+}
+}  // namespace
+
 void CommOverlap::schedule(TaskId id, Blocking& b)
 {
-  const double end = simgrid::s4u::Engine::get_clock() + b.remaining / b.rate;
-  b.timer          = simgrid::kernel::timer::Timer::set(end, [this, id] {
+  double end = 0;
+  part_ends(b.since, b.remaining, b.rate, b.parts, b.part, [&](double e) { end = e; });
+  b.timer = simgrid::kernel::timer::Timer::set(end, [this, id] {
     auto node = blocking_.extract(id);
-    for (int device : node.mapped().group) {
+    Blocking& done = node.mapped();
+    for (int device : done.group) {
       auto& ids = running_on_[static_cast<std::size_t>(device)];
       ids.erase(std::lower_bound(ids.begin(), ids.end(), id));
     }
-    node.mapped().done();
+    part_ends(done.since, done.remaining, done.rate, done.parts, done.part, [&](double e) { done.ends.push_back(e); });
+    done.done(done.ends);
   });
 }
 
-void CommOverlap::start(TaskId id, std::vector<int> group, double seconds, std::function<void()> done)
+void CommOverlap::start(TaskId id, std::vector<int> group, std::vector<double> parts,
+                        std::function<void(const std::vector<double>&)> done)
 {
   // Each device once (a folded group names its representative for every member): a device's
   // state is all its rate depends on.
@@ -68,7 +85,8 @@ void CommOverlap::start(TaskId id, std::vector<int> group, double seconds, std::
   group.erase(std::unique(group.begin(), group.end()), group.end());
   Blocking& b = blocking_[id];
   b.group     = std::move(group);
-  b.remaining = seconds;
+  b.parts     = std::move(parts);
+  b.remaining = b.parts.front();
   b.rate      = rate_of(b.group);
   b.since     = simgrid::s4u::Engine::get_clock();
   b.done      = std::move(done);
@@ -84,12 +102,18 @@ void CommOverlap::run_blocking(TaskId id, const CollectiveTask& task, double sec
   std::vector<int> group;
   for (int device : task.group)
     group.push_back(rep(device));
-  start(id, std::move(group), seconds, std::move(done));
+  start(id, std::move(group), {seconds}, [done = std::move(done)](const std::vector<double>&) { done(); });
 }
 
 void CommOverlap::run_stream(TaskId id, int device, double seconds, std::function<void()> done)
 {
-  start(id, {rep(device)}, seconds, std::move(done));
+  start(id, {rep(device)}, {seconds}, [done = std::move(done)](const std::vector<double>&) { done(); });
+}
+
+void CommOverlap::run_chain(TaskId id, int device, std::vector<double> parts,
+                            std::function<void(const std::vector<double>&)> done)
+{
+  start(id, {rep(device)}, std::move(parts), std::move(done));
 }
 
 void CommOverlap::add(int device, int delta)
@@ -107,6 +131,16 @@ void CommOverlap::add(int device, int delta)
     const double rate = rate_of(b.group);
     if (rate == b.rate)
       continue;
+    // The parts of a chain that ended by now, as their own timers would have (a part ending now
+    // included: then the next starts now, at the new rate either way).
+    while (b.part + 1 < b.parts.size()) {
+      const double end = b.since + b.remaining / b.rate;
+      if (end > now)
+        break;
+      b.ends.push_back(end);
+      b.since     = end;
+      b.remaining = b.parts[++b.part];
+    }
     b.remaining = std::max(0.0, b.remaining - (now - b.since) * b.rate);
     b.since     = now;
     b.rate      = rate;

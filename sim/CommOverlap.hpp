@@ -10,7 +10,8 @@
 // event times in the replay's deterministic order, so results stay bit-identical run to run.
 //
 // The replay runs compute as timers that follow their GPU's state (run_stream: the time an Exec
-// alone on the host takes, without the solver), and Execs where off-stream tasks share a GPU.
+// alone on the host takes, without the solver), a GPU's consecutive stream tasks as one such timer
+// (run_chain), and Execs where off-stream tasks share a GPU.
 //
 // Analytic tensor-parallel collectives block their stream like compute, and tensor-parallel folding
 // merges them into the compute of one device per group (experiments/Evaluate.cpp). So that folding
@@ -43,6 +44,8 @@ public:
   /// Compute tasks and stream-blocking collectives (blocks_stream) are ignored.
   void begin(const TaskGraph& graph, TaskId id) { update(graph, id, +1); }
   void end(const TaskGraph& graph, TaskId id) { update(graph, id, -1); }
+  /// The device whose host and state `device` shares (itself where nothing is folded).
+  int representative(int device) const { return rep(device); }
   /// True for a collective that runs as stream work (an analytic tensor-parallel one) when enabled.
   bool blocks_stream(const CollectiveTask& task) const;
   /// Runs a stream-blocking collective of `seconds` at full speed, slowed while any member is:
@@ -51,21 +54,29 @@ public:
   /// Runs compute task `id` of `seconds` at device's full speed, slowed while the device is (the
   /// time an Exec alone on its host takes): `done` is called when it ends.
   void run_stream(TaskId id, int device, double seconds, std::function<void()> done);
+  /// Runs stream work of `parts` seconds (at full speed) one after the other on `device`, as one
+  /// timer, slowed while the device is: `done` gets each part's end. Each part's times are those
+  /// run_stream would give it started at the previous part's end (the same additions in the same
+  /// order): a switch of the device's state moves the timer, which passes the parts ended by then.
+  void run_chain(TaskId id, int device, std::vector<double> parts, std::function<void(const std::vector<double>&)> done);
 
 private:
   struct Blocking {
     std::vector<int> group;
-    double remaining                     = 0; // seconds left at full speed
+    std::vector<double> parts;            // seconds at full speed of each part (one but for chains)
+    std::size_t part                     = 0; // the part running
+    std::vector<double> ends;             // the ends of the parts before it
+    double remaining                     = 0; // seconds left of the running part at full speed
     double rate                          = 1; // 1, or 1 / (1 + slowdown)
     double since                         = 0; // simulated time of the last update
     simgrid::kernel::timer::Timer* timer = nullptr;
-    std::function<void()> done;
+    std::function<void(const std::vector<double>&)> done;
   };
   void update(const TaskGraph& graph, TaskId id, int delta);
   void add(int device, int delta);
   double rate_of(const std::vector<int>& group) const;
   void schedule(TaskId id, Blocking& b);
-  void start(TaskId id, std::vector<int> group, double seconds, std::function<void()> done);
+  void start(TaskId id, std::vector<int> group, std::vector<double> parts, std::function<void(const std::vector<double>&)> done);
   int rep(int device) const { return representative_.empty() ? device : representative_[static_cast<std::size_t>(device)]; }
   const std::vector<simgrid::s4u::Host*>& gpus_;
   std::vector<int> representative_;

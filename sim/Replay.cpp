@@ -310,17 +310,6 @@ private:
         return;
       }
       const int device = graph_.compute(id).device;
-      if (single_task_[static_cast<std::size_t>(device)] != 0 && options_.comm_compute_slowdown > 0) {
-        // Slowed while communication of its GPU runs (CommOverlap.hpp): a timer that follows the
-        // GPU's power state, as an Exec alone on the host would.
-        ++activities_;
-        overlap_.run_stream(id, device, s / cluster_.speed_of(device), [this, id] {
-          report_progress();
-          finish(id);
-          drain_ready();
-        });
-        return;
-      }
       if (single_task_[static_cast<std::size_t>(device)] != 0) {
         run_chain(id);
         return;
@@ -396,16 +385,22 @@ private:
   }
 
   // How long task n takes where a chain on `device` may hold it: a compute task of the device's
-  // stream, or an analytic collective (a timer); negative where it may not.
+  // stream, or an analytic collective (a timer; with a compute slowdown, only stream work of this
+  // device alone: a tensor-parallel one whose group is folded onto it); negative where it may not.
   double chain_duration(TaskId n, int device)
   {
     if (graph_.kind(n) == TaskKind::compute) {
       const ComputeTask& c = graph_.compute(n);
       return c.device == device && c.on_stream ? std::max(0.0, seconds_[n]) / cluster_.speed_of(device) : -1;
     }
-    if (graph_.kind(n) == TaskKind::collective && graph_.collective(n).fidelity == CollectiveFidelity::analytic)
-      return analytic_duration(graph_.collective(n));
-    return -1;
+    if (graph_.kind(n) != TaskKind::collective || graph_.collective(n).fidelity != CollectiveFidelity::analytic)
+      return -1;
+    const CollectiveTask& c = graph_.collective(n);
+    if (options_.comm_compute_slowdown > 0 &&
+        (!overlap_.blocks_stream(c) ||
+         !std::all_of(c.group.begin(), c.group.end(), [&](int d) { return overlap_.representative(d) == overlap_.representative(device); })))
+      return -1;
+    return analytic_duration(c);
   }
 
   // A compute task as a timer (alone on its GPU an Exec takes seconds / speed), and after it, in the
@@ -413,11 +408,15 @@ private:
   // chain, where every other successor of the chain's last task waits for it too, so that nothing
   // outside the chain starts at the times inside it. Each task's times are those its own timer
   // would give (start + duration, in the same order of additions); the timer fires at the last end.
+  // With a compute slowdown the chain is stream work that follows the GPU's power state
+  // (CommOverlap::run_chain), each part timed as its own timer would be. ReplayOptions::chain_stream
+  // false: every chain holds one task.
   void run_chain(TaskId first)
   {
     const int device = graph_.compute(first).device;
     std::vector<TaskId> chain{first};
     std::vector<double> ends{now() + seconds_[first] / cluster_.speed_of(device)};
+    std::vector<double> parts{seconds_[first] / cluster_.speed_of(device)};
     std::vector<TaskId> touched;
     auto enter = [&](TaskId m) {
       for (TaskId n : graph_.successors(m)) {
@@ -426,7 +425,7 @@ private:
       }
     };
     enter(first);
-    for (;;) {
+    while (options_.chain_stream) {
       const auto& next_of = graph_.successors(chain.back());
       TaskId next = 0;
       double duration = -1;
@@ -449,6 +448,7 @@ private:
         break;
       chain.push_back(next);
       ends.push_back(ends.back() + duration);
+      parts.push_back(duration);
       enter(next);
     }
     for (TaskId n : touched)
@@ -459,17 +459,30 @@ private:
         ++activities_;
     }
     const double start = now();
+    if (options_.comm_compute_slowdown > 0) {
+      overlap_.run_chain(first, device, std::move(parts),
+                         [this, chain = std::move(chain), start](const std::vector<double>& part_ends) {
+                           end_chain(chain, start, part_ends);
+                         });
+      return;
+    }
     const double fire = ends.back();
     simgrid::kernel::timer::Timer::set(fire, [this, chain = std::move(chain), ends = std::move(ends), start] {
-      report_progress();
-      double begin = start;
-      for (std::size_t i = 0; i < chain.size(); ++i) {
-        timings_[chain[i]].start_s = begin;
-        finish(chain[i], ends[i]);
-        begin = ends[i];
-      }
-      drain_ready();
+      end_chain(chain, start, ends);
     });
+  }
+
+  // A chain's timer fired: each task ran from the previous one's end (the first from `start`) to its own.
+  void end_chain(const std::vector<TaskId>& chain, double start, const std::vector<double>& ends)
+  {
+    report_progress();
+    double begin = start;
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      timings_[chain[i]].start_s = begin;
+      finish(chain[i], ends[i]);
+      begin = ends[i];
+    }
+    drain_ready();
   }
 
   void send_message(TaskId id, std::uint32_t m)

@@ -254,4 +254,30 @@ if len(rows) == 2:
     check(inter and all('"kind": "activation"' in s[5] or '"role"' in s[5] for s in inter),
           f"pipeline sends between nodes sit on inter-node tracks: {inter[:2]}")
 
+# Stream chains (sim/Replay.cpp run_chain, sim/CommOverlap.cpp run_chain): a GPU's consecutive
+# stream tasks (compute, closed-form tensor-parallel collectives folded onto it) run as one timer,
+# with the profile's compute slowdown (every shipped profile has one) and without. Against a timer
+# per task (--no-stream-chains): every column, the device table and the timeline are the same.
+chain_cases = {name: cases[name][0] for name in ("interleaved", "context", "syncbn", "fattree", "experts")}
+chain_cases.update({name: fallbacks[name][0] for name in ("straggler", "mixed")})
+chain_cases["no-slowdown"] = auto.replace("calibration: h100-sxm", "calibration: " + no_slowdown)
+chain_cases["aggregate"] = experiment(
+    "aggregate", "gpt3-1.3b", two_nodes, "global_batch: 32, micro_batch: 2, recompute: full",
+    "schedule: 1f1b, pp: 2, dp: 2, tp: 4, tp_fidelity: analytic, dp_bucket: 64MiB",
+    "  parallelism.tp_aggregate: [false, true]\n")
+for name, text in chain_cases.items():
+    traces = {k: os.path.join(out_dir, f"chains-{name}-{k}") for k in ("on", "off")}
+    chained, err_on = run_rows(f"chains-{name}", text, "--trace-dir", traces["on"])
+    single, err_off = run_rows(f"chains-{name}-off", text, "--no-stream-chains", "--trace-dir", traces["off"])
+    checks += 1
+    check(chained and len(chained) == len(single) and all(r["status"] == "ok" for r in chained + single),
+          f"stream chains, {name}: runs: {err_on} {err_off}")
+    for i, (a, b) in enumerate(zip(chained, single)):
+        diff = differences(a, b, skip={"sim_wall_time_s"})
+        stem = os.path.splitext(os.path.basename(text.split("name: ", 1)[1].split("\n", 1)[0]))[0]
+        views = [timeline(os.path.join(traces[k], f"{stem}_{i}.json")) for k in ("on", "off")]
+        checks += 1
+        check(not diff and views[0] == views[1],
+              f"stream chains, {name} point {i}: the same row and timeline as a timer per task: {diff[:4]}")
+
 finish("cli_fold", checks)

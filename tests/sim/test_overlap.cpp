@@ -120,3 +120,23 @@ TEST_CASE("a flow-level collective slows its members' compute too")
   CHECK(r.timings[ar].end_s == doctest::Approx(D).epsilon(1e-9));
   CHECK(r.timings[c0].end_s == doctest::Approx(C + D * slow / (1 + slow)).epsilon(1e-9));
 }
+
+TEST_CASE("consecutive compute tasks run as one timer, each ending where its own timer would")
+{
+  // GPU 0 runs C1 then C2 (one stream chain, sim/CommOverlap.hpp run_chain) while its transfer of D
+  // runs from time 0, past the first task's end: the first is slowed throughout, C1 (1 + s); the
+  // second until D, then at full speed: C1 + C2 + D s / (1 + s) in all.
+  constexpr double C1 = 1e-3;
+  TaskGraph g(2);
+  const TaskId first  = compute(g, 0);
+  const TaskId second = compute(g, 0);  // on GPU 0's stream, after the first
+  const TaskId x      = g.add_transfer({.src = 0, .dst = 1, .bytes = S});
+  const ReplayResult r = replay(g, node(2), {C1, C, 0.0}, slowed(slow));
+  const double D       = a + S / B;
+  REQUIRE(D > C1 * (1 + slow));
+  CHECK(r.timings[x].end_s == doctest::Approx(D).epsilon(1e-9));
+  CHECK(r.timings[first].end_s == doctest::Approx(C1 * (1 + slow)).epsilon(1e-12));
+  CHECK(r.timings[second].start_s == r.timings[first].end_s);
+  CHECK(r.timings[second].end_s == doctest::Approx(C1 + C + D * slow / (1 + slow)).epsilon(1e-9));
+  CHECK(r.activities == 3);  // two compute tasks and the transfer's Comm
+}
