@@ -21,6 +21,7 @@
 #include <tuple>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 
 namespace ddlsim::experiments {
 namespace {
@@ -141,18 +142,26 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
 // What the tuner chose, per use and algorithm/protocol: "dp ring/simple 4, ep direct/simple 8, tp nvls/simple 96"
 // (ep: expert parallelism's all-to-alls; dp: every other collective beside the tensor-parallel ones).
 struct ChoiceCount {
-  std::map<std::string, std::size_t> counts;
+  // (group kind: 0 tp, 1 ep, 2 dp; algorithm; protocol) -> collectives
+  std::map<std::tuple<int, sim::CollectiveAlgorithm, sim::CollectiveProtocol>, std::size_t> counts;
   void add(const sim::CollectiveTask& c, std::size_t images = 1)
   {
     const bool tp = c.role == sim::CollectiveRole::tensor_parallel;
     const bool ep = c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine;
-    counts[std::string(tp ? "tp " : ep ? "ep " : "dp ") + std::string(sim::collective_algorithm_table.name(c.algorithm)) +
-             "/" + std::string(sim::collective_protocol_table.name(c.protocol))] += images;
+    counts[{tp ? 0 : ep ? 1 : 2, c.algorithm, c.protocol}] += images;
   }
+  /// "dp ring/simple 128, tp nvls/simple 889344": by name.
   std::string text() const
   {
+    std::map<std::string, std::size_t> named;
+    for (const auto& [key, n] : counts) {
+      const auto& [group, algorithm, protocol] = key;
+      named[std::string(group == 0 ? "tp " : group == 1 ? "ep " : "dp ") +
+            std::string(sim::collective_algorithm_table.name(algorithm)) + "/" +
+            std::string(sim::collective_protocol_table.name(protocol))] += n;
+    }
     std::string out;
-    for (const auto& [name, n] : counts)
+    for (const auto& [name, n] : named)
       out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
     return out;
   }
@@ -167,36 +176,61 @@ struct ChoiceCount {
 void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster, ChoiceCount& choices,
                          const sim::Fold* fold = nullptr)
 {
-  using Key = std::tuple<sim::CollectiveKind, sim::CollectiveAlgorithm, double, std::vector<int>, std::vector<double>,
-                         bool>;
-  std::map<Key, std::pair<sim::CollectiveTask, std::size_t>> cache;
+  // The tuner's choice depends on the kind, the asked algorithm, the bytes, the group and the loads:
+  // each distinct one is resolved once (found by a hash of those, then compared).
+  struct Resolved {
+    sim::CollectiveTask task;  // as asked
+    sim::CollectiveTask resolved;
+    std::size_t images;
+  };
+  std::vector<Resolved> cache;
+  std::unordered_multimap<std::uint64_t, std::size_t> index;
+  auto same = [](const sim::CollectiveTask& a, const sim::CollectiveTask& b) {
+    return a.kind == b.kind && a.algorithm == b.algorithm && a.bytes == b.bytes && a.load_at_source == b.load_at_source &&
+           a.group == b.group && a.member_load == b.member_load;
+  };
   for (sim::TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != sim::TaskKind::collective)
       continue;
     sim::CollectiveTask& c = graph.collective(id);
     if (c.group.size() < 2)
       continue;
-    Key key{c.kind, c.algorithm, c.bytes, c.group, c.member_load, c.load_at_source};
-    auto it = cache.find(key);
-    if (it == cache.end()) {
+    std::uint64_t h = std::hash<double>{}(c.bytes) ^ (static_cast<std::uint64_t>(c.kind) << 1) ^
+                      (static_cast<std::uint64_t>(c.algorithm) << 5) ^ (c.load_at_source ? 1ULL << 9 : 0);
+    for (int d : c.group)
+      h = h * 0x100000001b3ULL ^ static_cast<std::uint64_t>(d);
+    for (double l : c.member_load)
+      h = h * 0x100000001b3ULL ^ std::hash<double>{}(l);
+    const Resolved* found = nullptr;
+    for (auto [at, end] = index.equal_range(h); at != end && found == nullptr; ++at)
+      if (same(cache[at->second].task, c))
+        found = &cache[at->second];
+    if (found == nullptr) {
       sim::CollectiveTask resolved = c;
       sim::resolve_collective(resolved, cluster);
       std::size_t images = 1;
       if (fold != nullptr) {
         std::string why;
-        const int h = sim::collective_stabilizer(c, *fold, why);
-        images = h > 0 ? static_cast<std::size_t>(fold->order() / h) : 1;
+        const int stabilizer = sim::collective_stabilizer(c, *fold, why);
+        images = stabilizer > 0 ? static_cast<std::size_t>(fold->order() / stabilizer) : 1;
       }
-      it = cache.emplace(std::move(key), std::pair{std::move(resolved), images}).first;
+      index.emplace(h, cache.size());
+      cache.push_back({c, std::move(resolved), images});
+      found = &cache.back();
     }
-    sim::CollectiveTask resolved = it->second.first;  // the tuner's choice, with c's own place in the iteration
-    resolved.fidelity = c.fidelity;
-    resolved.stage = c.stage;
-    resolved.micro_batch = c.micro_batch;
-    resolved.phase = c.phase;
-    resolved.role = c.role;
-    c = std::move(resolved);
-    choices.add(c, it->second.second);
+    // The tuner's choice, with c's own place in the iteration (copy-assigned: c's group and loads
+    // equal the choice's, so their buffers are reused).
+    const sim::CollectiveFidelity fidelity = c.fidelity;
+    const int stage = c.stage, micro_batch = c.micro_batch;
+    const sim::Phase phase = c.phase;
+    const sim::CollectiveRole role = c.role;
+    c = found->resolved;
+    c.fidelity = fidelity;
+    c.stage = stage;
+    c.micro_batch = micro_batch;
+    c.phase = phase;
+    c.role = role;
+    choices.add(c, found->images);
   }
 }
 

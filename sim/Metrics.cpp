@@ -4,6 +4,7 @@
 #include "sim/Fold.hpp"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <tuple>
 
@@ -121,7 +122,19 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   std::vector<std::vector<Interval>> comm(n);
   std::vector<double> sent(n, 0.0), inter(n, 0.0);
   auto rep = [&](int d) { return static_cast<std::size_t>(fold.representative(d)); };
-  std::vector<std::optional<std::vector<std::tuple<int, int, double>>>> shape_sends;
+  // Collectives of one shape send alike up to their offset (a whole number of nodes, so a send's
+  // crossing between nodes does not depend on it): each (shape, offset)'s sends are found once and
+  // summed per sender's representative (bytes / |H|, and those between nodes), in their order.
+  struct Send {
+    std::size_t rep;
+    double bytes, inter;
+  };
+  struct ShapeSends {
+    std::vector<std::tuple<int, double, bool>> relative;  // sender less the first offset, bytes / |H|, between nodes
+    int first_offset = 0;
+    std::map<int, std::vector<Send>> by_offset;
+  };
+  std::vector<std::optional<ShapeSends>> shape_sends;
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Interval iv{timings[id].start_s, timings[id].end_s};
     switch (graph.kind(id)) {
@@ -143,24 +156,35 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
           comm[last = rep(d)].push_back(iv);
       // Each member's bytes reach its representative once per image of the collective holding
       // it: the |H| members of an H-orbit stand for one image.
-      // Collectives of one shape send alike up to their offset: decomposed once per shape.
       const int shape = folded.shape(id);
       if (shape < 0)
         break;
       if (static_cast<std::size_t>(shape) >= shape_sends.size())
         shape_sends.resize(static_cast<std::size_t>(shape) + 1);
-      auto& sends = shape_sends[static_cast<std::size_t>(shape)];
+      auto& of_shape = shape_sends[static_cast<std::size_t>(shape)];
       const int offset = folded.offset(id);
-      if (!sends) {
-        sends.emplace();
-        for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) { sends->push_back({src - offset, dst - offset, bytes}); });
+      if (!of_shape) {  // decomposed once per shape
+        of_shape.emplace();
+        of_shape->first_offset = offset;
+        const double images = folded.stabilizer(id);
+        for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) {
+          of_shape->relative.emplace_back(src - offset, bytes / images, src / gpus_per_node != dst / gpus_per_node);
+        });
       }
-      const double images = folded.stabilizer(id);
-      for (const auto& [src_at, dst_at, bytes] : *sends) {
-        const int src = src_at + offset, dst = dst_at + offset;
-        sent[rep(src)] += bytes / images;
-        if (src / gpus_per_node != dst / gpus_per_node)
-          inter[rep(src)] += bytes / images;
+      auto [at, fresh] = of_shape->by_offset.try_emplace(offset);
+      if (fresh)
+        for (const auto& [src_at, bytes, crosses] : of_shape->relative) {
+          const std::size_t r = rep(src_at + offset);
+          auto it = std::find_if(at->second.begin(), at->second.end(), [&](const Send& x) { return x.rep == r; });
+          if (it == at->second.end())
+            it = at->second.insert(it, {r, 0.0, 0.0});
+          it->bytes += bytes;
+          if (crosses)
+            it->inter += bytes;
+        }
+      for (const Send& x : at->second) {
+        sent[x.rep] += x.bytes;
+        inter[x.rep] += x.inter;
       }
       break;
     }
