@@ -18,6 +18,8 @@
 
 #include "common/EnumTable.hpp"
 
+#include <boost/container/small_vector.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -188,7 +190,9 @@ public:
   TransferTask& transfer(TaskId id) { return transfers_[nodes_[id].index]; }
   const CollectiveTask& collective(TaskId id) const { return collectives_[nodes_[id].index]; }
   CollectiveTask& collective(TaskId id) { return collectives_[nodes_[id].index]; }
-  const std::vector<TaskId>& successors(TaskId id) const { return successors_[id]; }
+  /// Tasks that wait for `id` (most tasks have one to three: kept inline, no allocation).
+  using Successors = boost::container::small_vector<TaskId, 3>;
+  const Successors& successors(TaskId id) const { return successors_[id]; }
   std::uint32_t dependency_count(TaskId id) const { return nodes_[id].dependencies; }
   /// Compute tasks of one device, in stream order.
   const std::vector<TaskId>& stream(int device) const { return streams_[static_cast<std::size_t>(device)]; }
@@ -206,7 +210,7 @@ private:
 
   int devices_;
   std::vector<Node> nodes_;
-  std::vector<std::vector<TaskId>> successors_;
+  std::vector<Successors> successors_;
   std::vector<ComputeTask> computes_;
   std::vector<TransferTask> transfers_;
   std::vector<CollectiveTask> collectives_;
