@@ -211,6 +211,11 @@ std::vector<int> stabilizer(const CollectiveTask& c, const Fold& fold)
   std::vector<int> out;
   if (members.empty())
     return {0};
+  // Membership by device (a data-parallel group of 1,024 replicas has as many candidates, each
+  // checked on every member: a lookup each, not a search).
+  std::vector<char> member(static_cast<std::size_t>(fold.devices()), 0);
+  for (int d : members)
+    member[static_cast<std::size_t>(d)] = 1;
   const int first = members.front();
   const int back = fold.inverse(fold.element(first));
   for (int m : members) {
@@ -219,7 +224,7 @@ std::vector<int> stabilizer(const CollectiveTask& c, const Fold& fold)
     const int g = fold.compose(fold.element(m), back);
     bool keeps = true;
     for (int d : members)
-      if (!contains(members, fold.apply(g, d))) {
+      if (member[static_cast<std::size_t>(fold.apply(g, d))] == 0) {
         keeps = false;
         break;
       }
@@ -230,11 +235,10 @@ std::vector<int> stabilizer(const CollectiveTask& c, const Fold& fold)
   return out;
 }
 
-}  // namespace
-
-int collective_stabilizer(const CollectiveTask& c, const Fold& fold, std::string& why)
+// |H| for c given its stabilizer h, or 0 (with why) when some member is not the image of a
+// representative member.
+int stabilizer_order(const CollectiveTask& c, const Fold& fold, const std::vector<int>& h, std::string& why)
 {
-  const std::vector<int> h = stabilizer(c, fold);
   std::size_t reps = 0;
   for (int d : c.group)
     reps += fold.is_representative(d) ? 1 : 0;
@@ -244,6 +248,12 @@ int collective_stabilizer(const CollectiveTask& c, const Fold& fold, std::string
     return 0;
   }
   return static_cast<int>(h.size());
+}
+}  // namespace
+
+int collective_stabilizer(const CollectiveTask& c, const Fold& fold, std::string& why)
+{
+  return stabilizer_order(c, fold, stabilizer(c, fold), why);
 }
 
 std::vector<std::string> stabilizing_generators(const CollectiveTask& c, const Fold& fold)
@@ -273,7 +283,8 @@ std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_
                                               std::string& why)
 {
   FoldedMessages out;
-  out.stabilizer = collective_stabilizer(c, fold, why);
+  const std::vector<int> h = stabilizer(c, fold);
+  out.stabilizer = stabilizer_order(c, fold, h, why);
   if (out.stabilizer == 0)
     return std::nullopt;
   const std::vector<Message> all = decompose(c, gpus_per_node);
@@ -349,7 +360,6 @@ std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_
   // Each message's representative: its image from its sender's representative. A message and its
   // representative must agree in bytes and waits (mapped), and every representative message must
   // have |H| messages mapping onto it: its whole orbit under H exists.
-  const std::vector<int> h = stabilizer(c, fold);
   std::vector<std::uint32_t> rep(all.size(), none), fiber(all.size(), 0);
   for (std::uint32_t i = 0; i < all.size(); ++i) {
     const Message& m = all[i];
