@@ -195,12 +195,7 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
     sim::CollectiveTask& c = graph.collective(id);
     if (c.group.size() < 2)
       continue;
-    std::uint64_t h = std::hash<double>{}(c.bytes) ^ (static_cast<std::uint64_t>(c.kind) << 1) ^
-                      (static_cast<std::uint64_t>(c.algorithm) << 5) ^ (c.load_at_source ? 1ULL << 9 : 0);
-    for (int d : c.group)
-      h = h * 0x100000001b3ULL ^ static_cast<std::uint64_t>(d);
-    for (double l : c.member_load)
-      h = h * 0x100000001b3ULL ^ std::hash<double>{}(l);
+    const std::uint64_t h = sim::collective_hash(c);
     const Resolved* found = nullptr;
     for (auto [at, end] = index.equal_range(h); at != end && found == nullptr; ++at)
       if (same(cache[at->second].task, c))

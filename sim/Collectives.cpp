@@ -1189,6 +1189,17 @@ CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, const ClusterSp
   return a;
 }
 
+std::uint64_t collective_hash(const CollectiveTask& c)
+{
+  std::uint64_t h = std::hash<double>{}(c.bytes) ^ (static_cast<std::uint64_t>(c.kind) << 1) ^
+                    (static_cast<std::uint64_t>(c.algorithm) << 5) ^ (c.load_at_source ? 1ULL << 9 : 0);
+  for (int d : c.group)
+    h = h * 0x100000001b3ULL ^ static_cast<std::uint64_t>(d);
+  for (double l : c.member_load)
+    h = h * 0x100000001b3ULL ^ std::hash<double>{}(l);
+  return h;
+}
+
 std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node)
 {
   std::vector<Message> out;

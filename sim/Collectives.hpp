@@ -118,6 +118,11 @@ constexpr int node_of_switch_endpoint(int endpoint) { return -2 - endpoint; }
 CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, int gpus_per_node);
 CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, const ClusterSpec& cluster);
 
+/// A hash of what NCCL's tuner reads of `c` (kind, asked algorithm, bytes, group, member loads and
+/// their direction), for caches of repeated collectives: equal collectives hash alike, and callers
+/// compare the fields they key on.
+std::uint64_t collective_hash(const CollectiveTask& c);
+
 /// Messages of collective `c`; GPU g is on node g / gpus_per_node. Empty for groups of one.
 std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node);
 

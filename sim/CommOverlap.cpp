@@ -105,11 +105,6 @@ void CommOverlap::run_blocking(TaskId id, const CollectiveTask& task, double sec
   start(id, std::move(group), {seconds}, [done = std::move(done)](const std::vector<double>&) { done(); });
 }
 
-void CommOverlap::run_stream(TaskId id, int device, double seconds, std::function<void()> done)
-{
-  start(id, {rep(device)}, {seconds}, [done = std::move(done)](const std::vector<double>&) { done(); });
-}
-
 void CommOverlap::run_chain(TaskId id, int device, std::vector<double> parts,
                             std::function<void(const std::vector<double>&)> done)
 {

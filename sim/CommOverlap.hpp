@@ -9,9 +9,9 @@
 // C + D x slowdown / (1 + slowdown) (tests/sim/test_overlap.cpp). The switches happen at simulated
 // event times in the replay's deterministic order, so results stay bit-identical run to run.
 //
-// The replay runs compute as timers that follow their GPU's state (run_stream: the time an Exec
-// alone on the host takes, without the solver), a GPU's consecutive stream tasks as one such timer
-// (run_chain), and Execs where off-stream tasks share a GPU.
+// The replay runs compute as timers that follow their GPU's state (run_chain: the time an Exec
+// alone on the host takes, without the solver; a GPU's consecutive stream tasks as one such timer),
+// and Execs where off-stream tasks share a GPU.
 //
 // Analytic tensor-parallel collectives block their stream like compute, and tensor-parallel folding
 // merges them into the compute of one device per group (experiments/Evaluate.cpp). So that folding
@@ -51,13 +51,11 @@ public:
   /// Runs a stream-blocking collective of `seconds` at full speed, slowed while any member is:
   /// `done` is called when it ends.
   void run_blocking(TaskId id, const CollectiveTask& task, double seconds, std::function<void()> done);
-  /// Runs compute task `id` of `seconds` at device's full speed, slowed while the device is (the
-  /// time an Exec alone on its host takes): `done` is called when it ends.
-  void run_stream(TaskId id, int device, double seconds, std::function<void()> done);
-  /// Runs stream work of `parts` seconds (at full speed) one after the other on `device`, as one
-  /// timer, slowed while the device is: `done` gets each part's end. Each part's times are those
-  /// run_stream would give it started at the previous part's end (the same additions in the same
-  /// order): a switch of the device's state moves the timer, which passes the parts ended by then.
+  /// Runs stream work of `parts` seconds (at the device's full speed) one after the other on
+  /// `device`, as one timer, slowed while the device is (the time an Exec alone on its host takes):
+  /// `done` gets each part's end. A part starts where the previous one ends, and a switch of the
+  /// device's state moves the timer after closing the parts ended by then (the same additions in
+  /// the same order as a timer per part). A compute task alone is a chain of one part.
   void run_chain(TaskId id, int device, std::vector<double> parts, std::function<void(const std::vector<double>&)> done);
 
 private:

@@ -459,21 +459,14 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
            a.channels == b.channels && a.bytes == b.bytes && a.load_at_source == b.load_at_source &&
            a.member_load == b.member_load && a.group == b.group;
   };
-  std::unordered_map<std::uint64_t, TaskId> seen;  // hash of those fields -> the first such collective
+  std::unordered_map<std::uint64_t, TaskId> seen;  // collective_hash -> the first such collective
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != TaskKind::collective)
       continue;
     const CollectiveTask& c = graph.collective(id);
     if (c.group.empty())
       continue;
-    std::uint64_t h = std::hash<double>{}(c.bytes) ^ (static_cast<std::uint64_t>(c.kind) << 1) ^
-                      (static_cast<std::uint64_t>(c.algorithm) << 5) ^ (static_cast<std::uint64_t>(c.fidelity) << 9) ^
-                      (static_cast<std::uint64_t>(c.protocol) << 13) ^ (static_cast<std::uint64_t>(c.channels) << 17);
-    for (int d : c.group)
-      h = h * 0x100000001b3ULL ^ static_cast<std::uint64_t>(d);
-    for (double l : c.member_load)
-      h = h * 0x100000001b3ULL ^ std::hash<double>{}(l);
-    const auto [hit, fresh] = seen.emplace(h, id);
+    const auto [hit, fresh] = seen.emplace(collective_hash(c), id);
     if (!fresh && same(graph.collective(hit->second), c)) {
       shape_[id] = shape_[hit->second];
       offset_[id] = offset_[hit->second];

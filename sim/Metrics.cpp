@@ -130,8 +130,7 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
     double bytes, inter;
   };
   struct ShapeSends {
-    std::vector<std::tuple<int, double, bool>> relative;  // sender less the first offset, bytes / |H|, between nodes
-    int first_offset = 0;
+    std::vector<std::tuple<int, double, bool>> relative;  // sender less its offset, bytes / |H|, between nodes
     std::map<int, std::vector<Send>> by_offset;
   };
   std::vector<std::optional<ShapeSends>> shape_sends;
@@ -165,7 +164,6 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
       const int offset = folded.offset(id);
       if (!of_shape) {  // decomposed once per shape
         of_shape.emplace();
-        of_shape->first_offset = offset;
         const double images = folded.stabilizer(id);
         for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) {
           of_shape->relative.emplace_back(src - offset, bytes / images, src / gpus_per_node != dst / gpus_per_node);

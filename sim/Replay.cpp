@@ -396,9 +396,10 @@ private:
     if (graph_.kind(n) != TaskKind::collective || graph_.collective(n).fidelity != CollectiveFidelity::analytic)
       return -1;
     const CollectiveTask& c = graph_.collective(n);
+    const int rep = overlap_.representative(device);
     if (options_.comm_compute_slowdown > 0 &&
         (!overlap_.blocks_stream(c) ||
-         !std::all_of(c.group.begin(), c.group.end(), [&](int d) { return overlap_.representative(d) == overlap_.representative(device); })))
+         !std::all_of(c.group.begin(), c.group.end(), [&](int d) { return overlap_.representative(d) == rep; })))
       return -1;
     return analytic_duration(c);
   }
@@ -415,7 +416,6 @@ private:
   {
     const int device = graph_.compute(first).device;
     std::vector<TaskId> chain{first};
-    std::vector<double> ends{now() + seconds_[first] / cluster_.speed_of(device)};
     std::vector<double> parts{seconds_[first] / cluster_.speed_of(device)};
     std::vector<TaskId> touched;
     auto enter = [&](TaskId m) {
@@ -447,7 +447,6 @@ private:
       if (!others_wait)
         break;
       chain.push_back(next);
-      ends.push_back(ends.back() + duration);
       parts.push_back(duration);
       enter(next);
     }
@@ -466,6 +465,9 @@ private:
                          });
       return;
     }
+    std::vector<double> ends;  // each part from the previous one's end
+    for (double part : parts)
+      ends.push_back((ends.empty() ? start : ends.back()) + part);
     const double fire = ends.back();
     simgrid::kernel::timer::Timer::set(fire, [this, chain = std::move(chain), ends = std::move(ends), start] {
       end_chain(chain, start, ends);

@@ -5,9 +5,10 @@
 //   compute     a timer of its duration over the GPU's speed: a GPU runs its stream's tasks one at a
 //               time (the graph serialises them), and an Exec alone on the host takes that time, by
 //               the solver. With comm_compute_slowdown the timer follows the GPU's power state
-//               (CommOverlap::run_stream), as the Exec's rate would. A run of a GPU's consecutive
+//               (CommOverlap::run_chain), as the Exec's rate would. A run of a GPU's consecutive
 //               stream tasks with nothing else waiting in between is one timer (a stream chain),
-//               each task timed as its own timer would time it (ReplayOptions::chain_stream). Graphs with off-stream tasks (parameter servers) use Execs: those tasks
+//               each task timed as its own timer would time it (ReplayOptions::chain_stream).
+//               Graphs with off-stream tasks (parameter servers) use Execs: those tasks
 //               share the GPU with the stream, wait for the device's arrival queue and run one at a
 //               time in the order they became ready (ties: the order the replay readied them, which
 //               Execs keep as before)
