@@ -256,6 +256,16 @@ void add_points(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& ex
     plan[i].id = static_cast<int>(i) + 1;
 }
 
+void put_first(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& first)
+{
+  std::set<std::string> labels;
+  for (const BenchPoint& p : first)
+    labels.insert(p.label());
+  std::stable_partition(plan.begin(), plan.end(), [&](const BenchPoint& p) { return labels.count(p.label()) > 0; });
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    plan[i].id = static_cast<int>(i) + 1;
+}
+
 std::vector<int> collective_group_sizes(int gpus, bool quick)
 {
   std::vector<int> out;

@@ -116,6 +116,11 @@ std::vector<BenchPoint> microbenchmark_plan(const PlanOptions& options);
 /// microbenchmark_plan does (stable: within an op, plan points first) and numbers the ids from 1 again.
 void add_points(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& extra);
 
+/// Moves the points whose label is one of `first`'s to the front (stable on both sides: by op, as add_points
+/// leaves them) and numbers the ids from 1 again: a workload's own launches timed before the plan's grid, so
+/// that a time limit cuts the grid rather than the step's kernels.
+void put_first(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& first);
+
 /// The collectives' group sizes for `gpus` visible GPUs (at most 8): every size from 2 to gpus (the full plan), or
 /// the powers of two up to gpus and gpus itself (quick): tensor-parallel groups of 2, 4 and 8, pipeline pairs,
 /// expert-parallel groups. Empty for one GPU.

@@ -12,10 +12,11 @@
 # measure  needs none of ddlsim's Debian packages (no SimGrid, yaml-cpp, Boost): it builds ddlsim-collect and
 #          ddlsim-run-cuda on their own (sim/backends/cuda with DDLSIM_BUILD_COLLECT=ON), finding cuDNN and NCCL in
 #          the CUDA toolkit, the system, or the Python wheels (nvidia-cudnn-*, nvidia-nccl-*) that PyTorch brings;
-#          records the GPU (nvidia-smi); runs the collector's quick plan plus every launch of the workloads at its
-#          exact shape; runs every workload with ddlsim-run-cuda (5 timed iterations after 1 warm-up, then 2 traced
-#          with CUPTI); and packs everything into $OUT/gpu-session.tar.gz (or results/gpu-session.tar.gz), again
-#          after each step, so that a run stopped at its time limit still brings back what it finished. It
+#          records the GPU (nvidia-smi); runs every workload with ddlsim-run-cuda (5 timed iterations after 1
+#          warm-up, then 2 traced with CUPTI); then the collector on every launch of the workloads at its exact
+#          shape and the quick plan in the time left (--workloads-first --time-limit); and packs everything into
+#          $OUT/gpu-session.tar.gz (or results/gpu-session.tar.gz), again after each step, so that a run stopped
+#          at its time limit still brings back what it finished. It
 #          changes no GPU setting (clocks are recorded, not locked). About 5 minutes on one H100.
 # finish   unpacks the archive into results/gpu-session/, fits calibration/profiles/<gpu>-measured.yaml on top
 #          of the spec-sheet profile of that GPU (`ddlsim calibrate fit`: device, driver, CUDA, cuDNN and NCCL
@@ -27,7 +28,8 @@
 # Environment: DDLSIM (the ddlsim binary, default build/bin/ddlsim), SESSION (default results/gpu-session),
 # PROFILE_DIR (default calibration/profiles), RESULTS (default results), FETCH_DEBS (default 1; 0: prepare
 # downloads no .deb),
-# GPU_BUILD (default build-gpu), JOBS (build jobs, default: all cores), CUDNN_ROOT / NCCL_HOME (where to look
+# DEADLINE (measure's budget in seconds from its start, default 540: a workload is not started after DEADLINE -
+# 150 s, and the collector stops starting points 45 s before it), GPU_BUILD (default build-gpu), JOBS (build jobs, default: all cores), CUDNN_ROOT / NCCL_HOME (where to look
 # first), CUDA_ARCHITECTURES (default native: the GPU there), EXPERIMENT (default experiments/crosscheck_gpu.yaml).
 set -euo pipefail
 
@@ -40,6 +42,7 @@ experiment=${EXPERIMENT:-experiments/crosscheck_gpu.yaml}
 profiles=${PROFILE_DIR:-calibration/profiles}
 results=${RESULTS:-results}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+deadline=${DEADLINE:-540}
 
 say() { echo "gpu_session: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -176,24 +179,33 @@ cmd_measure() {
   say "built in $((SECONDS - start)) s"
   pack
 
-  say "step 3/4: microbenchmarks (quick plan and the workloads' own launches)"
-  local workloads=()
-  local w
-  for w in "$session"/workload-*.json; do workloads+=(--workload "$w"); done
-  timeout 330 "$gpu_build/bin/ddlsim-collect" --quick "${workloads[@]}" --provenance "commit=$(cat "$session/commit" 2>/dev/null || echo unknown)" \
-    -o "$session/records.jsonl" || say "warning: the collector stopped early (status $?); the cross-check goes on"
-  say "collected after $((SECONDS - start)) s"
-  pack
-
-  say "step 4/4: the cross-check's workloads, one after the other"
+  # The step's measurements first (they are the cross-check), then the microbenchmarks in the time left: the
+  # workloads' own launches before the quick plan's grid, so that the time limit cuts the grid.
+  say "step 3/4: the cross-check's workloads, one after the other"
   local i
   for w in "$session"/workload-*.json; do
     i=${w##*/workload-}
     i=${i%.json}
-    timeout 120 "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 1 --iterations 5 \
+    if [ $((SECONDS - start)) -ge $((deadline - 150)) ]; then
+      say "warning: workload $i not run: $((SECONDS - start)) s of the ${deadline} s budget are spent"
+      continue
+    fi
+    timeout 90 "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 1 --iterations 5 \
       --trace "$session/trace-$i.jsonl" || say "warning: workload $i failed (status $?)"
     pack
   done
+  say "cross-checked after $((SECONDS - start)) s"
+
+  say "step 4/4: microbenchmarks (the workloads' own launches, then the quick plan)"
+  local workloads=()
+  for w in "$session"/workload-*.json; do workloads+=(--workload "$w"); done
+  local limit=$((deadline - (SECONDS - start) - 45))
+  [ "$limit" -ge 30 ] || limit=30
+  timeout $((limit + 40)) "$gpu_build/bin/ddlsim-collect" --quick --workloads-first --time-limit "$limit" "${workloads[@]}" \
+    --provenance "commit=$(cat "$session/commit" 2>/dev/null || echo unknown)" \
+    -o "$session/records.jsonl" || say "warning: the collector stopped early (status $?)"
+  say "collected after $((SECONDS - start)) s"
+  pack
   nvidia-smi --query-gpu=name,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv \
     >"$session/clocks-end.csv" 2>&1 || true
   say "measured in $((SECONDS - start)) s; bring back $archive, then: calibration/gpu_session.sh finish"

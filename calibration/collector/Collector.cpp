@@ -534,6 +534,8 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
   std::vector<BenchPoint> points = microbenchmark_plan(plan);
   const std::size_t planned      = points.size();
   calibration::add_points(points, options.extra_points);
+  if (options.extra_points_first)
+    calibration::put_first(points, options.extra_points);
   result.points = static_cast<int>(points.size());
 
   traces::TraceSet& out = result.traces;
@@ -552,7 +554,14 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
   };
   std::uint64_t dropped_seen = 0, incomplete_seen = 0;
   bool warned_order = false;
+  const Clock::time_point collect_start = Clock::now();
   for (const BenchPoint& p : points) {
+    if (options.time_limit_s > 0 && seconds_between(collect_start, Clock::now()) >= options.time_limit_s) {
+      result.points_not_run = static_cast<int>(points.size()) - (p.id - 1);
+      warn("time limit of " + std::to_string(options.time_limit_s) + " s reached: " +
+           std::to_string(result.points_not_run) + " point(s) from " + p.label() + " on were not run");
+      break;
+    }
     if (group && group->op != p.op)
       finish_group();
     if (!group) {
@@ -627,6 +636,9 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
   if (runner.runs_by_order() > 0)
     prov["runs_matched_by_order"] = std::to_string(runner.runs_by_order());
   prov["skipped_points"]             = std::to_string(result.skipped_points);
+  if (result.points_not_run > 0)
+    prov["points_not_run"] = std::to_string(result.points_not_run) + " (time limit " +
+                             std::to_string(options.time_limit_s) + " s)";
   prov["points"]                     = std::to_string(result.points);
   const calibration::RepeatPolicy& r = options.repeat;
   char repeat[128];

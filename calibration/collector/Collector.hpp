@@ -50,6 +50,11 @@ struct CollectOptions {
   std::vector<calibration::BenchPoint> extra_points;
   std::string extra_points_source;               ///< what they came from, for the provenance
   std::map<std::string, std::string> provenance; ///< added to the records' provenance (commit, ...)
+  /// Host seconds after which no further point is started (0: none): the points measured so far are kept, those
+  /// not started are counted (`CollectResult::points_not_run`, the provenance's `points_not_run`).
+  double time_limit_s = 0;
+  /// Time the extra points (a workload's own launches) before the plan's, so that a time limit cuts the plan.
+  bool extra_points_first = false;
 };
 
 /// One op's points done (the plan lists the points of an op together).
@@ -72,6 +77,7 @@ struct CollectResult {
   traces::TraceSet traces; ///< records and provenance
   int points         = 0;  ///< points in the plan
   int skipped_points = 0;
+  int points_not_run = 0;  ///< not started: the time limit had passed
   std::string timing; ///< "cupti" or "cuda_events (<why>)"
 };
 

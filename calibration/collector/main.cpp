@@ -31,7 +31,8 @@ constexpr const char* prefix = "ddlsim-collect: ";
 
 const char* usage_text =
     R"(usage: ddlsim-collect [--quick] [--only OP[,OP...]] [--gpus N] [--timing auto|cupti|events]
-                      [--workload FILE]... [--provenance KEY=VALUE]... -o FILE
+                      [--workload FILE]... [--provenance KEY=VALUE]... [--time-limit SECONDS]
+                      [--workloads-first] -o FILE
        ddlsim-collect --plan [--quick] [--only OP[,OP...]] [--gpus N] [--workload FILE]...
 
 Times the microbenchmark plan (GEMMs, attention-shaped batched GEMMs, the model zoo's convolutions, a
@@ -49,6 +50,9 @@ options:
   --workload FILE      also time every distinct launch of this workload (`ddlsim execute --backend cuda`
                        writes them), at its exact shape, layout and dtype: the step's own kernels; repeatable
   --provenance K=V     add K: V to the records' provenance (e.g. commit=abc123); repeatable
+  --time-limit S       start no point after S seconds of measuring: the records so far are written and the
+                       points not run are counted in the provenance (default: no limit)
+  --workloads-first    time the workloads' launches before the plan's points
   --plan               print the plan, one point per line: id, label, flop, bytes (tab-separated), and exit
                        without touching a GPU; the collectives assume --gpus GPUs (default 1)
   -h, --help           this text
@@ -153,6 +157,20 @@ Args parse(int argc, char** argv)
       if (used != v.size() || v.empty() || n < 1 || n > 8)
         throw UsageError{"--gpus: expected a number of GPUs from 1 to 8, got '" + v + "'"};
       args.options.gpus = n;
+    } else if (arg == "--workloads-first") {
+      args.options.extra_points_first = true;
+    } else if (arg == "--time-limit") {
+      const std::string v = value();
+      std::size_t used    = 0;
+      double s            = 0;
+      try {
+        s = std::stod(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || v.empty() || !(s > 0))
+        throw UsageError{"--time-limit: expected a positive number of seconds, got '" + v + "'"};
+      args.options.time_limit_s = s;
     } else if (arg == "--timing") {
       const std::string v = value();
       if (v == "auto")
@@ -192,6 +210,8 @@ void print_plan(const collector::CollectOptions& options)
   plan.gpus                                   = options.gpus > 0 ? options.gpus : 1;
   std::vector<calibration::BenchPoint> points = calibration::microbenchmark_plan(plan);
   calibration::add_points(points, options.extra_points);
+  if (options.extra_points_first)
+    calibration::put_first(points, options.extra_points);
   for (const calibration::BenchPoint& p : points)
     std::printf("%d\t%s\t%.10g\t%.10g\n", p.id, p.label().c_str(), p.flop(), p.traffic_bytes());
 }
@@ -229,8 +249,9 @@ int run(const Args& args)
   }
   write_file_atomically(args.output, "the trace records", [&](std::ostream& out) { traces::write_jsonl(set, out); });
   std::cerr << prefix << "wrote " << set.kernels.size() << " kernel and " << set.collectives.size()
-            << " collective record(s) of " << result.points - result.skipped_points << " point(s) to " << args.output
-            << " (" << result.skipped_points << " skipped; timing: " << result.timing << ")\n";
+            << " collective record(s) of " << result.points - result.skipped_points - result.points_not_run << " point(s) to " << args.output
+            << " (" << result.skipped_points << " skipped, " << result.points_not_run
+            << " not run; timing: " << result.timing << ")\n";
   return exit_ok;
 }
 

@@ -309,3 +309,29 @@ TEST_CASE("a workload's launches join the plan once each, ordered by op, ids ren
   }
   CHECK(count_if_plan(plan, [](const BenchPoint& p) { return p.layout == GemmLayout::nt; }) == 1);
 }
+
+TEST_CASE("put_first: a workload's launches before the grid, each side in its order, ids renumbered")
+{
+  auto plan = microbenchmark_plan({.quick = true, .gpus = 1, .only = {BenchOp::gemm, BenchOp::pointwise}});
+  BenchPoint nt;
+  nt.op = BenchOp::gemm;
+  nt.dtype = "bf16";
+  nt.m = 8192;
+  nt.n = 768;
+  nt.k = 3072;
+  nt.layout = GemmLayout::nt;
+  const BenchPoint pointwise = plan.back();  // a plan point named as a launch moves too
+  add_points(plan, {nt});
+  std::vector<std::string> rest;
+  for (const BenchPoint& p : plan)
+    if (p.label() != nt.label() && p.label() != pointwise.label())
+      rest.push_back(p.label());
+  put_first(plan, {pointwise, nt});
+  REQUIRE(plan.size() == rest.size() + 2);
+  CHECK(plan[0].label() == nt.label());  // gemm before pointwise: the plan's order among the moved
+  CHECK(plan[1].label() == pointwise.label());
+  for (std::size_t i = 0; i < rest.size(); ++i)
+    CHECK(plan[i + 2].label() == rest[i]);
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    CHECK(plan[i].id == static_cast<int>(i) + 1);
+}
