@@ -15,10 +15,11 @@
 #          records the GPU (nvidia-smi); runs every workload with ddlsim-run-cuda (5 timed iterations after 1
 #          warm-up, then 2 traced with CUPTI); then the collector on every launch of the workloads at its exact
 #          shape and the quick plan in the time left (--workloads-first --time-limit); and packs everything into
-#          $OUT/gpu-session.tar.gz (or results/gpu-session.tar.gz), again after each step, so that a run stopped
+#          $OUT/gpu-session.tar.gz and its CUPTI traces into gpu-traces.tar.gz beside it (or in results/), again
+#          after each step, so that a run stopped
 #          at its time limit still brings back what it finished. It
 #          changes no GPU setting (clocks are recorded, not locked). About 5 minutes on one H100.
-# finish   unpacks the archive into results/gpu-session/, fits calibration/profiles/<gpu>-measured.yaml on top
+# finish   unpacks the archive (and gpu-traces.tar.gz beside it) into results/gpu-session/, fits calibration/profiles/<gpu>-measured.yaml on top
 #          of the spec-sheet profile of that GPU (`ddlsim calibrate fit`: device, driver, CUDA, cuDNN and NCCL
 #          versions, clocks at the start and end, date, commit), simulates the cross-check with it, pairs each
 #          point with its measured time (`ddlsim execute --measured`: results/crosscheck_gpu.csv), and writes
@@ -121,7 +122,15 @@ cmd_measure() {
   : >"$log"
   exec 3>&2
   exec 2> >(tee -a "$log" >&3)
-  pack() { tar -czf "$archive" -C "$(dirname "$session")" "$(basename "$session")" 2>/dev/null || true; }
+  # Two archives, so that each stays under what a device call brings back (16 MiB a file): the session without
+  # the CUPTI traces of the cross-check, and those traces, which only the cross-check's CSV reads.
+  pack() {
+    tar -czf "$archive" --exclude='trace-*.jsonl' --exclude=debs --exclude=deps \
+      -C "$(dirname "$session")" "$(basename "$session")" 2>/dev/null || true
+    if ls "$session"/trace-*.jsonl >/dev/null 2>&1; then
+      (cd "$(dirname "$session")" && tar -czf "$out_dir/gpu-traces.tar.gz" "$(basename "$session")"/trace-*.jsonl) 2>/dev/null || true
+    fi
+  }
   local start=$SECONDS
 
   say "step 1/4: the machine"
@@ -220,6 +229,9 @@ cmd_finish() {
     mkdir -p "$(dirname "$session")"
     rm -rf "$session"
     tar -xzf "$archive" -C "$(dirname "$session")"
+    local traces
+    traces=$(dirname "$archive")/gpu-traces.tar.gz
+    if [ -f "$traces" ]; then tar -xzf "$traces" -C "$(dirname "$session")"; fi
   fi
   [ -s "$session/records.jsonl" ] || die "$session/records.jsonl is missing: run measure on the GPU machine first"
   local device
