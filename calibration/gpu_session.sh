@@ -12,8 +12,9 @@
 # measure  needs none of ddlsim's Debian packages (no SimGrid, yaml-cpp, Boost): it builds ddlsim-collect and
 #          ddlsim-run-cuda on their own (sim/backends/cuda with DDLSIM_BUILD_COLLECT=ON), finding cuDNN and NCCL in
 #          the CUDA toolkit, the system, or the Python wheels (nvidia-cudnn-*, nvidia-nccl-*) that PyTorch brings;
-#          records the GPU (nvidia-smi); runs every workload with ddlsim-run-cuda (5 timed iterations after 1
-#          warm-up, then 2 traced with CUPTI); then the collector on every launch of the workloads at its exact
+#          records the GPU (nvidia-smi); runs every workload with ddlsim-run-cuda, replayed as a CUDA graph
+#          (measured-<i>.json) and issued eagerly (measured-eager-<i>.json: 5 timed iterations after 1 warm-up,
+#          then 2 traced with CUPTI); then the collector on every launch of the workloads at its exact
 #          shape and the quick plan in the time left (--workloads-first --time-limit); and packs everything into
 #          $OUT/gpu-session.tar.gz and its CUPTI traces into gpu-traces.tar.gz beside it (or in results/), again
 #          after each step, so that a run stopped
@@ -29,7 +30,7 @@
 # Environment: DDLSIM (the ddlsim binary, default build/bin/ddlsim), SESSION (default results/gpu-session),
 # PROFILE_DIR (default calibration/profiles), RESULTS (default results), FETCH_DEBS (default 1; 0: prepare
 # downloads no .deb),
-# DEADLINE (measure's budget in seconds from its start, default 540: a workload is not started after DEADLINE -
+# CUDA_GRAPH (default 1: each step timed as a CUDA graph replay and eagerly; 0: eagerly only), DEADLINE (measure's budget in seconds from its start, default 540: a workload is not started after DEADLINE -
 # 150 s, and the collector stops starting points 45 s before it), GPU_BUILD (default build-gpu), JOBS (build jobs, default: all cores), CUDNN_ROOT / NCCL_HOME (where to look
 # first), CUDA_ARCHITECTURES (default native: the GPU there), EXPERIMENT (default experiments/crosscheck_gpu.yaml).
 set -euo pipefail
@@ -199,7 +200,16 @@ cmd_measure() {
       say "warning: workload $i not run: $((SECONDS - start)) s of the ${deadline} s budget are spent"
       continue
     fi
-    timeout 90 "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 1 --iterations 5 \
+    # With CUDA_GRAPH=1 (the default) the step is timed twice: replayed as one CUDA graph (measured-<i>.json, the
+    # GPU's time, which the simulator predicts) and issued eagerly by the host (measured-eager-<i>.json, with
+    # its CUPTI trace), as PyTorch without graphs runs it.
+    local eager_out=$session/measured-$i.json
+    if [ "${CUDA_GRAPH:-1}" != 0 ]; then
+      eager_out=$session/measured-eager-$i.json
+      timeout 90 "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 2 --iterations 5 \
+        --cuda-graph || say "warning: workload $i failed as a CUDA graph (status $?)"
+    fi
+    timeout 90 "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$eager_out" --warmup 1 --iterations 5 \
       --trace "$session/trace-$i.jsonl" || say "warning: workload $i failed (status $?)"
     pack
   done

@@ -998,15 +998,17 @@ int cmd_execute(const ExecuteArgs& a)
   options.backend = a.backend == "host" ? experiments::Backend::host : experiments::Backend::cuda;
   if (options.map_devices && !options.launcher.empty())
     throw UsageError{"--map-devices and --launcher do not go together: under MPI every device needs its own GPU"};
-  if (options.backend == experiments::Backend::host && (options.map_devices || !options.launcher.empty()))
-    throw UsageError{"--map-devices and --launcher are for --backend cuda"};
+  if (options.backend == experiments::Backend::host && (options.map_devices || !options.launcher.empty() || options.cuda_graph))
+    throw UsageError{"--map-devices, --launcher and --cuda-graph are for --backend cuda"};
+  if (options.cuda_graph && (options.map_devices || !options.launcher.empty()))
+    throw UsageError{"--cuda-graph replays one device's step on one GPU: not with --map-devices or --launcher"};
   if ((a.prepare || !options.measured_dir.empty()) && options.backend != experiments::Backend::cuda)
     throw UsageError{"--prepare and --measured are for --backend cuda"};
   if (a.prepare && !options.measured_dir.empty())
     throw UsageError{"--prepare writes the workloads that --measured reads back later: give one of them"};
   if (a.prepare || !options.measured_dir.empty()) {
-    if (!options.launcher.empty() || options.map_devices)
-      throw UsageError{"--launcher and --map-devices are for the machine that runs ddlsim-run-cuda"};
+    if (!options.launcher.empty() || options.map_devices || options.cuda_graph)
+      throw UsageError{"--launcher, --map-devices and --cuda-graph are for the machine that runs ddlsim-run-cuda"};
   } else if (options.backend == experiments::Backend::cuda) {
     std::error_code ec;
     const auto runner = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ddlsim-run-cuda";
@@ -1392,6 +1394,9 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
     cli::add_int(c.app, "-j,--jobs", a.options.jobs, 1, 1024, "parallel simulations (executions run one at a time)");
     add_sets(c.app, a.sets);
     add_columns(c.app, a.columns);
+    c.app->add_flag("--cuda-graph", a.options.cuda_graph,
+                    "cuda: time each step as one CUDA graph replay (no host cost per launch; one device, compute "
+                    "only)");
     c.app->add_flag("--map-devices", a.options.map_devices,
                     "cuda: run more simulated devices than GPUs on the GPUs there are");
     c.app

@@ -349,6 +349,8 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
             args.push_back(a);
           if (options.map_devices)
             args.push_back("--map-devices");
+          if (options.cuda_graph)
+            args.push_back("--cuda-graph");
           if (!options.launcher.empty())
             args.push_back("--mpi");
           std::vector<char*> argv;

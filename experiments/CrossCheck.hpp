@@ -44,6 +44,7 @@ struct CrossCheckOptions {
   double scale = 1;                     ///< every kernel at this fraction of its rows, simulated and executed
   std::string cuda_runner;              ///< path of ddlsim-run-cuda (cuda backend)
   bool map_devices = false;             ///< cuda: run more simulated devices than GPUs on the GPUs there are
+  bool cuda_graph = false;              ///< cuda: the runner's --cuda-graph (timed iterations replay a CUDA graph)
   /// cuda: a command that starts the runner on several machines, e.g. {"mpirun", "-np", "2", "-H", "a,b"};
   /// the runner then gets --mpi (NCCL bootstrapped through MPI). Empty: one process on this machine.
   std::vector<std::string> launcher;

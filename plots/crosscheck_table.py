@@ -10,6 +10,7 @@ Needs no package beyond Python's standard library.
 """
 import argparse
 import csv
+import json
 import os
 import sys
 
@@ -83,10 +84,20 @@ def main():
                 with open(path) as f:
                     text = f.read().strip()
                 lines += ["", f"nvidia-smi, {name[:-4].replace('-', ' ')}:", "", "```", text, "```"]
+    # The same steps issued eagerly (measured-eager-<point>.json, when the session ran them both ways): the host's
+    # cost of issuing each launch included, which a CUDA graph replay leaves out.
+    eager = {}
+    if args.session:
+        for i, r in enumerate(rows):
+            path = os.path.join(args.session, f"measured-eager-{i}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    times = sorted(json.load(f)["iterations_s"])
+                eager[i] = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
     lines += ["", "| model | micro-batch | simulated s | measured s (min-max) | error % | simulated peak GiB | "
-                  "measured peak GiB | status |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for r in rows:
+                  "measured peak GiB | status |" + (" eager measured s | eager error % |" if eager else ""),
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |" + (" ---: | ---: |" if eager else "")]
+    for i, r in enumerate(rows):
         sim, real = number(r, "iteration_time_s"), number(r, "measured_iteration_time_s")
         lo, hi = number(r, "measured_min_s"), number(r, "measured_max_s")
         err = number(r, "error_pct")
@@ -98,7 +109,9 @@ def main():
             f"{err:+.1f}" if err is not None else "",
             f"{sim_mem / GIB:.2f}" if sim_mem is not None else "",
             f"{real_mem / GIB:.2f}" if real_mem is not None else "",
-            r.get("status", "") + (f": {r['message']}" if r.get("status") != "ok" and r.get("message") else "")))
+            r.get("status", "") + (f": {r['message']}" if r.get("status") != "ok" and r.get("message") else ""))
+            + (" {} | {} |".format(f"{eager[i]:.4f}", f"{100 * (sim - eager[i]) / eager[i]:+.1f}" if sim is not None else "")
+               if i in eager else (" | |" if eager else "")))
     lines += ["", "| models | points compared | MAPE % |", "| --- | ---: | ---: |"]
     for model in sorted({r.get("model", "") for r in rows}):
         value, n = mape([r for r in rows if r.get("model") == model])
@@ -107,6 +120,13 @@ def main():
     lines.append(f"| all | {n} | {value:.2f} |" if value is not None else "| all | 0 | - |")
     if value is not None:
         lines += ["", f"Goal: MAPE <= 5% on one GPU; this run: {value:.2f}% over {n} points."]
+    if eager:
+        lines += ["", "Against the eager runs (each launch issued by the host, as PyTorch without CUDA graphs):", "",
+                  "| models | points compared | MAPE % |", "| --- | ---: | ---: |"]
+        for model in sorted({r.get("model", "") for r in rows}) + ["all"]:
+            errs = [abs(number(r, "iteration_time_s") - eager[i]) / eager[i] for i, r in enumerate(rows)
+                    if i in eager and number(r, "iteration_time_s") is not None and model in ("all", r.get("model"))]
+            lines.append(f"| {model} | {len(errs)} | {100 * sum(errs) / len(errs):.2f} |" if errs else f"| {model} | 0 | - |")
     text = "\n".join(lines) + "\n"
     if args.output:
         with open(args.output, "w") as f:

@@ -419,7 +419,7 @@ public:
   GpuWorker& operator=(const GpuWorker&) = delete;
 
   /// The thread's body: set-up, then warm-up and timed iterations. Reports a failure to the coordinator.
-  void run(int warmup, int iterations);
+  void run(int warmup, int iterations, bool cuda_graph);
   const std::vector<double>& times_s() const { return times_s_; }
   /// The most device memory in use on this GPU (cudaMemGetInfo: context, libraries, buffers), after set-up, after
   /// every warm-up iteration and after the timed ones (outside their times), bytes.
@@ -443,6 +443,7 @@ private:
   void wait_for(const std::vector<int>& signals, cudaStream_t stream, int iteration, int task);
   void record(int signal, cudaStream_t stream, int iteration, int task);
   void synchronize(int iteration, int warmup, int timed);
+  void capture(int iteration);
   SimDevice& local(int device) { return *devices_[static_cast<std::size_t>(local_[static_cast<std::size_t>(device)])]; }
   bool is_local(int device) const { return plan_.gpu_of[static_cast<std::size_t>(device)] == gpu_; }
   cudaStream_t stream_of(const PlannedSignal& s);
@@ -467,14 +468,17 @@ private:
   std::vector<std::vector<OpBuffers>> task_buffers_; // [task][launch] of this GPU's compute tasks: placed operands
   std::vector<int> owned_signals_;
   std::vector<double> times_s_;
-  double peak_memory_bytes_ = 0;
-  int last_task_            = -1; // the last task this thread issued, to name it when the GPU reports an error later
+  double peak_memory_bytes_  = 0;
+  cudaGraphExec_t graph_     = nullptr; // the captured iteration, with CudaRunOptions::cuda_graph
+  int last_task_             = -1; // the last task this thread issued, to name it when the GPU reports an error later
 };
 
 GpuWorker::~GpuWorker()
 {
   // Handles before the streams they are bound to; buffers go with the members (cudaFree finds their GPU itself).
   cudaSetDevice(cuda_);
+  if (graph_ != nullptr)
+    cudaGraphExecDestroy(graph_);
   for (int s : owned_signals_)
     if (events_[static_cast<std::size_t>(s)] != nullptr)
       cudaEventDestroy(events_[static_cast<std::size_t>(s)]);
@@ -491,18 +495,27 @@ GpuWorker::~GpuWorker()
     cudaStreamDestroy(stream);
 }
 
-void GpuWorker::run(int warmup, int iterations)
+void GpuWorker::run(int warmup, int iterations, bool cuda_graph)
 {
   try {
     setup();
     read_memory();
+    if (cuda_graph && warmup == 0)
+      capture(0);
     Clock::time_point start = co_.meet().released; // every GPU set up and idle, on every rank
     for (int it = 0; it < warmup + iterations; ++it) {
       const int timed = it - warmup; // negative while warming up
-      issue(it, -1);
+      if (graph_ != nullptr && timed >= 0)
+        check_cuda(cudaGraphLaunch(graph_, devices_.front()->compute), where() + ": cudaGraphLaunch");
+      else
+        issue(it, -1);
       synchronize(it, warmup, iterations);
       if (timed < 0)
         read_memory(); // libraries allocate on first use; a timed iteration's time has no such call in it
+      if (cuda_graph && it == warmup - 1) {
+        capture(it + 1); // after the warm-up, outside any timed iteration: the libraries have their memory
+        read_memory();
+      }
       const Meeting met = co_.meet();
       if (timed >= 0) // this rank's GPUs finished; the other ranks' may still run
         times_s_.push_back(std::chrono::duration<double>(met.arrived - start).count());
@@ -948,6 +961,28 @@ void GpuWorker::synchronize(int iteration, int warmup, int timed)
     drain(stream);
 }
 
+// One iteration's work, issued as for `iteration` but captured from the compute stream into a graph instead of run.
+// The plan has one simulated device on this GPU and nothing but compute tasks (run_on_gpus checks), so every launch
+// and event record lands on that stream.
+void GpuWorker::capture(int iteration)
+{
+  const cudaStream_t stream = devices_.front()->compute;
+  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), where() + ": cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  try {
+    issue(iteration, -1);
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph != nullptr)
+      cudaGraphDestroy(graph);
+    throw;
+  }
+  check_cuda(cudaStreamEndCapture(stream, &graph), where() + ": capturing the step as a CUDA graph");
+  const cudaError_t status = cudaGraphInstantiate(&graph_, graph, 0);
+  cudaGraphDestroy(graph);
+  check_cuda(status, where() + ": cudaGraphInstantiate");
+}
+
 // ---- around the run ----------------------------------------------------------------------------------------------
 
 // "NVIDIA H100 80GB HBM3 x2 (driver 13.0)": the GPUs used, grouped by name; "NVIDIA H100 80GB HBM3 x8 per rank x
@@ -1156,8 +1191,21 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
                                                 .ranks        = ranks != nullptr ? ranks->size() : 1,
                                                 .rank         = ranks != nullptr ? ranks->rank() : 0});
 
+  if (options.cuda_graph) {
+    const bool one_device = w.devices == 1 && plan.gpus == 1 && plan.ranks == 1;
+    const bool compute_only =
+        std::all_of(w.tasks.begin(), w.tasks.end(), [](const WorkTask& t) { return t.kind == WorkTask::Kind::compute; });
+    if (!one_device || !compute_only)
+      throw ExecutionError("--cuda-graph replays one device's compute stream: this workload has " +
+                           std::to_string(w.devices) + " device(s)" +
+                           (compute_only ? std::string() : std::string(" and transfers or collectives")) +
+                           "; run it without --cuda-graph");
+  }
+
   CudaRunResult result;
   std::vector<std::string>& notes = result.execution.notes;
+  if (options.cuda_graph)
+    notes.push_back("timed iterations replay one CUDA graph captured after the warm-up (no host cost per launch)");
   if (plan.ranks > 1) {
     notes.push_back(std::to_string(plan.ranks) + " ranks (MPI) of " + std::to_string(plan.gpus_per_rank) +
                     " GPU(s) each: an iteration's time is its slowest rank's, from the barrier that starts it to that "
@@ -1237,7 +1285,7 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
   std::vector<std::thread> threads;
   try {
     for (std::size_t k = 0; k < workers.size(); ++k)
-      threads.emplace_back([&, k] { workers[k]->run(options.warmup, options.iterations); });
+      threads.emplace_back([&, k] { workers[k]->run(options.warmup, options.iterations, options.cuda_graph); });
   } catch (const std::exception& e) {
     coordinator.fail(std::string("cannot start a host thread per GPU: ") + e.what()); // those running stop
   }

@@ -37,7 +37,7 @@ constexpr const char* prefix = "ddlsim-run-cuda: ";
 
 const char* usage_text =
     R"(usage: ddlsim-run-cuda WORKLOAD.json -o RESULT.json [--warmup N] [--iterations N] [--map-devices]
-                       [--trace FILE.jsonl]
+                       [--cuda-graph] [--trace FILE.jsonl]
        mpirun -np RANKS [-H HOST1,HOST2,...] ddlsim-run-cuda WORKLOAD.json -o RESULT.json --mpi [options]
 
 Runs one training iteration, given as a workload file (`ddlsim execute --backend cuda` writes one per sweep
@@ -53,6 +53,9 @@ options:
   --iterations N       timed iterations (default 5)
   --map-devices        run a workload with more devices than visible GPUs: device d on GPU d % GPUs, on its own
                        streams; collectives among devices that share a GPU are emulated with copies
+  --cuda-graph         capture one iteration as a CUDA graph after the warm-up and replay it for the timed
+                       ones: the GPU's time for the step without the host's cost of issuing each launch (one
+                       device, compute only; the traced iterations stay eager)
   --trace FILE.jsonl   after the timed iterations, run two more with CUPTI tracing (never while timing) and
                        write one trace record per launch (op, flop, bytes, dtype; point = task index + 1), as
                        ddlsim-collect does, for `ddlsim calibrate fit`; without CUPTI, a warning and no trace
@@ -136,6 +139,9 @@ Args parse(int argc, char** argv)
     } else if (arg == "--map-devices") {
       no_value();
       args.options.map_devices = true;
+    } else if (arg == "--cuda-graph") {
+      no_value();
+      args.options.cuda_graph = true;
     } else if (arg == "--mpi") {
       no_value();
       args.mpi = true;
@@ -158,6 +164,8 @@ Args parse(int argc, char** argv)
     throw UsageError{"a WORKLOAD.json file is required"};
   if (args.output.empty())
     throw UsageError{"-o RESULT.json is required"};
+  if (args.mpi && args.options.cuda_graph)
+    throw UsageError{"--cuda-graph is for one device on one GPU, not --mpi"};
   if (args.mpi && args.options.map_devices)
     throw UsageError{"--map-devices cannot be combined with --mpi (across machines, every device runs on a GPU of its "
                      "own)"};
