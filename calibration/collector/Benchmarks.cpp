@@ -505,7 +505,16 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
   auto search              = [&](const auto& candidates) {
     std::vector<calibration::AlgorithmTrial> trials;
     std::vector<cudnnMathType_t> math;
+    std::vector<std::size_t> runnable; // trials whose untimed run succeeded
     std::string last = "cuDNN proposed none";
+    // The buffers of a trial: the workspace only grows, so asking again never invalidates an earlier answer's size.
+    auto prepare = [&](std::size_t t, OpBuffers& trial_buffers) {
+      check_cudnn(cudnnSetConvolutionMathType(conv_->conv.get(), math[t]), "cudnnSetConvolutionMathType");
+      trial_buffers                 = buffers;
+      trial_buffers.workspace       = workspace(static_cast<std::size_t>(trials[t].workspace_bytes));
+      trial_buffers.workspace_bytes = static_cast<std::size_t>(trials[t].workspace_bytes);
+      conv_->algo                   = trials[t].algorithm;
+    };
     for (const auto& perf : candidates) {
       calibration::AlgorithmTrial& trial = trials.emplace_back();
       trial.algorithm                    = static_cast<int>(perf.algo);
@@ -513,36 +522,41 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
       math.push_back(perf.mathType);
       if (perf.status != CUDNN_STATUS_SUCCESS)
         continue;
-      check_cudnn(cudnnSetConvolutionMathType(conv_->conv.get(), perf.mathType), "cudnnSetConvolutionMathType");
-      OpBuffers trial_buffers = buffers;
+      OpBuffers trial_buffers;
       try {
-        trial_buffers.workspace       = workspace(perf.memory);
-        trial_buffers.workspace_bytes = perf.memory;
+        prepare(trials.size() - 1, trial_buffers);
       } catch (const PointFailed& e) {
         cudaGetLastError(); // out of memory is not sticky; the others may need less
         last = e.what();
         continue;
       }
-      conv_->algo = trial.algorithm;
       if (cudnnStatus_t status = run_conv(where, trial_buffers); status != CUDNN_STATUS_SUCCESS) {
         cudaGetLastError();
         last = "algorithm " + std::to_string(conv_->algo) + ": " + cudnnGetErrorString(status);
         continue;
       }
-      bool ran = true;
-      for (int r = 0; r < timed_runs && ran; ++r) {
+      runnable.push_back(trials.size() - 1);
+      trials.back().runs = true;
+    }
+    // Timed in rounds, one run of every algorithm per round, so that a GPU clock still rising (a search right after
+    // set-up) or any drift in between weighs on every algorithm alike rather than on the first ones timed.
+    for (int r = 0; r < timed_runs; ++r)
+      for (std::size_t t : runnable) {
+        calibration::AlgorithmTrial& trial = trials[t];
+        if (!trial.runs)
+          continue;
+        OpBuffers trial_buffers;
+        prepare(t, trial_buffers);
         check_cuda(cudaEventRecord(start, where.stream), "cudaEventRecord");
-        ran = run_conv(where, trial_buffers) == CUDNN_STATUS_SUCCESS;
+        trial.runs = run_conv(where, trial_buffers) == CUDNN_STATUS_SUCCESS;
         check_cuda(cudaEventRecord(stop, where.stream), "cudaEventRecord");
         check_cuda(cudaEventSynchronize(stop), "timing a cuDNN algorithm");
         float ms = 0;
         check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
         trial.seconds.push_back(static_cast<double>(ms) * 1e-3);
+        if (!trial.runs)
+          last = "algorithm " + std::to_string(trial.algorithm) + " failed while timed";
       }
-      trial.runs = ran;
-      if (!ran)
-        last = "algorithm " + std::to_string(conv_->algo) + " failed while timed";
-    }
     const int best = calibration::choose_fastest(trials, std::numeric_limits<double>::infinity());
     if (best < 0)
       throw PointFailed(std::string("no cuDNN algorithm runs this convolution (") + last + ")");
