@@ -82,6 +82,9 @@ public:
   /// what the L2 cache held. CUPTI's kernel and copy records do not include it. Throws PointFailed when the buffer
   /// cannot be allocated.
   void flush_l2(double bytes);
+  /// Keeps GPU 0's stream busy for `seconds` (collector::launch_spin), so that the runs issued next queue up
+  /// behind it and run back to back, however long the host takes to issue each.
+  void hold(double seconds);
 
   /// Waits for the streams of devices 0..devices-1. Throws PointFailed with the error a run raised.
   void synchronize(int devices) const;

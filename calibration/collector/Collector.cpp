@@ -303,6 +303,16 @@ public:
       Batch& batch = batches.emplace_back(Batch{.first_run = done, .end_run = target});
       if (tracer_ != nullptr)
         batch.begin_ns = tracer_->timestamp_ns();
+      {
+        // The batch queues up behind a wait on the GPU (150 us a run, at most 25 ms), so that its runs go back to
+        // back on the GPU even where the host takes longer to issue a run than the GPU to execute it (cuDNN's
+        // calls): a run's span is then the GPU's time, as in a CUDA graph. The wait's kernel carries an id of no
+        // run, so it is in no run's records.
+        std::optional<ExternalIdScope> scope;
+        if (tracer_ != nullptr)
+          scope.emplace(*tracer_, hold_external_id);
+        gpus_.hold(std::min(25e-3, 150e-6 * (target - done)));
+      }
       for (int r = done; r < target; ++r) {
         prepare_run();
         if (tracer_ != nullptr) {

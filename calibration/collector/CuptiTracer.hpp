@@ -49,6 +49,11 @@ constexpr std::uint64_t external_id(int point, int run)
   return static_cast<std::uint64_t>(point) * 65536u + static_cast<std::uint64_t>(run);
 }
 
+/// The external id of work launched around the timed runs (the wait a batch queues behind): point 0, which no
+/// plan has, so no run's records include it, and not 0, so that matching runs by order leaves it out too.
+constexpr std::uint64_t hold_external_id = external_id(0, 1);
+static_assert(hold_external_id != 0 && hold_external_id < external_id(1, 0), "the wait's id is no run's");
+
 /// One kernel execution or memory copy on a GPU, as CUPTI recorded it.
 struct GpuActivity {
   enum class Kind { kernel, memcpy };

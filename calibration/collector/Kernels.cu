@@ -46,6 +46,18 @@ __global__ void axpb_kernel(const float* __restrict__ x, float* __restrict__ y, 
     y[i] = a * x[i] + b;
 }
 
+// One thread that returns once `ns` nanoseconds have passed on the GPU's global timer, or, should that timer not
+// advance, once 4 x ns SM cycles have (at least 2 x ns at a 2 GHz clock): never an endless kernel.
+__global__ void spin_kernel(unsigned long long ns)
+{
+  unsigned long long t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const long long c0 = clock64();
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns && static_cast<unsigned long long>(clock64() - c0) < 4 * ns);
+}
+
 unsigned blocks_for(std::size_t count, std::size_t cap)
 {
   const std::size_t blocks = (count + threads_per_block - 1) / threads_per_block;
@@ -77,6 +89,14 @@ cudaError_t launch_axpb(const float* x, float* y, std::size_t n, float a, float 
 {
   const unsigned grid = blocks_for(n, blocks > 0 ? static_cast<std::size_t>(blocks) : 1);
   axpb_kernel<<<grid, threads_per_block, 0, stream>>>(x, y, n, a, b);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_spin(double seconds, cudaStream_t stream)
+{
+  if (!(seconds > 0))
+    return cudaSuccess;
+  spin_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(seconds * 1e9));
   return cudaGetLastError();
 }
 

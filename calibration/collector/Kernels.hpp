@@ -5,6 +5,7 @@
 //
 //   check_cuda(launch_fill(buffer, count, FillType::bf16, 1, stream), "filling A");
 //   check_cuda(launch_axpb(x, y, n, 2.0f, 1.0f, 8 * sm_count, stream), "pointwise kernel");
+//   check_cuda(launch_spin(200e-6, stream), "holding the stream");
 #pragma once
 
 #include <cstddef>
@@ -21,5 +22,10 @@ cudaError_t launch_fill(void* data, std::size_t count, FillType type, unsigned s
 /// y[i] = a * x[i] + b for i < n (fp32, device memory): reads 4 n bytes and writes 4 n bytes. A grid-stride
 /// loop over `blocks` blocks of 256 threads. Returns the launch status (cudaGetLastError).
 cudaError_t launch_axpb(const float* x, float* y, std::size_t n, float a, float b, int blocks, cudaStream_t stream);
+
+/// One single-thread kernel that keeps the stream busy for `seconds` (the GPU's global timer). Launched before
+/// timed work, it lets the host queue that work while the GPU waits, so that the time measured is the GPU's,
+/// without the host's cost of issuing each launch (tens of microseconds for a cuDNN call). Returns the launch status.
+cudaError_t launch_spin(double seconds, cudaStream_t stream);
 
 } // namespace ddlsim::collector
