@@ -252,9 +252,11 @@ for line in open(sys.argv[1]):
     if r.get('type') == 'provenance' and r.get('device'):
         print(r['device']); break
 " "$session/records.jsonl")
-  local base=h100-sxm name=gpu-measured
+  # The spec-sheet profile the fit starts from, and the one-GPU cluster of that GPU (its memory decides which
+  # points fit); the experiment's own cluster (h100-1gpu) for any other GPU.
+  local base=h100-sxm name=gpu-measured cluster=()
   case "$device" in
-    *H200*) base=h200; name=h200-measured ;;
+    *H200*) base=h200; name=h200-measured; cluster=(--set cluster=h200-1gpu) ;;
     *H100*) base=h100-sxm; name=h100-measured ;;
     *A100*) base=a100-sxm; name=a100-measured ;;
   esac
@@ -263,7 +265,8 @@ for line in open(sys.argv[1]):
   say "$device: fitting $profile on top of $base"
   "$ddlsim" calibrate fit "$session/records.jsonl" --base "$base" -o "$profile" >&2
   local csv=$results/crosscheck_gpu.csv
-  "$ddlsim" execute "$experiment" --backend cuda --measured "$session" --set "calibration=$profile" -o "$csv" >&2 || true
+  "$ddlsim" execute "$experiment" --backend cuda --measured "$session" --set "calibration=$profile" "${cluster[@]}" \
+    -o "$csv" >&2 || true
   [ -s "$csv" ] || die "no cross-check CSV was written"
   python3 plots/crosscheck_table.py "$csv" --profile "$profile" --session "$session" -o "$results/crosscheck_gpu.md"
   python3 plots/plot_crosscheck.py "$csv" -o "$results/crosscheck_gpu.png" --title "$device: simulated vs measured" \

@@ -29,6 +29,7 @@
 #include "models/ModelLoader.hpp"
 #include "traces/Json.hpp"
 #include "traces/NcclTestsImporter.hpp"
+#include "traces/Gzip.hpp"
 #include "traces/TraceRecords.hpp"
 
 #include <fmt/core.h>
@@ -834,8 +835,14 @@ struct CalibrateFitArgs {
 int cmd_calibrate_fit(const CalibrateFitArgs& a)
 {
   traces::TraceSet records;
-  for (const auto& f : a.files)
-    traces::append(records, traces::read_jsonl(f));
+  for (const auto& f : a.files) {
+    if (traces::is_gzip_file(f)) { // records kept compressed (calibration/measurements/*/records.jsonl.gz)
+      std::istringstream text(traces::read_maybe_gzip(f));
+      traces::append(records, traces::read_jsonl(text, f));
+    } else {
+      traces::append(records, traces::read_jsonl(f));
+    }
+  }
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));

@@ -205,15 +205,6 @@ BenchScenario experiment_scenario(const std::filesystem::path& path)
   return s;
 }
 
-bool starts_gzip(const std::string& path)
-{
-  std::ifstream in(path, std::ios::binary);
-  char magic[2] = {0, 0};
-  in.read(magic, 2);
-  return in.gcount() == 2 && static_cast<unsigned char>(magic[0]) == 0x1f &&
-         static_cast<unsigned char>(magic[1]) == 0x8b;
-}
-
 std::string cell(double value)
 {
   return format_number(value);
@@ -328,7 +319,7 @@ ImportMeasurement measure_import(const std::string& path)
         const double seconds       = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         // The uncompressed size, outside the timed part: a gzip file read again.
         const std::uintmax_t json_bytes =
-            starts_gzip(path) ? traces::read_maybe_gzip(path).size() : std::filesystem::file_size(path);
+            traces::is_gzip_file(path) ? traces::read_maybe_gzip(path).size() : std::filesystem::file_size(path);
         return reply(seconds, set.kernels.size(), set.collectives.size(), json_bytes);
       },
       4, "the benchmark import", m);
@@ -337,7 +328,7 @@ ImportMeasurement measure_import(const std::string& path)
   r.max_rss_bytes = m.max_rss_bytes;
   r.input_bytes   = std::filesystem::file_size(path);
   r.json_bytes    = std::stoull(f[3]);
-  r.gzip          = starts_gzip(path);
+  r.gzip          = traces::is_gzip_file(path);
   r.kernels       = std::stoull(f[1]);
   r.collectives   = std::stoull(f[2]);
   return r;

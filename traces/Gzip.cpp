@@ -58,6 +58,14 @@ void advise_huge_pages(std::string& text)
 
 }  // namespace
 
+bool is_gzip_file(const std::string& path)
+{
+  std::ifstream in(path, std::ios::binary);
+  char magic[2] = {0, 0};
+  in.read(magic, 2);
+  return in.gcount() == 2 && static_cast<unsigned char>(magic[0]) == 0x1f && static_cast<unsigned char>(magic[1]) == 0x8b;
+}
+
 std::string read_maybe_gzip(const std::string& path, std::size_t padding)
 {
   std::error_code ec;

@@ -17,6 +17,9 @@ namespace ddlsim::traces {
 /// compressed stream is corrupt or truncated.
 std::string read_maybe_gzip(const std::string& path, std::size_t padding = 0);
 
+/// Whether the file begins with gzip's magic bytes (1f 8b); false when it cannot be read.
+bool is_gzip_file(const std::string& path);
+
 /// The bytes read_maybe_gzip makes room for: a plain file's size; a gzip file's trailer (ISIZE, the
 /// size mod 2^32), but never more than deflate can expand the file to (1,032:1), so that a damaged
 /// or crafted trailer cannot make it reserve gigabytes; 0 for what is not a regular file.

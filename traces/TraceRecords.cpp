@@ -154,6 +154,11 @@ TraceSet read_jsonl(const std::string& path)
   std::ifstream in(path);
   if (!in)
     throw TraceError(path + ": cannot open (" + std::strerror(errno) + ")");
+  return read_jsonl(in, path);
+}
+
+TraceSet read_jsonl(std::istream& in, const std::string& path)
+{
   TraceSet set;
   std::map<std::string, std::set<std::string>> provenance;
   std::string line;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <iosfwd>
 #include <map>
 #include <ostream>
 #include <string>
@@ -68,6 +69,8 @@ void write_jsonl(const TraceSet& set, std::ostream& out);
 /// Reads a JSON-lines file that write_jsonl wrote (several provenance lines merge: distinct values of
 /// one key are joined with "; "). Throws TraceError naming the file and line of a malformed record.
 TraceSet read_jsonl(const std::string& path);
+/// The same, from a stream; `name` stands for the file in messages (a gzip file's text, read_maybe_gzip).
+TraceSet read_jsonl(std::istream& in, const std::string& name);
 
 /// Appends `more` to `into`: records, skip counts, and provenance (distinct values of one key joined
 /// with "; "). Microbenchmark point ids of `more` are shifted past those of `into`, so points of

@@ -214,7 +214,7 @@ for page in pages:
                 continue
             if work is None:
                 work = tempfile.mkdtemp(prefix="ddlsim_docs_")
-                for d in ("experiments", "bench", os.path.join("tests", "fixtures")):
+                for d in ("experiments", "bench", os.path.join("tests", "fixtures"), os.path.join("calibration", "measurements")):
                     shutil.copytree(os.path.join(ROOT, d), os.path.join(work, d))
             args = shlex.split(command)[1:]
             if comment.startswith(("slow:", "GPU:")):

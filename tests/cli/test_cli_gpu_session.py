@@ -71,12 +71,38 @@ for r in rows:
     check(r["measured_peak_memory_bytes"] == "20000000000", f"point {i}: measured_peak_memory_bytes {r['measured_peak_memory_bytes']}")
     check(abs(s - float(sim[i]["iteration_time_s"])) <= 1e-9 * s, f"point {i}: the simulated time is the simulator's")
 
-# Usage: --prepare and --measured belong to the cuda backend and exclude each other.
+# Usage: --prepare and --measured belong to the cuda backend and exclude each other; --cuda-graph is the runner's.
 for bad in (["--backend", "host", "--prepare", d], ["--backend", "cuda", "--prepare", d, "--measured", d],
-            ["--backend", "cuda", "--measured", d, "--map-devices"]):
+            ["--backend", "cuda", "--measured", d, "--map-devices"], ["--backend", "host", "--cuda-graph"],
+            ["--backend", "cuda", "--measured", d, "--cuda-graph"]):
     rc, _, err = run(binary, "execute", experiment, *bad)
     checks += 1
     check(rc == 2, f"execute {' '.join(bad)} is a usage error: {rc} {err}")
+
+# The GPU programs' host-side options, where CUDA was found and they are built (no GPU is touched).
+collector = os.path.join(os.path.dirname(binary), "ddlsim-collect")
+runner = os.path.join(os.path.dirname(binary), "ddlsim-run-cuda")
+if os.path.exists(collector):
+    w13 = os.path.join(prepared, "workload-13.json")
+    rc, plain, err = run(collector, "--plan", "--quick")
+    rc2, first, err2 = run(collector, "--plan", "--quick", "--workload", w13, "--workloads-first")
+    rc3, mixed, _ = run(collector, "--plan", "--quick", "--workload", w13)
+    plan_labels = {line.split("\t")[1] for line in plain.splitlines()}
+    first_labels = [line.split("\t")[1] for line in first.splitlines()]
+    extra = [label for label in first_labels if label not in plan_labels]
+    checks += 1
+    check(rc == 0 and rc2 == 0 and rc3 == 0 and extra and first_labels[:len(extra)] == extra and
+          sorted(first_labels) == sorted(line.split("\t")[1] for line in mixed.splitlines()) and
+          [int(line.split("\t")[0]) for line in first.splitlines()] == list(range(1, len(first_labels) + 1)),
+          f"--workloads-first: the workload's {len(extra)} launches first, the same points, ids renumbered: {err} {err2}")
+    for bad in (["--time-limit", "0", "-o", os.path.join(d, "r.jsonl")], ["--time-limit", "soon", "-o", os.path.join(d, "r.jsonl")]):
+        rc, _, err = run(collector, *bad)
+        checks += 1
+        check(rc == 2 and "--time-limit" in err, f"ddlsim-collect {' '.join(bad)} is a usage error: {rc} {err}")
+if os.path.exists(runner):
+    rc, _, err = run(runner, os.path.join(prepared, "workload-13.json"), "-o", os.path.join(d, "m.json"), "--cuda-graph", "--mpi")
+    checks += 1
+    check(rc == 2 and "--cuda-graph" in err, f"ddlsim-run-cuda --cuda-graph --mpi is a usage error: {rc} {err}")
 
 # gpu_session.sh prepare and finish around a made-up measurement: an H100's records in the collector's format.
 script = os.path.join(ROOT, "calibration", "gpu_session.sh")
@@ -104,6 +130,11 @@ for i in range(14):
     with open(os.path.join(session, f"measured-{i}.json"), "w") as f:
         json.dump({"format": "ddlsim-execution-1", "device": "NVIDIA H100 80GB HBM3 x1", "iterations_s": [0.2],
                    "peak_memory_bytes": 1.5e10, "notes": []}, f)
+    # The same steps issued eagerly, 0.4 s each, for half the points: the table's eager columns and MAPE.
+    if i % 2 == 0:
+        with open(os.path.join(session, f"measured-eager-{i}.json"), "w") as f:
+            json.dump({"format": "ddlsim-execution-1", "device": "NVIDIA H100 80GB HBM3 x1", "iterations_s": [0.5, 0.4, 0.3],
+                       "peak_memory_bytes": 1.5e10, "notes": []}, f)
 p = subprocess.run([script, "finish"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 profile = os.path.join(d, "profiles", "h100-measured.yaml")
 table = os.path.join(d, "results", "crosscheck_gpu.md")
@@ -121,6 +152,11 @@ if os.path.exists(profile) and os.path.exists(table):
     checks += 1
     check(len(errors) == 14 and m and int(m.group(1)) == 14 and abs(float(m.group(2)) - sum(errors) / 14) < 0.006,
           f"the table's MAPE is the CSV's mean absolute error: {m and m.groups()} {sum(errors) / max(1, len(errors))}")
+    eager_errors = [abs(float(r["iteration_time_s"]) - 0.4) / 0.4 * 100 for i, r in enumerate(rows) if i % 2 == 0]
+    m = re.search(r"Against the eager runs.*?\| all \| (\d+) \| ([0-9.]+) \|", md, re.S)
+    checks += 1
+    check(m and int(m.group(1)) == 7 and abs(float(m.group(2)) - sum(eager_errors) / 7) < 0.006 and "eager measured s" in md,
+          f"the eager runs' MAPE over the 7 points that have one: {m and m.groups()} {sum(eager_errors) / 7}")
     checks += 1
     check("| gpt2-small | 1 |" in md and "| resnet50 | 64 |" in md and "13.97" in md,
           f"the table lists every point with its measured memory (1.5e10 B = 13.97 GiB): {md[:400]}")
