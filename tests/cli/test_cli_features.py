@@ -138,8 +138,9 @@ check(inter["bad"].get("rc") == 1 and "micro-batches (6) divisible by pp (4)" in
 # ring would be 33 M messages); the mixed cluster is slower than two H100 nodes and reports its
 # smallest GPU's memory.
 # (Single-GPU clusters cannot hold the fixture's two stages: they run with pp = 1 below.)
-single = ["h100-1gpu"]
-clusters = sorted(f[:-5] for f in os.listdir(os.path.join(ROOT, "sim", "clusters")) if f.endswith(".yaml") and f[:-5] not in single)
+shipped = sorted(f[:-5] for f in os.listdir(os.path.join(ROOT, "sim", "clusters")) if f.endswith(".yaml"))
+single = [c for c in shipped if c.endswith("-1gpu")]  # h100-1gpu, h200-1gpu
+clusters = [c for c in shipped if c not in single]
 path = os.path.join(out_dir, "clusters.csv")
 rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", path, "-j", "2",
                    "--set", "training.global_batch=8192",
