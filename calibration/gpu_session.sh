@@ -14,25 +14,27 @@
 #          the CUDA toolkit, the system, or the Python wheels (nvidia-cudnn-*, nvidia-nccl-*) that PyTorch brings;
 #          records the GPU (nvidia-smi); runs every workload with ddlsim-run-cuda, replayed as a CUDA graph
 #          (measured-<i>.json) and issued eagerly (measured-eager-<i>.json: 5 timed iterations after 1 warm-up,
-#          then 2 traced with CUPTI); then the collector on every launch of the workloads at its exact
-#          shape and the quick plan in the time left (--workloads-first --time-limit); and packs everything into
+#          then 2 traced with CUPTI); then the collector on every launch of the workloads at its exact shape and the
+#          quick plan in the time left (--workloads-first --time-limit); and packs everything into
 #          $OUT/gpu-session.tar.gz and its CUPTI traces into gpu-traces.tar.gz beside it (or in results/), again
-#          after each step, so that a run stopped
-#          at its time limit still brings back what it finished. It
-#          changes no GPU setting (clocks are recorded, not locked). About 5 minutes on one H100.
-# finish   unpacks the archive (and gpu-traces.tar.gz beside it) into results/gpu-session/, fits calibration/profiles/<gpu>-measured.yaml on top
-#          of the spec-sheet profile of that GPU (`ddlsim calibrate fit`: device, driver, CUDA, cuDNN and NCCL
-#          versions, clocks at the start and end, date, commit), simulates the cross-check with it, pairs each
+#          after each step, so that a run stopped at its time limit still brings back what it finished. It changes
+#          no GPU setting (clocks are recorded, not locked). 2.5 to 3 minutes on one H200.
+# finish   unpacks the archive (and gpu-traces.tar.gz beside it) into results/gpu-session/, fits
+#          calibration/profiles/<gpu>-measured.yaml on top of the spec-sheet profile of that GPU (`ddlsim calibrate
+#          fit`: device, driver, CUDA, cuDNN and NCCL versions, clocks at the start and end, date, commit),
+#          simulates the cross-check with it (an H200 on sim/clusters/h200-1gpu.yaml), pairs each
 #          point with its measured time (`ddlsim execute --measured`: results/crosscheck_gpu.csv), and writes
 #          results/crosscheck_gpu.md (each point's simulated and measured time and memory, the MAPE) and
 #          results/crosscheck_gpu.png (with python3-matplotlib), for docs/crosscheck-gpu.md.
 #
 # Environment: DDLSIM (the ddlsim binary, default build/bin/ddlsim), SESSION (default results/gpu-session),
 # PROFILE_DIR (default calibration/profiles), RESULTS (default results), FETCH_DEBS (default 1; 0: prepare
-# downloads no .deb),
-# CUDA_GRAPH (default 1: each step timed as a CUDA graph replay and eagerly; 0: eagerly only), DEADLINE (measure's budget in seconds from its start, default 540: a workload is not started after DEADLINE -
-# 150 s, and the collector stops starting points 45 s before it), GPU_BUILD (default build-gpu), JOBS (build jobs, default: all cores), CUDNN_ROOT / NCCL_HOME (where to look
-# first), CUDA_ARCHITECTURES (default native: the GPU there), EXPERIMENT (default experiments/crosscheck_gpu.yaml).
+# downloads no .deb), CUDA_GRAPH (default 1: each step timed as a CUDA graph replay and eagerly; 0: eagerly
+# only), DEADLINE (measure's budget in seconds from its start, default 540 for a 600 s device call: each run of a
+# workload gets at most half of what is left once 90 s are kept for the collector, which starts no point later
+# than 45 s before the deadline), GPU_BUILD (default build-gpu), JOBS (build jobs, default: all cores),
+# CUDNN_ROOT / NCCL_HOME (where to look first), CUDA_ARCHITECTURES (default native: the GPU there), EXPERIMENT
+# (default experiments/crosscheck_gpu.yaml).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -196,7 +198,10 @@ cmd_measure() {
   for w in "$session"/workload-*.json; do
     i=${w##*/workload-}
     i=${i%.json}
-    if [ $((SECONDS - start)) -ge $((deadline - 150)) ]; then
+    # Each run gets at most half of what is left once 90 s are kept for the collector, and 90 s at most.
+    local run_limit=$(((deadline - (SECONDS - start) - 90) / 2))
+    [ "$run_limit" -le 90 ] || run_limit=90
+    if [ "$run_limit" -lt 15 ]; then
       say "warning: workload $i not run: $((SECONDS - start)) s of the ${deadline} s budget are spent"
       continue
     fi
@@ -206,10 +211,10 @@ cmd_measure() {
     local eager_out=$session/measured-$i.json
     if [ "${CUDA_GRAPH:-1}" != 0 ]; then
       eager_out=$session/measured-eager-$i.json
-      timeout 90 "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 2 --iterations 5 \
+      timeout "$run_limit" "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 2 --iterations 5 \
         --cuda-graph || say "warning: workload $i failed as a CUDA graph (status $?)"
     fi
-    timeout 90 "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$eager_out" --warmup 1 --iterations 5 \
+    timeout "$run_limit" "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$eager_out" --warmup 1 --iterations 5 \
       --trace "$session/trace-$i.jsonl" || say "warning: workload $i failed (status $?)"
     pack
   done
@@ -218,11 +223,15 @@ cmd_measure() {
   say "step 4/4: microbenchmarks (the workloads' own launches, then the quick plan)"
   local workloads=()
   for w in "$session"/workload-*.json; do workloads+=(--workload "$w"); done
+  # It starts no point after `limit` s and writes what it measured; the timeout, 30 s later, only catches a hang.
   local limit=$((deadline - (SECONDS - start) - 45))
-  [ "$limit" -ge 30 ] || limit=30
-  timeout $((limit + 40)) "$gpu_build/bin/ddlsim-collect" --quick --workloads-first --time-limit "$limit" "${workloads[@]}" \
-    --provenance "commit=$(cat "$session/commit" 2>/dev/null || echo unknown)" \
-    -o "$session/records.jsonl" || say "warning: the collector stopped early (status $?)"
+  if [ "$limit" -lt 20 ]; then
+    say "warning: no microbenchmarks: $((SECONDS - start)) s of the ${deadline} s budget are spent"
+  else
+    timeout $((limit + 30)) "$gpu_build/bin/ddlsim-collect" --quick --workloads-first --time-limit "$limit" \
+      "${workloads[@]}" --provenance "commit=$(cat "$session/commit" 2>/dev/null || echo unknown)" \
+      -o "$session/records.jsonl" || say "warning: the collector stopped early (status $?)"
+  fi
   say "collected after $((SECONDS - start)) s"
   pack
   nvidia-smi --query-gpu=name,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv \
@@ -265,7 +274,7 @@ for line in open(sys.argv[1]):
   say "$device: fitting $profile on top of $base"
   "$ddlsim" calibrate fit "$session/records.jsonl" --base "$base" -o "$profile" >&2
   local csv=$results/crosscheck_gpu.csv
-  "$ddlsim" execute "$experiment" --backend cuda --measured "$session" --set "calibration=$profile" "${cluster[@]}" \
+  "$ddlsim" execute "$experiment" --backend cuda --measured "$session" --set "calibration=$profile" ${cluster[@]+"${cluster[@]}"} \
     -o "$csv" >&2 || true
   [ -s "$csv" ] || die "no cross-check CSV was written"
   python3 plots/crosscheck_table.py "$csv" --profile "$profile" --session "$session" -o "$results/crosscheck_gpu.md"

@@ -507,7 +507,7 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
     std::vector<cudnnMathType_t> math;
     std::vector<std::size_t> runnable; // trials whose untimed run succeeded
     std::string last = "cuDNN proposed none";
-    // The buffers of a trial: the workspace only grows, so asking again never invalidates an earlier answer's size.
+    // The buffers of a trial, asked for again before each run: the workspace may have been reallocated since.
     auto prepare = [&](std::size_t t, OpBuffers& trial_buffers) {
       check_cudnn(cudnnSetConvolutionMathType(conv_->conv.get(), math[t]), "cudnnSetConvolutionMathType");
       trial_buffers                 = buffers;
@@ -546,7 +546,14 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
         if (!trial.runs)
           continue;
         OpBuffers trial_buffers;
-        prepare(t, trial_buffers);
+        try {
+          prepare(t, trial_buffers);
+        } catch (const PointFailed& e) { // its workspace could not be had again: out of this search
+          cudaGetLastError();
+          trial.runs = false;
+          last       = e.what();
+          continue;
+        }
         // Queued behind a wait on the GPU: the events then time the GPU's work, not the host's cost of the call.
         check_cuda(launch_spin(300e-6, where.stream), "holding the stream before a timed algorithm");
         check_cuda(cudaEventRecord(start, where.stream), "cudaEventRecord");
@@ -556,8 +563,10 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
         float ms = 0;
         check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
         trial.seconds.push_back(static_cast<double>(ms) * 1e-3);
-        if (!trial.runs)
+        if (!trial.runs) {
+          cudaGetLastError(); // not left for the next launch's check to find
           last = "algorithm " + std::to_string(trial.algorithm) + " failed while timed";
+        }
       }
     const int best = calibration::choose_fastest(trials, std::numeric_limits<double>::infinity());
     if (best < 0)

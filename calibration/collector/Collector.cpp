@@ -293,7 +293,7 @@ public:
     const int max_runs = max_runs_of(repeat);
     int target         = std::clamp(repeat.min_repeats, 1, max_runs);
     int done           = 0;
-    double spent_s = 0, events_origin_s = 0;
+    double spent_s = 0, events_origin_s = 0, hold_s = 0;
     std::vector<Batch> batches;
     // Runs go back to back, as in training, and are waited for once per batch.
     while (done < target) {
@@ -311,7 +311,7 @@ public:
         std::optional<ExternalIdScope> scope;
         if (tracer_ != nullptr)
           scope.emplace(*tracer_, hold_external_id);
-        gpus_.hold(std::min(25e-3, 150e-6 * (target - done)));
+        gpus_.hold(hold_s = std::min(25e-3, 150e-6 * (target - done)));
       }
       for (int r = done; r < target; ++r) {
         prepare_run();
@@ -327,7 +327,7 @@ public:
       gpus_.synchronize(devices);
       if (tracer_ != nullptr)
         batch.end_ns = tracer_->timestamp_ns();
-      spent_s += seconds_between(batch_start, Clock::now());
+      spent_s += std::max(0.0, seconds_between(batch_start, Clock::now()) - hold_s); // the runs' time, not the wait's
       done = target;
       if (spent_s < repeat.min_seconds && done < max_runs) {
         const double per_run = spent_s / done;

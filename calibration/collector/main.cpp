@@ -158,6 +158,8 @@ Args parse(int argc, char** argv)
         throw UsageError{"--gpus: expected a number of GPUs from 1 to 8, got '" + v + "'"};
       args.options.gpus = n;
     } else if (arg == "--workloads-first") {
+      if (inline_value)
+        throw UsageError{"--workloads-first takes no value"};
       args.options.extra_points_first = true;
     } else if (arg == "--time-limit") {
       const std::string v = value();

@@ -95,14 +95,17 @@ if os.path.exists(collector):
           sorted(first_labels) == sorted(line.split("\t")[1] for line in mixed.splitlines()) and
           [int(line.split("\t")[0]) for line in first.splitlines()] == list(range(1, len(first_labels) + 1)),
           f"--workloads-first: the workload's {len(extra)} launches first, the same points, ids renumbered: {err} {err2}")
-    for bad in (["--time-limit", "0", "-o", os.path.join(d, "r.jsonl")], ["--time-limit", "soon", "-o", os.path.join(d, "r.jsonl")]):
+    for option, bad in (("--time-limit", ["--time-limit", "0", "-o", os.path.join(d, "r.jsonl")]),
+                        ("--time-limit", ["--time-limit", "soon", "-o", os.path.join(d, "r.jsonl")]),
+                        ("--workloads-first", ["--plan", "--workloads-first=no"])):
         rc, _, err = run(collector, *bad)
         checks += 1
-        check(rc == 2 and "--time-limit" in err, f"ddlsim-collect {' '.join(bad)} is a usage error: {rc} {err}")
+        check(rc == 2 and option in err, f"ddlsim-collect {' '.join(bad)} is a usage error naming {option}: {rc} {err}")
 if os.path.exists(runner):
-    rc, _, err = run(runner, os.path.join(prepared, "workload-13.json"), "-o", os.path.join(d, "m.json"), "--cuda-graph", "--mpi")
-    checks += 1
-    check(rc == 2 and "--cuda-graph" in err, f"ddlsim-run-cuda --cuda-graph --mpi is a usage error: {rc} {err}")
+    for bad in (["--cuda-graph", "--mpi"], ["--cuda-graph", "--warmup", "0"]):
+        rc, _, err = run(runner, os.path.join(prepared, "workload-13.json"), "-o", os.path.join(d, "m.json"), *bad)
+        checks += 1
+        check(rc == 2 and "--cuda-graph" in err, f"ddlsim-run-cuda {' '.join(bad)} is a usage error: {rc} {err}")
 
 # gpu_session.sh prepare and finish around a made-up measurement: an H100's records in the collector's format.
 script = os.path.join(ROOT, "calibration", "gpu_session.sh")

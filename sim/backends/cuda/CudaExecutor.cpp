@@ -501,8 +501,6 @@ void GpuWorker::run(int warmup, int iterations, bool cuda_graph)
   try {
     setup();
     read_memory();
-    if (cuda_graph && warmup == 0)
-      capture(0);
     Clock::time_point start = co_.meet().released; // every GPU set up and idle, on every rank
     for (int it = 0; it < warmup + iterations; ++it) {
       const int timed = it - warmup; // negative while warming up
@@ -1006,6 +1004,11 @@ void GpuWorker::capture(int iteration)
   const cudaError_t status = cudaGraphInstantiate(&graph_, graph, 0);
   cudaGraphDestroy(graph);
   check_cuda(status, where() + ": cudaGraphInstantiate");
+  // The first launch of an instantiated graph also uploads it to the GPU: done here, with one untimed replay, so
+  // that the first timed iteration is a replay like the others.
+  check_cuda(cudaGraphUpload(graph_, stream), where() + ": cudaGraphUpload");
+  check_cuda(cudaGraphLaunch(graph_, stream), where() + ": an untimed replay of the captured step");
+  check_cuda(cudaStreamSynchronize(stream), where() + ": an untimed replay of the captured step");
 }
 
 // ---- around the run ----------------------------------------------------------------------------------------------
@@ -1220,6 +1223,9 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
     const bool one_device = w.devices == 1 && plan.gpus == 1 && plan.ranks == 1;
     const bool compute_only =
         std::all_of(w.tasks.begin(), w.tasks.end(), [](const WorkTask& t) { return t.kind == WorkTask::Kind::compute; });
+    if (options.warmup < 1)
+      throw ExecutionError("--cuda-graph captures the step after the warm-up, when the libraries have made their "
+                           "memory: give at least one warm-up iteration");
     if (!one_device || !compute_only)
       throw ExecutionError("--cuda-graph replays one device's compute stream: this workload has " +
                            std::to_string(w.devices) + " device(s)" +

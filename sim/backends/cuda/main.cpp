@@ -164,6 +164,8 @@ Args parse(int argc, char** argv)
     throw UsageError{"a WORKLOAD.json file is required"};
   if (args.output.empty())
     throw UsageError{"-o RESULT.json is required"};
+  if (args.options.cuda_graph && args.options.warmup < 1)
+    throw UsageError{"--cuda-graph needs at least one warm-up iteration (the step is captured after them)"};
   if (args.mpi && args.options.cuda_graph)
     throw UsageError{"--cuda-graph is for one device on one GPU, not --mpi"};
   if (args.mpi && args.options.map_devices)
