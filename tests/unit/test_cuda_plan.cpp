@@ -233,3 +233,25 @@ TEST_CASE("operand regions by role: weights read, weight gradients written, acti
   CHECK(launch_operand_regions(adam, "forward")[0] == Region::activations);
   CHECK(std::string(region_name(Region::gradients)) == "gradients");
 }
+
+TEST_CASE("--cuda-graph: one device's compute stream on one GPU, after a warm-up")
+{
+  Workload one;
+  one.devices = 1;
+  one.dtype = "bf16";
+  one.tasks = {compute(0, {}), compute(0, {0})};
+  const ExecutionPlan plan = plan_execution(one, {.visible_gpus = 1});
+  CHECK(cuda_graph_refusal(one, plan, 1).empty());
+  CHECK(cuda_graph_refusal(one, plan, 0).find("warm-up") != std::string::npos);
+
+  Workload two = one;  // two devices mapped onto one GPU: two compute streams
+  two.devices = 2;
+  two.tasks = {compute(0, {}), compute(1, {})};
+  const ExecutionPlan mapped = plan_execution(two, {.visible_gpus = 1, .map_devices = true});
+  CHECK(cuda_graph_refusal(two, mapped, 1).find("2 device(s)") != std::string::npos);
+
+  Workload pipeline = two;  // a transfer between them, on two GPUs
+  pipeline.tasks = {compute(0, {}), transfer(0, 1, {0}), compute(1, {1})};
+  const ExecutionPlan spread = plan_execution(pipeline, {.visible_gpus = 2});
+  CHECK(cuda_graph_refusal(pipeline, spread, 1).find("transfers or collectives") != std::string::npos);
+}

@@ -1219,19 +1219,9 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
                                                 .ranks        = ranks != nullptr ? ranks->size() : 1,
                                                 .rank         = ranks != nullptr ? ranks->rank() : 0});
 
-  if (options.cuda_graph) {
-    const bool one_device = w.devices == 1 && plan.gpus == 1 && plan.ranks == 1;
-    const bool compute_only =
-        std::all_of(w.tasks.begin(), w.tasks.end(), [](const WorkTask& t) { return t.kind == WorkTask::Kind::compute; });
-    if (options.warmup < 1)
-      throw ExecutionError("--cuda-graph captures the step after the warm-up, when the libraries have made their "
-                           "memory: give at least one warm-up iteration");
-    if (!one_device || !compute_only)
-      throw ExecutionError("--cuda-graph replays one device's compute stream: this workload has " +
-                           std::to_string(w.devices) + " device(s)" +
-                           (compute_only ? std::string() : std::string(" and transfers or collectives")) +
-                           "; run it without --cuda-graph");
-  }
+  if (options.cuda_graph)
+    if (const std::string why = cuda_graph_refusal(w, plan, options.warmup); !why.empty())
+      throw ExecutionError(why);
 
   CudaRunResult result;
   std::vector<std::string>& notes = result.execution.notes;

@@ -391,4 +391,18 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
   return plan;
 }
 
+std::string cuda_graph_refusal(const Workload& workload, const ExecutionPlan& plan, int warmup)
+{
+  if (warmup < 1)
+    return "--cuda-graph captures the step after the warm-up, when the libraries have made their memory: give at "
+           "least one warm-up iteration";
+  const bool compute_only = std::all_of(workload.tasks.begin(), workload.tasks.end(),
+                                        [](const WorkTask& t) { return t.kind == WorkTask::Kind::compute; });
+  if (workload.devices != 1 || plan.gpus != 1 || plan.ranks != 1 || !compute_only)
+    return "--cuda-graph replays one device's compute stream: this workload has " + std::to_string(workload.devices) +
+           " device(s)" + (compute_only ? std::string() : std::string(" and transfers or collectives")) +
+           "; run it without --cuda-graph";
+  return {};
+}
+
 } // namespace ddlsim::backends::cuda

@@ -167,6 +167,11 @@ struct ExecutionPlan {
 /// GPU at all; with several ranks, unless the workload has exactly ranks x visible_gpus devices and no mapping.
 ExecutionPlan plan_execution(const Workload& workload, const MappingOptions& options);
 
+/// Why `--cuda-graph` cannot replay this plan, or "" when it can: the timed iterations replay one graph captured
+/// from one compute stream, so the plan must hold one simulated device on one GPU of one rank, compute tasks only,
+/// and at least one warm-up iteration must come first (the libraries make their memory then, not in the capture).
+std::string cuda_graph_refusal(const Workload& workload, const ExecutionPlan& plan, int warmup);
+
 /// Which region each operand of a compute launch (BenchPoint::operand_bytes order) belongs to in a task of
 /// `phase`: a GEMM's B (nn, nt) or a convolution's filters are weights, unless the launch writes them (tn, the
 /// weight gradient; bwd_filter): then gradients; batched GEMMs (attention) work on activations only; the optimizer
