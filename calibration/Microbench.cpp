@@ -266,6 +266,16 @@ void put_first(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& fir
     plan[i].id = static_cast<int>(i) + 1;
 }
 
+std::vector<BenchPoint> collection_points(const PlanOptions& options, const std::vector<BenchPoint>& extra,
+                                          bool extra_first, bool extra_only)
+{
+  std::vector<BenchPoint> points = extra_only ? std::vector<BenchPoint>{} : microbenchmark_plan(options);
+  add_points(points, extra);
+  if (extra_first)
+    put_first(points, extra);
+  return points;
+}
+
 std::vector<int> collective_group_sizes(int gpus, bool quick)
 {
   std::vector<int> out;

@@ -121,6 +121,11 @@ void add_points(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& ex
 /// that a time limit cuts the grid rather than the step's kernels.
 void put_first(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& first);
 
+/// What a collection times: the plan of `options` (none with `extra_only`) with the points of `extra` (a
+/// workload's launches) added by add_points, moved to the front with `extra_first` (put_first).
+std::vector<BenchPoint> collection_points(const PlanOptions& options, const std::vector<BenchPoint>& extra,
+                                          bool extra_first, bool extra_only);
+
 /// The collectives' group sizes for `gpus` visible GPUs (at most 8): every size from 2 to gpus (the full plan), or
 /// the powers of two up to gpus and gpus itself (quick): tensor-parallel groups of 2, 4 and 8, pipeline pairs,
 /// expert-parallel groups. Empty for one GPU.

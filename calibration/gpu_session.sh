@@ -15,7 +15,8 @@
 #          records the GPU (nvidia-smi); runs every workload with ddlsim-run-cuda, replayed as a CUDA graph
 #          (measured-<i>.json) and issued eagerly (measured-eager-<i>.json: 5 timed iterations after 1 warm-up,
 #          then 2 traced with CUPTI); then the collector on every launch of the workloads at its exact shape and the
-#          quick plan in the time left (--workloads-first --time-limit); and packs everything into
+#          quick plan (--workloads-first --time-limit), and on the launches alone with their operands left in the
+#          L2 (--workloads-only --l2 warm: records-warm.jsonl), in the time left; and packs everything into
 #          $OUT/gpu-session.tar.gz and its CUPTI traces into gpu-traces.tar.gz beside it (or in results/), again
 #          after each step, so that a run stopped at its time limit still brings back what it finished. It changes
 #          no GPU setting (clocks are recorded, not locked). 2.5 to 3 minutes on one H200.
@@ -24,7 +25,8 @@
 #          fit`: device, driver, CUDA, cuDNN and NCCL versions, clocks at the start and end, date, commit),
 #          simulates the cross-check with it (an H200 on sim/clusters/h200-1gpu.yaml), pairs each
 #          point with its measured time (`ddlsim execute --measured`: results/crosscheck_gpu.csv), and writes
-#          results/crosscheck_gpu.md (each point's simulated and measured time and memory, the MAPE) and
+#          results/crosscheck_gpu.md (each point's simulated and measured time and memory, the MAPE, each step's
+#          kernels summed cold and warm: plots/crosscheck_l2.py) and
 #          results/crosscheck_gpu.png (with python3-matplotlib), for docs/crosscheck-gpu.md.
 #
 # Environment: DDLSIM (the ddlsim binary, default build/bin/ddlsim), SESSION (default results/gpu-session),
@@ -224,16 +226,30 @@ cmd_measure() {
   local workloads=()
   for w in "$session"/workload-*.json; do workloads+=(--workload "$w"); done
   # It starts no point after `limit` s and writes what it measured; the timeout, 30 s later, only catches a hang.
-  local limit=$((deadline - (SECONDS - start) - 45))
+  # Two thirds of what is left go to the cold collection (the profile's), the rest to a warm one of the workloads'
+  # launches alone (records-warm.jsonl: their operands left in the L2), which finish compares with the steps.
+  local commit_text
+  commit_text=$(cat "$session/commit" 2>/dev/null || echo unknown)
+  local limit=$(((deadline - (SECONDS - start) - 45) * 2 / 3))
   if [ "$limit" -lt 20 ]; then
     say "warning: no microbenchmarks: $((SECONDS - start)) s of the ${deadline} s budget are spent"
   else
     timeout $((limit + 30)) "$gpu_build/bin/ddlsim-collect" --quick --workloads-first --time-limit "$limit" \
-      "${workloads[@]}" --provenance "commit=$(cat "$session/commit" 2>/dev/null || echo unknown)" \
+      "${workloads[@]}" --provenance "commit=$commit_text" \
       -o "$session/records.jsonl" || say "warning: the collector stopped early (status $?)"
   fi
   say "collected after $((SECONDS - start)) s"
   pack
+  limit=$((deadline - (SECONDS - start) - 45))
+  if [ "$limit" -lt 20 ]; then
+    say "warning: no warm-L2 microbenchmarks: $((SECONDS - start)) s of the ${deadline} s budget are spent"
+  else
+    timeout $((limit + 30)) "$gpu_build/bin/ddlsim-collect" --workloads-only --l2 warm --time-limit "$limit" \
+      "${workloads[@]}" --provenance "commit=$commit_text" \
+      -o "$session/records-warm.jsonl" || say "warning: the warm-L2 collector stopped early (status $?)"
+    say "collected warm after $((SECONDS - start)) s"
+    pack
+  fi
   nvidia-smi --query-gpu=name,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv \
     >"$session/clocks-end.csv" 2>&1 || true
   say "measured in $((SECONDS - start)) s; bring back $archive, then: calibration/gpu_session.sh finish"
@@ -278,6 +294,10 @@ for line in open(sys.argv[1]):
     -o "$csv" >&2 || true
   [ -s "$csv" ] || die "no cross-check CSV was written"
   python3 plots/crosscheck_table.py "$csv" --profile "$profile" --session "$session" -o "$results/crosscheck_gpu.md"
+  {
+    printf '\n## Kernels cold and warm\n\n'
+    python3 plots/crosscheck_l2.py "$session"
+  } >>"$results/crosscheck_gpu.md"
   python3 plots/plot_crosscheck.py "$csv" -o "$results/crosscheck_gpu.png" --title "$device: simulated vs measured" \
     >/dev/null 2>&1 || say "no figure (python3-matplotlib is missing)"
   say "wrote $profile, $csv and $results/crosscheck_gpu.md: copy the table into docs/crosscheck-gpu.md"

@@ -274,7 +274,8 @@ public:
     const calibration::RepeatPolicy& repeat = options_.repeat;
     // Cold L2 for every run: rotating operand sets, or a flush before each run (outside what is timed).
     const calibration::L2Isolation iso =
-        calibration::plan_l2_isolation(footprint_bytes(p), gpus_.l2_bytes(), gpus_.free_bytes() / 2);
+        options_.warm_l2 ? calibration::L2Isolation{}
+                         : calibration::plan_l2_isolation(footprint_bytes(p), gpus_.l2_bytes(), gpus_.free_bytes() / 2);
     iso.flush ? ++flushed_points_ : ++rotated_points_;
     std::unique_ptr<Benchmark> bench = make_benchmark(p, gpus_, iso.buffer_sets);
     const int devices                = bench->devices();
@@ -541,11 +542,9 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
 
   calibration::PlanOptions plan  = options.plan;
   plan.gpus                      = gpus;
-  std::vector<BenchPoint> points = microbenchmark_plan(plan);
-  const std::size_t planned      = points.size();
-  calibration::add_points(points, options.extra_points);
-  if (options.extra_points_first)
-    calibration::put_first(points, options.extra_points);
+  const std::size_t planned = options.extra_points_only ? 0 : microbenchmark_plan(plan).size();
+  std::vector<BenchPoint> points =
+      calibration::collection_points(plan, options.extra_points, options.extra_points_first, options.extra_points_only);
   result.points = static_cast<int>(points.size());
 
   traces::TraceSet& out = result.traces;
@@ -634,9 +633,14 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
                           std::to_string(runner.runs_partial()) + " with records lost, " +
                           std::to_string(runner.runs_missing()) + " with none)";
   char l2[256];
-  std::snprintf(l2, sizeof l2,
-                "cold L2 (%.0f MB) before every timed run: %d point(s) rotate operand copies, %d write 2 x L2 first",
-                context.l2_bytes() / 1e6, runner.rotated_points(), runner.flushed_points());
+  if (options.warm_l2)
+    std::snprintf(l2, sizeof l2,
+                  "warm L2 (%.0f MB): every run reuses one set of operands, in the L2 when they fit; no flush",
+                  context.l2_bytes() / 1e6);
+  else
+    std::snprintf(l2, sizeof l2,
+                  "cold L2 (%.0f MB) before every timed run: %d point(s) rotate operand copies, %d write 2 x L2 first",
+                  context.l2_bytes() / 1e6, runner.rotated_points(), runner.flushed_points());
   prov["l2_isolation"]      = l2;
   prov["collective_timing"] = "host wall time per call of " + std::to_string(calibration::collective_calls_per_record) +
                               " back-to-back calls after " + std::to_string(calibration::collective_warmup_calls) +

@@ -55,6 +55,11 @@ struct CollectOptions {
   double time_limit_s = 0;
   /// Time the extra points (a workload's own launches) before the plan's, so that a time limit cuts the plan.
   bool extra_points_first = false;
+  bool extra_points_only  = false; ///< time the extra points alone, not the plan
+  /// Cold (the default): every timed run starts with none of its operands in the L2 (calibration::
+  /// plan_l2_isolation). Warm: every run reuses one set of operands, which stay in the L2 when they fit, as a
+  /// kernel finds the activation the kernel before it has just written; no flush.
+  bool warm_l2 = false;
 };
 
 /// One op's points done (the plan lists the points of an op together).

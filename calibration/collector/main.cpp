@@ -32,7 +32,7 @@ constexpr const char* prefix = "ddlsim-collect: ";
 const char* usage_text =
     R"(usage: ddlsim-collect [--quick] [--only OP[,OP...]] [--gpus N] [--timing auto|cupti|events]
                       [--workload FILE]... [--provenance KEY=VALUE]... [--time-limit SECONDS]
-                      [--workloads-first] -o FILE
+                      [--workloads-first | --workloads-only] [--l2 cold|warm] -o FILE
        ddlsim-collect --plan [--quick] [--only OP[,OP...]] [--gpus N] [--workload FILE]...
 
 Times the microbenchmark plan (GEMMs, attention-shaped batched GEMMs, the model zoo's convolutions, a
@@ -53,6 +53,10 @@ options:
   --time-limit S       start no point after S seconds of measuring: the records so far are written and the
                        points not run are counted in the provenance (default: no limit)
   --workloads-first    time the workloads' launches before the plan's points
+  --workloads-only     time the workloads' launches only, not the plan
+  --l2 MODE            cold: every timed run starts with none of its operands in the L2 (default); warm: every
+                       run reuses one set of operands, in the L2 when they fit, as a kernel finds the
+                       activation the kernel before it wrote
   --plan               print the plan, one point per line: id, label, flop, bytes (tab-separated), and exit
                        without touching a GPU; the collectives assume --gpus GPUs (default 1)
   -h, --help           this text
@@ -157,6 +161,15 @@ Args parse(int argc, char** argv)
       if (used != v.size() || v.empty() || n < 1 || n > 8)
         throw UsageError{"--gpus: expected a number of GPUs from 1 to 8, got '" + v + "'"};
       args.options.gpus = n;
+    } else if (arg == "--workloads-only") {
+      if (inline_value)
+        throw UsageError{"--workloads-only takes no value"};
+      args.options.extra_points_only = true;
+    } else if (arg == "--l2") {
+      const std::string v = value();
+      if (v != "cold" && v != "warm")
+        throw UsageError{"--l2: expected cold or warm, got '" + v + "'"};
+      args.options.warm_l2 = v == "warm";
     } else if (arg == "--workloads-first") {
       if (inline_value)
         throw UsageError{"--workloads-first takes no value"};
@@ -189,7 +202,13 @@ Args parse(int argc, char** argv)
       throw UsageError{"unexpected argument '" + arg + "'"};
     }
   }
-  args.options.plan_name = args.options.plan.quick ? "quick" : "full";
+  if (args.options.extra_points_only && args.workloads.empty())
+    throw UsageError{"--workloads-only needs at least one --workload FILE"};
+  if (args.options.extra_points_only && args.options.extra_points_first)
+    throw UsageError{"--workloads-only and --workloads-first exclude each other"};
+  args.options.plan_name = args.options.extra_points_only ? "none (the workloads' launches only)"
+                           : args.options.plan.quick      ? "quick"
+                                                          : "full";
   return args;
 }
 
@@ -208,12 +227,10 @@ void read_extra_points(Args& args)
 // The plan as --plan prints it; no CUDA call.
 void print_plan(const collector::CollectOptions& options)
 {
-  calibration::PlanOptions plan               = options.plan;
-  plan.gpus                                   = options.gpus > 0 ? options.gpus : 1;
-  std::vector<calibration::BenchPoint> points = calibration::microbenchmark_plan(plan);
-  calibration::add_points(points, options.extra_points);
-  if (options.extra_points_first)
-    calibration::put_first(points, options.extra_points);
+  calibration::PlanOptions plan = options.plan;
+  plan.gpus                     = options.gpus > 0 ? options.gpus : 1;
+  const std::vector<calibration::BenchPoint> points =
+      calibration::collection_points(plan, options.extra_points, options.extra_points_first, options.extra_points_only);
   for (const calibration::BenchPoint& p : points)
     std::printf("%d\t%s\t%.10g\t%.10g\n", p.id, p.label().c_str(), p.flop(), p.traffic_bytes());
 }

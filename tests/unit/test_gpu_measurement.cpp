@@ -335,3 +335,37 @@ TEST_CASE("put_first: a workload's launches before the grid, each side in its or
   for (std::size_t i = 0; i < plan.size(); ++i)
     CHECK(plan[i].id == static_cast<int>(i) + 1);
 }
+
+TEST_CASE("collection_points: the plan with a workload's launches, first or alone")
+{
+  const PlanOptions options{.quick = true, .gpus = 1, .only = {BenchOp::gemm, BenchOp::pointwise}};
+  const auto plan = microbenchmark_plan(options);
+  BenchPoint nt;
+  nt.op = BenchOp::gemm;
+  nt.dtype = "bf16";
+  nt.m = 8192;
+  nt.n = 768;
+  nt.k = 3072;
+  nt.layout = GemmLayout::nt;
+  const std::vector<BenchPoint> extra = {nt, plan.back(), nt};  // a plan point named again, a launch twice
+
+  auto with = plan;
+  add_points(with, extra);
+  const auto mixed = collection_points(options, extra, false, false);
+  REQUIRE(mixed.size() == plan.size() + 1);
+  for (std::size_t i = 0; i < mixed.size(); ++i)
+    CHECK(mixed[i].label() == with[i].label());
+
+  const auto first = collection_points(options, extra, true, false);
+  REQUIRE(first.size() == mixed.size());
+  CHECK(first[0].label() == nt.label());
+  CHECK(first[1].label() == plan.back().label());
+
+  const auto alone = collection_points(options, extra, false, true);
+  REQUIRE(alone.size() == 2);  // each launch once, ordered by op (gemm before pointwise), ids from 1
+  CHECK(alone[0].label() == nt.label());
+  CHECK(alone[1].label() == plan.back().label());
+  CHECK(alone[0].id == 1);
+  CHECK(alone[1].id == 2);
+}
+
