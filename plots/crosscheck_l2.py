@@ -18,6 +18,8 @@ import re
 import statistics
 import sys
 
+from ddlsim_csv import write_text
+
 
 def key_of_launch(launch):
     """The collector's shape key of a workload launch (BenchPoint::shape_key), or its bytes for memory-bound ops."""
@@ -106,11 +108,7 @@ def main():
     if not warm:
         lines += ["", "No warm records (records-warm.jsonl): `ddlsim-collect --workloads-only --l2 warm` writes them."]
     text = "\n".join(lines) + "\n"
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_text(text, args.output)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import json
 import os
 import sys
 
+from ddlsim_csv import write_text
+
 GIB = 1024.0 ** 3
 
 
@@ -128,11 +130,7 @@ def main():
                     if i in eager and number(r, "iteration_time_s") is not None and model in ("all", r.get("model"))]
             lines.append(f"| {model} | {len(errs)} | {100 * sum(errs) / len(errs):.2f} |" if errs else f"| {model} | 0 | - |")
     text = "\n".join(lines) + "\n"
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_text(text, args.output)
 
 
 if __name__ == "__main__":

@@ -39,3 +39,13 @@ def save(fig, output, source):
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     print(out)
+
+
+def write_text(text, output):
+    """Writes a generated page to `output`, or to standard output when it is None or empty."""
+    if output:
+        with open(output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+

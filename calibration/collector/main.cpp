@@ -162,8 +162,7 @@ Args parse(int argc, char** argv)
         throw UsageError{"--gpus: expected a number of GPUs from 1 to 8, got '" + v + "'"};
       args.options.gpus = n;
     } else if (arg == "--workloads-only") {
-      if (inline_value)
-        throw UsageError{"--workloads-only takes no value"};
+      no_value();
       args.options.extra_points_only = true;
     } else if (arg == "--l2") {
       const std::string v = value();
@@ -171,8 +170,7 @@ Args parse(int argc, char** argv)
         throw UsageError{"--l2: expected cold or warm, got '" + v + "'"};
       args.options.warm_l2 = v == "warm";
     } else if (arg == "--workloads-first") {
-      if (inline_value)
-        throw UsageError{"--workloads-first takes no value"};
+      no_value();
       args.options.extra_points_first = true;
     } else if (arg == "--time-limit") {
       const std::string v = value();

@@ -284,11 +284,10 @@ TEST_CASE("clocks and power state go into the provenance, with a warning when th
   CHECK(q.at("clocks_start") == "unavailable (libnvidia-ml.so.1 cannot be opened: no NVIDIA driver here)");
 }
 
-TEST_CASE("a workload's launches join the plan once each, ordered by op, ids renumbered")
+namespace {
+// A data-gradient GEMM of GPT-2's MLP (dY W^T, layout nt), which no quick plan holds.
+BenchPoint gemm_nt_launch()
 {
-  auto plan = microbenchmark_plan({.quick = true, .gpus = 1, .only = {BenchOp::gemm, BenchOp::pointwise}});
-  const std::size_t planned = plan.size();
-  BenchPoint in_plan = plan.front();  // already there
   BenchPoint nt;
   nt.op = BenchOp::gemm;
   nt.dtype = "bf16";
@@ -296,6 +295,16 @@ TEST_CASE("a workload's launches join the plan once each, ordered by op, ids ren
   nt.n = 768;
   nt.k = 3072;
   nt.layout = GemmLayout::nt;
+  return nt;
+}
+}  // namespace
+
+TEST_CASE("a workload's launches join the plan once each, ordered by op, ids renumbered")
+{
+  auto plan = microbenchmark_plan({.quick = true, .gpus = 1, .only = {BenchOp::gemm, BenchOp::pointwise}});
+  const std::size_t planned = plan.size();
+  BenchPoint in_plan = plan.front();  // already there
+  const BenchPoint nt = gemm_nt_launch();
   BenchPoint conv;
   conv.op = BenchOp::conv2d;
   conv.dtype = "fp32";
@@ -313,13 +322,7 @@ TEST_CASE("a workload's launches join the plan once each, ordered by op, ids ren
 TEST_CASE("put_first: a workload's launches before the grid, each side in its order, ids renumbered")
 {
   auto plan = microbenchmark_plan({.quick = true, .gpus = 1, .only = {BenchOp::gemm, BenchOp::pointwise}});
-  BenchPoint nt;
-  nt.op = BenchOp::gemm;
-  nt.dtype = "bf16";
-  nt.m = 8192;
-  nt.n = 768;
-  nt.k = 3072;
-  nt.layout = GemmLayout::nt;
+  const BenchPoint nt = gemm_nt_launch();
   const BenchPoint pointwise = plan.back();  // a plan point named as a launch moves too
   add_points(plan, {nt});
   std::vector<std::string> rest;
@@ -340,13 +343,7 @@ TEST_CASE("collection_points: the plan with a workload's launches, first or alon
 {
   const PlanOptions options{.quick = true, .gpus = 1, .only = {BenchOp::gemm, BenchOp::pointwise}};
   const auto plan = microbenchmark_plan(options);
-  BenchPoint nt;
-  nt.op = BenchOp::gemm;
-  nt.dtype = "bf16";
-  nt.m = 8192;
-  nt.n = 768;
-  nt.k = 3072;
-  nt.layout = GemmLayout::nt;
+  const BenchPoint nt = gemm_nt_launch();
   const std::vector<BenchPoint> extra = {nt, plan.back(), nt};  // a plan point named again, a launch twice
 
   auto with = plan;
