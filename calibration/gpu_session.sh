@@ -297,7 +297,7 @@ for line in open(sys.argv[1]):
   {
     printf '\n## Kernels cold and warm\n\n'
     python3 plots/crosscheck_l2.py "$session"
-  } >>"$results/crosscheck_gpu.md"
+  } >>"$results/crosscheck_gpu.md" || say "warning: no table of the kernels cold and warm (status $?)"
   python3 plots/plot_crosscheck.py "$csv" -o "$results/crosscheck_gpu.png" --title "$device: simulated vs measured" \
     >/dev/null 2>&1 || say "no figure (python3-matplotlib is missing)"
   say "wrote $profile, $csv and $results/crosscheck_gpu.md: copy the table into docs/crosscheck-gpu.md"

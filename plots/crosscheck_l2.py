@@ -31,12 +31,15 @@ def key_of_launch(launch):
     if op == "conv2d":
         n, c, h, w, k, r, s, stride, pad = launch["conv"]
         return op, dtype, f"n={n} c={c} h={h} w={w} k={k} r={r} s={s} stride={stride} pad={pad} {launch['pass']}"
-    return op, dtype, float(launch.get("bytes", 0))
+    # Memory-bound kernels by their bytes alone: a record of no work (a zero-byte launch) carries no dtype.
+    return op, "", round(float(launch.get("bytes", 0)))
 
 
 def key_of_record(record):
     shape = record.get("shape")
-    return record.get("op"), record.get("dtype", ""), shape if shape else float(record.get("bytes", 0))
+    if shape:
+        return record.get("op"), record.get("dtype", ""), shape
+    return record.get("op"), "", round(float(record.get("bytes", 0)))
 
 
 def medians(path):
@@ -50,12 +53,6 @@ def medians(path):
             if r.get("type") == "kernel":
                 runs[key_of_record(r)].append(float(r["duration_s"]))
     return {k: statistics.median(v) for k, v in runs.items()}
-
-
-def median(values):
-    values = sorted(values)
-    n = len(values)
-    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
 def main():
@@ -94,7 +91,7 @@ def main():
         m_path = os.path.join(args.session, f"measured-{i}.json")
         if os.path.exists(m_path):
             with open(m_path) as f:
-                measured = median(json.load(f)["iterations_s"])
+                measured = statistics.median(json.load(f)["iterations_s"])
 
         def pct(x):
             return f"{100 * (x - measured) / measured:+.1f}" if measured else ""

@@ -48,4 +48,3 @@ def write_text(text, output):
             f.write(text)
     else:
         sys.stdout.write(text)
-

@@ -34,6 +34,7 @@ const char* usage_text =
                       [--workload FILE]... [--provenance KEY=VALUE]... [--time-limit SECONDS]
                       [--workloads-first | --workloads-only] [--l2 cold|warm] -o FILE
        ddlsim-collect --plan [--quick] [--only OP[,OP...]] [--gpus N] [--workload FILE]...
+                      [--workloads-first | --workloads-only]
 
 Times the microbenchmark plan (GEMMs, attention-shaped batched GEMMs, the model zoo's convolutions, a
 memory-bound kernel, memory copies, NCCL collectives) on the visible CUDA GPUs, with CUPTI, and writes one
@@ -53,7 +54,7 @@ options:
   --time-limit S       start no point after S seconds of measuring: the records so far are written and the
                        points not run are counted in the provenance (default: no limit)
   --workloads-first    time the workloads' launches before the plan's points
-  --workloads-only     time the workloads' launches only, not the plan
+  --workloads-only     time the workloads' launches only, not the plan (--quick and --only then do nothing)
   --l2 MODE            cold: every timed run starts with none of its operands in the L2 (default); warm: every
                        run reuses one set of operands, in the L2 when they fit, as a kernel finds the
                        activation the kernel before it wrote

@@ -173,24 +173,28 @@ os.makedirs(l2)
 gemm = {"op": "gemm", "dtype": "bf16", "m": 64, "n": 128, "k": 256, "batch": 1, "layout": "nt"}
 conv = {"op": "conv2d", "dtype": "bf16", "pass": "bwd_filter", "conv": [4, 64, 56, 56, 64, 3, 3, 1, 1]}
 pointwise = {"op": "pointwise", "dtype": "bf16", "bytes": 4096}
+empty = {"op": "pointwise", "dtype": "bf16", "bytes": 0}  # runs as a one-element kernel; its record has no dtype
 with open(os.path.join(l2, "workload-0.json"), "w") as f:
     json.dump({"format": "ddlsim-workload-1", "label": "made up", "devices": 1, "dtype": "bf16",
                "tasks": [{"kind": "compute", "device": 0, "launches": [gemm, conv]},
-                         {"kind": "compute", "device": 0, "launches": [gemm, pointwise]}]}, f)
+                         {"kind": "compute", "device": 0, "launches": [gemm, pointwise, empty]}]}, f)
 shapes = {"gemm": "m=64 n=128 k=256 batch=1 layout=nt", "conv2d": "n=4 c=64 h=56 w=56 k=64 r=3 s=3 stride=1 pad=1 bwd_filter"}
 for name, scale in (("records.jsonl", 1.0), ("records-warm.jsonl", 0.5)):
     with open(os.path.join(l2, name), "w") as f:
-        for op, base in (("gemm", 0.01), ("conv2d", 0.02), ("pointwise", 0.004)):
+        for op, base in (("gemm", 0.01), ("conv2d", 0.02), ("pointwise", 0.004), ("empty", 0.002)):
             for t in (0.9, 1.0, 1.3):  # median 1.0 x base
                 r = {"type": "kernel", "op": op, "dtype": "bf16", "duration_s": scale * base * t, "bytes": 4096}
                 if op in shapes:
                     r["shape"] = shapes[op]
+                if op == "empty":  # as write_jsonl writes a record of no work: no flop, bytes or dtype
+                    r = {"type": "kernel", "op": "pointwise", "duration_s": scale * base * t}
                 f.write(json.dumps(r) + "\n")
 with open(os.path.join(l2, "measured-0.json"), "w") as f:
     json.dump({"format": "ddlsim-execution-1", "iterations_s": [0.05, 0.04, 0.06], "peak_memory_bytes": 1}, f)
 p = subprocess.run([sys.executable, os.path.join(ROOT, "plots", "crosscheck_l2.py"), l2], capture_output=True, text=True)
-# cold: 2 x 0.01 + 0.02 + 0.004 = 0.044 s; warm: half of it; measured 0.05 s: -12.0% and -56.0%.
+# cold: 2 x 0.01 + 0.02 + 0.004 + 0.002 = 0.046 s; warm: half of it; measured 0.05 s: -8.0% and -54.0%.
 checks += 1
-check(p.returncode == 0 and "| 0 | made up | 4 | 0.0440 | 0.0220 | 0.500 | 0.0500 | -12.0 | -56.0 |" in p.stdout,
+check(p.returncode == 0 and "| 0 | made up | 5 | 0.0460 | 0.0230 | 0.500 | 0.0500 | -8.0 | -54.0 |" in p.stdout
+      and "no cold record" not in p.stdout,
       f"crosscheck_l2.py sums each launch's median, cold and warm: {p.returncode} {p.stdout} {p.stderr}")
 finish("cli_gpu_session", checks)
