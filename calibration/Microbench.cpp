@@ -266,14 +266,18 @@ void put_first(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& fir
     plan[i].id = static_cast<int>(i) + 1;
 }
 
-std::vector<BenchPoint> collection_points(const PlanOptions& options, const std::vector<BenchPoint>& extra,
-                                          bool extra_first, bool extra_only)
+CollectionPoints collection_points(const PlanOptions& options, const std::vector<BenchPoint>& extra, bool extra_first,
+                                   bool extra_only)
 {
-  std::vector<BenchPoint> points = extra_only ? std::vector<BenchPoint>{} : microbenchmark_plan(options);
-  add_points(points, extra);
+  CollectionPoints c;
+  if (!extra_only)
+    c.points = microbenchmark_plan(options);
+  const std::size_t planned = c.points.size();
+  add_points(c.points, extra);
+  c.added = c.points.size() - planned;
   if (extra_first)
-    put_first(points, extra);
-  return points;
+    put_first(c.points, extra);
+  return c;
 }
 
 std::vector<int> collective_group_sizes(int gpus, bool quick)

@@ -123,8 +123,12 @@ void put_first(std::vector<BenchPoint>& plan, const std::vector<BenchPoint>& fir
 
 /// What a collection times: the plan of `options` (none with `extra_only`) with the points of `extra` (a
 /// workload's launches) added by add_points, moved to the front with `extra_first` (put_first).
-std::vector<BenchPoint> collection_points(const PlanOptions& options, const std::vector<BenchPoint>& extra,
-                                          bool extra_first, bool extra_only);
+struct CollectionPoints {
+  std::vector<BenchPoint> points;
+  std::size_t added = 0;  ///< of which came from `extra` (its points the plan did not hold already)
+};
+CollectionPoints collection_points(const PlanOptions& options, const std::vector<BenchPoint>& extra, bool extra_first,
+                                   bool extra_only);
 
 /// The collectives' group sizes for `gpus` visible GPUs (at most 8): every size from 2 to gpus (the full plan), or
 /// the powers of two up to gpus and gpus itself (quick): tensor-parallel groups of 2, 4 and 8, pipeline pairs,

@@ -12,6 +12,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import sys
 
 from ddlsim_csv import write_text
@@ -48,9 +49,20 @@ def number(row, column):
         return None
 
 
-def mape(rows):
-    errors = [abs(number(r, "error_pct")) for r in rows if number(r, "error_pct") is not None]
+def mean_abs(errors):
+    """The mean absolute value of the errors that are known (not None), and how many there are."""
+    errors = [abs(e) for e in errors if e is not None]
     return (sum(errors) / len(errors), len(errors)) if errors else (None, 0)
+
+
+def mape_lines(rows, error):
+    """The MAPE table per model and over all rows, `error(i, row)` giving a row's error in % (None: unknown);
+    and the MAPE over all rows with its count."""
+    lines = ["| models | points compared | MAPE % |", "| --- | ---: | ---: |"]
+    for model in sorted({r.get("model", "") for r in rows}) + ["all"]:
+        value, n = mean_abs([error(i, r) for i, r in enumerate(rows) if model in ("all", r.get("model"))])
+        lines.append(f"| {model} | {n} | {value:.2f} |" if value is not None else f"| {model} | 0 | - |")
+    return lines, value, n
 
 
 def main():
@@ -94,8 +106,11 @@ def main():
             path = os.path.join(args.session, f"measured-eager-{i}.json")
             if os.path.exists(path):
                 with open(path) as f:
-                    times = sorted(json.load(f)["iterations_s"])
-                eager[i] = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+                    eager[i] = statistics.median(json.load(f)["iterations_s"])
+
+    def eager_error(i, r):
+        sim = number(r, "iteration_time_s")
+        return 100 * (sim - eager[i]) / eager[i] if i in eager and sim is not None else None
     lines += ["", "| model | micro-batch | simulated s | measured s (min-max) | error % | simulated peak GiB | "
                   "measured peak GiB | status |" + (" eager measured s | eager error % |" if eager else ""),
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |" + (" ---: | ---: |" if eager else "")]
@@ -112,23 +127,15 @@ def main():
             f"{sim_mem / GIB:.2f}" if sim_mem is not None else "",
             f"{real_mem / GIB:.2f}" if real_mem is not None else "",
             r.get("status", "") + (f": {r['message']}" if r.get("status") != "ok" and r.get("message") else ""))
-            + (" {} | {} |".format(f"{eager[i]:.4f}", f"{100 * (sim - eager[i]) / eager[i]:+.1f}" if sim is not None else "")
+            + (" {} | {} |".format(f"{eager[i]:.4f}", f"{eager_error(i, r):+.1f}" if sim is not None else "")
                if i in eager else (" | |" if eager else "")))
-    lines += ["", "| models | points compared | MAPE % |", "| --- | ---: | ---: |"]
-    for model in sorted({r.get("model", "") for r in rows}):
-        value, n = mape([r for r in rows if r.get("model") == model])
-        lines.append(f"| {model} | {n} | {value:.2f} |" if value is not None else f"| {model} | 0 | - |")
-    value, n = mape(rows)
-    lines.append(f"| all | {n} | {value:.2f} |" if value is not None else "| all | 0 | - |")
+    table, value, n = mape_lines(rows, lambda i, r: number(r, "error_pct"))
+    lines += [""] + table
     if value is not None:
         lines += ["", f"Goal: MAPE <= 5% on one GPU; this run: {value:.2f}% over {n} points."]
     if eager:
-        lines += ["", "Against the eager runs (each launch issued by the host, as PyTorch without CUDA graphs):", "",
-                  "| models | points compared | MAPE % |", "| --- | ---: | ---: |"]
-        for model in sorted({r.get("model", "") for r in rows}) + ["all"]:
-            errs = [abs(number(r, "iteration_time_s") - eager[i]) / eager[i] for i, r in enumerate(rows)
-                    if i in eager and number(r, "iteration_time_s") is not None and model in ("all", r.get("model"))]
-            lines.append(f"| {model} | {len(errs)} | {100 * sum(errs) / len(errs):.2f} |" if errs else f"| {model} | 0 | - |")
+        lines += ["", "Against the eager runs (each launch issued by the host, as PyTorch without CUDA graphs):", ""]
+        lines += mape_lines(rows, eager_error)[0]
     text = "\n".join(lines) + "\n"
     write_text(text, args.output)
 

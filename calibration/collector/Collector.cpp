@@ -312,7 +312,8 @@ public:
         std::optional<ExternalIdScope> scope;
         if (tracer_ != nullptr)
           scope.emplace(*tracer_, hold_external_id);
-        gpus_.hold(hold_s = std::min(25e-3, 150e-6 * (target - done)));
+        hold_s = std::min(25e-3, 150e-6 * (target - done));
+        gpus_.hold(hold_s);
       }
       for (int r = done; r < target; ++r) {
         prepare_run();
@@ -542,10 +543,10 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
 
   calibration::PlanOptions plan  = options.plan;
   plan.gpus                      = gpus;
-  const std::size_t planned = options.extra_points_only ? 0 : microbenchmark_plan(plan).size();
-  std::vector<BenchPoint> points =
+  const calibration::CollectionPoints collection =
       calibration::collection_points(plan, options.extra_points, options.extra_points_first, options.extra_points_only);
-  result.points = static_cast<int>(points.size());
+  const std::vector<BenchPoint>& points = collection.points;
+  result.points                         = static_cast<int>(points.size());
 
   traces::TraceSet& out = result.traces;
   PlanRunner runner(options, origin, context, tracer.get(), events.get(), out);
@@ -619,8 +620,8 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
   calibration::add_clock_provenance(prov, clocks_end, "end");
   for (const auto& [key, value] : options.provenance)
     prov[key] = value;
-  if (points.size() > planned)
-    prov["extra_points"] = std::to_string(points.size() - planned) + " launch(es) of " + options.extra_points_source;
+  if (collection.added > 0)
+    prov["extra_points"] = std::to_string(collection.added) + " launch(es) of " + options.extra_points_source;
   prov["command"]         = options.command;
   prov["plan"]            = options.plan_name;
   prov["timing"]          = result.timing;

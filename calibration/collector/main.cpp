@@ -97,6 +97,21 @@ std::vector<BenchOp> parse_ops(const std::string& list)
   return out;
 }
 
+// `text` read by `parse` (std::stoi, std::stod) when all of it is the number; nothing otherwise.
+template <typename T, typename Parse> std::optional<T> whole_number(const std::string& text, Parse parse)
+{
+  std::size_t used = 0;
+  T number{};
+  try {
+    number = parse(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (text.empty() || used != text.size())
+    return std::nullopt;
+  return number;
+}
+
 Args parse(int argc, char** argv)
 {
   Args args;
@@ -152,16 +167,11 @@ Args parse(int argc, char** argv)
       args.options.plan.only = parse_ops(value());
     } else if (arg == "--gpus") {
       const std::string v = value();
-      std::size_t used    = 0;
-      int n               = 0;
-      try {
-        n = std::stoi(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v.size() || v.empty() || n < 1 || n > 8)
+      const std::optional<int> n =
+          whole_number<int>(v, [](const std::string& t, std::size_t* used) { return std::stoi(t, used); });
+      if (!n || *n < 1 || *n > 8)
         throw UsageError{"--gpus: expected a number of GPUs from 1 to 8, got '" + v + "'"};
-      args.options.gpus = n;
+      args.options.gpus = *n;
     } else if (arg == "--workloads-only") {
       no_value();
       args.options.extra_points_only = true;
@@ -175,16 +185,11 @@ Args parse(int argc, char** argv)
       args.options.extra_points_first = true;
     } else if (arg == "--time-limit") {
       const std::string v = value();
-      std::size_t used    = 0;
-      double s            = 0;
-      try {
-        s = std::stod(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v.size() || v.empty() || !(s > 0))
+      const std::optional<double> s =
+          whole_number<double>(v, [](const std::string& t, std::size_t* used) { return std::stod(t, used); });
+      if (!s || !(*s > 0))
         throw UsageError{"--time-limit: expected a positive number of seconds, got '" + v + "'"};
-      args.options.time_limit_s = s;
+      args.options.time_limit_s = *s;
     } else if (arg == "--timing") {
       const std::string v = value();
       if (v == "auto")
@@ -229,7 +234,8 @@ void print_plan(const collector::CollectOptions& options)
   calibration::PlanOptions plan = options.plan;
   plan.gpus                     = options.gpus > 0 ? options.gpus : 1;
   const std::vector<calibration::BenchPoint> points =
-      calibration::collection_points(plan, options.extra_points, options.extra_points_first, options.extra_points_only);
+      calibration::collection_points(plan, options.extra_points, options.extra_points_first, options.extra_points_only)
+          .points;
   for (const calibration::BenchPoint& p : points)
     std::printf("%d\t%s\t%.10g\t%.10g\n", p.id, p.label().c_str(), p.flop(), p.traffic_bytes());
 }

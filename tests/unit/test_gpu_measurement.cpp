@@ -348,17 +348,20 @@ TEST_CASE("collection_points: the plan with a workload's launches, first or alon
 
   auto with = plan;
   add_points(with, extra);
-  const auto mixed = collection_points(options, extra, false, false);
+  const auto mixed = collection_points(options, extra, false, false).points;
   REQUIRE(mixed.size() == plan.size() + 1);
   for (std::size_t i = 0; i < mixed.size(); ++i)
     CHECK(mixed[i].label() == with[i].label());
 
-  const auto first = collection_points(options, extra, true, false);
+  const auto first = collection_points(options, extra, true, false).points;
   REQUIRE(first.size() == mixed.size());
   CHECK(first[0].label() == nt.label());
   CHECK(first[1].label() == plan.back().label());
 
-  const auto alone = collection_points(options, extra, false, true);
+  CHECK(collection_points(options, extra, true, false).added == 1);  // the plan held the pointwise point already
+  const auto alone_points = collection_points(options, extra, false, true);
+  CHECK(alone_points.added == 2);
+  const auto& alone = alone_points.points;
   REQUIRE(alone.size() == 2);  // each launch once, ordered by op (gemm before pointwise), ids from 1
   CHECK(alone[0].label() == nt.label());
   CHECK(alone[1].label() == plan.back().label());
