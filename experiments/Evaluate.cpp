@@ -229,9 +229,6 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
   }
 }
 
-
-
-// Calibrates every collective of `graph` that a fitted curve covers; says how many, for the CSV.
 // Calibrates every collective of `graph` that a fitted curve covers, and every pipeline (and ring
 // attention) transfer that a send/recv curve covers; says how many, for the CSV: "fitted K/N", with
 // the collectives the links time and why ("links M/N (no curve for all_reduce x16 on 2 nodes)"), and

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cassert>
 #include <cmath>
 #include <limits>
@@ -1140,7 +1141,10 @@ double bus_bandwidth_factor(CollectiveKind kind, int members)
 
 std::vector<int> rail_nics(const CollectiveTask& c, const ClusterSpec& cluster)
 {
-  const auto nodes = by_node(c.group, cluster.gpus_per_node);
+  const int gpn = cluster.gpus_per_node;
+  if (std::all_of(c.group.begin(), c.group.end(), [&](int d) { return d / gpn == c.group.front() / gpn; }))
+    return {};  // one node (the common tensor-parallel group): no rails, and no grouping to build
+  const auto nodes = by_node(c.group, gpn);
   if (nodes.size() < 2)
     return {};
   std::vector<int> nics;
@@ -1191,12 +1195,15 @@ CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, const ClusterSp
 
 std::uint64_t collective_hash(const CollectiveTask& c)
 {
-  std::uint64_t h = std::hash<double>{}(c.bytes) ^ (static_cast<std::uint64_t>(c.kind) << 1) ^
+  // FNV-1a's multiplier over the fields' bits (cheap: every collective of an iteration is hashed a
+  // few times); a double's bits, with -0 as 0 so that equal values hash alike.
+  auto bits = [](double x) { return x == 0 ? std::uint64_t{0} : std::bit_cast<std::uint64_t>(x); };
+  std::uint64_t h = bits(c.bytes) ^ (static_cast<std::uint64_t>(c.kind) << 1) ^
                     (static_cast<std::uint64_t>(c.algorithm) << 5) ^ (c.load_at_source ? 1ULL << 9 : 0);
   for (int d : c.group)
     h = h * 0x100000001b3ULL ^ static_cast<std::uint64_t>(d);
   for (double l : c.member_load)
-    h = h * 0x100000001b3ULL ^ std::hash<double>{}(l);
+    h = h * 0x100000001b3ULL ^ bits(l);
   return h;
 }
 

@@ -466,11 +466,15 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
     const CollectiveTask& c = graph.collective(id);
     if (c.group.empty())
       continue;
-    const auto [hit, fresh] = seen.emplace(collective_hash(c), id);
-    if (!fresh && same(graph.collective(hit->second), c)) {
-      shape_[id] = shape_[hit->second];
-      offset_[id] = offset_[hit->second];
-      continue;
+    const std::uint64_t h = collective_hash(c);
+    if (const auto hit = seen.find(h); hit != seen.end()) {
+      if (same(graph.collective(hit->second), c)) {
+        shape_[id] = shape_[hit->second];
+        offset_[id] = offset_[hit->second];
+        continue;
+      }
+    } else {
+      seen.emplace(h, id);
     }
     const int offset = *std::min_element(c.group.begin(), c.group.end()) / gpus_per_node * gpus_per_node;
     std::vector<int> relative;

@@ -10,41 +10,59 @@
 
 namespace ddlsim::sim {
 namespace {
-std::vector<Interval> merged(std::vector<Interval> v)
+// Sorts intervals that come as a few sorted runs (a stream's tasks in program order, then the
+// transfers in theirs) by merging the runs; others by sorting. Either way the same sorted list.
+void sort_runs(std::vector<Interval>& v)
 {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const auto& iv : v) {
+  std::vector<std::size_t> starts{0};
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (v[i] < v[i - 1]) {
+      starts.push_back(i);
+      if (starts.size() > 8) {
+        std::sort(v.begin(), v.end());
+        return;
+      }
+    }
+  starts.push_back(v.size());
+  while (starts.size() > 2) {  // merge neighbouring runs pairwise until one is left
+    std::vector<std::size_t> merged{0};
+    for (std::size_t r = 0; r + 2 < starts.size(); r += 2) {
+      const auto at = [&](std::size_t i) { return v.begin() + static_cast<std::ptrdiff_t>(i); };
+      std::inplace_merge(at(starts[r]), at(starts[r + 1]), at(starts[r + 2]));
+      merged.push_back(starts[r + 2]);
+    }
+    if (merged.back() != v.size())
+      merged.push_back(v.size());
+    starts = std::move(merged);
+  }
+}
+// Sorts the intervals and merges those that overlap or touch, dropping empty ones, in place.
+void merge(std::vector<Interval>& v)
+{
+  sort_runs(v);
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const Interval iv = v[i];
     if (iv.second <= iv.first)
       continue;
-    if (!out.empty() && iv.first <= out.back().second)
-      out.back().second = std::max(out.back().second, iv.second);
+    if (out > 0 && iv.first <= v[out - 1].second)
+      v[out - 1].second = std::max(v[out - 1].second, iv.second);
     else
-      out.push_back(iv);
+      v[out++] = iv;
   }
-  return out;
+  v.resize(out);
 }
-// Idle time: what the iteration leaves of compute and exposed communication. A remainder below
-// 1e-12 of the iteration is the rounding of those sums (a GPU busy throughout), not idle time.
-double idle_time(double makespan_s, double compute_s, double exposed_s)
-{
-  const double idle = makespan_s - compute_s - exposed_s;
-  return idle > 1e-12 * makespan_s ? idle : 0.0;
-}
-}  // namespace
-
-double union_length(std::vector<Interval> intervals)
+// Total length of merged intervals.
+double merged_length(const std::vector<Interval>& m)
 {
   double total = 0;
-  for (const auto& [a, b] : merged(std::move(intervals)))
+  for (const auto& [a, b] : m)
     total += b - a;
   return total;
 }
-
-double uncovered_length(std::vector<Interval> a, std::vector<Interval> b)
+// Length of merged intervals `ua` that merged intervals `ub` leave uncovered.
+double merged_uncovered(const std::vector<Interval>& ua, const std::vector<Interval>& ub)
 {
-  const auto ua = merged(std::move(a));
-  const auto ub = merged(std::move(b));
   double overlap = 0;
   std::size_t j = 0;
   for (const auto& [s, e] : ua) {
@@ -53,10 +71,43 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b)
     for (std::size_t k = j; k < ub.size() && ub[k].first < e; ++k)
       overlap += std::min(e, ub[k].second) - std::max(s, ub[k].first);
   }
-  double total = 0;
-  for (const auto& [s, e] : ua)
-    total += e - s;
-  return total - overlap;
+  return merged_length(ua) - overlap;
+}
+// Idle time: what the iteration leaves of compute and exposed communication. A remainder below
+// 1e-12 of the iteration is the rounding of those sums (a GPU busy throughout), not idle time.
+double idle_time(double makespan_s, double compute_s, double exposed_s)
+{
+  const double idle = makespan_s - compute_s - exposed_s;
+  return idle > 1e-12 * makespan_s ? idle : 0.0;
+}
+// A device's compute time and exposed communication time from its tasks' intervals (merged here).
+void fill_times(DeviceStats& stats, std::vector<Interval>& compute, std::vector<Interval>& comm,
+                std::vector<Interval>& transfers, double makespan_s)
+{
+  merge(compute);
+  sort_runs(comm);
+  sort_runs(transfers);
+  const auto middle = static_cast<std::ptrdiff_t>(comm.size());
+  comm.insert(comm.end(), transfers.begin(), transfers.end());
+  std::inplace_merge(comm.begin(), comm.begin() + middle, comm.end());
+  merge(comm);
+  stats.compute_s = merged_length(compute);
+  stats.exposed_comm_s = merged_uncovered(comm, compute);
+  stats.idle_s = idle_time(makespan_s, stats.compute_s, stats.exposed_comm_s);
+}
+}  // namespace
+
+double union_length(std::vector<Interval> intervals)
+{
+  merge(intervals);
+  return merged_length(intervals);
+}
+
+double uncovered_length(std::vector<Interval> a, std::vector<Interval> b)
+{
+  merge(a);
+  merge(b);
+  return merged_uncovered(a, b);
 }
 
 SentBytes sent_bytes_per_device(const TaskGraph& graph, int gpus_per_node)
@@ -87,14 +138,15 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
 {
   const auto n = static_cast<std::size_t>(graph.device_count());
   std::vector<std::vector<Interval>> compute(n);
-  std::vector<std::vector<Interval>> comm(n);
+  std::vector<std::vector<Interval>> comm(n);       // collectives, in program order (mostly sorted)
+  std::vector<std::vector<Interval>> transfers(n);  // sorted apart: they come after every pass's tasks
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Interval iv{timings[id].start_s, timings[id].end_s};
     switch (graph.kind(id)) {
     case TaskKind::compute: compute[static_cast<std::size_t>(graph.compute(id).device)].push_back(iv); break;
     case TaskKind::transfer:
-      comm[static_cast<std::size_t>(graph.transfer(id).src)].push_back(iv);
-      comm[static_cast<std::size_t>(graph.transfer(id).dst)].push_back(iv);
+      transfers[static_cast<std::size_t>(graph.transfer(id).src)].push_back(iv);
+      transfers[static_cast<std::size_t>(graph.transfer(id).dst)].push_back(iv);
       break;
     case TaskKind::collective:
       for (int d : graph.collective(id).group)
@@ -105,9 +157,7 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   const SentBytes sent = sent_bytes_per_device(graph, gpus_per_node);
   std::vector<DeviceStats> stats(n);
   for (std::size_t d = 0; d < n; ++d) {
-    stats[d].compute_s = union_length(compute[d]);
-    stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
-    stats[d].idle_s = idle_time(makespan_s, stats[d].compute_s, stats[d].exposed_comm_s);
+    fill_times(stats[d], compute[d], comm[d], transfers[d], makespan_s);
     stats[d].bytes_sent = sent.total[d];
     stats[d].bytes_sent_inter = sent.inter[d];
   }
@@ -119,7 +169,8 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
 {
   const auto n = static_cast<std::size_t>(graph.device_count());
   std::vector<std::vector<Interval>> compute(n);
-  std::vector<std::vector<Interval>> comm(n);
+  std::vector<std::vector<Interval>> comm(n);       // collectives, in program order (mostly sorted)
+  std::vector<std::vector<Interval>> transfers(n);  // sorted apart: they come after every pass's tasks
   std::vector<double> sent(n, 0.0), inter(n, 0.0);
   auto rep = [&](int d) { return static_cast<std::size_t>(fold.representative(d)); };
   // Collectives of one shape send alike up to their offset (a whole number of nodes, so a send's
@@ -140,8 +191,8 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
     case TaskKind::compute: compute[rep(graph.compute(id).device)].push_back(iv); break;
     case TaskKind::transfer: {
       const TransferTask& x = graph.transfer(id);
-      comm[rep(x.src)].push_back(iv);
-      comm[rep(x.dst)].push_back(iv);  // an image of it goes to the receiver's representative
+      transfers[rep(x.src)].push_back(iv);
+      transfers[rep(x.dst)].push_back(iv);  // an image of it goes to the receiver's representative
       sent[rep(x.src)] += x.bytes;
       if (x.src / gpus_per_node != x.dst / gpus_per_node)
         inter[rep(x.src)] += x.bytes;
@@ -191,9 +242,7 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   std::vector<DeviceStats> stats(n);
   for (int r : fold.representatives()) {
     const auto d = static_cast<std::size_t>(r);
-    stats[d].compute_s = union_length(compute[d]);
-    stats[d].exposed_comm_s = uncovered_length(comm[d], compute[d]);
-    stats[d].idle_s = idle_time(makespan_s, stats[d].compute_s, stats[d].exposed_comm_s);
+    fill_times(stats[d], compute[d], comm[d], transfers[d], makespan_s);
     stats[d].bytes_sent = sent[d];
     stats[d].bytes_sent_inter = inter[d];
   }

@@ -184,7 +184,7 @@ public:
            const ReplayOptions& options, std::vector<int> representative)
       : graph_(graph), cluster_(cluster), seconds_(seconds), gpus_(gpus), options_(options), platform_(platform),
         rail_set_(std::move(rail_set)), remaining_(graph.size()), timings_(graph.size()), inside_(graph.size(), 0),
-        fused_(graph.size(), 0), single_task_(static_cast<std::size_t>(graph.device_count()), 1),
+        fused_(graph.size(), 0), analytic_s_(graph.size(), -1.0), single_task_(static_cast<std::size_t>(graph.device_count()), 1),
         wall_start_(std::chrono::steady_clock::now()),
         overlap_(gpus, options.comm_compute_slowdown, std::move(representative))
   {
@@ -229,7 +229,8 @@ public:
     drain_ready();
   }
 
-  ReplayResult result() const
+  // The replay's result, once it has run (the timings move into it).
+  ReplayResult take_result()
   {
     ReplayResult r;
     for (TaskId id = 0; id < graph_.size(); ++id) {
@@ -238,7 +239,7 @@ public:
                               ") never ran: the task graph has a dependency cycle");
       r.makespan_s = std::max(r.makespan_s, timings_[id].end_s);
     }
-    r.timings = timings_;
+    r.timings = std::move(timings_);
     r.activities = activities_;
     return r;
   }
@@ -329,7 +330,7 @@ private:
     case TaskKind::collective: {
       const auto& c = graph_.collective(id);
       if (c.fidelity == CollectiveFidelity::analytic) {
-        const double duration = analytic_duration(c);
+        const double duration = analytic_duration(id);
         auto done = [this, id] {
           finish(id);
           drain_ready();
@@ -401,7 +402,7 @@ private:
         (!overlap_.blocks_stream(c) ||
          !std::all_of(c.group.begin(), c.group.end(), [&](int d) { return overlap_.representative(d) == rep; })))
       return -1;
-    return analytic_duration(c);
+    return analytic_duration(n);
   }
 
   // A compute task as a timer (alone on its GPU an Exec takes seconds / speed), and after it, in the
@@ -561,16 +562,26 @@ private:
   }
 
   // A closed form costs O(members) with link bookkeeping; an iteration repeats the same few
-  // collectives thousands of times: each distinct one is computed once.
-  double analytic_duration(const CollectiveTask& c)
+  // collectives thousands of times: each distinct one is computed once (found by its hash, then
+  // compared field by field), and each task's is kept (a chain asks again).
+  double analytic_duration(TaskId id)
   {
-    auto key = std::make_tuple(c.kind, c.algorithm, c.protocol, c.channels, c.bytes, c.base_latency_s, c.hop_latency_s,
-                               c.bandwidth_factor, c.intra_step_latency_s, c.inter_step_latency_s, c.group,
-                               c.member_load, c.load_at_source);
-    auto it = analytic_cache_.find(key);
-    if (it == analytic_cache_.end())
-      it = analytic_cache_.emplace(std::move(key), analytic_seconds(c, cluster_)).first;
-    return it->second;
+    double& known = analytic_s_[id];
+    if (known >= 0)
+      return known;
+    const CollectiveTask& c = graph_.collective(id);
+    auto fields = [](const CollectiveTask& x) {
+      return std::tie(x.kind, x.algorithm, x.protocol, x.channels, x.bytes, x.base_latency_s, x.hop_latency_s,
+                      x.bandwidth_factor, x.intra_step_latency_s, x.inter_step_latency_s, x.group, x.member_load,
+                      x.load_at_source);
+    };
+    const std::uint64_t h = collective_hash(c);
+    for (auto [at, end] = analytic_cache_.equal_range(h); at != end; ++at)
+      if (fields(graph_.collective(at->second.first)) == fields(c))
+        return known = at->second.second;
+    known = analytic_seconds(c, cluster_);
+    analytic_cache_.emplace(h, std::make_pair(id, known));
+    return known;
   }
 
   // The host of a message endpoint: a GPU, or a switch that reduces (Collectives.hpp).
@@ -639,14 +650,12 @@ private:
   const detail::FoldedPlatform* folded_platform_ = nullptr;
   const detail::Platform& platform_;
   std::unordered_map<TaskId, int> rail_set_;  // collectives with channels across nodes: their NIC set
-  std::map<std::tuple<CollectiveKind, CollectiveAlgorithm, CollectiveProtocol, int, double, double, double, double, double,
-                      double, std::vector<int>, std::vector<double>, bool>,
-           double>
-      analytic_cache_;
+  std::unordered_multimap<std::uint64_t, std::pair<TaskId, double>> analytic_cache_;  // hash -> (task, seconds)
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
   std::vector<std::uint32_t> inside_;  // while a chain forms: its members that each task waits for
   std::vector<char> fused_;            // tasks a chain has taken
+  std::vector<double> analytic_s_;     // per task: its closed form's seconds once known (-1: not yet)
   std::map<int, ArrivalQueue> queues_;    // per device with off-stream tasks
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::deque<TaskId> ready_;
@@ -676,23 +685,24 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
                           cluster.name + "' has " + std::to_string(cluster.gpu_count()));
   if (compute_seconds.size() != graph.size())
     throw SimulationError("compute_seconds must hold one entry per task");
-  for (TaskId id = 0; id < graph.size(); ++id)
-    if (graph.kind(id) == TaskKind::collective && graph.collective(id).fidelity == CollectiveFidelity::flow &&
-        effective_algorithm(graph.collective(id), cluster) != effective_algorithm(graph.collective(id), cluster.gpus_per_node))
-      throw SimulationError("collective " + graph.label(id) + " reduces in a switch that cluster '" + cluster.name +
-                            "' does not have (nvls needs intra_node.nvls, sharp needs fabric.sharp): resolve it first");
   const Fold* fold = options.fold != nullptr && !options.fold->trivial() ? options.fold : nullptr;
   if (fold != nullptr && fold->devices() != graph.device_count())
     throw SimulationError("the fold must act on the graph's devices");
-  // Folding every collective may refuse the fold (FoldError): before the engine exists, so that the
-  // caller can try again with fewer symmetries.
-  // The NIC sets that collectives spread their channels over (Collectives.hpp: rail_nics).
+  // Every collective in one pass (a pass over the graph's collectives costs a fair share of a short
+  // replay): those at flow level must have the switch they reduce in, and the NIC sets that
+  // collectives spread their channels over are gathered (Collectives.hpp: rail_nics).
   std::vector<std::vector<int>> rail_sets;
   std::unordered_map<TaskId, int> rail_set;
-  for (TaskId id = 0; id < graph.size(); ++id)
-    if (graph.kind(id) == TaskKind::collective && graph.collective(id).channels > 1 &&
-        graph.collective(id).kind != CollectiveKind::all_to_all) {  // PXN sends from GPUs, not the rails
-      const std::vector<int> nics = rail_nics(graph.collective(id), cluster);
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) != TaskKind::collective)
+      continue;
+    const CollectiveTask& c = graph.collective(id);
+    if (c.fidelity == CollectiveFidelity::flow &&
+        effective_algorithm(c, cluster) != effective_algorithm(c, cluster.gpus_per_node))
+      throw SimulationError("collective " + graph.label(id) + " reduces in a switch that cluster '" + cluster.name +
+                            "' does not have (nvls needs intra_node.nvls, sharp needs fabric.sharp): resolve it first");
+    if (c.channels > 1 && c.kind != CollectiveKind::all_to_all) {  // PXN sends from GPUs, not the rails
+      const std::vector<int> nics = rail_nics(c, cluster);
       if (nics.empty())
         continue;
       auto it = std::find(rail_sets.begin(), rail_sets.end(), nics);
@@ -700,6 +710,9 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
       if (it == rail_sets.end())
         rail_sets.push_back(nics);
     }
+  }
+  // Folding every collective may refuse the fold (FoldError): before the engine exists, so that the
+  // caller can try again with fewer symmetries.
   std::optional<FoldedCollectives> folded;
   std::optional<FoldedRoutes> routes;
   if (fold != nullptr) {
@@ -741,7 +754,7 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
   replayer.start();
   engine.run();
 
-  ReplayResult result = replayer.result();
+  ReplayResult result = replayer.take_result();
   result.devices = fold != nullptr
                        ? device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node, *fold, *folded)
                        : device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);

@@ -162,9 +162,19 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   const int members = dp * tp;  // GPUs per stage: member q = r * tp + t
   const int chunks = static_cast<int>(plan.stages.size());
   TaskGraph g(plan.devices());
-  auto device = [&](int s, int q) { return plan.device(s, q / tp, q % tp); };
-  // Under a fold, only representatives run tasks, and only collectives with one of them exist.
-  auto keep = [&](int s, int q) { return plan.fold == nullptr || plan.fold->is_representative(device(s, q)); };
+  // Member q of chunk s: its device, and whether it runs tasks (under a fold, only representatives
+  // run tasks, and only collectives with one of them exist). Looked up, not recomputed: the graph
+  // asks for them a few times per task.
+  std::vector<int> device_of(static_cast<std::size_t>(chunks_of(plan) * members));
+  std::vector<char> kept_of(device_of.size());
+  for (int s = 0; s < chunks_of(plan); ++s)
+    for (int q = 0; q < members; ++q) {
+      const auto at = static_cast<std::size_t>(s * members + q);
+      device_of[at] = plan.device(s, q / tp, q % tp);
+      kept_of[at] = plan.fold == nullptr || plan.fold->is_representative(device_of[at]) ? 1 : 0;
+    }
+  auto device = [&](int s, int q) { return device_of[static_cast<std::size_t>(s * members + q)]; };
+  auto keep = [&](int s, int q) { return kept_of[static_cast<std::size_t>(s * members + q)] != 0; };
   auto keeps_any = [&](int s, const std::vector<int>& group) {
     return std::any_of(group.begin(), group.end(), [&](int q) { return keep(s, q); });
   };
@@ -193,7 +203,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         kept_ranks[s].push_back(t);
   }
 
-  // Tasks of each pass of the members that run tasks, in order: ids[((s * kept + at) * M + m) * 2 +
+  // The tasks of each pass of the members that run tasks: ids[((s * kept + at) * M + m) * 2 +
   // phase], `at` the member's place among its chunk's kept members (slot).
   std::size_t kept = 0;
   std::vector<int> slot(static_cast<std::size_t>(chunks * members), -1);
@@ -202,8 +212,20 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     for (std::size_t at = 0; at < kept_members[s].size(); ++at)
       slot[s * static_cast<std::size_t>(members) + static_cast<std::size_t>(kept_members[s][at])] = static_cast<int>(at);
   }
-  std::vector<std::vector<TaskId>> ids(static_cast<std::size_t>(chunks) * kept * static_cast<std::size_t>(m_count) * 2);
-  auto pass = [&](int s, int q, int m, Phase phase) -> std::vector<TaskId>& {
+  // A pass's first and last task (what the activations and their gradients connect).
+  struct Ends {
+    TaskId first = no_task, last = no_task;
+    void push_back(TaskId id)
+    {
+      if (first == no_task)
+        first = id;
+      last = id;
+    }
+    TaskId front() const { return first; }
+    TaskId back() const { return last; }
+  };
+  std::vector<Ends> ids(static_cast<std::size_t>(chunks) * kept * static_cast<std::size_t>(m_count) * 2);
+  auto pass = [&](int s, int q, int m, Phase phase) -> Ends& {
     const auto at = static_cast<std::size_t>(slot[static_cast<std::size_t>(s * members + q)]);
     return ids[((static_cast<std::size_t>(s) * kept + at) * static_cast<std::size_t>(m_count) + static_cast<std::size_t>(m)) * 2 +
                (phase == Phase::backward ? 1 : 0)];
@@ -279,6 +301,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                              : expert                              ? step.role
                              : step.kind == Step::Kind::dp_sync ? CollectiveRole::sync_batch_norm
                                                                  : CollectiveRole::gradients};
+    c.group.reserve(group.size());
     for (int q : group)
       c.group.push_back(device(s, q));
     if (expert && !plan.expert_load.empty()) {  // the members are ep ranks 0 .. ep - 1
@@ -327,12 +350,11 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       group.push_back(r * tp + t);
     return group;
   };
-  auto tp_group = [&](int r) {
-    std::vector<int> group;
+  std::vector<std::vector<int>> tp_groups(static_cast<std::size_t>(dp));  // built once: one per collective is many
+  for (int r = 0; r < dp; ++r)
     for (int t = 0; t < tp; ++t)
-      group.push_back(r * tp + t);
-    return group;
-  };
+      tp_groups[static_cast<std::size_t>(r)].push_back(r * tp + t);
+  auto tp_group = [&](int r) -> const std::vector<int>& { return tp_groups[static_cast<std::size_t>(r)]; };
   // A gradient reduction of `bytes` for chunk s and tensor rank t over every reduction group (plus,
   // with hybrid sharding, the all-reduce of each shard across the groups): its tasks, on each
   // group's communication stream. `wait` (if any) must finish first.
@@ -397,17 +419,49 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     return id;
   };
 
+  // A pass's steps depend only on its chunk, its phase and whether it is the chunk's last backward:
+  // computed once each. Every rank's program in order, with each pass's steps.
+  std::vector<std::vector<Step>> steps_of(static_cast<std::size_t>(chunks) * 3);
+  auto steps_for = [&](int s, Phase phase, bool last_backward) -> const std::vector<Step>& {
+    const std::size_t at = static_cast<std::size_t>(s) * 3 + (phase == Phase::forward ? 0 : last_backward ? 2 : 1);
+    if (steps_of[at].empty())
+      steps_of[at] = pass_steps(plan.stages[static_cast<std::size_t>(s)], phase, plan, last_backward);
+    return steps_of[at];
+  };
+  struct Program {
+    std::vector<PipelinePass> order;
+    std::vector<const std::vector<Step>*> steps;  // per pass
+  };
+  std::vector<Program> programs(static_cast<std::size_t>(k));
+  // Room for every task at once (the graph's vectors then never move their tasks): each pass's steps
+  // on each member that runs tasks, the activations and gradients between chunks, the flush.
+  std::size_t computes = 0, collectives = 0, transfers = 0;
   for (int rank = 0; rank < k; ++rank) {
-    const std::vector<PipelinePass> order = stream_order(plan.schedule, k, plan.virtual_stages, rank, m_count);
+    Program& program = programs[static_cast<std::size_t>(rank)];
+    program.order = stream_order(plan.schedule, k, plan.virtual_stages, rank, m_count);
     std::vector<std::size_t> last_backward(static_cast<std::size_t>(chunks), 0);  // per chunk, index in order
-    for (std::size_t i = 0; i < order.size(); ++i)
-      if (order[i].phase == Phase::backward)
-        last_backward[static_cast<std::size_t>(order[i].chunk)] = i;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const PipelinePass& p = order[i];
+    for (std::size_t i = 0; i < program.order.size(); ++i)
+      if (program.order[i].phase == Phase::backward)
+        last_backward[static_cast<std::size_t>(program.order[i].chunk)] = i;
+    for (std::size_t i = 0; i < program.order.size(); ++i) {
+      const PipelinePass& p = program.order[i];
+      const auto s = static_cast<std::size_t>(p.chunk);
+      program.steps.push_back(&steps_for(p.chunk, p.phase, i == last_backward[s]));
+      for (const Step& step : *program.steps.back())
+        (step.kind == Step::Kind::compute ? computes : collectives) += kept_members[s].size();
+      transfers += 2 * kept_members[s].size();
+    }
+  }
+  collectives += collectives / 4 + static_cast<std::size_t>(4 * chunks * tp * families * max_groups);  // and the flush's
+  g.reserve(computes + collectives + transfers, computes, transfers, collectives);
+
+  for (int rank = 0; rank < k; ++rank) {
+    const Program& program = programs[static_cast<std::size_t>(rank)];
+    for (std::size_t i = 0; i < program.order.size(); ++i) {
+      const PipelinePass& p = program.order[i];
       const int s = p.chunk;
       const StagePlan& stage = plan.stages[static_cast<std::size_t>(s)];
-      for (const Step& step : pass_steps(stage, p.phase, plan, i == last_backward[static_cast<std::size_t>(s)])) {
+      for (const Step& step : *program.steps[i]) {
         switch (step.kind) {
         case Step::Kind::dp_sync:
           for (int t : kept_ranks[static_cast<std::size_t>(s)])

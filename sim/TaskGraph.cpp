@@ -61,6 +61,15 @@ TaskId TaskGraph::add_collective(CollectiveTask task)
   return add_node(TaskKind::collective, collectives_.size() - 1);
 }
 
+void TaskGraph::reserve(std::size_t tasks, std::size_t computes, std::size_t transfers, std::size_t collectives)
+{
+  nodes_.reserve(tasks);
+  successors_.reserve(tasks);
+  computes_.reserve(computes);
+  transfers_.reserve(transfers);
+  collectives_.reserve(collectives);
+}
+
 void TaskGraph::add_dependency(TaskId before, TaskId after)
 {
   if (before >= nodes_.size() || after >= nodes_.size() || before == after)

@@ -179,6 +179,9 @@ public:
   TaskId add_compute(const ComputeTask& task);
   TaskId add_transfer(const TransferTask& task);
   TaskId add_collective(CollectiveTask task);
+  /// Room for this many tasks in all and of each kind (a graph builder that knows its size saves the
+  /// moves of growing); adding more is fine.
+  void reserve(std::size_t tasks, std::size_t computes, std::size_t transfers, std::size_t collectives);
   /// `after` starts only once `before` has finished. Throws std::invalid_argument on unknown ids or a self-loop.
   void add_dependency(TaskId before, TaskId after);
 

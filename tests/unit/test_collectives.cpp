@@ -212,3 +212,22 @@ TEST_CASE("the tuner: a tree for 8 bytes over 1,024 GPUs, no LL128 over PCIe, no
   CHECK(t.base_latency_s == 0);
   CHECK(analytic_seconds(t, host) == doctest::Approx(2 * (5e-6 + 1e6 / 2 / 10e9)));  // the links' ring
 }
+
+TEST_CASE("collective_hash: equal collectives hash alike, and what the tuner reads tells them apart")
+{
+  CollectiveTask a{.kind = CollectiveKind::all_reduce, .group = {0, 1, 2, 3}, .bytes = 1 << 20};
+  CollectiveTask b = a;
+  b.stage = 5;  // where it sits in the iteration is not what the tuner reads
+  CHECK(collective_hash(a) == collective_hash(b));
+  CollectiveTask zero = a, negative_zero = a;
+  zero.bytes = 0.0;
+  negative_zero.bytes = -0.0;  // equal values: equal hashes, or a cache keyed on them would miss
+  CHECK(collective_hash(zero) == collective_hash(negative_zero));
+  CollectiveTask other_group = a, other_bytes = a, other_kind = a;
+  other_group.group = {0, 1, 3, 2};
+  other_bytes.bytes = 2 << 20;
+  other_kind.kind = CollectiveKind::all_gather;
+  CHECK(collective_hash(other_group) != collective_hash(a));
+  CHECK(collective_hash(other_bytes) != collective_hash(a));
+  CHECK(collective_hash(other_kind) != collective_hash(a));
+}
