@@ -4,7 +4,8 @@
 #   (make sanitize: the suite again under ASan + UBSan; make fuzz: the libFuzzer targets, FUZZ_SECONDS
 #   each; CI runs all three, fuzz for 20 s a target)
 # Other targets: deps (packages only), build, bench (every `ddlsim bench` scenario, medians of 3 ->
-# results/bench.csv and docs/performance.md), crosscheck (experiments/crosscheck_host.yaml simulated
+# results/bench.csv and docs/performance.md), bench-allocator (a few of them with glibc's malloc, for
+# that page), crosscheck (experiments/crosscheck_host.yaml simulated
 # and run on this CPU -> results/crosscheck_host.csv + .png), clean. BUILD=dir and JOBS=n override
 # the defaults.
 
@@ -13,13 +14,13 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's own interpreter, which sees python3-matplotlib (another python3 may come first on PATH).
 PYTHON := /usr/bin/python3
 DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev libopenmpi-dev \
-        libcli11-dev libfmt-dev libprotobuf-dev protobuf-compiler libsimdjson-dev \
+        libcli11-dev libfmt-dev libprotobuf-dev protobuf-compiler libsimdjson-dev libgoogle-perftools-dev \
         python3 python3-matplotlib python3-protobuf
 
 # Real PyTorch profiler traces whose import rate `make bench` also measures, when the folder exists.
 KINETO_DIR ?= ../shared/data/traces/kineto
 
-.PHONY: deps build demo test sanitize fuzz bench crosscheck results clean
+.PHONY: deps build demo test sanitize fuzz bench bench-allocator crosscheck results clean
 
 # Installs the Debian packages in $(1) that are missing (apt-get, as root or through sudo).
 define install_debs
@@ -97,20 +98,36 @@ results: build
 # Every scenario of `ddlsim bench --list` (sweeps at -j 1 and -j 2), and the traces in KINETO_DIR,
 # medians of 3 -> results/bench.csv; then docs/performance.md from it, which also says how far the
 # figures moved since the previous run (kept as results/bench-previous.csv).
+# Sweeps too long to repeat (a quarter of an hour each): once, at -j 2 only.
+BENCH_ONCE := llama3-405b-16k-sweep
 bench: build
 	mkdir -p results && if [ -f results/bench.csv ]; then mv results/bench.csv results/bench-previous.csv; fi
 	cp /proc/loadavg results/bench-loadavg.txt 2>/dev/null || rm -f results/bench-loadavg.txt
 	$(BUILD)/bin/ddlsim bench --list | while read -r name kind rest; do \
-	  if [ "$$kind" = sweep ]; then set -- -j1 -j2; else set -- ""; fi; \
+	  repeat=3; if [ "$$kind" = sweep ]; then set -- -j1 -j2; else set -- ""; fi; \
+	  case " $(BENCH_ONCE) " in *" $$name "*) repeat=1; set -- -j2;; esac; \
 	  for jobs in "$$@"; do \
-	    $(BUILD)/bin/ddlsim bench $$name $$jobs --repeat 3 -o results/bench.csv </dev/null || exit 1; \
+	    $(BUILD)/bin/ddlsim bench $$name $$jobs --repeat $$repeat -o results/bench.csv </dev/null || exit 1; \
 	  done; \
 	done
 	if ls $(KINETO_DIR)/*.json* >/dev/null 2>&1; then \
 	  $(BUILD)/bin/ddlsim bench import $(KINETO_DIR)/*.json* --repeat 3 -o results/bench.csv; \
 	else echo "no traces in $(KINETO_DIR): the real-trace import rates are left out"; fi
 	$(PYTHON) bench/performance_md.py results/bench.csv --build $(BUILD) --previous results/bench-previous.csv \
-	  --loadavg results/bench-loadavg.txt -o docs/performance.md
+	  --loadavg results/bench-loadavg.txt --glibc results/bench-glibc.csv -o docs/performance.md
+
+# The allocator's share (docs/performance.md, "The allocator"): a few scenarios again with glibc's
+# malloc ($(BUILD)-glibc, -DDDLSIM_TCMALLOC=OFF) -> results/bench-glibc.csv, which `make bench` then
+# puts beside its own figures. Run it before `make bench`.
+ALLOCATOR_SCENARIOS := gpt3-175b-1024 gpt3-13b-64-flow llama3-405b-131k llama3-405b-16k-zero0
+bench-allocator: deps
+	cmake -S . -B $(BUILD)-glibc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDLSIM_TCMALLOC=OFF -DDDLSIM_CUDA=OFF \
+	  -DDDLSIM_BUILD_TESTS=OFF
+	cmake --build $(BUILD)-glibc -j $(JOBS) --target ddlsim
+	mkdir -p results && rm -f results/bench-glibc.csv
+	for name in $(ALLOCATOR_SCENARIOS); do \
+	  $(BUILD)-glibc/bin/ddlsim bench $$name --repeat 3 --no-compare -o results/bench-glibc.csv </dev/null || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD)

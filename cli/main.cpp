@@ -1181,10 +1181,10 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
 {
   CLI::App& root = table.root();
   root.set_version_flag("--version",
-                        fmt::format("ddlsim {} (git {}, SimGrid {}, CUDA toolkit {}, MPI {} at build time)",
+                        fmt::format("ddlsim {} (git {}, SimGrid {}, CUDA toolkit {}, MPI {} at build time, {})",
                                     config::version, config::git_hash, config::simgrid_version,
                                     config::have_cuda ? "found" : "not found",
-                                    config::have_mpi ? "found" : "not found"),
+                                    config::have_mpi ? "found" : "not found", config::allocator),
                         "version, git commit and SimGrid version");
   root.footer("ddlsim COMMAND --help shows a command's options; the manual is README.md and docs/.\n"
               "exit codes: 0 ok, 1 bad input (file:line: key: message), 2 usage error");

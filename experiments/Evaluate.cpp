@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -183,8 +184,9 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
     sim::CollectiveTask resolved;
     std::size_t images;
   };
-  std::vector<Resolved> cache;
+  std::deque<Resolved> cache;  // a deque: `previous` stays valid as it grows
   std::unordered_multimap<std::uint64_t, std::size_t> index;
+  const Resolved* previous = nullptr;
   auto same = [](const sim::CollectiveTask& a, const sim::CollectiveTask& b) {
     return a.kind == b.kind && a.algorithm == b.algorithm && a.bytes == b.bytes && a.load_at_source == b.load_at_source &&
            a.group == b.group && a.member_load == b.member_load;
@@ -195,8 +197,9 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
     sim::CollectiveTask& c = graph.collective(id);
     if (c.group.size() < 2)
       continue;
-    const std::uint64_t h = sim::collective_hash(c);
-    const Resolved* found = nullptr;
+    // Most often it is the one before again (a layer's tensor-parallel collectives are alike).
+    const Resolved* found = previous != nullptr && same(previous->task, c) ? previous : nullptr;
+    const std::uint64_t h = found == nullptr ? sim::collective_hash(c) : 0;
     for (auto [at, end] = index.equal_range(h); at != end && found == nullptr; ++at)
       if (same(cache[at->second].task, c))
         found = &cache[at->second];
@@ -213,6 +216,7 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
       cache.push_back({c, std::move(resolved), images});
       found = &cache.back();
     }
+    previous = found;
     // The tuner's choice, with c's own place in the iteration (copy-assigned: c's group and loads
     // equal the choice's, so their buffers are reused).
     const sim::CollectiveFidelity fidelity = c.fidelity;

@@ -1196,12 +1196,19 @@ CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, const ClusterSp
 std::uint64_t collective_hash(const CollectiveTask& c)
 {
   // FNV-1a's multiplier over the fields' bits (cheap: every collective of an iteration is hashed a
-  // few times); a double's bits, with -0 as 0 so that equal values hash alike.
+  // few times); a double's bits, with -0 as 0 so that equal values hash alike. The group by its size,
+  // ends and two sums (the second weighted by place, for the ring order): independent additions.
   auto bits = [](double x) { return x == 0 ? std::uint64_t{0} : std::bit_cast<std::uint64_t>(x); };
   std::uint64_t h = bits(c.bytes) ^ (static_cast<std::uint64_t>(c.kind) << 1) ^
                     (static_cast<std::uint64_t>(c.algorithm) << 5) ^ (c.load_at_source ? 1ULL << 9 : 0);
-  for (int d : c.group)
-    h = h * 0x100000001b3ULL ^ static_cast<std::uint64_t>(d);
+  std::uint64_t sum = 0, weighted = 0;
+  for (std::size_t i = 0; i < c.group.size(); ++i) {
+    sum += static_cast<std::uint64_t>(c.group[i]);
+    weighted += (i + 1) * static_cast<std::uint64_t>(c.group[i]);
+  }
+  for (std::uint64_t x : {std::uint64_t{c.group.size()}, c.group.empty() ? 0 : static_cast<std::uint64_t>(c.group.front()),
+                          c.group.empty() ? 0 : static_cast<std::uint64_t>(c.group.back()), sum, weighted})
+    h = h * 0x100000001b3ULL ^ x;
   for (double l : c.member_load)
     h = h * 0x100000001b3ULL ^ bits(l);
   return h;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <tuple>
@@ -460,12 +461,20 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
            a.member_load == b.member_load && a.group == b.group;
   };
   std::unordered_map<std::uint64_t, TaskId> seen;  // collective_hash -> the first such collective
+  constexpr TaskId no_previous = std::numeric_limits<TaskId>::max();
+  TaskId previous = no_previous;  // the last collective looked up
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != TaskKind::collective)
       continue;
     const CollectiveTask& c = graph.collective(id);
     if (c.group.empty())
       continue;
+    if (previous != no_previous && same(graph.collective(previous), c)) {  // most often: the one before again
+      shape_[id] = shape_[previous];
+      offset_[id] = offset_[previous];
+      continue;
+    }
+    previous = id;
     const std::uint64_t h = collective_hash(c);
     if (const auto hit = seen.find(h); hit != seen.end()) {
       if (same(graph.collective(hit->second), c)) {

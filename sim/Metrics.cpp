@@ -172,19 +172,29 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   std::vector<std::vector<Interval>> comm(n);       // collectives, in program order (mostly sorted)
   std::vector<std::vector<Interval>> transfers(n);  // sorted apart: they come after every pass's tasks
   std::vector<double> sent(n, 0.0), inter(n, 0.0);
-  auto rep = [&](int d) { return static_cast<std::size_t>(fold.representative(d)); };
+  std::vector<std::size_t> rep_of(n);
+  for (std::size_t d = 0; d < n; ++d)
+    rep_of[d] = static_cast<std::size_t>(fold.representative(static_cast<int>(d)));
+  auto rep = [&](int d) { return rep_of[static_cast<std::size_t>(d)]; };
   // Collectives of one shape send alike up to their offset (a whole number of nodes, so a send's
   // crossing between nodes does not depend on it): each (shape, offset)'s sends are found once and
-  // summed per sender's representative (bytes / |H|, and those between nodes), in their order.
+  // summed per sender's representative (bytes / |H|, and those between nodes), in their order; and
+  // so are the representatives its interval goes to (one shape and offset: one group).
   struct Send {
     std::size_t rep;
     double bytes, inter;
   };
+  struct OffsetSends {
+    std::vector<Send> sends;
+    std::vector<std::size_t> reps;  // members' representatives, those of one orbit in a row once
+  };
   struct ShapeSends {
     std::vector<std::tuple<int, double, bool>> relative;  // sender less its offset, bytes / |H|, between nodes
-    std::map<int, std::vector<Send>> by_offset;
+    std::map<int, OffsetSends> by_offset;
   };
   std::vector<std::optional<ShapeSends>> shape_sends;
+  int last_shape = -1, last_offset = 0;  // an iteration repeats a collective many times in a row
+  const OffsetSends* last = nullptr;
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Interval iv{timings[id].start_s, timings[id].end_s};
     switch (graph.kind(id)) {
@@ -199,39 +209,47 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
       break;
     }
     case TaskKind::collective: {
-      const CollectiveTask& c = graph.collective(id);
-      std::size_t last = n;  // members of one orbit in a row (a tensor group) share one interval
-      for (int d : c.group)
-        if (rep(d) != last)
-          comm[last = rep(d)].push_back(iv);
       // Each member's bytes reach its representative once per image of the collective holding
       // it: the |H| members of an H-orbit stand for one image.
       const int shape = folded.shape(id);
       if (shape < 0)
-        break;
-      if (static_cast<std::size_t>(shape) >= shape_sends.size())
-        shape_sends.resize(static_cast<std::size_t>(shape) + 1);
-      auto& of_shape = shape_sends[static_cast<std::size_t>(shape)];
+        break;  // an empty group
       const int offset = folded.offset(id);
-      if (!of_shape) {  // decomposed once per shape
-        of_shape.emplace();
-        const double images = folded.stabilizer(id);
-        for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) {
-          of_shape->relative.emplace_back(src - offset, bytes / images, src / gpus_per_node != dst / gpus_per_node);
-        });
-      }
-      auto [at, fresh] = of_shape->by_offset.try_emplace(offset);
-      if (fresh)
-        for (const auto& [src_at, bytes, crosses] : of_shape->relative) {
-          const std::size_t r = rep(src_at + offset);
-          auto it = std::find_if(at->second.begin(), at->second.end(), [&](const Send& x) { return x.rep == r; });
-          if (it == at->second.end())
-            it = at->second.insert(it, {r, 0.0, 0.0});
-          it->bytes += bytes;
-          if (crosses)
-            it->inter += bytes;
+      if (shape != last_shape || offset != last_offset || last == nullptr) {
+        if (static_cast<std::size_t>(shape) >= shape_sends.size())
+          shape_sends.resize(static_cast<std::size_t>(shape) + 1);
+        auto& of_shape = shape_sends[static_cast<std::size_t>(shape)];
+        const CollectiveTask& c = graph.collective(id);
+        if (!of_shape) {  // decomposed once per shape
+          of_shape.emplace();
+          const double images = folded.stabilizer(id);
+          for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) {
+            of_shape->relative.emplace_back(src - offset, bytes / images, src / gpus_per_node != dst / gpus_per_node);
+          });
         }
-      for (const Send& x : at->second) {
+        auto [at, fresh] = of_shape->by_offset.try_emplace(offset);
+        if (fresh) {
+          for (int d : c.group)
+            if (at->second.reps.empty() || rep(d) != at->second.reps.back())
+              at->second.reps.push_back(rep(d));
+          for (const auto& [src_at, bytes, crosses] : of_shape->relative) {
+            const std::size_t r = rep(src_at + offset);
+            auto& sends = at->second.sends;
+            auto it = std::find_if(sends.begin(), sends.end(), [&](const Send& x) { return x.rep == r; });
+            if (it == sends.end())
+              it = sends.insert(it, {r, 0.0, 0.0});
+            it->bytes += bytes;
+            if (crosses)
+              it->inter += bytes;
+          }
+        }
+        last_shape = shape;
+        last_offset = offset;
+        last = &at->second;
+      }
+      for (std::size_t r : last->reps)
+        comm[r].push_back(iv);
+      for (const Send& x : last->sends) {
         sent[x.rep] += x.bytes;
         inter[x.rep] += x.inter;
       }

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -575,6 +576,10 @@ private:
                       x.bandwidth_factor, x.intra_step_latency_s, x.inter_step_latency_s, x.group, x.member_load,
                       x.load_at_source);
     };
+    // Most often it is the last one computed again (a layer's tensor-parallel collectives are alike).
+    if (last_analytic_ != no_last && fields(graph_.collective(last_analytic_)) == fields(c))
+      return known = analytic_s_[last_analytic_];
+    last_analytic_ = id;
     const std::uint64_t h = collective_hash(c);
     for (auto [at, end] = analytic_cache_.equal_range(h); at != end; ++at)
       if (fields(graph_.collective(at->second.first)) == fields(c))
@@ -656,6 +661,8 @@ private:
   std::vector<std::uint32_t> inside_;  // while a chain forms: its members that each task waits for
   std::vector<char> fused_;            // tasks a chain has taken
   std::vector<double> analytic_s_;     // per task: its closed form's seconds once known (-1: not yet)
+  static constexpr TaskId no_last = std::numeric_limits<TaskId>::max();
+  TaskId last_analytic_ = no_last;     // the last collective whose closed form was looked up
   std::map<int, ArrivalQueue> queues_;    // per device with off-stream tasks
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::deque<TaskId> ready_;

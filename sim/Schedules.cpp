@@ -285,7 +285,9 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   }
 
   // A collective over `group` (member indices) of chunk s that waits for each member's program.
-  auto add_group_collective = [&](int s, const PipelinePass& p, const Step& step, const std::vector<int>& group) {
+  // `devices` and `running` (optional): the group's devices and its members that run tasks, when known.
+  auto add_group_collective = [&](int s, const PipelinePass& p, const Step& step, const std::vector<int>& group,
+                                  const std::vector<int>* devices = nullptr, const std::vector<int>* running = nullptr) {
     const bool tensor = step.kind == Step::Kind::tp_sync;
     const bool expert = step.kind == Step::Kind::expert;
     const bool reduction = step.kind == Step::Kind::bucket || step.kind == Step::Kind::expert_bucket;
@@ -301,16 +303,20 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                              : expert                              ? step.role
                              : step.kind == Step::Kind::dp_sync ? CollectiveRole::sync_batch_norm
                                                                  : CollectiveRole::gradients};
-    c.group.reserve(group.size());
-    for (int q : group)
-      c.group.push_back(device(s, q));
+    if (devices != nullptr) {
+      c.group = *devices;
+    } else {
+      c.group.reserve(group.size());
+      for (int q : group)
+        c.group.push_back(device(s, q));
+    }
     if (expert && !plan.expert_load.empty()) {  // the members are ep ranks 0 .. ep - 1
       c.member_load = plan.expert_load;
       c.load_at_source = step.at_source;
     }
     const TaskId id = g.add_collective(std::move(c));
-    for (int q : group) {
-      if (!keep(s, q))
+    for (int q : running != nullptr ? *running : group) {
+      if (running == nullptr && !keep(s, q))
         continue;
       TaskId& before = last[static_cast<std::size_t>(device(s, q))];
       if (before != no_task)
@@ -355,6 +361,15 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     for (int t = 0; t < tp; ++t)
       tp_groups[static_cast<std::size_t>(r)].push_back(r * tp + t);
   auto tp_group = [&](int r) -> const std::vector<int>& { return tp_groups[static_cast<std::size_t>(r)]; };
+  // Per chunk and replica: the tensor-parallel group's devices and its members that run tasks.
+  std::vector<std::vector<int>> tp_devices(static_cast<std::size_t>(chunks * dp)), tp_kept(tp_devices.size());
+  for (int s = 0; s < chunks; ++s)
+    for (int r = 0; r < dp; ++r)
+      for (int q : tp_group(r)) {
+        tp_devices[static_cast<std::size_t>(s * dp + r)].push_back(device(s, q));
+        if (keep(s, q))
+          tp_kept[static_cast<std::size_t>(s * dp + r)].push_back(q);
+      }
   // A gradient reduction of `bytes` for chunk s and tensor rank t over every reduction group (plus,
   // with hybrid sharding, the all-reduce of each shard across the groups): its tasks, on each
   // group's communication stream. `wait` (if any) must finish first.
@@ -469,7 +484,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           break;
         case Step::Kind::tp_sync:
           for (int r : kept_replicas[static_cast<std::size_t>(s)])
-            add_group_collective(s, p, step, tp_group(r));
+            add_group_collective(s, p, step, tp_group(r), &tp_devices[static_cast<std::size_t>(s * dp + r)],
+                                 &tp_kept[static_cast<std::size_t>(s * dp + r)]);
           break;
         case Step::Kind::bucket:
         case Step::Kind::expert_bucket:

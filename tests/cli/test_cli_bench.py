@@ -105,4 +105,34 @@ rc, out, err = run(binary, "bench", "no-such-scenario")
 checks += 1
 check(rc == 1 and "no-such-scenario" in err and "gpt3-175b-1024" in err, f"unknown scenario: {err}")
 
+# docs/performance.md's allocator section, from the simulation row above and a stand-in for `make
+# bench-allocator`'s CSV: the same row at twice the wall time (a 2.00x speed-up, same numbers), and
+# a second scenario whose simulated iteration differs (said, not hidden).
+if rows:
+    glibc = os.path.join(out_dir, "bench-glibc.csv")
+    slow = dict(rows[0], wall_time_s=str(2 * float(rows[0]["wall_time_s"])))
+    moved = dict(rows[0], scenario="moved", simulated_iteration_s="1.5")
+    with open(glibc, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        writer.writerows([slow, moved])
+    ours = os.path.join(out_dir, "bench-ours.csv")
+    with open(ours, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        writer.writerows([rows[0], dict(rows[0], scenario="moved", simulated_iteration_s="1.25")])
+    page = os.path.join(out_dir, "performance.md")
+    build = os.path.dirname(os.path.dirname(os.path.abspath(binary)))
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "performance_md.py")
+    rc, out, err = run(sys.executable, script, ours, "--build", build, "--glibc", glibc, "-o", page)
+    text = open(page).read() if rc == 0 else ""
+    _, version, _ = run(binary, "--version")
+    checks += 1
+    if "tcmalloc" in version:
+        check("## The allocator" in text and "| 2.00x |" in text and "| yes |" in text and "| no: 1.5 / 1.25 |" in text
+              and "tcmalloc" in text.split("**Build.**")[1].splitlines()[0],
+              f"performance.md's allocator section: {rc} {err} {text[-1500:]}")
+    else:
+        check(rc == 0 and "## The allocator" not in text, f"a glibc build has no allocator section: {rc} {err}")
+
 finish("cli_bench", checks)
