@@ -98,14 +98,15 @@ results: build
 # Every scenario of `ddlsim bench --list` (sweeps at -j 1 and -j 2), and the traces in KINETO_DIR,
 # medians of 3 -> results/bench.csv; then docs/performance.md from it, which also says how far the
 # figures moved since the previous run (kept as results/bench-previous.csv).
-# Sweeps too long to repeat (a quarter of an hour each): once, at -j 2 only.
-BENCH_ONCE := llama3-405b-16k-sweep
+# Scenarios too long to repeat (the 1,000-point sweep: a quarter of an hour; the unfolded ZeRO 0
+# point's bare SimGrid DAG: a minute and a half): once, and a sweep at -j 2 only.
+BENCH_ONCE := llama3-405b-16k-sweep llama3-405b-16k-zero0
 bench: build
 	mkdir -p results && if [ -f results/bench.csv ]; then mv results/bench.csv results/bench-previous.csv; fi
 	cp /proc/loadavg results/bench-loadavg.txt 2>/dev/null || rm -f results/bench-loadavg.txt
 	$(BUILD)/bin/ddlsim bench --list | while read -r name kind rest; do \
 	  repeat=3; if [ "$$kind" = sweep ]; then set -- -j1 -j2; else set -- ""; fi; \
-	  case " $(BENCH_ONCE) " in *" $$name "*) repeat=1; set -- -j2;; esac; \
+	  case " $(BENCH_ONCE) " in *" $$name "*) repeat=1; if [ "$$kind" = sweep ]; then set -- -j2; fi;; esac; \
 	  for jobs in "$$@"; do \
 	    $(BUILD)/bin/ddlsim bench $$name $$jobs --repeat $$repeat -o results/bench.csv </dev/null || exit 1; \
 	  done; \

@@ -225,7 +225,16 @@ def simulation_section(rows):
         "dp 1,024 on 131,072 GPUs) keep data-parallel traffic at flow level: ZeRO-1 reduce-scatters of 100 MiB "
         "buckets over 128 or 1,024 replicas. " + targets(rows),
         "**`gpt3-13b-64-flow`** keeps every collective at flow level, tensor parallelism included: folded, "
-        "its 64 GPUs are 4 simulated devices.")
+        "its 64 GPUs are 4 simulated devices.",
+        "**`llama3-405b-16k-zero0`** is the kind of point that sets the 1,000-layout sweep's time: plain data "
+        "parallelism (ZeRO 0), whose small last gradient bucket of a stage NCCL's tuner runs as a double "
+        "binary tree, which no replica shift maps onto itself, so the 128 replicas are not folded and every "
+        "100 MiB bucket's ring all-reduce is simulated message by message (2 x 127 steps for each of the "
+        "128 replicas). Its bare DAG is slower per activity than the point itself: it keeps an Exec or a "
+        "send in flight on each of its 2,048 hosts, and SimGrid 3.32 pays for every completion in "
+        "proportion to the activities in flight ([scale.md](scale.md#where-simgrid-itself-limits)); the "
+        "point runs near the rate of the 16-host bare DAGs above, so what it costs can only come down "
+        "with fewer activities, not with less bookkeeping.")
     return lines
 
 

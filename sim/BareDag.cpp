@@ -35,8 +35,14 @@ public:
     auto tag = reinterpret_cast<std::uintptr_t>(a.get_data<void>());
     if (tag == 0)
       return;
-    const std::size_t h = (tag - 1) / 2;
-    if ((tag - 1) % 2 == 0) {  // Exec done: send to the next host
+    const Record done = records_[tag - 1];
+    free_.push_back(tag - 1);
+    // Keep the last reference a while longer: SimGrid still uses the activity after this callback.
+    graveyard_.push_back(std::move(records_[tag - 1].activity));
+    if (graveyard_.size() > 4096)
+      graveyard_.pop_front();
+    const std::size_t h = done.host;
+    if (done.exec) {  // Exec done: send to the next host
       comm(h);
     } else {  // Comm from h arrived at h + 1; h's own send is done too
       arrived(h);
@@ -55,8 +61,7 @@ private:
     sg4::ExecPtr e = sg4::Exec::init();
     e->set_flops_amount(1e9 * (1 + h % 7));  // a few distinct durations
     e->set_host(hosts_[h]);
-    e->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(2 * h + 1)));
-    keep(e);
+    track(e, h, true);
     e->start();
   }
 
@@ -67,8 +72,7 @@ private:
     ++launched_;
     sg4::CommPtr c = sg4::Comm::sendto_init(hosts_[h], hosts_[(h + 1) % hosts_.size()]);
     c->set_payload_size(1'000'000 + 1000 * (h % 13));
-    c->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(2 * h + 2)));
-    keep(c);
+    track(c, h, false);
     c->start();
   }
 
@@ -81,18 +85,35 @@ private:
     }
   }
 
-  void keep(sg4::ActivityPtr a)
+  // Holds an activity until it finishes (its record's slot is its tag). A host may have several
+  // Execs in flight (its predecessor can deliver twice before the host's own send is done): a
+  // window of the latest activities, as this once kept, freed slow hosts' Execs mid-run once
+  // thousands of hosts shared it (a crash at 2,048 hosts).
+  void track(sg4::ActivityPtr a, std::size_t h, bool exec)
   {
-    alive_.push_back(std::move(a));
-    if (alive_.size() > 4096 + 4 * hosts_.size())
-      alive_.pop_front();
+    std::size_t slot = records_.size();
+    if (!free_.empty()) {
+      slot = free_.back();
+      free_.pop_back();
+      records_[slot] = {h, exec, a};
+    } else {
+      records_.push_back({h, exec, a});
+    }
+    a->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot + 1)));
   }
 
   std::vector<sg4::Host*> hosts_;
   std::uint64_t budget_;
   std::uint64_t launched_ = 0;
   std::vector<int> pending_;
-  std::deque<sg4::ActivityPtr> alive_;
+  struct Record {
+    std::size_t host;
+    bool exec;
+    sg4::ActivityPtr activity;
+  };
+  std::vector<Record> records_;  // activities in flight (and free slots)
+  std::vector<std::size_t> free_;
+  std::deque<sg4::ActivityPtr> graveyard_;  // finished, kept a while
 };
 
 }  // namespace
