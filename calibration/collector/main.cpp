@@ -8,6 +8,7 @@
 #include "calibration/collector/CuptiTracer.hpp"
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
+#include "common/Text.hpp"
 #include "sim/backends/Workload.hpp"
 #include "traces/TraceRecords.hpp"
 
@@ -95,21 +96,6 @@ std::vector<BenchOp> parse_ops(const std::string& list)
     from = comma + 1;
   }
   return out;
-}
-
-// `text` read by `parse` (std::stoi, std::stod) when all of it is the number; nothing otherwise.
-template <typename T, typename Parse> std::optional<T> whole_number(const std::string& text, Parse parse)
-{
-  std::size_t used = 0;
-  T number{};
-  try {
-    number = parse(text, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (text.empty() || used != text.size())
-    return std::nullopt;
-  return number;
 }
 
 Args parse(int argc, char** argv)

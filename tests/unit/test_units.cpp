@@ -1,4 +1,5 @@
 #include "common/Suggest.hpp"
+#include "common/Text.hpp"
 #include "common/Units.hpp"
 
 #include <doctest/doctest.h>
@@ -79,4 +80,22 @@ TEST_CASE("sizes: 80G and 80GB are decimal, 80GiB binary; input files need a uni
   // What a writer emits with unit_suffix reads back to the same value.
   for (Dimension d : {Dimension::bytes, Dimension::time, Dimension::bandwidth, Dimension::flop, Dimension::flop_rate})
     CHECK(parse_quantity("1.25e+13" + std::string(unit_suffix(d)), d) == 1.25e13);
+}
+
+TEST_CASE("whole_number: the number only when all of the text is one (the GPU tools' command lines)")
+{
+  auto as_int = [](const std::string& t) {
+    return whole_number<int>(t, [](const std::string& x, std::size_t* used) { return std::stoi(x, used); });
+  };
+  auto as_double = [](const std::string& t) {
+    return whole_number<double>(t, [](const std::string& x, std::size_t* used) { return std::stod(x, used); });
+  };
+  CHECK(as_int("8") == 8);
+  CHECK(as_int("-3") == -3);
+  CHECK_FALSE(as_int("").has_value());
+  CHECK_FALSE(as_int("8x").has_value());      // characters after the number
+  CHECK_FALSE(as_int("x8").has_value());      // not a number
+  CHECK_FALSE(as_int("99999999999").has_value());  // out of range for int
+  CHECK(as_double("2.5") == 2.5);
+  CHECK_FALSE(as_double("2.5s").has_value());
 }

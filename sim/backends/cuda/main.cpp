@@ -9,6 +9,7 @@
 // its rank, and ends every rank with MPI_Abort (exit 1), so that none waits forever for it.
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
+#include "common/Text.hpp"
 #include "sim/backends/Workload.hpp"
 #include "sim/backends/cuda/CudaExecutor.hpp"
 #include "sim/backends/cuda/MpiBootstrap.hpp"
@@ -86,17 +87,12 @@ struct Args {
 
 int parse_count(const std::string& option, const std::string& text, int min)
 {
-  std::size_t used = 0;
-  long value       = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || value < min || value > max_iterations)
+  const std::optional<long> value =
+      whole_number<long>(text, [](const std::string& t, std::size_t* used) { return std::stol(t, used); });
+  if (!value || *value < min || *value > max_iterations)
     throw UsageError{option + ": expected a whole number from " + std::to_string(min) + " to " +
                      std::to_string(max_iterations) + ", got '" + text + "'"};
-  return static_cast<int>(value);
+  return static_cast<int>(*value);
 }
 
 Args parse(int argc, char** argv)
