@@ -411,10 +411,11 @@ def main():
         "",
     ] + textwrap.wrap(
         "How fast ddlsim simulates one training iteration (against SimGrid itself), runs a whole sweep, and "
-        f"imports profiler traces. Regenerate the figures and this page with `{args.command}`: every scenario of "
-        "`ddlsim bench --list` (sweeps at -j 1 and -j 2), medians of 3 runs, into `results/bench.csv`, from which "
-        "`bench/performance_md.py` writes this page; a few minutes. One scenario: "
-        "`ddlsim bench NAME --repeat 3`.", width=100, break_on_hyphens=False) + [
+        "imports profiler traces. Regenerate the figures and this page with `make bench-allocator` then "
+        f"`{args.command}`: every scenario of `ddlsim bench --list` (sweeps at -j 1 and -j 2), medians of 3 runs, "
+        "except the 1,000-point sweep (once, at -j 2) and the unfolded `llama3-405b-16k-zero0` (once), into "
+        "`results/bench.csv`, from which `bench/performance_md.py` writes this page; about half an hour, most "
+        "of it those two. One scenario: `ddlsim bench NAME --repeat 3`.", width=100, break_on_hyphens=False) + [
         "",
         f"**Machine.** {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['os']}.  ",
         f"**Build.** {m['compiler']}, SimGrid {m['simgrid']}, `{m['build_type']}` build, {m['allocator']}; {m['ddlsim']}.  ",

@@ -20,12 +20,15 @@ else()
   set(DDLSIM_HAVE_MPI OFF)
 endif()
 # Optional: the `ddlsim` executable allocates through tcmalloc (libgoogle-perftools-dev) when it is
-# found. SimGrid creates and frees a few objects per message and timer, and glibc's malloc took
-# about 30% of a flow-level point's time (docs/performance.md); the simulated numbers do not depend
+# found. SimGrid creates and frees a few objects per message and timer, and glibc's malloc took a
+# quarter of a flow-level point's time (docs/performance.md); the simulated numbers do not depend
 # on the allocator. Not under sanitizers or in the fuzz build: ASan brings its own malloc.
 option(DDLSIM_TCMALLOC "Link the ddlsim executable with tcmalloc when it is found" ON)
 set(DDLSIM_ALLOCATOR "glibc malloc")
-if(DDLSIM_TCMALLOC AND NOT DDLSIM_FUZZ AND NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize")
+string(TOUPPER "${CMAKE_BUILD_TYPE}" _ddlsim_config)
+set(_ddlsim_flags "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_ddlsim_config}} ${CMAKE_EXE_LINKER_FLAGS}")
+get_directory_property(_ddlsim_options COMPILE_OPTIONS)
+if(DDLSIM_TCMALLOC AND NOT DDLSIM_FUZZ AND NOT "${_ddlsim_flags} ${_ddlsim_options}" MATCHES "-fsanitize")
   find_library(DDLSIM_TCMALLOC_LIBRARY NAMES tcmalloc_minimal)
   if(DDLSIM_TCMALLOC_LIBRARY)
     set(DDLSIM_ALLOCATOR "tcmalloc")

@@ -39,7 +39,7 @@ public:
     free_.push_back(tag - 1);
     // Keep the last reference a while longer: SimGrid still uses the activity after this callback.
     graveyard_.push_back(std::move(records_[tag - 1].activity));
-    if (graveyard_.size() > 4096)
+    if (graveyard_.size() > 4096 + 4 * hosts_.size())  // more than can end in one step
       graveyard_.pop_front();
     const std::size_t h = done.host;
     if (done.exec) {  // Exec done: send to the next host

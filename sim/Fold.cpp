@@ -460,7 +460,7 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
            a.channels == b.channels && a.bytes == b.bytes && a.load_at_source == b.load_at_source &&
            a.member_load == b.member_load && a.group == b.group;
   };
-  std::unordered_map<std::uint64_t, TaskId> seen;  // collective_hash -> the first such collective
+  std::unordered_multimap<std::uint64_t, TaskId> seen;  // collective_hash -> the first of each such collective
   constexpr TaskId no_previous = std::numeric_limits<TaskId>::max();
   TaskId previous = no_previous;  // the last collective looked up
   for (TaskId id = 0; id < graph.size(); ++id) {
@@ -476,15 +476,16 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
     }
     previous = id;
     const std::uint64_t h = collective_hash(c);
-    if (const auto hit = seen.find(h); hit != seen.end()) {
-      if (same(graph.collective(hit->second), c)) {
-        shape_[id] = shape_[hit->second];
-        offset_[id] = offset_[hit->second];
-        continue;
+    bool found = false;
+    for (auto [at, end] = seen.equal_range(h); at != end && !found; ++at)
+      if (same(graph.collective(at->second), c)) {
+        shape_[id] = shape_[at->second];
+        offset_[id] = offset_[at->second];
+        found = true;
       }
-    } else {
-      seen.emplace(h, id);
-    }
+    if (found)
+      continue;
+    seen.emplace(h, id);
     const int offset = *std::min_element(c.group.begin(), c.group.end()) / gpus_per_node * gpus_per_node;
     std::vector<int> relative;
     std::vector<int> acts;

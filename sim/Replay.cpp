@@ -224,7 +224,7 @@ public:
     free_records_.push_back(tag - 1);
     // Keep the last references for a while: SimGrid still uses the activity after this callback.
     graveyard_.push_back(std::move(records_[tag - 1].activity));
-    if (graveyard_.size() > 4096)
+    if (graveyard_.size() > 4096 + 4 * gpus_.size())  // more than can end in one step
       graveyard_.pop_front();
     complete_message(rec.kind, rec.task, rec.member);
     drain_ready();
@@ -579,13 +579,15 @@ private:
     // Most often it is the last one computed again (a layer's tensor-parallel collectives are alike).
     if (last_analytic_ != no_last && fields(graph_.collective(last_analytic_)) == fields(c))
       return known = analytic_s_[last_analytic_];
-    last_analytic_ = id;
     const std::uint64_t h = collective_hash(c);
-    for (auto [at, end] = analytic_cache_.equal_range(h); at != end; ++at)
+    for (auto [at, end] = analytic_cache_.equal_range(h); at != end && known < 0; ++at)
       if (fields(graph_.collective(at->second.first)) == fields(c))
-        return known = at->second.second;
-    known = analytic_seconds(c, cluster_);
-    analytic_cache_.emplace(h, std::make_pair(id, known));
+        known = at->second.second;
+    if (known < 0) {
+      known = analytic_seconds(c, cluster_);
+      analytic_cache_.emplace(h, std::make_pair(id, known));
+    }
+    last_analytic_ = id;  // once its seconds are known
     return known;
   }
 

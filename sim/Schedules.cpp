@@ -448,9 +448,14 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     std::vector<const std::vector<Step>*> steps;  // per pass
   };
   std::vector<Program> programs(static_cast<std::size_t>(k));
-  // Room for every task at once (the graph's vectors then never move their tasks): each pass's steps
-  // on each member that runs tasks, the activations and gradients between chunks, the flush.
+  // Room for about every task at once, counted as the steps below add them (most steps exactly;
+  // reductions and gathers at most), so that the graph's vectors seldom grow: each pass's steps on
+  // the members, replicas or ranks that run them, the activations and gradients between chunks,
+  // and the flush.
   std::size_t computes = 0, collectives = 0, transfers = 0;
+  // A reduction: each group's, and with hybrid sharding the all-reduce of each shard across groups.
+  const auto per_reduction = static_cast<std::size_t>(
+      families * (max_groups + (plan.zero > 0 && max_groups > 1 ? std::max(shard, expert_shard) : 0)));
   for (int rank = 0; rank < k; ++rank) {
     Program& program = programs[static_cast<std::size_t>(rank)];
     program.order = stream_order(plan.schedule, k, plan.virtual_stages, rank, m_count);
@@ -462,12 +467,25 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       const PipelinePass& p = program.order[i];
       const auto s = static_cast<std::size_t>(p.chunk);
       program.steps.push_back(&steps_for(p.chunk, p.phase, i == last_backward[s]));
+      const std::size_t members_here = kept_members[s].size(), ranks_here = kept_ranks[s].size();
       for (const Step& step : *program.steps.back())
-        (step.kind == Step::Kind::compute ? computes : collectives) += kept_members[s].size();
-      transfers += 2 * kept_members[s].size();
+        switch (step.kind) {
+        case Step::Kind::compute: computes += members_here; break;
+        case Step::Kind::tp_sync: collectives += kept_replicas[s].size(); break;
+        case Step::Kind::dp_sync: collectives += ranks_here; break;
+        case Step::Kind::expert: collectives += ranks_here * static_cast<std::size_t>(dp / ep); break;
+        case Step::Kind::bucket:
+        case Step::Kind::expert_bucket: collectives += ranks_here * per_reduction; break;
+        case Step::Kind::gather: collectives += ranks_here * static_cast<std::size_t>(families * max_groups); break;
+        case Step::Kind::ring:
+          computes += members_here * static_cast<std::size_t>(cp);
+          transfers += members_here * static_cast<std::size_t>(cp);
+          break;
+        }
+      transfers += members_here;  // the pass's activations (forward) or their gradients (backward)
     }
   }
-  collectives += collectives / 4 + static_cast<std::size_t>(4 * chunks * tp * families * max_groups);  // and the flush's
+  collectives += static_cast<std::size_t>(chunks * tp) * (per_reduction + static_cast<std::size_t>(families * max_groups));  // the flush
   g.reserve(computes + collectives + transfers, computes, transfers, collectives);
 
   for (int rank = 0; rank < k; ++rank) {

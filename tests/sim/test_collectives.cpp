@@ -137,6 +137,39 @@ TEST_CASE("analytic fidelity is one timer of the closed form")
   CHECK(r.activities == 0);
 }
 
+// The replay caches closed forms by a hash of some fields and a comparison of all: collectives
+// alike but for fields the hash leaves out (the bandwidth factor, the protocol's step latencies)
+// must each get their own closed form, one after the other on the same GPUs.
+TEST_CASE("analytic collectives that differ only in fields the cache's hash leaves out keep their own times")
+{
+  const double S = 64e6;
+  const CollectiveTask first{.algorithm = CollectiveAlgorithm::ring, .fidelity = CollectiveFidelity::analytic,
+                             .group = {0, 1, 2, 3}, .bytes = S};
+  CollectiveTask slower = first, later = first;
+  slower.bandwidth_factor = 0.5;
+  later.intra_step_latency_s = 10 * a;
+  TaskGraph g(4);
+  const TaskId x = g.add_collective(first);
+  const TaskId y = g.add_collective(slower);
+  const TaskId z = g.add_collective(later);
+  const TaskId w = g.add_collective(first);  // the first again, after the others
+  g.add_dependency(x, y);
+  g.add_dependency(y, z);
+  g.add_dependency(z, w);
+  const ClusterSpec c = nodes(1, 4);
+  const ReplayResult r = run(g, c);
+  auto took = [&](TaskId id) { return r.timings[id].end_s - r.timings[id].start_s; };
+  CHECK(took(x) == doctest::Approx(analytic_seconds(first, c)).epsilon(1e-12));
+  CHECK(took(y) == doctest::Approx(analytic_seconds(slower, c)).epsilon(1e-12));
+  CHECK(took(z) == doctest::Approx(analytic_seconds(later, c)).epsilon(1e-12));
+  CHECK(took(w) == doctest::Approx(analytic_seconds(first, c)).epsilon(1e-12));
+  // The three closed forms differ (the test would prove nothing otherwise): the ring's 2(n-1)
+  // steps of a + S/(nB) at full and at half bandwidth, and with 10a per step.
+  CHECK(analytic_seconds(first, c) == doctest::Approx(6 * (a + S / (4 * B))).epsilon(1e-9));
+  CHECK(analytic_seconds(slower, c) == doctest::Approx(6 * (a + S / (4 * B * 0.5))).epsilon(1e-9));
+  CHECK(analytic_seconds(later, c) == doctest::Approx(6 * (10 * a + S / (4 * B))).epsilon(1e-9));
+}
+
 TEST_CASE("gradient buckets are hidden behind a long backward")
 {
   const int buckets = 4;
