@@ -224,7 +224,7 @@ public:
     free_records_.push_back(tag - 1);
     // Keep the last references for a while: SimGrid still uses the activity after this callback.
     graveyard_.push_back(std::move(records_[tag - 1].activity));
-    if (graveyard_.size() > 4096 + 4 * gpus_.size())  // more than can end in one step
+    if (graveyard_.size() > 4096)
       graveyard_.pop_front();
     complete_message(rec.kind, rec.task, rec.member);
     drain_ready();
