@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -184,9 +183,8 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
     sim::CollectiveTask resolved;
     std::size_t images;
   };
-  std::deque<Resolved> cache;  // a deque: `previous` stays valid as it grows
-  std::unordered_multimap<std::uint64_t, std::size_t> index;
-  const Resolved* previous = nullptr;
+  std::vector<Resolved> cache;
+  sim::RepeatedCollectives index;  // slot: the place in `cache`
   auto same = [](const sim::CollectiveTask& a, const sim::CollectiveTask& b) {
     return a.kind == b.kind && a.algorithm == b.algorithm && a.bytes == b.bytes && a.load_at_source == b.load_at_source &&
            a.group == b.group && a.member_load == b.member_load;
@@ -197,13 +195,9 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
     sim::CollectiveTask& c = graph.collective(id);
     if (c.group.size() < 2)
       continue;
-    // Most often it is the one before again (a layer's tensor-parallel collectives are alike).
-    const Resolved* found = previous != nullptr && same(previous->task, c) ? previous : nullptr;
-    const std::uint64_t h = found == nullptr ? sim::collective_hash(c) : 0;
-    for (auto [at, end] = index.equal_range(h); at != end && found == nullptr; ++at)
-      if (same(cache[at->second].task, c))
-        found = &cache[at->second];
-    if (found == nullptr) {
+    std::optional<std::size_t> slot =
+        index.find(c, [&](std::size_t i) -> const sim::CollectiveTask& { return cache[i].task; }, same);
+    if (!slot) {
       sim::CollectiveTask resolved = c;
       sim::resolve_collective(resolved, cluster);
       std::size_t images = 1;
@@ -212,24 +206,24 @@ void resolve_collectives(sim::TaskGraph& graph, const sim::ClusterSpec& cluster,
         const int stabilizer = sim::collective_stabilizer(c, *fold, why);
         images = stabilizer > 0 ? static_cast<std::size_t>(fold->order() / stabilizer) : 1;
       }
-      index.emplace(h, cache.size());
+      slot = cache.size();
       cache.push_back({c, std::move(resolved), images});
-      found = &cache.back();
+      index.add(*slot);
     }
-    previous = found;
+    const Resolved& found = cache[*slot];
     // The tuner's choice, with c's own place in the iteration (copy-assigned: c's group and loads
     // equal the choice's, so their buffers are reused).
     const sim::CollectiveFidelity fidelity = c.fidelity;
     const int stage = c.stage, micro_batch = c.micro_batch;
     const sim::Phase phase = c.phase;
     const sim::CollectiveRole role = c.role;
-    c = found->resolved;
+    c = found.resolved;
     c.fidelity = fidelity;
     c.stage = stage;
     c.micro_batch = micro_batch;
     c.phase = phase;
     c.role = role;
-    choices.add(c, found->images);
+    choices.add(c, found.images);
   }
 }
 

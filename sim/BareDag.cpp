@@ -1,12 +1,13 @@
 #include "sim/BareDag.hpp"
 
 #include "common/Error.hpp"
+#include "sim/ActivitySlots.hpp"
 
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
 #include <chrono>
-#include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@ bool engine_used = false;
 class Chains {
 public:
   Chains(std::vector<sg4::Host*> hosts, std::uint64_t budget)
-      : hosts_(std::move(hosts)), budget_(budget), pending_(hosts_.size(), 0)
+      : hosts_(std::move(hosts)), budget_(budget), pending_(hosts_.size(), 0), records_(4096 + 4 * hosts_.size())
   {
   }
 
@@ -32,17 +33,11 @@ public:
 
   void on_completion(const sg4::Activity& a)
   {
-    auto tag = reinterpret_cast<std::uintptr_t>(a.get_data<void>());
-    if (tag == 0)
+    const std::optional<Record> done = records_.finish(a);
+    if (!done)
       return;
-    const Record done = records_[tag - 1];
-    free_.push_back(tag - 1);
-    // Keep the last reference a while longer: SimGrid still uses the activity after this callback.
-    graveyard_.push_back(std::move(records_[tag - 1].activity));
-    if (graveyard_.size() > 4096 + 4 * hosts_.size())  // more than can end in one step
-      graveyard_.pop_front();
-    const std::size_t h = done.host;
-    if (done.exec) {  // Exec done: send to the next host
+    const std::size_t h = done->host;
+    if (done->exec) {  // Exec done: send to the next host
       comm(h);
     } else {  // Comm from h arrived at h + 1; h's own send is done too
       arrived(h);
@@ -61,7 +56,7 @@ private:
     sg4::ExecPtr e = sg4::Exec::init();
     e->set_flops_amount(1e9 * (1 + h % 7));  // a few distinct durations
     e->set_host(hosts_[h]);
-    track(e, h, true);
+    records_.track(e, {h, true});
     e->start();
   }
 
@@ -72,7 +67,7 @@ private:
     ++launched_;
     sg4::CommPtr c = sg4::Comm::sendto_init(hosts_[h], hosts_[(h + 1) % hosts_.size()]);
     c->set_payload_size(1'000'000 + 1000 * (h % 13));
-    track(c, h, false);
+    records_.track(c, {h, false});
     c->start();
   }
 
@@ -85,35 +80,18 @@ private:
     }
   }
 
-  // Holds an activity until it finishes (its record's slot is its tag). A host may have several
-  // Execs in flight (its predecessor can deliver twice before the host's own send is done): a
-  // window of the latest activities, as this once kept, freed slow hosts' Execs mid-run once
-  // thousands of hosts shared it (a crash at 2,048 hosts).
-  void track(sg4::ActivityPtr a, std::size_t h, bool exec)
-  {
-    std::size_t slot = records_.size();
-    if (!free_.empty()) {
-      slot = free_.back();
-      free_.pop_back();
-      records_[slot] = {h, exec, a};
-    } else {
-      records_.push_back({h, exec, a});
-    }
-    a->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot + 1)));
-  }
-
   std::vector<sg4::Host*> hosts_;
   std::uint64_t budget_;
   std::uint64_t launched_ = 0;
   std::vector<int> pending_;
+  // Every activity is held until it finishes (a host may have several Execs in flight: its
+  // predecessor can deliver twice before its own send is done). A window of the latest activities,
+  // as this once kept instead, freed slow hosts' Execs mid-run on 2,048 hosts.
   struct Record {
-    std::size_t host;
-    bool exec;
-    sg4::ActivityPtr activity;
+    std::size_t host = 0;
+    bool exec = false;
   };
-  std::vector<Record> records_;  // activities in flight (and free slots)
-  std::vector<std::size_t> free_;
-  std::deque<sg4::ActivityPtr> graveyard_;  // finished, kept a while
+  detail::ActivitySlots<Record> records_;
 };
 
 }  // namespace

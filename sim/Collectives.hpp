@@ -91,6 +91,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace ddlsim::sim {
@@ -122,6 +123,36 @@ CollectiveAlgorithm effective_algorithm(const CollectiveTask& c, const ClusterSp
 /// their direction), for caches of repeated collectives: equal collectives hash alike, and callers
 /// compare the fields they key on.
 std::uint64_t collective_hash(const CollectiveTask& c);
+
+/// The index of a cache of repeated collectives (the tuner's, the fold's, the closed forms'): `find`
+/// returns the slot of an earlier collective that `same` calls equal to `c`, trying first the one
+/// found or added last (an iteration repeats a collective many times in a row), then those of c's
+/// collective_hash; after a miss, `add` gives `c` its slot. `at(slot)` is a slot's collective, kept
+/// by the caller with whatever the cache holds for it.
+class RepeatedCollectives {
+public:
+  template <typename At, typename Same> std::optional<std::size_t> find(const CollectiveTask& c, At at, Same same)
+  {
+    if (last_ && same(at(*last_), c))
+      return last_;
+    hash_ = collective_hash(c);
+    for (auto [it, end] = slots_.equal_range(hash_); it != end; ++it)
+      if (same(at(it->second), c))
+        return last_ = it->second;
+    return std::nullopt;
+  }
+  /// The collective that `find` just missed has `slot`.
+  void add(std::size_t slot)
+  {
+    slots_.emplace(hash_, slot);
+    last_ = slot;
+  }
+
+private:
+  std::unordered_multimap<std::uint64_t, std::size_t> slots_;  // hash -> slots
+  std::optional<std::size_t> last_;
+  std::uint64_t hash_ = 0;  // of the collective `find` missed last
+};
 
 /// Messages of collective `c`; GPU g is on node g / gpus_per_node. Empty for groups of one.
 std::vector<Message> decompose(const CollectiveTask& c, int gpus_per_node);

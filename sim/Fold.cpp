@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <numeric>
 #include <tuple>
@@ -460,32 +459,20 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
            a.channels == b.channels && a.bytes == b.bytes && a.load_at_source == b.load_at_source &&
            a.member_load == b.member_load && a.group == b.group;
   };
-  std::unordered_multimap<std::uint64_t, TaskId> seen;  // collective_hash -> the first of each such collective
-  constexpr TaskId no_previous = std::numeric_limits<TaskId>::max();
-  TaskId previous = no_previous;  // the last collective looked up
+  RepeatedCollectives seen;  // the first of each such collective (slot: the task)
+  auto collective = [&](std::size_t task) -> const CollectiveTask& { return graph.collective(static_cast<TaskId>(task)); };
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != TaskKind::collective)
       continue;
     const CollectiveTask& c = graph.collective(id);
     if (c.group.empty())
       continue;
-    if (previous != no_previous && same(graph.collective(previous), c)) {  // most often: the one before again
-      shape_[id] = shape_[previous];
-      offset_[id] = offset_[previous];
+    if (const std::optional<std::size_t> earlier = seen.find(c, collective, same)) {
+      shape_[id] = shape_[*earlier];
+      offset_[id] = offset_[*earlier];
       continue;
     }
-    previous = id;
-    const std::uint64_t h = collective_hash(c);
-    bool found = false;
-    for (auto [at, end] = seen.equal_range(h); at != end && !found; ++at)
-      if (same(graph.collective(at->second), c)) {
-        shape_[id] = shape_[at->second];
-        offset_[id] = offset_[at->second];
-        found = true;
-      }
-    if (found)
-      continue;
-    seen.emplace(h, id);
+    seen.add(id);
     const int offset = *std::min_element(c.group.begin(), c.group.end()) / gpus_per_node * gpus_per_node;
     std::vector<int> relative;
     std::vector<int> acts;

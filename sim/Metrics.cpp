@@ -36,10 +36,9 @@ void sort_runs(std::vector<Interval>& v)
     starts = std::move(merged);
   }
 }
-// Sorts the intervals and merges those that overlap or touch, dropping empty ones, in place.
-void merge(std::vector<Interval>& v)
+// Merges sorted intervals that overlap or touch, dropping empty ones, in place.
+void coalesce(std::vector<Interval>& v)
 {
-  sort_runs(v);
   std::size_t out = 0;
   for (std::size_t i = 0; i < v.size(); ++i) {
     const Interval iv = v[i];
@@ -51,6 +50,12 @@ void merge(std::vector<Interval>& v)
       v[out++] = iv;
   }
   v.resize(out);
+}
+// Sorts the intervals, then coalesces them.
+void merge(std::vector<Interval>& v)
+{
+  sort_runs(v);
+  coalesce(v);
 }
 // Total length of merged intervals.
 double merged_length(const std::vector<Interval>& m)
@@ -90,7 +95,7 @@ void fill_times(DeviceStats& stats, std::vector<Interval>& compute, std::vector<
   const auto middle = static_cast<std::ptrdiff_t>(comm.size());
   comm.insert(comm.end(), transfers.begin(), transfers.end());
   std::inplace_merge(comm.begin(), comm.begin() + middle, comm.end());
-  merge(comm);
+  coalesce(comm);
   stats.compute_s = merged_length(compute);
   stats.exposed_comm_s = merged_uncovered(comm, compute);
   stats.idle_s = idle_time(makespan_s, stats.compute_s, stats.exposed_comm_s);

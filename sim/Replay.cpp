@@ -1,6 +1,7 @@
 #include "sim/Replay.hpp"
 
 #include "common/Error.hpp"
+#include "sim/ActivitySlots.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Fold.hpp"
 #include "sim/CommOverlap.hpp"
@@ -14,7 +15,6 @@
 #include <chrono>
 #include <deque>
 #include <functional>
-#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -176,8 +176,8 @@ private:
   std::uint64_t sets_ = 0;
 };
 
-// Drives one replay. Activities carry the index of a Record in their user data; the global
-// completion callback routes them back here.
+// Drives one replay. Activities carry the slot of what they stand for in their user data
+// (ActivitySlots.hpp); the global completion callback routes them back here.
 class Replayer {
 public:
   Replayer(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& seconds,
@@ -216,17 +216,11 @@ public:
 
   void on_completion(const sg4::Activity& activity)
   {
-    auto tag = reinterpret_cast<std::uintptr_t>(activity.get_data<void>());
-    if (tag == 0)
+    const std::optional<Record> rec = records_.finish(activity);
+    if (!rec)
       return;  // not one of ours
     report_progress();
-    Record rec = records_[tag - 1];
-    free_records_.push_back(tag - 1);
-    // Keep the last references for a while: SimGrid still uses the activity after this callback.
-    graveyard_.push_back(std::move(records_[tag - 1].activity));
-    if (graveyard_.size() > 4096)
-      graveyard_.pop_front();
-    complete_message(rec.kind, rec.task, rec.member);
+    complete_message(rec->kind, rec->task, rec->member);
     drain_ready();
   }
 
@@ -247,10 +241,9 @@ public:
 
 private:
   struct Record {
-    enum class Kind { task, message } kind;
-    TaskId task;
-    std::uint32_t member;  // the message's index for Kind::message
-    sg4::ActivityPtr activity;
+    enum class Kind { task, message } kind = Kind::task;
+    TaskId task = 0;
+    std::uint32_t member = 0;  // the message's index for Kind::message
   };
   // A device's arrival queue (off-stream compute): the task that holds it, and those waiting in the
   // order they became ready.
@@ -576,18 +569,13 @@ private:
                       x.bandwidth_factor, x.intra_step_latency_s, x.inter_step_latency_s, x.group, x.member_load,
                       x.load_at_source);
     };
-    // Most often it is the last one computed again (a layer's tensor-parallel collectives are alike).
-    if (last_analytic_ != no_last && fields(graph_.collective(last_analytic_)) == fields(c))
-      return known = analytic_s_[last_analytic_];
-    const std::uint64_t h = collective_hash(c);
-    for (auto [at, end] = analytic_cache_.equal_range(h); at != end && known < 0; ++at)
-      if (fields(graph_.collective(at->second.first)) == fields(c))
-        known = at->second.second;
-    if (known < 0) {
-      known = analytic_seconds(c, cluster_);
-      analytic_cache_.emplace(h, std::make_pair(id, known));
-    }
-    last_analytic_ = id;  // once its seconds are known
+    const std::optional<std::size_t> earlier = analytic_known_.find(
+        c, [this](std::size_t task) -> const CollectiveTask& { return graph_.collective(static_cast<TaskId>(task)); },
+        [&](const CollectiveTask& a, const CollectiveTask& b) { return fields(a) == fields(b); });
+    if (earlier)
+      return known = analytic_s_[*earlier];
+    known = analytic_seconds(c, cluster_);
+    analytic_known_.add(id);
     return known;
   }
 
@@ -613,18 +601,9 @@ private:
     return platform_.rails.at(static_cast<std::size_t>(cluster_.node_of(gpu))).at(static_cast<std::size_t>(set));
   }
 
-  template <typename Ptr> void track(const Ptr& activity, Record::Kind kind, TaskId task, std::uint32_t member)
+  void track(sg4::ActivityPtr activity, Record::Kind kind, TaskId task, std::uint32_t member)
   {
-    std::size_t slot;
-    if (!free_records_.empty()) {
-      slot = free_records_.back();
-      free_records_.pop_back();
-      records_[slot] = {kind, task, member, activity};
-    } else {
-      slot = records_.size();
-      records_.push_back({kind, task, member, activity});
-    }
-    activity->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot + 1)));
+    records_.track(std::move(activity), {kind, task, member});
     ++activities_;
   }
 
@@ -657,20 +636,16 @@ private:
   const detail::FoldedPlatform* folded_platform_ = nullptr;
   const detail::Platform& platform_;
   std::unordered_map<TaskId, int> rail_set_;  // collectives with channels across nodes: their NIC set
-  std::unordered_multimap<std::uint64_t, std::pair<TaskId, double>> analytic_cache_;  // hash -> (task, seconds)
+  RepeatedCollectives analytic_known_;  // tasks whose closed form was computed (slot: the task)
   std::vector<std::uint32_t> remaining_;
   std::vector<TaskTiming> timings_;
   std::vector<std::uint32_t> inside_;  // while a chain forms: its members that each task waits for
   std::vector<char> fused_;            // tasks a chain has taken
   std::vector<double> analytic_s_;     // per task: its closed form's seconds once known (-1: not yet)
-  static constexpr TaskId no_last = std::numeric_limits<TaskId>::max();
-  TaskId last_analytic_ = no_last;     // the last collective whose closed form was looked up
   std::map<int, ArrivalQueue> queues_;    // per device with off-stream tasks
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::deque<TaskId> ready_;
-  std::vector<Record> records_;
-  std::vector<std::size_t> free_records_;
-  std::deque<sg4::ActivityPtr> graveyard_;
+  detail::ActivitySlots<Record> records_{4096};  // activities in flight; the last 4096 finished kept
   std::uint64_t activities_ = 0;
   std::vector<char> single_task_;  // per device: compute as timers (no task queues on arrival)
   std::chrono::steady_clock::time_point wall_start_;
