@@ -100,7 +100,7 @@ results: build
 # figures moved since the previous run (kept as results/bench-previous.csv).
 # Scenarios too long to repeat (the 1,000-point sweep: a quarter of an hour; the unfolded ZeRO 0
 # point's bare SimGrid DAG: a minute and a half): once, and a sweep at -j 2 only.
-BENCH_ONCE := llama3-405b-16k-sweep llama3-405b-16k-zero0
+BENCH_ONCE := llama3-405b-16k-sweep llama3-405b-16k-zero0-unfolded
 bench: build
 	mkdir -p results && if [ -f results/bench.csv ]; then mv results/bench.csv results/bench-previous.csv; fi
 	cp /proc/loadavg results/bench-loadavg.txt 2>/dev/null || rm -f results/bench-loadavg.txt
@@ -120,7 +120,7 @@ bench: build
 # The allocator's share (docs/performance.md, "The allocator"): a few scenarios again with glibc's
 # malloc ($(BUILD)-glibc, -DDDLSIM_TCMALLOC=OFF) -> results/bench-glibc.csv, which `make bench` then
 # puts beside its own figures. Run it before `make bench`.
-ALLOCATOR_SCENARIOS := gpt3-175b-1024 gpt3-13b-64-flow llama3-405b-131k llama3-405b-16k-zero0
+ALLOCATOR_SCENARIOS := gpt3-175b-1024 gpt3-13b-64-flow llama3-405b-131k llama3-405b-16k-zero0-unfolded
 bench-allocator: deps
 	cmake -S . -B $(BUILD)-glibc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDLSIM_TCMALLOC=OFF -DDDLSIM_CUDA=OFF \
 	  -DDDLSIM_BUILD_TESTS=OFF

@@ -226,15 +226,20 @@ def simulation_section(rows):
         "buckets over 128 or 1,024 replicas. " + targets(rows),
         "**`gpt3-13b-64-flow`** keeps every collective at flow level, tensor parallelism included: folded, "
         "its 64 GPUs are 4 simulated devices.",
-        "**`llama3-405b-16k-zero0`** is the kind of point that sets the 1,000-layout sweep's time: plain data "
-        "parallelism (ZeRO 0), whose small last gradient bucket of a stage NCCL's tuner runs as a double "
-        "binary tree, which no replica shift maps onto itself, so the 128 replicas are not folded and every "
-        "100 MiB bucket's ring all-reduce is simulated message by message (2 x 127 steps for each of the "
-        "128 replicas). Its bare DAG is slower per activity than the point itself: it keeps an Exec or a "
-        "send in flight on each of its 2,048 hosts, and SimGrid 3.32 pays for every completion in "
-        "proportion to the activities in flight ([scale.md](scale.md#where-simgrid-itself-limits)); the "
-        "point runs near the rate of the 16-host bare DAGs above, so what it costs can only come down "
-        "with fewer activities, not with less bookkeeping.")
+        "**`llama3-405b-16k-zero0`**: plain data parallelism (ZeRO 0), whose small last gradient bucket of a "
+        "stage (32 KiB) NCCL's tuner runs as a double binary tree over the 128 replicas, which no replica shift "
+        "maps onto itself. The tree runs apart ([scale.md](scale.md): all its messages on links of their own, "
+        "checked during the replay to meet no other traffic), so the replicas still fold; unfolded, the same "
+        "point was 14,061,764 activities in 16 s.",
+        "**`llama3-405b-16k-zero0-unfolded`** is the kind of point that sets the 1,000-layout sweep's time: "
+        "the same ZeRO 0 layout with micro-batches of 8 and sequence parallelism, whose trees start while the "
+        "stage's last pipeline send still crosses their NICs, so they cannot run apart, the replicas are "
+        "simulated and every 100 MiB bucket's ring all-reduce is simulated message by message (2 x 127 steps "
+        "for each of the 128 replicas). Its bare DAG is slower per activity than the point itself: it keeps "
+        "an Exec or a send in flight on each of its 2,048 hosts, and SimGrid 3.32 pays for every completion "
+        "in proportion to the activities in flight ([scale.md](scale.md#where-simgrid-itself-limits)); the "
+        "point runs near the rate of the 16-host bare DAGs above, so what it costs can only come down with "
+        "fewer activities, not with less bookkeeping.")
     return lines
 
 
@@ -295,8 +300,9 @@ def sweep_section(rows):
         "points are not smaller.",
         "**`llama3-405b-16k-sweep`**: 1,000 layouts of Llama 3.1 405B on 16,384 GPUs (tp, pp, context and "
         "context parallelism, ZeRO, sequence parallelism), flow-level data-parallel traffic, each point "
-        "folded as far as its symmetry goes (the ZeRO 0 layouts' double binary trees keep the replicas apart: "
-        "[scale.md](scale.md#measured) says why and what it costs); shapes that cannot split the batch are `invalid` rows and those that do not fit `oom` rows, as in any "
+        "folded as far as its symmetry goes (the ZeRO 0 layouts' double binary trees run apart where they "
+        "meet no other traffic, and keep the replicas apart where they do: [scale.md](scale.md#measured) says "
+        "why and what it costs); shapes that cannot split the batch are `invalid` rows and those that do not fit `oom` rows, as in any "
         "planning sweep. " + sweep_target(rows))
     return lines
 
@@ -338,8 +344,8 @@ def allocator_section(rows, glibc_rows, allocator):
     lines += [""] + bullets(
         "**Why it matters:** SimGrid creates and frees a few objects for every message and timer (the "
         "activity, its action, the route, the callback), so a flow-level replay is an allocation-heavy "
-        "workload; glibc's `malloc` and `free` took a quarter of `llama3-405b-16k-zero0`'s samples (`perf "
-        "record` of the glibc build: 25.5%). The simulated numbers do not depend on the allocator (last "
+        "workload; glibc's `malloc` and `free` took a quarter of the samples of `llama3-405b-16k-zero0` (`perf "
+        "record` of the glibc build, when that point ran unfolded: 25.5%). The simulated numbers do not depend on the allocator (last "
         "column).",
         "**Sanitized and fuzz builds** keep the sanitizers' own allocator: `DDLSIM_TCMALLOC` is ignored "
         "under `-fsanitize`.")
@@ -413,7 +419,7 @@ def main():
         "How fast ddlsim simulates one training iteration (against SimGrid itself), runs a whole sweep, and "
         "imports profiler traces. Regenerate the figures and this page with `make bench-allocator` then "
         f"`{args.command}`: every scenario of `ddlsim bench --list` (sweeps at -j 1 and -j 2), medians of 3 runs, "
-        "except the 1,000-point sweep (once, at -j 2) and the unfolded `llama3-405b-16k-zero0` (once), into "
+        "except the 1,000-point sweep (once, at -j 2) and `llama3-405b-16k-zero0-unfolded` (once), into "
         "`results/bench.csv`, from which `bench/performance_md.py` writes this page; about half an hour, most "
         "of it those two. One scenario: `ddlsim bench NAME --repeat 3`.", width=100, break_on_hyphens=False) + [
         "",

@@ -1,5 +1,7 @@
 #include "experiments/Bench.hpp"
 
+#include "common/Child.hpp"
+
 #include "common/DataPath.hpp"
 #include "common/Error.hpp"
 #include "experiments/SweepRunner.hpp"
@@ -10,16 +12,13 @@
 
 #include <fmt/core.h>
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <sys/resource.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 namespace ddlsim::experiments {
 namespace {
@@ -58,51 +57,19 @@ void rethrow_child_error(const std::vector<std::string>& f)
 // RSS (the largest of the child and the children it waited for).
 template <typename Work> BenchMeasurement in_child(Work work, std::string& text)
 {
-  int fds[2];
-  if (::pipe(fds) != 0)
-    throw Error("cannot create a pipe for the benchmark child");
-  std::fflush(nullptr); // or buffered output would be written twice
   const auto start = std::chrono::steady_clock::now();
-  const pid_t pid  = ::fork();
-  if (pid < 0)
-    throw Error("cannot fork the benchmark child");
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out;
+  ChildOutput out = run_in_child([&]() -> std::string {
     try {
-      out = work();
+      return work();
     } catch (const std::exception& e) {
-      out = child_error(e);
+      return child_error(e);
     }
-    std::size_t done = 0;
-    while (done < out.size()) {
-      const ssize_t n = ::write(fds[1], out.data() + done, out.size() - done);
-      if (n <= 0 && errno != EINTR)
-        break;
-      if (n > 0)
-        done += static_cast<std::size_t>(n);
-    }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  struct rusage usage {};
-  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
-  }
+  });
   BenchMeasurement m;
   m.wall_time_s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  m.max_rss_bytes = static_cast<double>(usage.ru_maxrss) * 1024.0; // Linux reports kilobytes
-  if (!WIFEXITED(status) || text.empty())
+  m.max_rss_bytes = static_cast<double>(out.usage.ru_maxrss) * 1024.0; // Linux reports kilobytes
+  text            = std::move(out.text);
+  if (!WIFEXITED(out.status) || text.empty())
     throw Error("the benchmark child died without a result");
   return m;
 }
@@ -250,6 +217,27 @@ BenchScenario trace_file_scenario(const std::string& path)
   return s;
 }
 
+int folded_factor(const std::string& collective_fidelity)
+{
+  const std::size_t at = collective_fidelity.find("fold=");
+  if (at == std::string::npos)
+    return 1;
+  const std::size_t end = collective_fidelity.find_first_of(" ;", at);
+  const std::string fold = collective_fidelity.substr(at + 5, end == std::string::npos ? std::string::npos : end - at - 5);
+  int factor = 1;
+  std::size_t i = 0;
+  while (i + 2 < fold.size() && (fold.compare(i, 2, "tp") == 0 || fold.compare(i, 2, "dp") == 0)) {
+    std::size_t digits = i + 2;
+    while (digits < fold.size() && fold[digits] >= '0' && fold[digits] <= '9')
+      ++digits;
+    if (digits == i + 2)
+      break;
+    factor *= std::stoi(fold.substr(i + 2, digits - i - 2));
+    i = digits + (digits < fold.size() && fold[digits] == 'x' ? 1 : 0);
+  }
+  return factor;
+}
+
 BenchMeasurement measure_point(const PointConfig& point, const EvaluateOptions& options)
 {
   std::string text;
@@ -268,8 +256,9 @@ BenchMeasurement measure_point(const PointConfig& point, const EvaluateOptions& 
     m.estimated_activities = std::stod(row->get("sim_activities_estimate"));
   if (!row->get("sim_memory_estimate_bytes").empty())
     m.estimated_memory_bytes = std::stod(row->get("sim_memory_estimate_bytes"));
-  // Simulated devices: GPUs, or tensor-parallel groups when they are folded into one device.
-  m.devices = point.parallelism.gpus() / plan_fold(point).factor();
+  // Simulated devices: GPUs over the fold the replay kept (collective_fidelity's "fold=tp8xdp128
+  // (...)"; a fold that fell back while simulating keeps fewer symmetries than plan_fold's).
+  m.devices = point.parallelism.gpus() / folded_factor(row->get("collective_fidelity"));
   return m;
 }
 

@@ -95,6 +95,10 @@ struct ImportMeasurement {
   std::size_t collectives   = 0; ///< collective records imported
 };
 
+/// The devices folded into one by the fold a row's collective_fidelity names ("...;fold=tp8xdp128
+/// (...)": 1,024; "fold=tp8 (...)": 8; none, off or no fold: 1).
+int folded_factor(const std::string& collective_fidelity);
+
 /// Simulates `point` in a child process. Throws ddlsim::Error when the child cannot be started or
 /// dies without a result.
 BenchMeasurement measure_point(const PointConfig& point, const EvaluateOptions& options);

@@ -673,70 +673,9 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
 
 namespace {
 
-// With `dp_collective: auto`, NCCL's tuner may run gradient all-reduces (ZeRO 0) as double binary
-// trees, which no replica shift maps onto itself (a leaf and an inner node load their NICs
-// differently) once the group spans three nodes or more: the replay would refuse the fold and build
-// the graph again without it. Predicted here from the smallest and the largest gradient bucket (the
-// tuner prefers trees for small buffers) of the planned stages (`planned`: evaluate_point, which
-// knows the partition), else of the stages a uniform partition would give (the resource guard before
-// planning, `validate`), so that the estimate, the guard and the first build use the fold the replay
-// keeps. A wrong guess costs speed only, never a number: the replay still checks every collective
-// against the fold (Fold.hpp). Returns why the replicas stay apart, or "" when the tuner picks no tree.
-std::string tuned_tree(const PointConfig& point, const sim::PipelinePlan* planned)
-{
-  const auto& par = point.parallelism;
-  const int replicas = par.replicas();
-  if (par.zero != 0 || par.dp_collective != sim::CollectiveAlgorithm::automatic ||
-      par.dp_fidelity != sim::CollectiveFidelity::flow || replicas < 3 || point.model.blocks().empty())
-    return "";
-  std::vector<int> group;
-  std::set<int> nodes;
-  for (int r = 0; r < replicas; ++r) {  // stage 0, tensor rank 0: device r tp (Schedules.hpp)
-    group.push_back(r * par.tp);
-    if (group.back() >= point.cluster.gpu_count())
-      return "";
-    nodes.insert(point.cluster.node_of(group.back()));
-  }
-  if (nodes.size() < 3)
-    return "";
-  const double cap = par.dp_bucket > 0 ? par.dp_bucket : std::numeric_limits<double>::infinity();
-  double smallest = std::numeric_limits<double>::infinity(), largest = 0;
-  auto size = [&](double bytes) {
-    if (bytes > 0) {
-      smallest = std::min(smallest, bytes);
-      largest = std::max(largest, bytes);
-    }
-  };
-  if (planned != nullptr) {
-    for (const sim::StagePlan& stage : planned->stages) {
-      if (stage.buckets.empty())
-        size(stage.gradient_bytes);
-      for (const sim::GradientBucket& b : stage.buckets)
-        size(b.bytes);
-    }
-  } else {
-    for (const models::StageRange& blocks : models::partition_uniform(point.model.blocks().size(), par.pp * par.virtual_stages))
-      for (const sim::GradientBucket& b : gradient_buckets(point.model, point.model.layer_range(blocks), cap,
-                                                           dtype_bytes(point.training.dtype), par.tp, par.ep > 1))
-        size(b.bytes);
-  }
-  for (const double bytes : {smallest, largest}) {
-    if (!(bytes > 0) || std::isinf(bytes))
-      continue;
-    sim::CollectiveTask probe{.kind = sim::CollectiveKind::all_reduce, .algorithm = par.dp_collective,
-                              .fidelity = par.dp_fidelity, .group = group, .bytes = bytes};
-    sim::resolve_collective(probe, point.cluster);
-    if (probe.algorithm == sim::CollectiveAlgorithm::double_tree || probe.algorithm == sim::CollectiveAlgorithm::tree)
-      return "NCCL's tuner runs gradient all-reduces (" + format_quantity(bytes, Dimension::bytes) + " over " +
-             std::to_string(replicas) + " GPUs on " + std::to_string(nodes.size()) + " nodes) as " +
-             std::string(sim::collective_algorithm_table.name(probe.algorithm)) + "s, which do not fold";
-  }
-  return "";
-}
-
 }  // namespace
 
-FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned, bool predict_trees)
+FoldPlan plan_fold(const PointConfig& point)
 {
   FoldPlan f;
   const auto& par = point.parallelism;
@@ -772,14 +711,9 @@ FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned, b
     // replica: no shift of the replicas is proven to map them onto themselves.
     note("dp: expert parallelism (ep " + std::to_string(par.ep) + ") is not folded");
   } else if (replicas > 1) {
-    const bool sync_norm = point.model.has(models::LayerKind::sync_batch_norm);
-    const bool all_reduces = par.zero == 0 || par.shard_group() < replicas || sync_norm;
-    if (all_reduces && tree(par.dp_collective, par.dp_fidelity, replicas)) {
-      note("dp: tree all-reduces do not fold");
-    } else if (const std::string tree_why = predict_trees ? tuned_tree(point, planned) : std::string();
-               !tree_why.empty()) {
-      note("dp: " + tree_why);
-    } else {
+    // Gradient all-reduces that run as trees (a tree's root is apart) do not fold: they run apart
+    // (Fold.hpp), and the replay checks that nothing else crosses their links meanwhile.
+    {
       const int step = sim::replica_shift_step(layout);
       std::string first_why;  // why the last smaller shift failed
       for (int shift = step; shift < replicas; shift += step) {
@@ -1207,7 +1141,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     // Simulate under the point's symmetries (Fold.hpp), planned with the stages' own buckets; a
     // collective that does not fold drops the symmetries that keep it, and the graph is built again
     // with the others.
-    FoldPlan folding = plan_fold(point, &pipe);
+    FoldPlan folding = plan_fold(point);
     row.set("collective_fidelity", collective_fidelity(point, folding));
     if (const std::string over = check_estimate(row, point, &folding); !over.empty())
       return fail(Status::invalid, over);

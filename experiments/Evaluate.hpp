@@ -95,11 +95,10 @@ struct FoldPlan {
   std::string note;  ///< "off" (fold_replicas: false), or what could not be folded and why; empty when all was
   int factor() const { return tp * replicas; }
 };
-/// The symmetries a pipeline point is simulated under. `planned`: the point's planned stages (their
-/// gradient buckets tell whether NCCL's tuner runs some all-reduces as trees, which do not fold);
-/// without it, the stages of a uniform partition stand in for them. `predict_trees` false: that
-/// guess is not made (the best case, for a guard that must not refuse a point that would fold).
-FoldPlan plan_fold(const PointConfig& point, const sim::PipelinePlan* planned = nullptr, bool predict_trees = true);
+/// The symmetries a pipeline point is simulated under. Collectives that they do not map onto
+/// themselves (trees) run apart, checked while the replay runs (Fold.hpp); where that check fails,
+/// evaluate_point drops the symmetries and simulates again.
+FoldPlan plan_fold(const PointConfig& point);
 /// What collective_fidelity says of a fold: "tp8xdp128", "none (dp: GPU 5 runs at speed 0.8)", "off".
 std::string fold_description(const FoldPlan& fold);
 /// The CSV's collective_fidelity: "dp=flow;tp=analytic+aggregated;fold=tp8xdp128" (the fold for

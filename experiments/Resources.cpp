@@ -70,7 +70,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // As evaluate_point() simulates it: under its fold (Fold.hpp), only representatives run tasks
     // (tp_sim of the tp ranks, R_sim of the R replicas of each stage) and a collective sends its
     // messages over |H|, the fold's elements that keep its group.
-    const FoldPlan fold = planned != nullptr ? *planned : plan_fold(point, nullptr, false);
+    const FoldPlan fold = planned != nullptr ? *planned : plan_fold(point);
     const int tp       = par.tp;
     const sim::ClusterSpec& cluster = point.cluster;
     const double d = dtype_bytes(point.training.dtype);

@@ -249,6 +249,39 @@ int stabilizer_order(const CollectiveTask& c, const Fold& fold, const std::vecto
   }
   return static_cast<int>(h.size());
 }
+// A collective that does not fold but whose group the stabilizing generators span H for: all its
+// messages, to run apart (FoldedMessages::isolated); nullopt when H is not spanned by generators.
+std::optional<FoldedMessages> isolate_collective(const CollectiveTask& c, int gpus_per_node, const Fold& fold,
+                                                 std::string& why)
+{
+  if (c.group.size() < 2)
+    return std::nullopt;
+  const std::vector<int> h = stabilizer(c, fold);
+  std::string order_why;
+  const int order = stabilizer_order(c, fold, h, order_why);
+  if (order == 0)
+    return std::nullopt;
+  const std::vector<int> members = sorted_group(c);
+  int spanned = 1;
+  FoldedMessages out;
+  for (std::size_t i = 0; i < fold.generators().size(); ++i) {
+    bool keeps = true;
+    for (int d : members)
+      keeps = keeps && contains(members, fold.apply(fold.generator_element(i), d));
+    if (keeps)
+      spanned *= fold.generators()[i].order;
+    else
+      out.apart.push_back(static_cast<int>(i));
+  }
+  if (spanned != order)
+    return std::nullopt;  // H is not the product of whole generators: K would not act freely
+  out.messages = decompose(c, gpus_per_node);
+  out.stabilizer = order;
+  out.isolated = true;
+  out.why = why;
+  return out;
+}
+
 }  // namespace
 
 int collective_stabilizer(const CollectiveTask& c, const Fold& fold, std::string& why)
@@ -497,8 +530,12 @@ FoldedCollectives::FoldedCollectives(const TaskGraph& graph, int gpus_per_node, 
         throw FoldError(why, stabilizing_generators(c, fold));
     } else {
       auto made = fold_collective(c, gpus_per_node, fold, why);
-      if (!made)
-        throw FoldError(why, stabilizing_generators(c, fold));
+      if (!made) {
+        made = isolate_collective(c, gpus_per_node, fold, why);
+        if (!made)
+          throw FoldError(why, stabilizing_generators(c, fold));
+        any_isolated_ = true;
+      }
       folded = std::move(*made);
       for (Message& m : folded.messages) {
         m.src = shift_endpoint(m.src, -offset, gpus_per_node);

@@ -14,7 +14,10 @@
 //     max-min shares (CM02 with zero-latency links, weight 1 per flow and link; see Replay.hpp);
 //   - a collective's messages (whatever decompose() returns) are folded the same way: the
 //     representatives' messages are sent, each waiting for the representatives of the messages it
-//     waits for (fold_collective). That a collective is mapped onto itself is checked, not assumed.
+//     waits for (fold_collective). That a collective is mapped onto itself is checked, not assumed;
+//   - a collective whose group the fold keeps but whose messages it does not (a tree) runs apart:
+//     all its messages, on links of its own, checked during the replay to meet no other traffic
+//     (FoldedMessages::isolated; docs/scale.md).
 //
 //   std::vector<FoldGenerator> gens{tensor_rotation(plan), replica_shift(plan, 1)};
 //   Fold fold(plan.devices(), gens);              // throws std::invalid_argument if not a free group
@@ -102,6 +105,13 @@ std::string platform_asymmetry(const ClusterSpec& cluster, const FoldGenerator& 
 struct FoldedMessages {
   std::vector<Message> messages;
   int stabilizer = 1;  ///< |H|: the elements that map the collective's group onto itself
+  /// A collective that H does not map onto itself (a tree's root is apart) but whose group H does,
+  /// H being spanned by some of the generators: `messages` are all of its messages, run on links of
+  /// their own (the orbits of its real links under the other generators, K), and the replay checks
+  /// that nothing else uses its links while it runs (docs/scale.md, "Collectives run apart").
+  bool isolated = false;
+  std::vector<int> apart;  ///< isolated: the indices of the generators spanning K
+  std::string why;         ///< isolated: why it does not fold (said when the check fails)
 };
 
 /// |H| for `c` (see FoldedMessages), or 0 when some member is not the image of a representative
@@ -154,6 +164,12 @@ public:
   const std::vector<Message>& messages(TaskId id) const { return shapes_[shape_of(id)].messages; }
   int offset(TaskId id) const { return offset_[id]; }
   int stabilizer(TaskId id) const { return shapes_[shape_of(id)].stabilizer; }
+  /// Whether collective `id` runs apart (FoldedMessages::isolated); then messages(id) are all its
+  /// messages.
+  bool isolated(TaskId id) const { return shape_[id] >= 0 && shapes_[shape_of(id)].isolated; }
+  const FoldedMessages& folded(TaskId id) const { return shapes_[shape_of(id)]; }
+  /// Whether some collective runs apart.
+  bool any_isolated() const { return any_isolated_; }
   /// The shape of collective `id` (collectives of one shape are alike up to offset(id)); -1 for
   /// other tasks and empty groups.
   int shape(TaskId id) const { return shape_[id]; }
@@ -163,6 +179,7 @@ private:
   std::vector<FoldedMessages> shapes_;
   std::vector<int> shape_;   // per task (-1: not a collective)
   std::vector<int> offset_;  // per task
+  bool any_isolated_ = false;
 };
 
 }  // namespace ddlsim::sim

@@ -1,5 +1,6 @@
 #include "sim/Replay.hpp"
 
+#include "common/Child.hpp"
 #include "common/Error.hpp"
 #include "sim/ActivitySlots.hpp"
 #include "sim/Collectives.hpp"
@@ -19,6 +20,10 @@
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+
+#include <cstdio>
+#include <cstring>
+#include <sys/wait.h>
 
 namespace sg4 = simgrid::s4u;
 
@@ -46,6 +51,15 @@ struct FoldedRoutes {
     return ((code(src) * endpoints + code(dst)) * (sets_ + 1)) + static_cast<std::uint64_t>(set + 1);
   }
   int route_of(int src, int dst, int set) const { return pair.at(key(src, dst, set)); }
+
+  // Collectives that run apart (FoldedMessages::isolated): their routes over links of their own,
+  // the link orbits (under G) of the real links each (shape, offset) crosses, and those of every
+  // other route, to check that nothing else crosses them while such a collective runs.
+  std::unordered_map<std::uint64_t, int> apart_pair;        // key(src, dst, set) -> route
+  std::vector<std::vector<int>> route_orbits;               // per route: its links' orbits (apart: empty)
+  std::map<std::pair<int, int>, std::vector<int>> apart_orbits;  // (shape, offset) -> orbits, sorted
+  int apart_route_of(int src, int dst, int set) const { return apart_pair.at(key(src, dst, set)); }
+  int orbit_count = 0;
 
   // `rail_set`: the NIC set (index into rail_sets) of each collective with channels across nodes.
   FoldedRoutes(const TaskGraph& graph, const ClusterSpec& cluster, const Fold& fold, const FoldedCollectives& folded,
@@ -112,7 +126,8 @@ struct FoldedRoutes {
     for (const FoldGenerator& g : fold.generators())
       for (int d = 0; d < fold.devices(); ++d)
         model.pair_links(d, g.image[static_cast<std::size_t>(d)], join);
-    for (const auto& maps : node_maps)
+    // A generator's map of each node's NIC sets, as links joined (up with up, down with down).
+    auto join_rails = [&](const std::vector<NodeMap>& maps, const std::function<void(int, int)>& unite) {
       for (const NodeMap& map : maps)
         for (std::size_t i = 0; i < sets.size(); ++i) {
           std::vector<int> image;
@@ -121,12 +136,16 @@ struct FoldedRoutes {
           std::sort(image.begin(), image.end());
           image.erase(std::unique(image.begin(), image.end()), image.end());
           const int j = static_cast<int>(std::find(sets.begin(), sets.end(), image) - sets.begin());
-          join(model.rails_link(map.from, static_cast<int>(i)), model.rails_link(map.to, j));
-          join(model.rails_link(map.from, static_cast<int>(i)) + 1, model.rails_link(map.to, j) + 1);
+          unite(model.rails_link(map.from, static_cast<int>(i)), model.rails_link(map.to, j));
+          unite(model.rails_link(map.from, static_cast<int>(i)) + 1, model.rails_link(map.to, j) + 1);
         }
+    };
+    for (const auto& maps : node_maps)
+      join_rails(maps, join);
     std::vector<int> orbit_size(parent.size(), 0);
     for (std::size_t l = 0; l < parent.size(); ++l)
       ++orbit_size[static_cast<std::size_t>(find(static_cast<int>(l)))];
+    orbit_count = static_cast<int>(parent.size());
     std::unordered_map<int, int> quotient;  // orbit root -> quotient link
     std::map<std::vector<int>, int> known;
     std::vector<int> route;
@@ -139,8 +158,10 @@ struct FoldedRoutes {
         model.rails_route(src, dst, set, route);
       else
         model.route(src, dst, route);
+      std::vector<int> orbits;
       for (int& l : route) {
         const int root = find(l);
+        orbits.push_back(root);
         auto [at, fresh] = quotient.emplace(root, static_cast<int>(links.size()));
         if (fresh) {
           // A link orbit O carries |G| / |O| flows of every flow orbit crossing it per link: a
@@ -152,15 +173,99 @@ struct FoldedRoutes {
         l = at->second;
       }
       auto [it, fresh] = known.emplace(route, static_cast<int>(routes.size()));
-      if (fresh)
+      if (fresh) {
         routes.push_back(route);
+        route_orbits.push_back(std::move(orbits));
+      }
       pair.emplace(k, it->second);
+    };
+    // Runs apart: a link per orbit of a real link under K, the generators that do not keep the
+    // collective's group (its images under K run at the same times on the images of its links, and
+    // K acts freely on them: the same quotient as the fold's, for K), of B |O_K| / |K|.
+    struct Apart {
+      std::vector<int> parent, size;
+      int order = 1;
+      std::map<int, int> link;  // K-orbit root -> link
+    };
+    std::map<std::vector<int>, Apart> aparts;
+    auto apart_of = [&](const std::vector<int>& gens) -> Apart& {
+      auto [at, fresh] = aparts.try_emplace(gens);
+      Apart& a = at->second;
+      if (!fresh)
+        return a;
+      a.parent.resize(parent.size());
+      for (std::size_t l = 0; l < a.parent.size(); ++l)
+        a.parent[l] = static_cast<int>(l);
+      auto root_of = [&a](int l) {
+        while (a.parent[static_cast<std::size_t>(l)] != l)
+          l = a.parent[static_cast<std::size_t>(l)] = a.parent[static_cast<std::size_t>(a.parent[static_cast<std::size_t>(l)])];
+        return l;
+      };
+      auto unite = [&](int x, int y) {
+        x = root_of(x);
+        y = root_of(y);
+        if (x != y)
+          a.parent[static_cast<std::size_t>(std::max(x, y))] = std::min(x, y);
+      };
+      for (int gi : gens) {
+        const FoldGenerator& g = fold.generators()[static_cast<std::size_t>(gi)];
+        a.order *= g.order;
+        for (int d = 0; d < fold.devices(); ++d)
+          model.pair_links(d, g.image[static_cast<std::size_t>(d)], unite);
+        join_rails(node_maps[static_cast<std::size_t>(gi)], unite);
+      }
+      a.size.assign(a.parent.size(), 0);
+      for (std::size_t l = 0; l < a.parent.size(); ++l) {
+        a.parent[l] = root_of(static_cast<int>(l));
+        ++a.size[static_cast<std::size_t>(a.parent[l])];
+      }
+      return a;
+    };
+    auto add_apart = [&](Apart& a, int src, int dst, int set, std::vector<int>& orbits) {
+      route.clear();
+      if (set >= 0)
+        model.rails_route(src, dst, set, route);
+      else
+        model.route(src, dst, route);
+      for (int& l : route) {
+        orbits.push_back(find(l));
+        const int root = a.parent[static_cast<std::size_t>(l)];
+        auto [at, fresh] = a.link.emplace(root, static_cast<int>(links.size()));
+        if (fresh) {
+          const double share = model.fatpipe(l) ? 1.0 : static_cast<double>(a.size[static_cast<std::size_t>(root)]) / a.order;
+          links.push_back({model.bandwidth(l) * share, model.fatpipe(l)});
+        }
+        l = at->second;
+      }
+      const std::uint64_t k = key(src, dst, set);
+      if (apart_pair.count(k) != 0)
+        return;
+      auto [it, fresh] = known.emplace(route, static_cast<int>(routes.size()));
+      if (fresh) {
+        routes.push_back(route);
+        route_orbits.emplace_back();
+      }
+      apart_pair.emplace(k, it->second);
     };
     for (TaskId id = 0; id < graph.size(); ++id) {
       if (graph.kind(id) == TaskKind::transfer && graph.transfer(id).bytes > 0) {
         add(graph.transfer(id).src, graph.transfer(id).dst, -1);
       } else if (graph.kind(id) == TaskKind::collective && graph.collective(id).fidelity == CollectiveFidelity::flow) {
         const auto set = rail_set.find(id);
+        if (folded.isolated(id)) {
+          auto [at, fresh] = apart_orbits.try_emplace({folded.shape(id), folded.offset(id)});
+          if (!fresh)
+            continue;
+          Apart& a = apart_of(folded.folded(id).apart);
+          for (const Message& m : folded.messages(id))
+            if (!is_join(m) && m.bytes > 0)
+              add_apart(a, shift_endpoint(m.src, folded.offset(id), cluster.gpus_per_node),
+                        shift_endpoint(m.dst, folded.offset(id), cluster.gpus_per_node),
+                        m.rails && set != rail_set.end() ? set->second : -1, at->second);
+          std::sort(at->second.begin(), at->second.end());
+          at->second.erase(std::unique(at->second.begin(), at->second.end()), at->second.end());
+          continue;
+        }
         for (const Message& m : folded.messages(id))
           if (!is_join(m) && m.bytes > 0)
             add(shift_endpoint(m.src, folded.offset(id), cluster.gpus_per_node),
@@ -204,7 +309,15 @@ public:
     folded_ = folded;
     routes_ = routes;
     folded_platform_ = platform;
+    if (folded->any_isolated()) {
+      flows_on_.assign(static_cast<std::size_t>(routes->orbit_count), 0);
+      apart_on_.assign(static_cast<std::size_t>(routes->orbit_count), 0);
+    }
   }
+
+  /// Under a fold with collectives run apart: the first time one met other traffic on its links
+  /// (empty: never, and the replay is exact).
+  const std::string& apart_violation() const { return violation_; }
 
   void start()
   {
@@ -219,6 +332,9 @@ public:
     const std::optional<Record> rec = records_.finish(activity);
     if (!rec)
       return;  // not one of ours
+    if (rec->route >= 0)
+      for (int o : routes_->route_orbits[static_cast<std::size_t>(rec->route)])
+        --flows_on_[static_cast<std::size_t>(o)];
     report_progress();
     complete_message(rec->kind, rec->task, rec->member);
     drain_ready();
@@ -244,6 +360,7 @@ private:
     enum class Kind { task, message } kind = Kind::task;
     TaskId task = 0;
     std::uint32_t member = 0;  // the message's index for Kind::message
+    int route = -1;            // a folded route counted in flows_on_ (collectives run apart)
   };
   // A device's arrival queue (off-stream compute): the task that holds it, and those waiting in the
   // order they became ready.
@@ -335,6 +452,8 @@ private:
           simgrid::kernel::timer::Timer::set(now() + duration, done);
         return;
       }
+      if (folded_ != nullptr && folded_->isolated(id))
+        enter_apart(id, +1);
       Run run;
       if (folded_ != nullptr) {
         run.messages = folded_->messages(id);
@@ -527,15 +646,27 @@ private:
         return;
       }
       sg4::CommPtr comm;
-      if (routes_ != nullptr)  // folded: the sender host of the route's quotient links, to the sink
-        comm = sg4::Comm::sendto_init(folded_platform_->senders[static_cast<std::size_t>(routes_->route_of(src, dst, rail_set))],
-                                      folded_platform_->sink);
-      else if (rail_set >= 0)
+      int counted = -1;
+      if (routes_ != nullptr) {  // folded: the sender host of the route's quotient links, to the sink
+        int route = 0;
+        if (kind == Record::Kind::message && folded_->isolated(task)) {
+          route = routes_->apart_route_of(src, dst, rail_set);
+        } else {
+          route = routes_->route_of(src, dst, rail_set);
+          if (!flows_on_.empty()) {
+            counted = route;
+            for (int o : routes_->route_orbits[static_cast<std::size_t>(route)])
+              if (++flows_on_[static_cast<std::size_t>(o)] == 1 && apart_on_[static_cast<std::size_t>(o)] > 0)
+                met_traffic(task);
+          }
+        }
+        comm = sg4::Comm::sendto_init(folded_platform_->senders[static_cast<std::size_t>(route)], folded_platform_->sink);
+      } else if (rail_set >= 0)
         comm = sg4::Comm::sendto_init(rails(src, rail_set), rails(dst, rail_set));
       else
         comm = sg4::Comm::sendto_init(host(src), host(dst));
       comm->set_payload_size(static_cast<std::uint64_t>(bytes + 0.5));
-      track(comm, kind, task, member);
+      track(comm, kind, task, member, counted);
       comm->start();
     };
     if (latency > 0)
@@ -601,14 +732,41 @@ private:
     return platform_.rails.at(static_cast<std::size_t>(cluster_.node_of(gpu))).at(static_cast<std::size_t>(set));
   }
 
-  void track(sg4::ActivityPtr activity, Record::Kind kind, TaskId task, std::uint32_t member)
+  void track(sg4::ActivityPtr activity, Record::Kind kind, TaskId task, std::uint32_t member, int route = -1)
   {
-    records_.track(std::move(activity), {kind, task, member});
+    records_.track(std::move(activity), {kind, task, member, route});
     ++activities_;
+  }
+
+  // A collective that runs apart starts (+1) or ends (-1): its links' orbits are its own while it
+  // runs; other traffic on them, or another such collective, breaks the premise of running apart.
+  void enter_apart(TaskId id, int step)
+  {
+    for (int o : routes_->apart_orbits.at({folded_->shape(id), folded_->offset(id)})) {
+      const auto at = static_cast<std::size_t>(o);
+      if (step > 0 && (flows_on_[at] > 0 || apart_on_[at] > 0))
+        met_traffic(id);
+      apart_on_[at] += step;
+    }
+  }
+
+  void met_traffic(TaskId id)
+  {
+    if (!violation_.empty())
+      return;
+    std::string why;
+    for (TaskId c = 0; c < graph_.size() && why.empty(); ++c)
+      if (graph_.kind(c) == TaskKind::collective && folded_->isolated(c))
+        why = folded_->folded(c).why;
+    char at[32];
+    std::snprintf(at, sizeof at, "%.9g", now());
+    violation_ = why + "; run apart, it met other traffic on its links (" + graph_.label(id) + " at " + at + " s)";
   }
 
   void finish(TaskId id, double end_s = -1)
   {
+    if (!apart_on_.empty() && graph_.kind(id) == TaskKind::collective && folded_->isolated(id))
+      enter_apart(id, -1);
     timings_[id].end_s = end_s >= 0 ? end_s : now();
     overlap_.end(graph_, id);
     if (graph_.kind(id) == TaskKind::compute && !graph_.compute(id).on_stream) {
@@ -644,6 +802,9 @@ private:
   std::vector<double> analytic_s_;     // per task: its closed form's seconds once known (-1: not yet)
   std::map<int, ArrivalQueue> queues_;    // per device with off-stream tasks
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
+  std::vector<int> flows_on_;  // with collectives run apart: per link orbit, the flows on it
+  std::vector<int> apart_on_;  // and the collectives run apart that hold it
+  std::string violation_;
   std::deque<TaskId> ready_;
   detail::ActivitySlots<Record> records_{4096};  // activities in flight; the last 4096 finished kept
   std::uint64_t activities_ = 0;
@@ -655,6 +816,142 @@ private:
 };
 
 bool engine_used = false;
+
+}  // namespace
+
+namespace {
+
+// The engine's part of replay(): builds the platform, replays, gathers the statistics. `violation`
+// gets apart_violation() of the run.
+ReplayResult simulate(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& compute_seconds,
+                      const ReplayOptions& options, const Fold* fold, std::vector<std::vector<int>>& rail_sets,
+                      std::unordered_map<TaskId, int>& rail_set, std::optional<FoldedCollectives>& folded,
+                      std::optional<FoldedRoutes>& routes, std::string& violation)
+{
+  engine_used = true;
+  const auto wall_start = std::chrono::steady_clock::now();
+
+  xbt_log_control_set("root.thres:critical");
+  for (const auto& setting : options.simgrid_log)
+    xbt_log_control_set(setting.c_str());
+  int argc = 1;
+  char program[] = "ddlsim";
+  char* argv[] = {program, nullptr};
+  sg4::Engine engine(&argc, argv);
+  sg4::Engine::set_config("network/model:CM02");     // no TCP/Ethernet latency and bandwidth factors
+  sg4::Engine::set_config("network/crosstraffic:0");  // acknowledgements do not load the reverse link
+  sg4::Engine::set_config("network/TCP-gamma:0");     // no TCP window cap on fast links
+  for (const auto& setting : options.simgrid_config)
+    sg4::Engine::set_config(setting);
+
+  detail::Platform platform;
+  detail::FoldedPlatform folded_platform;
+  std::vector<int> representative;  // per device, under a fold: whose state it shares (CommOverlap)
+  if (fold != nullptr) {
+    folded_platform = detail::build_folded_platform(cluster, fold->representatives(), routes->links, routes->routes,
+                                                    options.comm_compute_slowdown);
+    for (int d = 0; d < graph.device_count(); ++d)
+      representative.push_back(fold->representative(d));
+  } else {
+    platform = detail::build_platform(cluster, rail_sets, options.comm_compute_slowdown);
+  }
+  Replayer replayer(graph, cluster, compute_seconds, fold != nullptr ? folded_platform.gpus : platform.gpus, platform,
+                    std::move(rail_set), options, std::move(representative));
+  if (fold != nullptr)
+    replayer.set_fold(&*folded, &*routes, &folded_platform);
+  sg4::Activity::on_completion_cb([&replayer](const sg4::Activity& a) { replayer.on_completion(a); });
+  replayer.start();
+  engine.run();
+
+  ReplayResult result = replayer.take_result();
+  violation = replayer.apart_violation();
+  result.devices = fold != nullptr
+                       ? device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node, *fold, *folded)
+                       : device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);
+  result.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result;
+}
+
+template <typename T> void put(std::string& out, const T& value)
+{
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+template <typename T> T take(const std::string& in, std::size_t& at)
+{
+  if (at + sizeof(T) > in.size())
+    throw SimulationError("the replay's child sent a truncated result");
+  T value;
+  std::memcpy(&value, in.data() + at, sizeof value);
+  at += sizeof value;
+  return value;
+}
+
+// A folded replay with collectives run apart finds out only while it runs whether they met other
+// traffic; SimGrid's engine cannot be made twice in a process, so that such a replay runs in a child
+// process, and the caller can replay again, unfolded, in this one (FoldError).
+ReplayResult simulate_in_child(const TaskGraph& graph, const ClusterSpec& cluster,
+                               const std::vector<double>& compute_seconds, const ReplayOptions& options,
+                               const Fold* fold, std::vector<std::vector<int>>& rail_sets,
+                               std::unordered_map<TaskId, int>& rail_set, std::optional<FoldedCollectives>& folded,
+                               std::optional<FoldedRoutes>& routes)
+{
+  const ChildOutput child = run_in_child([&]() -> std::string {
+    std::string out;
+    try {
+      std::string violation;
+      const ReplayResult r = simulate(graph, cluster, compute_seconds, options, fold, rail_sets, rail_set, folded,
+                                      routes, violation);
+      if (!violation.empty())
+        return "v" + violation;
+      out = "o";
+      put(out, r.makespan_s);
+      put(out, r.activities);
+      put(out, r.wall_time_s);
+      put(out, static_cast<std::uint64_t>(r.timings.size()));
+      out.append(reinterpret_cast<const char*>(r.timings.data()), r.timings.size() * sizeof(TaskTiming));
+      put(out, static_cast<std::uint64_t>(r.devices.size()));
+      out.append(reinterpret_cast<const char*>(r.devices.data()), r.devices.size() * sizeof(DeviceStats));
+    } catch (const std::exception& e) {
+      out = std::string("e") + e.what();
+    }
+    return out;
+  });
+  const std::string& in = child.text;
+  const int status = child.status;
+  if (in.empty() || !WIFEXITED(status))
+    throw SimulationError("the replay's child died without a result");
+  if (in[0] == 'e')
+    throw SimulationError(in.substr(1));
+  if (in[0] == 'v') {
+    // Drop the generators that keep the group of a collective run apart: the others still fold.
+    std::vector<std::string> keep;
+    for (TaskId id = 0; id < graph.size(); ++id)
+      if (graph.kind(id) == TaskKind::collective && folded->isolated(id)) {
+        const std::vector<int>& apart = folded->folded(id).apart;
+        for (std::size_t g = 0; g < fold->generators().size(); ++g)
+          if (std::find(apart.begin(), apart.end(), static_cast<int>(g)) == apart.end())
+            keep.push_back(fold->generators()[g].name);
+        break;
+      }
+    throw FoldError(in.substr(1), keep);
+  }
+  ReplayResult r;
+  std::size_t at = 1;
+  r.makespan_s = take<double>(in, at);
+  r.activities = take<std::uint64_t>(in, at);
+  r.wall_time_s = take<double>(in, at);
+  r.timings.resize(take<std::uint64_t>(in, at));
+  if (at + r.timings.size() * sizeof(TaskTiming) > in.size())
+    throw SimulationError("the replay's child sent a truncated result");
+  std::memcpy(r.timings.data(), in.data() + at, r.timings.size() * sizeof(TaskTiming));
+  at += r.timings.size() * sizeof(TaskTiming);
+  r.devices.resize(take<std::uint64_t>(in, at));
+  if (at + r.devices.size() * sizeof(DeviceStats) > in.size())
+    throw SimulationError("the replay's child sent a truncated result");
+  std::memcpy(r.devices.data(), in.data() + at, r.devices.size() * sizeof(DeviceStats));
+  return r;
+}
 
 }  // namespace
 
@@ -703,47 +1000,10 @@ ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const st
     folded.emplace(graph, cluster.gpus_per_node, *fold);
     routes.emplace(graph, cluster, *fold, *folded, rail_sets, rail_set);
   }
-  engine_used = true;
-  const auto wall_start = std::chrono::steady_clock::now();
-
-  xbt_log_control_set("root.thres:critical");
-  for (const auto& setting : options.simgrid_log)
-    xbt_log_control_set(setting.c_str());
-  int argc = 1;
-  char program[] = "ddlsim";
-  char* argv[] = {program, nullptr};
-  sg4::Engine engine(&argc, argv);
-  sg4::Engine::set_config("network/model:CM02");     // no TCP/Ethernet latency and bandwidth factors
-  sg4::Engine::set_config("network/crosstraffic:0");  // acknowledgements do not load the reverse link
-  sg4::Engine::set_config("network/TCP-gamma:0");     // no TCP window cap on fast links
-  for (const auto& setting : options.simgrid_config)
-    sg4::Engine::set_config(setting);
-
-  detail::Platform platform;
-  detail::FoldedPlatform folded_platform;
-  std::vector<int> representative;  // per device, under a fold: whose state it shares (CommOverlap)
-  if (fold != nullptr) {
-    folded_platform = detail::build_folded_platform(cluster, fold->representatives(), routes->links, routes->routes,
-                                                    options.comm_compute_slowdown);
-    for (int d = 0; d < graph.device_count(); ++d)
-      representative.push_back(fold->representative(d));
-  } else {
-    platform = detail::build_platform(cluster, rail_sets, options.comm_compute_slowdown);
-  }
-  Replayer replayer(graph, cluster, compute_seconds, fold != nullptr ? folded_platform.gpus : platform.gpus, platform,
-                    std::move(rail_set), options, std::move(representative));
-  if (fold != nullptr)
-    replayer.set_fold(&*folded, &*routes, &folded_platform);
-  sg4::Activity::on_completion_cb([&replayer](const sg4::Activity& a) { replayer.on_completion(a); });
-  replayer.start();
-  engine.run();
-
-  ReplayResult result = replayer.take_result();
-  result.devices = fold != nullptr
-                       ? device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node, *fold, *folded)
-                       : device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);
-  result.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  return result;
+  if (folded && folded->any_isolated())
+    return simulate_in_child(graph, cluster, compute_seconds, options, fold, rail_sets, rail_set, folded, routes);
+  std::string violation;
+  return simulate(graph, cluster, compute_seconds, options, fold, rail_sets, rail_set, folded, routes, violation);
 }
 
 }  // namespace ddlsim::sim

@@ -81,8 +81,10 @@ struct ReplayResult {
 };
 
 /// Simulates one iteration. `compute_seconds[id]` is the duration of compute task `id` (see OpCosts.hpp).
-/// Throws FoldError (Fold.hpp), before anything is simulated, when a collective of a folded graph
-/// does not fold; SimulationError if called twice in one process (fork one process per
+/// Throws FoldError (Fold.hpp) when a collective of a folded graph does not fold: before anything
+/// is simulated, or, for collectives run apart (FoldedMessages::isolated) that met other traffic,
+/// after a replay in a child process, so that the caller can replay again in this one;
+/// SimulationError if called twice in one process (fork one process per
 /// simulation), if the graph does not fit the cluster, or if some task never becomes ready (a
 /// dependency cycle).
 ReplayResult replay(const TaskGraph& graph, const ClusterSpec& cluster, const std::vector<double>& compute_seconds,

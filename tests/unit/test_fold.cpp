@@ -1,7 +1,8 @@
 // The fold's group (sim/Fold.hpp) and the folding of collectives, without an engine: orbits and
 // their elements, the refusals (a generator that fixes a device, generators that do not commute),
 // the cluster's symmetries, and decompose()'s messages folded (a ring and a hierarchical all-reduce)
-// or refused (a binary tree, whose root is apart).
+// or refused (a binary tree, whose root is apart), and trees run apart (all their messages, on links
+// of their own) where whole generators span the elements that keep their group.
 #include "sim/Collectives.hpp"
 #include "sim/Fold.hpp"
 #include "sim/Schedules.hpp"
@@ -132,4 +133,59 @@ TEST_CASE("a collective not mapped onto itself by the fold is refused")
   std::string why;
   CHECK(collective_stabilizer(half, fold, why) == 0);
   CHECK_FALSE(why.empty());
+}
+
+TEST_CASE("a tree that does not fold runs apart, with all its messages and the generators that move it")
+{
+  // dp 4 x tp 2 (device r * 2 + t), a node per replica: a binary tree over the replicas of tensor
+  // rank 0 is kept as a group by the replica shift (H: order 4) but not mapped onto itself; the
+  // tensor rotation moves it onto tensor rank 1's tree (K).
+  const PipelinePlan plan = layout(1, 4, 2);
+  const Fold fold(plan.devices(), {tensor_rotation(plan), replica_shift(plan, 1)});
+  TaskGraph graph(plan.devices());
+  const CollectiveTask tree{.kind = CollectiveKind::all_reduce, .algorithm = CollectiveAlgorithm::tree,
+                            .group = {0, 2, 4, 6}, .bytes = 4e6};
+  const TaskId id = graph.add_collective(tree);
+  std::string why;
+  REQUIRE_FALSE(fold_collective(tree, 2, fold, why));
+  const FoldedCollectives folded(graph, 2, fold);
+  CHECK(folded.any_isolated());
+  REQUIRE(folded.isolated(id));
+  CHECK(folded.stabilizer(id) == 4);
+  CHECK(folded.folded(id).apart == std::vector<int>{0});  // the tensor rotation
+  CHECK(folded.folded(id).why.find("tree all_reduce over 4 GPUs") == 0);
+  // Every message of the tree, none folded away.
+  const std::vector<Message> all = decompose(tree, 2);
+  REQUIRE(folded.messages(id).size() == all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    CHECK(folded.messages(id)[i].src == all[i].src);
+    CHECK(folded.messages(id)[i].dst == all[i].dst);
+    CHECK(folded.messages(id)[i].bytes == all[i].bytes);
+    CHECK(folded.messages(id)[i].after == all[i].after);
+  }
+  // A ring folds as before, and is not run apart.
+  TaskGraph rings(plan.devices());
+  CollectiveTask ring = tree;
+  ring.algorithm = CollectiveAlgorithm::ring;
+  const TaskId r = rings.add_collective(ring);
+  const FoldedCollectives ring_folded(rings, 2, fold);
+  CHECK_FALSE(ring_folded.any_isolated());
+  CHECK_FALSE(ring_folded.isolated(r));
+}
+
+TEST_CASE("a tree whose group's stabilizer is not spanned by whole generators is refused")
+{
+  // Replicas 0, 2 and 4 of six: the shifts by two and four keep the three (H: order 3), but the
+  // fold's generator is the shift by one, so no set of generators spans H and the tree cannot run
+  // apart (its images under the rest of the group would not be a free orbit).
+  const PipelinePlan plan = layout(1, 6, 1);
+  const Fold fold(plan.devices(), {replica_shift(plan, 1)});
+  TaskGraph graph(plan.devices());
+  const CollectiveTask tree{.kind = CollectiveKind::all_reduce, .algorithm = CollectiveAlgorithm::tree,
+                            .group = {0, 2, 4}, .bytes = 1e6};
+  graph.add_collective(tree);
+  std::string why;
+  CHECK(collective_stabilizer(tree, fold, why) == 3);
+  CHECK_FALSE(fold_collective(tree, 1, fold, why));
+  CHECK_THROWS_AS(FoldedCollectives(graph, 1, fold), FoldError);
 }

@@ -3,6 +3,7 @@
 // counted from the graph (one per compute task and transfer, and per flow-level collective
 // message_count(), or its folded messages under a fold).
 #include "calibration/TableCostModel.hpp"
+#include "experiments/Bench.hpp"
 #include "experiments/Evaluate.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/Resources.hpp"
@@ -189,4 +190,17 @@ TEST_CASE("the CSV says which symmetries are folded exactly when the simulation 
   CHECK(describe_point(p).get("collective_fidelity") ==
         "dp=flow;tp=analytic;fold=none (tp: GPU 0 runs at speed 1, GPU 1 at 0.5; dp: GPU 1 runs at speed 0.5, GPU 5 at 1)");
   CHECK(f.note.find("dp: GPU 1 runs at speed") != std::string::npos);
+}
+
+TEST_CASE("ddlsim bench counts the devices of the fold the replay kept, from collective_fidelity")
+{
+  CHECK(folded_factor("dp=flow;tp=analytic+aggregated;fold=tp8xdp128") == 1024);
+  CHECK(folded_factor("dp=flow;tp=analytic+aggregated;fold=tp8 (double_tree all_reduce over 128 GPUs: message 1 "
+                      "(1048 -> 1040) has no image from its sender's representative; run apart, it met other traffic "
+                      "on its links (grad s15->s14 mb3 at 17.8 s))") == 8);
+  CHECK(folded_factor("dp=flow;tp=flow;fold=tp4xdp4 (dp: replicas alike in blocks of 4 (...))") == 16);
+  CHECK(folded_factor("dp=flow;tp=flow;fold=dp64;ep=flow") == 64);
+  CHECK(folded_factor("dp=flow;tp=flow;fold=none (tp: GPU 4 runs at speed 1, GPU 5 at 0.8)") == 1);
+  CHECK(folded_factor("dp=flow;tp=flow;fold=off") == 1);
+  CHECK(folded_factor("dp=flow") == 1);
 }
