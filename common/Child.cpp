@@ -3,8 +3,10 @@
 #include "common/Error.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@ ChildOutput run_in_child(const std::function<std::string()>& work)
   if (::pipe(fds) != 0)
     throw Error("cannot create a pipe for a child process");
   std::fflush(nullptr);  // or buffered output would be written twice
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -23,6 +26,10 @@ ChildOutput run_in_child(const std::function<std::string()>& work)
     throw Error("cannot fork a child process");
   }
   if (pid == 0) {
+    // Dies with its parent (a sweep's point killed for its timeout takes its replay with it).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent)
+      ::_exit(1);
     ::close(fds[0]);
     const std::string out = work();
     std::size_t done = 0;

@@ -55,10 +55,15 @@ struct FoldedRoutes {
   // Collectives that run apart (FoldedMessages::isolated): their routes over links of their own,
   // the link orbits (under G) of the real links each (shape, offset) crosses, and those of every
   // other route, to check that nothing else crosses them while such a collective runs.
-  std::unordered_map<std::uint64_t, int> apart_pair;        // key(src, dst, set) -> route
-  std::vector<std::vector<int>> route_orbits;               // per route: its links' orbits (apart: empty)
+  // Per K (FoldedMessages::apart): key(src, dst, set) -> route over K's links.
+  std::map<std::vector<int>, std::unordered_map<std::uint64_t, int>> apart_pair;
+  // Per route: the orbits of its links where flows share bandwidth (not FATPIPE; apart routes: none).
+  std::vector<std::vector<int>> route_orbits;
   std::map<std::pair<int, int>, std::vector<int>> apart_orbits;  // (shape, offset) -> orbits, sorted
-  int apart_route_of(int src, int dst, int set) const { return apart_pair.at(key(src, dst, set)); }
+  int apart_route_of(const std::vector<int>& k, int src, int dst, int set) const
+  {
+    return apart_pair.at(k).at(key(src, dst, set));
+  }
   int orbit_count = 0;
 
   // `rail_set`: the NIC set (index into rail_sets) of each collective with channels across nodes.
@@ -161,7 +166,8 @@ struct FoldedRoutes {
       std::vector<int> orbits;
       for (int& l : route) {
         const int root = find(l);
-        orbits.push_back(root);
+        if (!model.fatpipe(l))  // a FATPIPE link bounds each flow alone: flows on it do not meet
+          orbits.push_back(root);
         auto [at, fresh] = quotient.emplace(root, static_cast<int>(links.size()));
         if (fresh) {
           // A link orbit O carries |G| / |O| flows of every flow orbit crossing it per link: a
@@ -221,14 +227,16 @@ struct FoldedRoutes {
       }
       return a;
     };
-    auto add_apart = [&](Apart& a, int src, int dst, int set, std::vector<int>& orbits) {
+    auto add_apart = [&](Apart& a, std::unordered_map<std::uint64_t, int>& pairs, int src, int dst, int set,
+                         std::vector<int>& orbits) {
       route.clear();
       if (set >= 0)
         model.rails_route(src, dst, set, route);
       else
         model.route(src, dst, route);
       for (int& l : route) {
-        orbits.push_back(find(l));
+        if (!model.fatpipe(l))
+          orbits.push_back(find(l));
         const int root = a.parent[static_cast<std::size_t>(l)];
         auto [at, fresh] = a.link.emplace(root, static_cast<int>(links.size()));
         if (fresh) {
@@ -238,14 +246,14 @@ struct FoldedRoutes {
         l = at->second;
       }
       const std::uint64_t k = key(src, dst, set);
-      if (apart_pair.count(k) != 0)
+      if (pairs.count(k) != 0)
         return;
       auto [it, fresh] = known.emplace(route, static_cast<int>(routes.size()));
       if (fresh) {
         routes.push_back(route);
         route_orbits.emplace_back();
       }
-      apart_pair.emplace(k, it->second);
+      pairs.emplace(k, it->second);
     };
     for (TaskId id = 0; id < graph.size(); ++id) {
       if (graph.kind(id) == TaskKind::transfer && graph.transfer(id).bytes > 0) {
@@ -257,9 +265,10 @@ struct FoldedRoutes {
           if (!fresh)
             continue;
           Apart& a = apart_of(folded.folded(id).apart);
+          auto& pairs = apart_pair[folded.folded(id).apart];
           for (const Message& m : folded.messages(id))
             if (!is_join(m) && m.bytes > 0)
-              add_apart(a, shift_endpoint(m.src, folded.offset(id), cluster.gpus_per_node),
+              add_apart(a, pairs, shift_endpoint(m.src, folded.offset(id), cluster.gpus_per_node),
                         shift_endpoint(m.dst, folded.offset(id), cluster.gpus_per_node),
                         m.rails && set != rail_set.end() ? set->second : -1, at->second);
           std::sort(at->second.begin(), at->second.end());
@@ -312,12 +321,15 @@ public:
     if (folded->any_isolated()) {
       flows_on_.assign(static_cast<std::size_t>(routes->orbit_count), 0);
       apart_on_.assign(static_cast<std::size_t>(routes->orbit_count), 0);
+      apart_holder_.assign(static_cast<std::size_t>(routes->orbit_count), 0);
     }
   }
 
   /// Under a fold with collectives run apart: the first time one met other traffic on its links
   /// (empty: never, and the replay is exact).
   const std::string& apart_violation() const { return violation_; }
+  /// The collective run apart that met other traffic (with apart_violation() not empty).
+  TaskId apart_violator() const { return violator_; }
 
   void start()
   {
@@ -650,14 +662,14 @@ private:
       if (routes_ != nullptr) {  // folded: the sender host of the route's quotient links, to the sink
         int route = 0;
         if (kind == Record::Kind::message && folded_->isolated(task)) {
-          route = routes_->apart_route_of(src, dst, rail_set);
+          route = routes_->apart_route_of(folded_->folded(task).apart, src, dst, rail_set);
         } else {
           route = routes_->route_of(src, dst, rail_set);
           if (!flows_on_.empty()) {
             counted = route;
             for (int o : routes_->route_orbits[static_cast<std::size_t>(route)])
               if (++flows_on_[static_cast<std::size_t>(o)] == 1 && apart_on_[static_cast<std::size_t>(o)] > 0)
-                met_traffic(task);
+                met_traffic(apart_holder_[static_cast<std::size_t>(o)], task);
           }
         }
         comm = sg4::Comm::sendto_init(folded_platform_->senders[static_cast<std::size_t>(route)], folded_platform_->sink);
@@ -744,23 +756,28 @@ private:
   {
     for (int o : routes_->apart_orbits.at({folded_->shape(id), folded_->offset(id)})) {
       const auto at = static_cast<std::size_t>(o);
-      if (step > 0 && (flows_on_[at] > 0 || apart_on_[at] > 0))
-        met_traffic(id);
+      if (step > 0) {
+        if (apart_on_[at] > 0)
+          met_traffic(id, apart_holder_[at]);
+        else if (flows_on_[at] > 0)
+          met_traffic(id, id);
+        apart_holder_[at] = id;
+      }
       apart_on_[at] += step;
     }
   }
 
-  void met_traffic(TaskId id)
+  // Collective `apart` (run apart) met `other` on its links (itself: flows already there when it
+  // started). The first time is kept, with the collective to blame (apart_violator).
+  void met_traffic(TaskId apart, TaskId other)
   {
     if (!violation_.empty())
       return;
-    std::string why;
-    for (TaskId c = 0; c < graph_.size() && why.empty(); ++c)
-      if (graph_.kind(c) == TaskKind::collective && folded_->isolated(c))
-        why = folded_->folded(c).why;
     char at[32];
     std::snprintf(at, sizeof at, "%.9g", now());
-    violation_ = why + "; run apart, it met other traffic on its links (" + graph_.label(id) + " at " + at + " s)";
+    violation_ = folded_->folded(apart).why + "; run apart, it met other traffic on its links (" +
+                 (other == apart ? "flows already there when it started" : graph_.label(other)) + " at " + at + " s)";
+    violator_ = apart;
   }
 
   void finish(TaskId id, double end_s = -1)
@@ -804,7 +821,9 @@ private:
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::vector<int> flows_on_;  // with collectives run apart: per link orbit, the flows on it
   std::vector<int> apart_on_;  // and the collectives run apart that hold it
+  std::vector<TaskId> apart_holder_;  // the last of them to take it
   std::string violation_;
+  TaskId violator_ = 0;
   std::deque<TaskId> ready_;
   detail::ActivitySlots<Record> records_{4096};  // activities in flight; the last 4096 finished kept
   std::uint64_t activities_ = 0;
@@ -865,6 +884,8 @@ ReplayResult simulate(const TaskGraph& graph, const ClusterSpec& cluster, const 
 
   ReplayResult result = replayer.take_result();
   violation = replayer.apart_violation();
+  if (!violation.empty())
+    violation = std::to_string(replayer.apart_violator()) + '\n' + violation;
   result.devices = fold != nullptr
                        ? device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node, *fold, *folded)
                        : device_stats(graph, result.timings, result.makespan_s, cluster.gpus_per_node);
@@ -924,17 +945,16 @@ ReplayResult simulate_in_child(const TaskGraph& graph, const ClusterSpec& cluste
   if (in[0] == 'e')
     throw SimulationError(in.substr(1));
   if (in[0] == 'v') {
-    // Drop the generators that keep the group of a collective run apart: the others still fold.
+    // "v<task>\n<why>": drop the generators that keep the group of the collective that met other
+    // traffic (those that do not, K, still fold).
+    const std::size_t line = in.find('\n');
+    const auto id = static_cast<TaskId>(std::stoul(in.substr(1, line - 1)));
+    const std::vector<int>& apart = folded->folded(id).apart;
     std::vector<std::string> keep;
-    for (TaskId id = 0; id < graph.size(); ++id)
-      if (graph.kind(id) == TaskKind::collective && folded->isolated(id)) {
-        const std::vector<int>& apart = folded->folded(id).apart;
-        for (std::size_t g = 0; g < fold->generators().size(); ++g)
-          if (std::find(apart.begin(), apart.end(), static_cast<int>(g)) == apart.end())
-            keep.push_back(fold->generators()[g].name);
-        break;
-      }
-    throw FoldError(in.substr(1), keep);
+    for (std::size_t g = 0; g < fold->generators().size(); ++g)
+      if (std::find(apart.begin(), apart.end(), static_cast<int>(g)) == apart.end())
+        keep.push_back(fold->generators()[g].name);
+    throw FoldError(in.substr(line + 1), keep);
   }
   ReplayResult r;
   std::size_t at = 1;

@@ -144,7 +144,7 @@ fallbacks = {
     "tree": (experiment("tree", "gpt3-1.3b", four_nodes, "global_batch: 64, micro_batch: 2",
                         "schedule: 1f1b, pp: 2, dp: 4, tp: 4, dp_collective: tree, dp_bucket: 64MiB", FOLD_AXIS),
              "tp4 (dp: replicas alike in blocks of 2 (a smaller shift: moving the dp ranks splits node 0); tree "
-             "all_reduce over 4 GPUs: message 0 (12 -> 4) has no image from its sender's representative; run apart, "
+             "all_reduce over 4 GPUs: message 0 (28 -> 20) has no image from its sender's representative; run apart, "
              "it met other traffic on its links (tp all_reduce B s1 mb7 at 0.148876593 s))"),
     "leaves": (experiment("leaves", "gpt3-1.3b", fat_tree, "global_batch: 128, micro_batch: 2",
                           "schedule: 1f1b, pp: 1, dp: 16, tp: 4, tp_fidelity: analytic", FOLD_AXIS),
