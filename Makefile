@@ -115,19 +115,21 @@ bench: build
 	  $(BUILD)/bin/ddlsim bench import $(KINETO_DIR)/*.json* --repeat 3 -o results/bench.csv; \
 	else echo "no traces in $(KINETO_DIR): the real-trace import rates are left out"; fi
 	$(PYTHON) bench/performance_md.py results/bench.csv --build $(BUILD) --previous results/bench-previous.csv \
-	  --loadavg results/bench-loadavg.txt --glibc results/bench-glibc.csv -o docs/performance.md
+	  --loadavg results/bench-loadavg.txt --glibc results/bench-glibc.csv --glibc-peer results/bench-tcmalloc.csv \
+  -o docs/performance.md
 
 # The allocator's share (docs/performance.md, "The allocator"): a few scenarios again with glibc's
-# malloc ($(BUILD)-glibc, -DDDLSIM_TCMALLOC=OFF) -> results/bench-glibc.csv, which `make bench` then
-# puts beside its own figures. Run it before `make bench`.
+# malloc ($(BUILD)-glibc, -DDDLSIM_TCMALLOC=OFF) -> results/bench-glibc.csv, each followed by this
+# build's run of it -> results/bench-tcmalloc.csv, which `make bench` then puts side by side.
 ALLOCATOR_SCENARIOS := gpt3-175b-1024 gpt3-13b-64-flow llama3-405b-131k llama3-405b-16k-zero0-unfolded
-bench-allocator: deps
+bench-allocator: build
 	cmake -S . -B $(BUILD)-glibc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDLSIM_TCMALLOC=OFF -DDDLSIM_CUDA=OFF \
 	  -DDDLSIM_BUILD_TESTS=OFF
 	cmake --build $(BUILD)-glibc -j $(JOBS) --target ddlsim
-	mkdir -p results && rm -f results/bench-glibc.csv
+	mkdir -p results && rm -f results/bench-glibc.csv results/bench-tcmalloc.csv
 	for name in $(ALLOCATOR_SCENARIOS); do \
 	  $(BUILD)-glibc/bin/ddlsim bench $$name --repeat 3 --no-compare -o results/bench-glibc.csv </dev/null || exit 1; \
+	  $(BUILD)/bin/ddlsim bench $$name --repeat 3 --no-compare -o results/bench-tcmalloc.csv </dev/null || exit 1; \
 	done
 
 clean:

@@ -3,7 +3,8 @@
 build, date and commit, then one table per benchmark kind with the prose that explains it.
 
     python3 bench/performance_md.py results/bench.csv --build build [--previous OLD.csv]
-        [--loadavg LOADAVG] [--glibc results/bench-glibc.csv] -o docs/performance.md
+        [--loadavg LOADAVG] [--glibc results/bench-glibc.csv] [--glibc-peer results/bench-tcmalloc.csv]
+        -o docs/performance.md
 
 Standard library only. The machine is this one (/proc/cpuinfo, /proc/meminfo, /etc/os-release);
 the compiler and build type come from the build folder's CMakeCache.txt, SimGrid's version and
@@ -224,8 +225,10 @@ def simulation_section(rows):
         "**The Llama 3.1 405B scenarios** (the Llama 3 paper's 16,384-GPU layout: tp 8, pp 16, dp 128, and "
         "dp 1,024 on 131,072 GPUs) keep data-parallel traffic at flow level: ZeRO-1 reduce-scatters of 100 MiB "
         "buckets over 128 or 1,024 replicas. " + targets(rows),
-        "**`gpt3-13b-64-flow`** keeps every collective at flow level, tensor parallelism included: folded, "
-        "its 64 GPUs are 4 simulated devices.",
+        "**`gpt3-13b-64-flow`** keeps every collective at flow level, tensor parallelism included. Its "
+        "gradient all-reduces over 4 nodes run as double binary trees that meet pipeline sends, so only the "
+        "tensor ranks fold (16 simulated devices), after a folded replay that found the trees meeting that "
+        "traffic ([scale.md](scale.md): trees run apart), which that replay costs.",
         "**`llama3-405b-16k-zero0`**: plain data parallelism (ZeRO 0), whose small last gradient bucket of a "
         "stage (32 KiB) NCCL's tuner runs as a double binary tree over the 128 replicas, which no replica shift "
         "maps onto itself. The tree runs apart ([scale.md](scale.md): all its messages on links of their own, "
@@ -316,9 +319,12 @@ def sweep_target(rows):
     return (f"At -j 2 it took {wall / 60:.1f} minutes (target: under 5 minutes: {'met' if wall < 300 else 'not met'}).")
 
 
-def allocator_section(rows, glibc_rows, allocator):
-    """The same simulation scenarios with glibc's malloc (`make bench-allocator`) beside this build's."""
+def allocator_section(rows, glibc_rows, allocator, peers=()):
+    """The same simulation scenarios with glibc's malloc (`make bench-allocator`) beside this build's:
+    `peers`, this build's runs of them made right after each glibc run, where there are any (the
+    machine's speed drifts between hours), else the scenario's row above."""
     ours = {r["scenario"]: r for r in rows}
+    ours.update({r["scenario"]: r for r in peers})
     pairs = [(g, ours[g["scenario"]]) for g in glibc_rows if g["scenario"] in ours]
     if not pairs or allocator == "glibc malloc":
         return []
@@ -329,7 +335,8 @@ def allocator_section(rows, glibc_rows, allocator):
         f"The `ddlsim` above allocates through {allocator} (`-DDDLSIM_TCMALLOC=ON`, the default when "
         "libgoogle-perftools-dev is installed). The same scenarios with glibc's malloc, built with "
         "`-DDDLSIM_TCMALLOC=OFF` and measured by `make bench-allocator` (medians of 3, into "
-        "`results/bench-glibc.csv`):", width=100, break_on_hyphens=False) + [
+        "`results/bench-glibc.csv`), each beside this build's run of the same scenario made right after it "
+        "(`results/bench-tcmalloc.csv`; the figures above are from another hour):", width=100, break_on_hyphens=False) + [
         "",
         f"| scenario | activities | glibc malloc | {allocator} | speed-up | peak memory, glibc / {allocator} | same simulated iteration |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -397,6 +404,7 @@ def main():
     parser.add_argument("--previous", help="an earlier run's CSV, to say how far the figures moved")
     parser.add_argument("--loadavg", help="/proc/loadavg as it was when the run began")
     parser.add_argument("--glibc", help="`make bench-allocator`'s CSV: scenarios built with glibc's malloc")
+    parser.add_argument("--glibc-peer", help="`make bench-allocator`'s CSV of this build, run beside the glibc one")
     parser.add_argument("-o", "--output", default="docs/performance.md")
     args = parser.parse_args()
 
@@ -438,7 +446,11 @@ def main():
     if args.glibc and os.path.exists(args.glibc):
         with open(args.glibc) as f:
             glibc = [r for r in csv.DictReader(f) if (r.get("kind") or "simulation") == "simulation"]
-    section = allocator_section(by_kind.get("simulation", []), glibc, m["allocator"])
+    peers = []
+    if args.glibc_peer and os.path.exists(args.glibc_peer):
+        with open(args.glibc_peer) as f:
+            peers = [r for r in csv.DictReader(f) if (r.get("kind") or "simulation") == "simulation"]
+    section = allocator_section(by_kind.get("simulation", []), glibc, m["allocator"], peers)
     if section:
         lines += section + [""]
     if "import" in by_kind:

@@ -134,5 +134,21 @@ if rows:
               f"performance.md's allocator section: {rc} {err} {text[-1500:]}")
     else:
         check(rc == 0 and "## The allocator" not in text, f"a glibc build has no allocator section: {rc} {err}")
+    # With `make bench-allocator`'s run of this build beside each glibc run (--glibc-peer), the
+    # section compares with that run, not with the table's (here: 4x faster than glibc's).
+    peer = os.path.join(out_dir, "bench-tcmalloc.csv")
+    with open(peer, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        writer.writerow(dict(rows[0], wall_time_s=str(0.5 * float(rows[0]["wall_time_s"]))))
+    rc, out, err = run(sys.executable, script, ours, "--build", build, "--glibc", glibc, "--glibc-peer", peer,
+                       "-o", page)
+    text = open(page).read() if rc == 0 else ""
+    checks += 1
+    if "tcmalloc" in version:
+        check("| 4.00x |" in text and "| 2.00x |" not in text and "| no: 1.5 / 1.25 |" in text,
+              f"performance.md's allocator section against the peer runs: {rc} {err} {text[-1500:]}")
+    else:
+        check(rc == 0 and "## The allocator" not in text, f"a glibc build has no allocator section: {rc} {err}")
 
 finish("cli_bench", checks)
