@@ -165,11 +165,31 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
         groups_sim * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, cluster, reduced_bytes) / shard_h +
         hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, cluster,
                           reduced_bytes / shard) / fold.replicas;
+    // All-reduces over folded replicas that NCCL's tuner runs as trees run apart (sim/Fold.hpp): all
+    // their messages are sent, not those over |H|. Counted at their own sizes: each stage's buckets
+    // (of a uniform partition) and each synchronised norm's sums.
+    auto apart = [&](const std::vector<int>& group, double bytes) -> double {
+      if (fold.replicas < 2 || par.dp_fidelity != sim::CollectiveFidelity::flow || group.size() < 3)
+        return 0;
+      sim::CollectiveTask c{.kind = sim::CollectiveKind::all_reduce, .algorithm = par.dp_collective, .group = group,
+                            .bytes = bytes};
+      sim::resolve_collective(c, cluster);
+      const bool tree = c.algorithm == sim::CollectiveAlgorithm::tree || c.algorithm == sim::CollectiveAlgorithm::double_tree;
+      return tree ? static_cast<double>(sim::message_count(c, cluster.gpus_per_node)) : 0;
+    };
+    double tree_messages = 0;  // per simulated tensor rank and iteration
+    if (R > 1 && par.zero == 0 && groups == 1 && !per_unit && !model.blocks().empty())
+      for (const models::StageRange& blocks : models::partition_uniform(model.blocks().size(), par.pp * par.virtual_stages))
+        for (const sim::GradientBucket& b : gradient_buckets(model, model.layer_range(blocks),
+                                                             par.dp_bucket > 0 ? par.dp_bucket : 1e300, d, par.tp,
+                                                             par.ep > 1))
+          tree_messages += apart(shard_group, b.bytes);
     double sync_messages = 0;  // every synchronised norm's all-reduce of its per-channel sums (fp32)
     for (const models::Layer& l : model.layers())
       if (l.norm_channels > 0)
         sync_messages += messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, cluster,
-                                  2 * l.norm_channels * 4) / fold.replicas;
+                                  2 * l.norm_channels * 4) / fold.replicas +
+                         apart(dp_group, 2 * l.norm_channels * 4);
     const double gather_messages =
         groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
                               d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C)) / shard_h;
@@ -266,6 +286,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     e.tasks      = passes + bucket_splits + optimizer + transfers + collectives;
     e.activities = passes + bucket_splits + optimizer + transfers +
                    (R > 1 ? tp_sim * M * 2 * sync_messages : 0) + tp_sim * reductions * reduction_messages +
+                   tp_sim * tree_messages +
                    tp_sim * gathers * gather_messages + R_sim * M * tp_messages + M * (R / ep) * tp_sim * a2a_messages +
                    expert_reductions * expert_reduction_messages + expert_gathers * expert_gather_messages;
     // Every task waits for about two others (stream order and one transfer or collective); a

@@ -169,6 +169,69 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   return stats;
 }
 
+namespace {
+
+// Collectives run apart (FoldedMessages::isolated) charge each member the mean of the sends of its
+// H-orbit; a tree's inner nodes send more than its leaves. Each member's own sends replace that mean
+// on the member and on its images under K (the generators that move the collective: the members of
+// the collective's images), so that every GPU's bytes are the unfolded replay's.
+void add_sends_apart(const TaskGraph& graph, int gpus_per_node, const Fold& fold, const FoldedCollectives& folded,
+                     std::vector<DeviceStats>& stats)
+{
+  struct Correction {
+    int member;
+    double bytes, inter;
+  };
+  std::map<std::pair<int, int>, std::vector<Correction>> known;  // (shape, offset) -> per member
+  std::map<std::vector<int>, std::vector<int>> k_elements;        // generators of K -> K's elements
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) != TaskKind::collective || !folded.isolated(id))
+      continue;
+    auto [at, fresh] = known.try_emplace({folded.shape(id), folded.offset(id)});
+    if (fresh) {
+      const CollectiveTask& c = graph.collective(id);
+      std::map<int, std::pair<double, double>> own;  // member -> bytes, between nodes
+      std::map<int, std::pair<double, double>> mean;  // representative -> the sends charged to it
+      const double images = folded.stabilizer(id);
+      for_each_send(c, gpus_per_node, [&](int src, int dst, double bytes) {
+        const bool crosses = src / gpus_per_node != dst / gpus_per_node;
+        own[src].first += bytes;
+        own[src].second += crosses ? bytes : 0.0;
+        auto& m = mean[fold.representative(src)];
+        m.first += bytes / images;
+        m.second += crosses ? bytes / images : 0.0;
+      });
+      for (int d : c.group) {
+        const auto& o = own[d];
+        const auto& m = mean[fold.representative(d)];
+        at->second.push_back({d, o.first - m.first, o.second - m.second});
+      }
+    }
+    const std::vector<int>& apart = folded.folded(id).apart;
+    auto [ks, k_fresh] = k_elements.try_emplace(apart);
+    if (k_fresh) {
+      ks->second = {0};
+      for (int i : apart) {
+        const std::size_t before = ks->second.size();
+        int power = fold.generator_element(static_cast<std::size_t>(i));
+        for (int e = 1; e < fold.generators()[static_cast<std::size_t>(i)].order; ++e) {
+          for (std::size_t j = 0; j < before; ++j)
+            ks->second.push_back(fold.compose(ks->second[j], power));
+          power = fold.compose(power, fold.generator_element(static_cast<std::size_t>(i)));
+        }
+      }
+    }
+    for (const Correction& x : at->second)
+      for (int k : ks->second) {
+        DeviceStats& s = stats[static_cast<std::size_t>(fold.apply(k, x.member))];
+        s.bytes_sent += x.bytes;
+        s.bytes_sent_inter += x.inter;
+      }
+  }
+}
+
+}  // namespace
+
 std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
                                       int gpus_per_node, const Fold& fold, const FoldedCollectives& folded)
 {
@@ -271,6 +334,8 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<
   }
   for (std::size_t d = 0; d < n; ++d)
     stats[d] = stats[rep(static_cast<int>(d))];
+  if (folded.any_isolated())
+    add_sends_apart(graph, gpus_per_node, fold, folded, stats);
   return stats;
 }
 

@@ -165,9 +165,11 @@ for name, (text, fold) in fallbacks.items():
 # binary trees, which no replica shift maps onto itself. They run apart (sim/Fold.hpp: their own links,
 # checked free of other traffic while they run), so the replicas still fold, the estimate counts
 # what the replay runs, and the numbers equal the unfolded run's.
+trees_dir = os.path.join(out_dir, "tuned-tree-traces")
 rows, err = run_rows("tuned-tree", experiment("tuned-tree", "gpt3-1.3b", "{use: dgx-h100x128, nodes: 16}",
                                               "global_batch: 64, micro_batch: 2",
-                                              "schedule: 1f1b, pp: 1, dp: 16, tp: 8, dp_bucket: 1MiB", FOLD_AXIS))
+                                              "schedule: 1f1b, pp: 1, dp: 16, tp: 8, dp_bucket: 1MiB", FOLD_AXIS),
+                     "--trace-dir", trees_dir)
 checks += 1
 check(len(rows) == 2 and all(r["status"] == "ok" for r in rows), f"tuned-tree: runs: {err}")
 if len(rows) == 2:
@@ -179,6 +181,14 @@ if len(rows) == 2:
           and simulated / 2 <= estimate <= 2 * simulated
           and 8 * simulated < float(rows[0]["sim_activities"]),
           f"tuned-tree: trees run apart, folded: {fold} {estimate} vs {simulated} {diff[:4]}")
+    # The device table too: a tree's inner nodes send more than its leaves, and each GPU's bytes
+    # are its own, not its orbit's mean.
+    tables = [read_csv(os.path.join(trees_dir, f"tuned-tree_{i}_devices.csv")) for i in (0, 1)]
+    diff = [f"gpu {a['device']}: {k} {a[k]} vs {b[k]}" for a, b in zip(*tables) for k in a
+            if abs(float(a[k]) - float(b[k])) > 1e-9 * max(abs(float(a[k])), abs(float(b[k])), 1.0)]
+    checks += 1
+    check(len(tables[0]) == 128 and len(tables[1]) == 128 and not diff,
+          f"tuned-tree: the device tables agree: {len(tables[0])} {len(tables[1])} {diff[:4]}")
 
 # tp_fidelity: auto (the default) takes the closed form where it equals the flow-level ring: tp a whole
 # node's GPUs (whose links carry nothing else), a ring, and a profile without comm_compute_slowdown
