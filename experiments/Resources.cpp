@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -168,17 +169,26 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // All-reduces over folded replicas that NCCL's tuner runs as trees run apart (sim/Fold.hpp): all
     // their messages are sent, not those over |H|. Counted at their own sizes: each stage's buckets
     // (of a uniform partition) and each synchronised norm's sums.
+    // The tuner's choice costs O(members) and a stage's buckets repeat a few sizes: each (group,
+    // size) is asked once.
+    const bool trees_apart = fold.replicas > 1 && par.dp_fidelity == sim::CollectiveFidelity::flow &&
+                             par.dp_collective != sim::CollectiveAlgorithm::ring &&
+                             par.dp_collective != sim::CollectiveAlgorithm::hierarchical;
+    std::map<std::pair<std::size_t, double>, double> asked;
     auto apart = [&](const std::vector<int>& group, double bytes) -> double {
-      if (fold.replicas < 2 || par.dp_fidelity != sim::CollectiveFidelity::flow || group.size() < 3)
+      if (!trees_apart || group.size() < 3)
         return 0;
+      auto [at, fresh] = asked.try_emplace({group.size(), bytes}, 0.0);
+      if (!fresh)
+        return at->second;
       sim::CollectiveTask c{.kind = sim::CollectiveKind::all_reduce, .algorithm = par.dp_collective, .group = group,
                             .bytes = bytes};
       sim::resolve_collective(c, cluster);
       const bool tree = c.algorithm == sim::CollectiveAlgorithm::tree || c.algorithm == sim::CollectiveAlgorithm::double_tree;
-      return tree ? static_cast<double>(sim::message_count(c, cluster.gpus_per_node)) : 0;
+      return at->second = tree ? static_cast<double>(sim::message_count(c, cluster.gpus_per_node)) : 0;
     };
     double tree_messages = 0;  // per simulated tensor rank and iteration
-    if (R > 1 && par.zero == 0 && groups == 1 && !per_unit && !model.blocks().empty())
+    if (trees_apart && R > 1 && par.zero == 0 && groups == 1 && !per_unit && !model.blocks().empty())
       for (const models::StageRange& blocks : models::partition_uniform(model.blocks().size(), par.pp * par.virtual_stages))
         for (const sim::GradientBucket& b : gradient_buckets(model, model.layer_range(blocks),
                                                              par.dp_bucket > 0 ? par.dp_bucket : 1e300, d, par.tp,
