@@ -40,6 +40,30 @@ L2Isolation plan_l2_isolation(double footprint_bytes, double l2_bytes, double bu
   return out;
 }
 
+std::uint64_t busy_ns(std::vector<GpuInterval> intervals)
+{
+  std::sort(intervals.begin(), intervals.end(),
+            [](const GpuInterval& a, const GpuInterval& b) { return a.start_ns < b.start_ns; });
+  std::uint64_t total = 0, covered_to = 0;  // the union so far ends at covered_to
+  for (const GpuInterval& i : intervals) {
+    const std::uint64_t from = std::max(i.start_ns, covered_to);
+    if (i.end_ns > from) {
+      total += i.end_ns - from;
+      covered_to = i.end_ns;
+    }
+  }
+  return total;
+}
+
+double graph_kernel_gap_s(double replay_seconds, int kernels, int replays, std::vector<double> durations_s)
+{
+  if (kernels < 1 || replays < 1 || !(replay_seconds > 0) || durations_s.empty())
+    throw std::invalid_argument("graph_kernel_gap_s: needs at least one kernel, one replay, a positive time and the "
+                                "kernel's durations");
+  const double per_kernel = replay_seconds / (static_cast<double>(kernels) * replays);
+  return std::max(0.0, per_kernel - median(std::move(durations_s)));
+}
+
 RunCheck check_runs(const std::vector<std::size_t>& activities_per_run)
 {
   RunCheck check;

@@ -61,6 +61,24 @@ struct RunCheck {
 };
 RunCheck check_runs(const std::vector<std::size_t>& activities_per_run);
 
+/// A kernel's or copy's time on the GPU, [start_ns, end_ns) on CUPTI's clock.
+struct GpuInterval {
+  std::uint64_t start_ns = 0, end_ns = 0;
+};
+/// The time some of the GPU's work ran: the length of the union of the intervals, so that the gaps between
+/// back-to-back kernels are left out and overlapping ones are counted once. A run of several kernels (a cuDNN
+/// call's layout transforms around its convolution) is timed by its span, first start to last end, which holds
+/// the gaps between its kernels; inside a CUDA graph those gaps are shorter than on a stream under CUPTI
+/// (docs/crosscheck-gpu.md), so records carry both (traces::KernelRecord::busy_s). Nanoseconds; end < start
+/// counts as empty.
+std::uint64_t busy_ns(std::vector<GpuInterval> intervals);
+
+/// The gap a CUDA graph leaves between two dependent kernels, from a graph of `kernels` back-to-back launches of
+/// one small kernel replayed for `replay_seconds` in all (CUDA events, CUPTI off) over `replays` replays, and that
+/// kernel's own durations (CUPTI): the time per kernel less its median duration, never below 0. Seconds. Throws
+/// std::invalid_argument when kernels or replays is below 1, the time is not positive, or no duration is given.
+double graph_kernel_gap_s(double replay_seconds, int kernels, int replays, std::vector<double> durations_s);
+
 /// Calls per collective record: nccl-tests' default `-n 20` (its warm-up is `-w 5`).
 inline constexpr int collective_calls_per_record = 20;
 inline constexpr int collective_warmup_calls = 5;

@@ -13,14 +13,15 @@
 #          ddlsim-run-cuda on their own (sim/backends/cuda with DDLSIM_BUILD_COLLECT=ON), finding cuDNN and NCCL in
 #          the CUDA toolkit, the system, or the Python wheels (nvidia-cudnn-*, nvidia-nccl-*) that PyTorch brings;
 #          records the GPU (nvidia-smi); runs every workload with ddlsim-run-cuda, replayed as a CUDA graph
-#          (measured-<i>.json) and issued eagerly (measured-eager-<i>.json: 5 timed iterations after 1 warm-up,
+#          (measured-<i>.json; its two traced replays, one record per kernel: trace-graph-<i>.jsonl) and issued eagerly (measured-eager-<i>.json: 5 timed iterations after 1 warm-up,
 #          then 2 traced with CUPTI); then the collector on every launch of the workloads at its exact shape and the
 #          quick plan (--workloads-first --time-limit), and on the launches alone with their operands left in the
 #          L2 (--workloads-only --l2 warm: records-warm.jsonl), in the time left; and packs everything into
-#          $OUT/gpu-session.tar.gz and its CUPTI traces into gpu-traces.tar.gz beside it (or in results/), again
+#          $OUT/gpu-session.tar.gz and its CUPTI traces into gpu-traces.tar.gz and gpu-graph-traces.tar.gz beside it
+#          (or in results/), again
 #          after each step, so that a run stopped at its time limit still brings back what it finished. It changes
 #          no GPU setting (clocks are recorded, not locked). 2.5 to 3 minutes on one H200.
-# finish   unpacks the archive (and gpu-traces.tar.gz beside it) into results/gpu-session/, fits
+# finish   unpacks the archive (and the traces' archives beside it) into results/gpu-session/, fits
 #          calibration/profiles/<gpu>-measured.yaml on top of the spec-sheet profile of that GPU (`ddlsim calibrate
 #          fit`: device, driver, CUDA, cuDNN and NCCL versions, clocks at the start and end, date, commit),
 #          simulates the cross-check with it (an H200 on sim/clusters/h200-1gpu.yaml), pairs each
@@ -132,8 +133,11 @@ cmd_measure() {
   pack() {
     tar -czf "$archive" --exclude='trace-*.jsonl' --exclude=debs --exclude=deps \
       -C "$(dirname "$session")" "$(basename "$session")" 2>/dev/null || true
-    if ls "$session"/trace-*.jsonl >/dev/null 2>&1; then
-      (cd "$(dirname "$session")" && tar -czf "$out_dir/gpu-traces.tar.gz" "$(basename "$session")"/trace-*.jsonl) 2>/dev/null || true
+    if ls "$session"/trace-[0-9]*.jsonl >/dev/null 2>&1; then
+      (cd "$(dirname "$session")" && tar -czf "$out_dir/gpu-traces.tar.gz" "$(basename "$session")"/trace-[0-9]*.jsonl) 2>/dev/null || true
+    fi
+    if ls "$session"/trace-graph-*.jsonl >/dev/null 2>&1; then
+      (cd "$(dirname "$session")" && tar -czf "$out_dir/gpu-graph-traces.tar.gz" "$(basename "$session")"/trace-graph-*.jsonl) 2>/dev/null || true
     fi
   }
   local start=$SECONDS
@@ -214,7 +218,7 @@ cmd_measure() {
     if [ "${CUDA_GRAPH:-1}" != 0 ]; then
       eager_out=$session/measured-eager-$i.json
       timeout "$run_limit" "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 2 --iterations 5 \
-        --cuda-graph || say "warning: workload $i failed as a CUDA graph (status $?)"
+        --cuda-graph --trace "$session/trace-graph-$i.jsonl" || say "warning: workload $i failed as a CUDA graph (status $?)"
     fi
     timeout "$run_limit" "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$eager_out" --warmup 1 --iterations 5 \
       --trace "$session/trace-$i.jsonl" || say "warning: workload $i failed (status $?)"
@@ -265,8 +269,9 @@ cmd_finish() {
     rm -rf "$session"
     tar -xzf "$archive" -C "$(dirname "$session")"
     local traces
-    traces=$(dirname "$archive")/gpu-traces.tar.gz
-    if [ -f "$traces" ]; then tar -xzf "$traces" -C "$(dirname "$session")"; fi
+    for traces in "$(dirname "$archive")"/gpu-traces.tar.gz "$(dirname "$archive")"/gpu-graph-traces.tar.gz; do
+      if [ -f "$traces" ]; then tar -xzf "$traces" -C "$(dirname "$session")"; fi
+    done
   fi
   [ -s "$session/records.jsonl" ] || die "$session/records.jsonl is missing: run measure on the GPU machine first"
   local device

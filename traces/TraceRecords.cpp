@@ -64,6 +64,8 @@ void write_jsonl(const TraceSet& set, std::ostream& out)
   out << "}\n";
   for (const auto& k : set.kernels)
     out << "{\"type\":\"kernel\",\"name\":" << quoted(k.name) << ",\"duration_s\":" << number(k.duration_s)
+        << (k.kernels > 0 ? ",\"busy_s\":" + number(k.busy_s) + ",\"kernels\":" + std::to_string(k.kernels)
+                          : std::string())
         << ",\"start_s\":" << number(k.start_s) << ",\"device\":" << k.device << ",\"stream\":" << k.stream
         << ",\"grid\":" << triple(k.grid) << ",\"block\":" << triple(k.block)
         << (k.op.empty() ? std::string() : ",\"op\":" + quoted(k.op))
@@ -180,6 +182,8 @@ TraceSet read_jsonl(std::istream& in, const std::string& path)
       k.name = f.string("name", true);
       k.duration_s = f.number("duration_s", true);
       k.start_s = f.number("start_s", false);
+      k.busy_s = f.number("busy_s", false);
+      k.kernels = f.integer("kernels", 0);
       k.device = f.integer("device", -1);
       k.stream = f.integer("stream", -1);
       k.grid = f.triple("grid");
@@ -194,6 +198,9 @@ TraceSet read_jsonl(std::istream& in, const std::string& path)
       k.unusable = f.string("unusable", false);
       if (k.duration_s < 0 || k.flop < 0 || k.bytes < 0)
         f.fail(k.duration_s < 0 ? "duration_s" : k.flop < 0 ? "flop" : "bytes", "must not be negative");
+      if (k.kernels < 0 || k.busy_s < 0 || k.busy_s > k.duration_s * (1 + 1e-9))
+        f.fail(k.kernels < 0 ? "kernels" : "busy_s",
+               k.kernels < 0 ? "must not be negative" : "must lie between 0 and duration_s");
       set.kernels.push_back(std::move(k));
     } else if (type == "collective") {
       CollectiveRecord c;

@@ -28,7 +28,11 @@ namespace ddlsim::traces {
 struct KernelRecord {
   std::string name;
   double start_s = 0;
-  double duration_s = 0;
+  double duration_s = 0;  ///< first start to last end of its kernels (a microbenchmark run, a launch)
+  /// Of a record that covers several kernels (a run, a launch): the time its kernels ran, gaps between them left
+  /// out (the union of their intervals), and how many there were; 0 when not known (one kernel: duration_s).
+  double busy_s = 0;
+  int kernels   = 0;
   int device = -1;
   int stream = -1;
   std::array<int, 3> grid{0, 0, 0};

@@ -5,6 +5,7 @@
 #include "calibration/collector/CudaCheck.hpp"
 #include "calibration/collector/CuptiTracer.hpp"
 #include "calibration/collector/GpuClocks.hpp"
+#include "calibration/collector/Kernels.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +37,8 @@ double seconds_between(Clock::time_point from, Clock::time_point to)
 struct RunTiming {
   double start_s    = 0; // host steady_clock seconds since the collector started
   double duration_s = 0;
+  double busy_s     = 0; // its kernels' and copies' own time, gaps left out (CUPTI only; else 0)
+  int kernels       = 0; // how many kernels and copies it ran (CUPTI only; else 0)
   std::string name;
   int device = -1;
   int stream = -1;
@@ -124,13 +127,15 @@ std::string joined_names(const std::vector<const GpuActivity*>& activities)
   return out;
 }
 
-// A run's span from its activities (sorted by start): first start to last end.
+// A run's span from its activities (sorted by start): first start to last end; and their busy time.
 RunTiming span_of(const std::vector<const GpuActivity*>& activities, const CuptiTracer& tracer)
 {
   RunTiming t;
   std::uint64_t first = activities.front()->start_ns, last = activities.front()->end_ns;
   const GpuActivity* longest = nullptr;
+  std::vector<calibration::GpuInterval> intervals;
   for (const GpuActivity* a : activities) {
+    intervals.push_back({a->start_ns, a->end_ns});
     first = std::min(first, a->start_ns);
     last  = std::max(last, a->end_ns);
     if (a->kind == GpuActivity::Kind::kernel &&
@@ -139,6 +144,8 @@ RunTiming span_of(const std::vector<const GpuActivity*>& activities, const Cupti
   }
   t.start_s    = tracer.host_seconds(first);
   t.duration_s = static_cast<double>(last - first) * 1e-9;
+  t.busy_s     = static_cast<double>(calibration::busy_ns(std::move(intervals))) * 1e-9;
+  t.kernels    = static_cast<int>(activities.size());
   t.name       = joined_names(activities);
   t.device     = activities.front()->device;
   t.stream     = activities.front()->stream;
@@ -192,6 +199,83 @@ std::vector<std::vector<const GpuActivity*>> activities_by_run(const std::vector
       runs_by_order += batch.end_run - batch.first_run;
   }
   return by_run;
+}
+
+// The gap a CUDA graph leaves between two dependent kernels (calibration::graph_kernel_gap_s): a graph of
+// `kernels` launches of the pointwise kernel on 256 floats, replayed `replays` times with CUPTI paused and timed
+// with CUDA events, then replayed twice more with CUPTI on for the kernel's own duration. What a step replayed
+// as a graph spends per kernel beyond the kernels' busy time; seconds, or a negative value with `why` set when it
+// could not be measured (no CUPTI, or CUDA refused).
+double measure_graph_kernel_gap(GpuContext& gpus, CuptiTracer* tracer, std::string& why)
+{
+  constexpr int kernels = 200, replays = 20;
+  if (tracer == nullptr) {
+    why = "no CUPTI: the kernel's duration is not known";
+    return -1;
+  }
+  const cudaStream_t stream = gpus.stream(0);
+  float* data               = nullptr;
+  cudaGraph_t graph         = nullptr;
+  cudaGraphExec_t exec      = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  auto release = [&] {
+    if (exec != nullptr)
+      cudaGraphExecDestroy(exec);
+    if (graph != nullptr)
+      cudaGraphDestroy(graph);
+    if (start != nullptr)
+      cudaEventDestroy(start);
+    if (stop != nullptr)
+      cudaEventDestroy(stop);
+    if (data != nullptr)
+      cudaFree(data);
+  };
+  try {
+    check_cuda(cudaMalloc(&data, 2 * 256 * sizeof(float)), "cudaMalloc for the graph's kernels");
+    check_cuda(cudaMemsetAsync(data, 0, 2 * 256 * sizeof(float), stream), "cudaMemsetAsync");
+    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    for (int k = 0; k < kernels; ++k)
+      if (const cudaError_t status = launch_axpb(data, data + 256, 256, 1.0f, 0.0f, 1, stream); status != cudaSuccess) {
+        cudaStreamEndCapture(stream, &graph);
+        check_cuda(status, "launching the graph's kernels");
+      }
+    check_cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    check_cuda(cudaGraphUpload(exec, stream), "cudaGraphUpload");
+    check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+    check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); // warm-up
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    tracer->take();
+    tracer->pause();
+    gpus.hold(2e-3); // the replays queue up behind a wait: the events time the GPU, not the host
+    check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
+    for (int r = 0; r < replays; ++r)
+      check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    check_cuda(cudaEventRecord(stop, stream), "cudaEventRecord");
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    tracer->resume();
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    for (int r = 0; r < 2; ++r)
+      check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    std::vector<double> durations;
+    for (const GpuActivity& a : tracer->take())
+      if (a.kind == GpuActivity::Kind::kernel && a.name.find("axpb_kernel") != std::string::npos)
+        durations.push_back(static_cast<double>(a.end_ns - a.start_ns) * 1e-9);
+    release();
+    if (durations.empty()) {
+      why = "CUPTI recorded none of the graph's kernels";
+      return -1;
+    }
+    return calibration::graph_kernel_gap_s(static_cast<double>(ms) * 1e-3, kernels, replays, std::move(durations));
+  } catch (const std::exception& e) {
+    release();
+    cudaGetLastError();
+    why = e.what();
+    return -1;
+  }
 }
 
 std::string version_text(int major, int minor, int patch = -1)
@@ -462,6 +546,8 @@ private:
     k.name       = run.name;
     k.start_s    = run.start_s;
     k.duration_s = run.duration_s;
+    k.busy_s     = run.busy_s;
+    k.kernels    = run.kernels;
     k.device     = run.device;
     k.stream     = run.stream;
     k.grid       = run.grid;
@@ -612,6 +698,8 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
   }
   finish_group();
 
+  std::string gap_why;
+  const double graph_gap_s = measure_graph_kernel_gap(context, tracer.get(), gap_why);
   const std::vector<calibration::GpuClockReading> clocks_end = read_gpu_clocks(gpus); // right after the last point
   auto& prov                                                 = out.provenance;
   prov["source"]                                             = "ddlsim-collect";
@@ -643,6 +731,16 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
                   "cold L2 (%.0f MB) before every timed run: %d point(s) rotate operand copies, %d write 2 x L2 first",
                   context.l2_bytes() / 1e6, runner.rotated_points(), runner.flushed_points());
   prov["l2_isolation"]      = l2;
+  if (graph_gap_s >= 0) {
+    char gap[32];
+    std::snprintf(gap, sizeof gap, "%.4g", graph_gap_s);
+    prov["graph_kernel_gap_s"] = gap;
+    prov["graph_kernel_gap"]   = "time per kernel of a CUDA graph of 200 dependent launches of a 256-float "
+                                 "pointwise kernel (CUDA events, CUPTI paused, 20 replays) less the kernel's "
+                                 "median duration (CUPTI)";
+  } else {
+    prov["graph_kernel_gap"] = "not measured: " + gap_why;
+  }
   prov["collective_timing"] = "host wall time per call of " + std::to_string(calibration::collective_calls_per_record) +
                               " back-to-back calls after " + std::to_string(calibration::collective_warmup_calls) +
                               " warm-up, as nccl-tests' out-of-place time; CUPTI paused";

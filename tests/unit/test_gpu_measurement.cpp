@@ -226,6 +226,29 @@ TEST_CASE("whole runs only: a run that lost a CUPTI record is left out, not time
   CHECK(check_runs({}).whole == 0);
 }
 
+TEST_CASE("a run's busy time leaves out the gaps between its kernels and counts overlaps once")
+{
+  // A cuDNN convolution as the H200 ran it: layout transform, convolution, transform back, with the gaps a stream
+  // under CUPTI leaves between them (docs/crosscheck-gpu.md).
+  CHECK(busy_ns({{1000, 3000}, {5500, 12500}, {14000, 15000}}) == 2000 + 7000 + 1000);
+  CHECK(busy_ns({{5500, 12500}, {1000, 3000}}) == 9000);        // order does not matter
+  CHECK(busy_ns({{0, 10}, {5, 20}, {8, 12}, {30, 31}}) == 21);  // overlaps count once
+  CHECK(busy_ns({{7, 7}, {9, 3}}) == 0);                        // empty and reversed intervals
+  CHECK(busy_ns({}) == 0);
+}
+
+TEST_CASE("the gap between a CUDA graph's kernels: time per kernel less the kernel's median duration")
+{
+  // 200 kernels of 2.0 us (one outlier), 10 replays in 5.6 ms: 2.8 us a kernel, so 0.8 us between two.
+  std::vector<double> durations(200, 2.0e-6);
+  durations[7] = 40e-6;
+  CHECK(graph_kernel_gap_s(5.6e-3, 200, 10, durations) == doctest::Approx(0.8e-6));
+  CHECK(graph_kernel_gap_s(1e-3, 200, 10, durations) == 0);  // faster than the kernels: no gap, never negative
+  CHECK_THROWS_AS(graph_kernel_gap_s(1e-3, 0, 10, durations), std::invalid_argument);
+  CHECK_THROWS_AS(graph_kernel_gap_s(0, 200, 10, durations), std::invalid_argument);
+  CHECK_THROWS_AS(graph_kernel_gap_s(1e-3, 200, 10, {}), std::invalid_argument);
+}
+
 TEST_CASE("math as PyTorch runs it by default, and the cuDNN algorithm by a timed search")
 {
   CHECK(gemm_math("fp32") == MathMode::fp32);  // torch.backends.cuda.matmul.allow_tf32 = False

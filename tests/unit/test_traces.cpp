@@ -199,6 +199,36 @@ TEST_CASE("nccl-tests text tables and -J JSON become collective records")
   CHECK_THROWS_WITH_AS(import_trace(temp_path("other.json")), doctest::Contains("neither a Kineto trace"), TraceError);
 }
 
+TEST_CASE("a record of several kernels keeps its busy time and kernel count through JSONL; bad ones are refused")
+{
+  TraceSet set;
+  KernelRecord k;
+  k.name       = "nchwToNhwc+conv+nhwcToNchw";
+  k.duration_s = 15.7e-6;
+  k.busy_s     = 11.25e-6;
+  k.kernels    = 3;
+  k.op         = "conv2d";
+  set.kernels.push_back(k);
+  KernelRecord one;  // one kernel: no busy time written, none read back
+  one.name       = "gemm";
+  one.duration_s = 3e-6;
+  set.kernels.push_back(one);
+  {
+    std::ofstream out(temp_path("busy.jsonl"));
+    write_jsonl(set, out);
+  }
+  const TraceSet back = read_jsonl(temp_path("busy.jsonl"));
+  REQUIRE(back.kernels.size() == 2);
+  CHECK(back.kernels[0].busy_s == k.busy_s);
+  CHECK(back.kernels[0].kernels == 3);
+  CHECK(back.kernels[1].busy_s == 0);
+  CHECK(back.kernels[1].kernels == 0);
+  CHECK(read(temp_path("busy.jsonl")).find("\"busy_s\"") == read(temp_path("busy.jsonl")).rfind("\"busy_s\""));
+  std::ofstream(temp_path("busy_bad.jsonl")) << "{\"type\":\"kernel\",\"name\":\"k\",\"duration_s\":1e-6,\"busy_s\":2e-6,"
+                                                "\"kernels\":2}\n";
+  CHECK_THROWS_WITH_AS(read_jsonl(temp_path("busy_bad.jsonl")), doctest::Contains("busy_s"), TraceError);
+}
+
 TEST_CASE("every truncation of a trace is refused cleanly, and so are flipped bytes")
 {
   const std::string text = read(fixtures + "/kineto_small.json");

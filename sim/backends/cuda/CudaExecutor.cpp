@@ -525,9 +525,15 @@ void GpuWorker::run(int warmup, int iterations, bool cuda_graph)
     if (trace_.wanted) {
       co_.meet([this] { trace_.start(); });
       if (trace_.tracer)
-        for (int t = 0; t < traced_iterations; ++t) {
+        // With a graph: one eager iteration (a record per launch, with its kernels' count) and then the graph
+        // replayed as it was timed, whose kernels carry no launch's id (graph_kernel_records); in that order the
+        // replays' kernels are the eager launches' kernels, the same algorithms in the same process.
+        for (int t = 0; t < traced_iterations + (graph_ != nullptr ? 1 : 0); ++t) {
           const int it = warmup + iterations + t;
-          issue(it, t);
+          if (graph_ != nullptr && t > 0)
+            check_cuda(cudaGraphLaunch(graph_, devices_.front()->compute), where() + ": cudaGraphLaunch");
+          else
+            issue(it, t);
           synchronize(it, warmup, iterations);
           co_.meet();
         }
@@ -1099,7 +1105,9 @@ void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
     const collector::GpuActivity* longest = run.front();
     std::string names;
     std::vector<const std::string*> seen;
+    std::vector<calibration::GpuInterval> intervals;
     for (const collector::GpuActivity* a : run) {
+      intervals.push_back({a->start_ns, a->end_ns});
       first = std::min(first, a->start_ns);
       last  = std::max(last, a->end_ns);
       if (a->end_ns - a->start_ns > longest->end_ns - longest->start_ns)
@@ -1113,6 +1121,8 @@ void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
     k.name       = names;
     k.start_s    = tracer.host_seconds(first);
     k.duration_s = static_cast<double>(last - first) * 1e-9;
+    k.busy_s     = static_cast<double>(calibration::busy_ns(std::move(intervals))) * 1e-9;
+    k.kernels    = static_cast<int>(run.size());
     k.device     = run.front()->device;
     k.stream     = run.front()->stream;
     k.grid       = longest->grid;
@@ -1123,6 +1133,30 @@ void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
     k.dtype      = p.dtype;
     k.point      = static_cast<int>(task) + 1;
     k.shape      = p.shape_key();
+    out.kernels.push_back(std::move(k));
+  }
+  std::stable_sort(out.kernels.begin(), out.kernels.end(),
+                   [](const traces::KernelRecord& x, const traces::KernelRecord& y) { return x.start_s < y.start_s; });
+}
+
+// The traced replays of a CUDA graph (--cuda-graph --trace): one record per kernel, in the order the GPU ran them.
+// A graph's kernels carry no launch's id, so no record names its launch; the eager iteration traced before them
+// says how many kernels each launch ran, in the same order. The trace times the step's kernels and the gaps
+// between them as the timed replays ran them (docs/crosscheck-gpu.md).
+void graph_kernel_records(const collector::CuptiTracer& tracer, const std::vector<collector::GpuActivity>& activities,
+                          traces::TraceSet& out)
+{
+  for (const collector::GpuActivity& a : activities) {
+    if (a.kind != collector::GpuActivity::Kind::kernel || a.external_id != 0)
+      continue;
+    traces::KernelRecord k;
+    k.name       = a.name;
+    k.start_s    = tracer.host_seconds(a.start_ns);
+    k.duration_s = static_cast<double>(a.end_ns - a.start_ns) * 1e-9;
+    k.device     = a.device;
+    k.stream     = a.stream;
+    k.grid       = a.grid;
+    k.block      = a.block;
     out.kernels.push_back(std::move(k));
   }
   std::stable_sort(out.kernels.begin(), out.kernels.end(),
@@ -1172,9 +1206,15 @@ void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunO
     p["host"] = host;
   p["command"]    = options.command;
   p["timing"]     = "cupti";
-  p["iterations"] = std::to_string(traced_iterations) + " traced after " + std::to_string(options.iterations) +
-                    " timed and " + std::to_string(options.warmup) + " warm-up (CUPTI off while timing)";
-  p["point"]           = "workload task index + 1; one record per launch and timed iteration";
+  p["iterations"] = (options.cuda_graph ? "1 eager and " + std::to_string(traced_iterations) + " graph replays"
+                                        : std::to_string(traced_iterations)) +
+                    " traced after " + std::to_string(options.iterations) + " timed and " +
+                    std::to_string(options.warmup) + " warm-up (CUPTI off while timing)";
+  p["point"] = options.cuda_graph
+                  ? "workload task index + 1: one record per launch of one eager iteration; then none: two replays "
+                    "of the captured CUDA graph, one record per kernel in the order it ran (a graph's kernels carry "
+                    "no launch's id)"
+                  : "workload task index + 1; one record per launch and traced iteration";
   p["start_s"]         = "host steady_clock seconds since ddlsim-run-cuda started";
   p["dropped_records"] = std::to_string(tracer.dropped_records());
 }
@@ -1332,7 +1372,10 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
     notes.push_back("CUPTI traced " + std::to_string(traced_iterations) +
                     " more iteration(s) after the timed ones (--trace); their times are not in the result");
     traces::TraceSet set;
-    add_kernel_records(w, *tracer, tracer->take(), set);
+    const std::vector<collector::GpuActivity> activities = tracer->take();
+    add_kernel_records(w, *tracer, activities, set);
+    if (options.cuda_graph)
+      graph_kernel_records(*tracer, activities, set);
     describe_trace(w, plan, options, *tracer, result.execution.device, set);
     if (tracer->dropped_records() > 0 || tracer->incomplete_records() > 0)
       warn("CUPTI lost " + std::to_string(tracer->dropped_records()) + " activity record(s) (" +

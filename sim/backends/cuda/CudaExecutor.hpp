@@ -49,7 +49,8 @@ struct CudaRunOptions {
   bool trace       = false; ///< after the timed iterations, trace two more with CUPTI
   /// Capture one iteration as a CUDA graph after the warm-up ones and replay it for the timed ones: the GPU runs the
   /// step's launches back to back, without the host's cost of issuing each (cuDNN's legacy calls cost tens of
-  /// microseconds each). One simulated device on one GPU, no transfers or collectives; traced iterations stay eager.
+  /// microseconds each). One simulated device on one GPU, no transfers or collectives. With `trace`, one eager
+  /// iteration is traced (a record per launch), then two replays of the graph (a record per kernel).
   bool cuda_graph = false;
   std::string command;      ///< the command line, for the trace's provenance
 };

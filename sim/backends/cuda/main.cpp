@@ -56,10 +56,13 @@ options:
                        streams; collectives among devices that share a GPU are emulated with copies
   --cuda-graph         capture one iteration as a CUDA graph after the warm-up and replay it for the timed
                        ones: the GPU's time for the step without the host's cost of issuing each launch (one
-                       device, compute only; the traced iterations stay eager)
+                       device, compute only; with --trace, the traced iterations replay the graph too)
   --trace FILE.jsonl   after the timed iterations, run two more with CUPTI tracing (never while timing) and
-                       write one trace record per launch (op, flop, bytes, dtype; point = task index + 1), as
-                       ddlsim-collect does, for `ddlsim calibrate fit`; without CUPTI, a warning and no trace
+                       write one trace record per launch (op, flop, bytes, dtype; point = task index + 1; its
+                       span, and its kernels' busy time and count), as ddlsim-collect does, for `ddlsim
+                       calibrate fit`; with --cuda-graph, one eager iteration so, then one record per
+                       kernel of two graph replays in the order they ran (no launch named: the eager
+                       iteration's kernel counts, in order, map them); without CUPTI, a warning and no trace
   --mpi                run across machines, one process (rank) per machine under mpirun: rank r runs devices
                        r*G .. (r+1)*G-1 on its G visible GPUs (every rank must see as many, and the workload
                        must have RANKS x G devices; not with --map-devices); NCCL communicators are bootstrapped
