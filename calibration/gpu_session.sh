@@ -217,8 +217,12 @@ cmd_measure() {
     local eager_out=$session/measured-$i.json
     if [ "${CUDA_GRAPH:-1}" != 0 ]; then
       eager_out=$session/measured-eager-$i.json
+      # Traced too (trace-graph-<i>.jsonl); should the tracing fail, the step is timed again without it.
       timeout "$run_limit" "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 2 --iterations 5 \
-        --cuda-graph --trace "$session/trace-graph-$i.jsonl" || say "warning: workload $i failed as a CUDA graph (status $?)"
+        --cuda-graph --trace "$session/trace-graph-$i.jsonl" ||
+        { say "warning: workload $i failed as a traced CUDA graph (status $?): again without the trace"
+          timeout "$run_limit" "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$session/measured-$i.json" --warmup 2 \
+            --iterations 5 --cuda-graph || say "warning: workload $i failed as a CUDA graph (status $?)"; }
     fi
     timeout "$run_limit" "$gpu_build/bin/ddlsim-run-cuda" "$w" -o "$eager_out" --warmup 1 --iterations 5 \
       --trace "$session/trace-$i.jsonl" || say "warning: workload $i failed (status $?)"
