@@ -15,7 +15,8 @@
 // A fit whose R^2 is below 0.9 (a collective's size regime, the roofline, the GEMM model) is refused
 // unless `accept_poor_fit`; either way the notes say which kernel records carried no work, and why
 // (KernelRecord::unusable, counted by reason).
-// Repeated runs of one microbenchmark point (same "point" id) count once, at their median time.
+// Repeated runs of one microbenchmark point (same "point" id) count once, at their median time. A run of several
+// kernels counts their busy time (KernelRecord::busy_s), not its span: a CUDA graph runs them back to back.
 // Parameters the records cannot determine keep the base profile's values and say so in `source`.
 //
 //   FitResult fit = fit_profile(load_profile("h100-sxm"), read_jsonl("h100.jsonl"), {.name = "my-h100", ...});

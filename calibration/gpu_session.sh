@@ -27,7 +27,8 @@
 #          simulates the cross-check with it (an H200 on sim/clusters/h200-1gpu.yaml), pairs each
 #          point with its measured time (`ddlsim execute --measured`: results/crosscheck_gpu.csv), and writes
 #          results/crosscheck_gpu.md (each point's simulated and measured time and memory, the MAPE, each step's
-#          kernels summed cold and warm: plots/crosscheck_l2.py) and
+#          kernels summed cold and warm: plots/crosscheck_l2.py; each step's kernels inside its CUDA graph against
+#          the microbenchmarks: plots/crosscheck_graph.py) and
 #          results/crosscheck_gpu.png (with python3-matplotlib), for docs/crosscheck-gpu.md.
 #
 # Environment: DDLSIM (the ddlsim binary, default build/bin/ddlsim), SESSION (default results/gpu-session),
@@ -307,6 +308,12 @@ for line in open(sys.argv[1]):
     printf '\n## Kernels cold and warm\n\n'
     python3 plots/crosscheck_l2.py "$session"
   } >>"$results/crosscheck_gpu.md" || say "warning: no table of the kernels cold and warm (status $?)"
+  if ls "$session"/trace-graph-*.jsonl >/dev/null 2>&1; then
+    {
+      printf '\n## The steps inside their CUDA graph\n\n'
+      python3 plots/crosscheck_graph.py "$session"
+    } >>"$results/crosscheck_gpu.md" || say "warning: no table of the steps inside their graph (status $?)"
+  fi
   python3 plots/plot_crosscheck.py "$csv" -o "$results/crosscheck_gpu.png" --title "$device: simulated vs measured" \
     >/dev/null 2>&1 || say "no figure (python3-matplotlib is missing)"
   say "wrote $profile, $csv and $results/crosscheck_gpu.md: copy the table into docs/crosscheck-gpu.md"

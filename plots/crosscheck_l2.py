@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """A GPU session's kernels cold and warm against its measured steps, as a Markdown table: for each workload of the
-session, the sum over its launches of the collector's median time for that launch's exact shape, with every run
-starting from a cold L2 (records.jsonl, what the fitted profile prices) and with its operands left in the L2
-(records-warm.jsonl, `ddlsim-collect --workloads-only --l2 warm`), beside the step's measured time
-(measured-<i>.json, a CUDA graph replay). Where the measured step lies between the two sums tells how much of a
-step's kernels find their operands in the L2, which the cold microbenchmarks leave out (docs/crosscheck-gpu.md).
+session, the sum over its launches of the collector's median time for that launch's exact shape (its kernels' busy
+time, as `calibrate fit` takes it), with every run starting from a cold L2 (records.jsonl, what the fitted profile
+prices) and with its operands left in the L2 (records-warm.jsonl, `ddlsim-collect --workloads-only --l2 warm`),
+beside the step's measured time (measured-<i>.json, a CUDA graph replay). Where the measured step lies between the
+two sums tells how much of a step's kernels find their operands in the L2, which the cold microbenchmarks leave out
+(docs/crosscheck-gpu.md).
 
 usage: crosscheck_l2.py SESSION [-o TABLE.md]
 
@@ -42,8 +43,16 @@ def key_of_record(record):
     return record.get("op"), "", round(float(record.get("bytes", 0)))
 
 
-def medians(path):
-    """Median time of each shape's runs in a records file; {} when the file is absent."""
+def record_seconds(record, span=False):
+    """A record's time as `calibrate fit` takes it: the busy time of its kernels when it ran several (a CUDA graph
+    runs them back to back), else its span; its span whatever it ran with span=True."""
+    if not span and int(record.get("kernels", 0)) > 1 and float(record.get("busy_s", 0)) > 0:
+        return float(record["busy_s"])
+    return float(record["duration_s"])
+
+
+def medians(path, span=False):
+    """Median time (record_seconds) of each shape's runs in a records file; {} when the file is absent."""
     if not os.path.exists(path):
         return {}
     runs = collections.defaultdict(list)
@@ -51,7 +60,7 @@ def medians(path):
         for line in f:
             r = json.loads(line)
             if r.get("type") == "kernel":
-                runs[key_of_record(r)].append(float(r["duration_s"]))
+                runs[key_of_record(r)].append(record_seconds(r, span))
     return {k: statistics.median(v) for k, v in runs.items()}
 
 

@@ -186,15 +186,48 @@ for name, scale in (("records.jsonl", 1.0), ("records-warm.jsonl", 0.5)):
                 r = {"type": "kernel", "op": op, "dtype": "bf16", "duration_s": scale * base * t, "bytes": 4096}
                 if op in shapes:
                     r["shape"] = shapes[op]
+                if op == "conv2d":  # three kernels (layout transforms around it): busy 75% of its span
+                    r.update({"busy_s": 0.75 * r["duration_s"], "kernels": 3})
                 if op == "empty":  # as write_jsonl writes a record of no work: no flop, bytes or dtype
                     r = {"type": "kernel", "op": "pointwise", "duration_s": scale * base * t}
                 f.write(json.dumps(r) + "\n")
 with open(os.path.join(l2, "measured-0.json"), "w") as f:
     json.dump({"format": "ddlsim-execution-1", "iterations_s": [0.05, 0.04, 0.06], "peak_memory_bytes": 1}, f)
 p = subprocess.run([sys.executable, os.path.join(ROOT, "plots", "crosscheck_l2.py"), l2], capture_output=True, text=True)
-# cold: 2 x 0.01 + 0.02 + 0.004 + 0.002 = 0.046 s; warm: half of it; measured 0.05 s: -8.0% and -54.0%.
+# cold: 2 x 0.01 + 0.75 x 0.02 (the convolution's busy time) + 0.004 + 0.002 = 0.041 s; warm: half of it; measured
+# 0.05 s: -18.0% and -59.0%.
 checks += 1
-check(p.returncode == 0 and "| 0 | made up | 5 | 0.0460 | 0.0230 | 0.500 | 0.0500 | -8.0 | -54.0 |" in p.stdout
+check(p.returncode == 0 and "| 0 | made up | 5 | 0.0410 | 0.0205 | 0.500 | 0.0500 | -18.0 | -59.0 |" in p.stdout
       and "no cold record" not in p.stdout,
-      f"crosscheck_l2.py sums each launch's median, cold and warm: {p.returncode} {p.stdout} {p.stderr}")
+      f"crosscheck_l2.py sums each launch's median busy time, cold and warm: {p.returncode} {p.stdout} {p.stderr}")
+
+# plots/crosscheck_graph.py on the same session, traced as ddlsim-run-cuda --cuda-graph --trace writes it: the
+# eager iteration's five launches (the convolution ran three kernels), then two replays of the graph, one record
+# per kernel, each with a memset the graph runs as a kernel, 0.1 ms between kernels.
+with open(os.path.join(l2, "trace-graph-0.jsonl"), "w") as f:
+    f.write(json.dumps({"type": "provenance", "workload": "made up"}) + "\n")
+    eager = [("g", 1, 1, "gemm", shapes["gemm"], 0), ("a+c+b", 3, 1, "conv2d", shapes["conv2d"], 0),
+             ("g", 1, 2, "gemm", shapes["gemm"], 0), ("p", 1, 2, "pointwise", None, 4096),
+             ("e", 1, 2, "pointwise", None, 0)]
+    for t, (name, kernels, point, op, shape, nbytes) in enumerate(eager):
+        r = {"type": "kernel", "name": name, "duration_s": 0.01, "busy_s": 0.01, "kernels": kernels,
+             "start_s": t, "op": op, "point": point, "bytes": nbytes, "dtype": "bf16"}
+        if shape:
+            r["shape"] = shape
+        f.write(json.dumps(r) + "\n")
+    clock = 10.0
+    for replay in range(2):
+        for name, seconds in (("memset32", 0.001), ("g", 0.009), ("a", 0.002), ("c", 0.010), ("b", 0.002),
+                              ("g", 0.009), ("p", 0.004), ("e", 0.002)):
+            f.write(json.dumps({"type": "kernel", "name": name, "duration_s": seconds, "start_s": clock}) + "\n")
+            clock += seconds + 1e-4
+        clock += 1.0
+p = subprocess.run([sys.executable, os.path.join(ROOT, "plots", "crosscheck_graph.py"), l2], capture_output=True,
+                   text=True)
+# graph busy 0.039 s (memset included), 7 gaps of 0.1 ms; cold busy 0.041 s, cold span 0.046 s, warm 0.0205 s.
+checks += 1
+check(p.returncode == 0 and "| 0 | made up | 5 | 8 | 0.0390 | 0.0007 | 0.0500 | 0.0410 | 0.0460 | 0.0205 | -18.0 | -8.0 |"
+      in p.stdout and "| conv2d bwd_filter | several kernels | 1 | 3 | 0.0140 | 0.0150 | 0.0200 | 0.933 | 0.700 |"
+      in p.stdout and "do not carry" not in p.stdout,
+      f"crosscheck_graph.py maps the replay's kernels to the launches in order: {p.returncode} {p.stdout} {p.stderr}")
 finish("cli_gpu_session", checks)

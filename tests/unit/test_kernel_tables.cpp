@@ -284,6 +284,38 @@ TEST_CASE("fit_profile recovers a table, alpha-beta regimes and roofline efficie
 
   traces::TraceSet empty;
   CHECK_THROWS_AS(fit_profile(base, empty, {}), CalibrationError);
+
+  // A point whose runs each ran three kernels is timed by their busy time, not their span: 11.25 us, not 15.7.
+  traces::TraceSet three = set;
+  for (int run = 0; run < 3; ++run) {
+    traces::KernelRecord k;
+    k.name       = "nchwToNhwc+conv+nhwcToNchw";
+    k.op         = "conv2d";
+    k.dtype      = "bf16";
+    k.flop       = 231211008;
+    k.bytes      = 876544;
+    k.shape      = "n=1 c=64 h=56 w=56 k=64 r=3 s=3 stride=1 pad=1 fwd";
+    k.duration_s = 15.7e-6;
+    k.busy_s     = 11.25e-6;
+    k.kernels    = 3;
+    k.point      = 1000;
+    three.kernels.push_back(k);
+    k.shape = "n=2 c=64 h=56 w=56 k=64 r=3 s=3 stride=1 pad=1 fwd";  // a second point: a table needs two
+    k.flop *= 2;
+    k.kernels = 1;  // one kernel: its span is its time
+    k.point   = 1001;
+    three.kernels.push_back(k);
+  }
+  const FitResult busy = fit_profile(base, three, {.name = "busy", .base = "h100-sxm"});
+  const KernelTable* conv = nullptr;
+  for (const auto& t : busy.profile.kernel_tables)
+    if (t.op == "conv2d")
+      conv = &t;
+  REQUIRE(conv != nullptr);
+  CHECK(conv->shapes.at("n=1 c=64 h=56 w=56 k=64 r=3 s=3 stride=1 pad=1 fwd") == 11.25e-6);
+  CHECK(conv->shapes.at("n=2 c=64 h=56 w=56 k=64 r=3 s=3 stride=1 pad=1 fwd") == 15.7e-6);
+  CHECK(busy.profile.provenance.count("kernel_time") == 1);
+  CHECK(fit.profile.provenance.count("kernel_time") == 0);
 }
 
 TEST_CASE("the microbenchmark plan: ids in order, work from closed forms, quick is a subset")
