@@ -5,6 +5,7 @@
 #include "calibration/ProfileFit.hpp"
 #include "calibration/TableCostModel.hpp"
 #include "common/AtomicFile.hpp"
+#include "common/Child.hpp"
 #include "common/Error.hpp"
 #include "sim/Schedules.hpp"
 #include "sim/backends/FromTaskGraph.hpp"
@@ -69,51 +70,22 @@ std::string read_text(const std::string& path)
   return s.str();
 }
 
-// Runs `work` in a child process and returns what it wrote; an exception, a crash or a non-zero exit
-// becomes ExecutionError with the reason. (fork: the parent runs no threads, and a failing run must
+// Runs `work` in a child process (common/Child.hpp) and returns what it wrote; an exception, a crash or a
+// non-zero exit becomes ExecutionError with the reason. (fork: the parent runs no threads, and a failing run must
 // not take the sweep down.)
-std::string run_in_child(const std::function<std::string()>& work)
+std::string run_point_in_child(const std::function<std::string()>& work)
 {
-  int fds[2];
-  if (::pipe(fds) != 0)
-    throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0)
-    throw Error(std::string("cannot fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out;
-    int code = 0;
+  const ChildOutput child = run_in_child([&]() -> std::string {
     try {
-      out = "ok\n" + work();
+      return "ok\n" + work();
     } catch (const std::exception& e) {
-      out = std::string("error\n") + e.what();
-      code = 3;
+      return std::string("error\n") + e.what();
+    } catch (...) {
+      return "error\nan unknown exception";
     }
-    std::size_t written = 0;
-    while (written < out.size()) {
-      const ssize_t n = ::write(fds[1], out.data() + written, out.size() - written);
-      if (n <= 0)
-        break;
-      written += static_cast<std::size_t>(n);
-    }
-    ::_exit(code);
-  }
-  ::close(fds[1]);
-  std::string output;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0)
-      output.append(buf, static_cast<std::size_t>(n));
-    else if (n == 0 || errno != EINTR)
-      break;
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  });
+  const std::string& output = child.text;
+  const int status          = child.status;
   if (output.rfind("ok\n", 0) == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return output.substr(3);
   if (output.rfind("error\n", 0) == 0)
@@ -312,7 +284,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
     try {
       backends::ExecutionResult measured;
       if (options.backend == Backend::host) {
-        const std::string text = run_in_child([&] {
+        const std::string text = run_point_in_child([&] {
           std::ostringstream out;
           backends::write_execution_result(
               backends::execute_on_host(point_workload(point, options.scale),
@@ -342,7 +314,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
         std::filesystem::remove(out);
         const std::string runner = options.cuda_runner;
         const std::string warmup = std::to_string(options.warmup), iterations = std::to_string(options.iterations);
-        const std::string text = run_in_child([&]() -> std::string {
+        const std::string text = run_point_in_child([&]() -> std::string {
           std::vector<std::string> args = options.launcher;
           for (const std::string& a : {runner, workload, std::string("-o"), out, std::string("--warmup"), warmup,
                                        std::string("--iterations"), iterations, std::string("--trace"), trace})

@@ -184,8 +184,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
       sim::CollectiveTask c{.kind = sim::CollectiveKind::all_reduce, .algorithm = par.dp_collective, .group = group,
                             .bytes = bytes};
       sim::resolve_collective(c, cluster);
-      const bool tree = c.algorithm == sim::CollectiveAlgorithm::tree || c.algorithm == sim::CollectiveAlgorithm::double_tree;
-      return at->second = tree ? static_cast<double>(sim::message_count(c, cluster.gpus_per_node)) : 0;
+      return at->second = sim::is_tree(c.algorithm) ? static_cast<double>(sim::message_count(c, cluster.gpus_per_node)) : 0;
     };
     double tree_messages = 0;  // per simulated tensor rank and iteration
     if (trees_apart && R > 1 && par.zero == 0 && groups == 1 && !per_unit && !model.blocks().empty())

@@ -1064,7 +1064,7 @@ void apply_protocol(CollectiveTask& c, const ClusterSpec& cl, CollectiveProtocol
   const int node_count = static_cast<int>(std::unique(node_ids.begin(), node_ids.end()) - node_ids.begin());
   const bool ppn_one = !one && !nodes.empty() && nodes.front().size() == 1;
   const Hw intra = cl.intra_link == IntraLink::pcie ? Hw::pci : Hw::nvlink;
-  const bool tree_like = c.algorithm == CollectiveAlgorithm::tree || c.algorithm == CollectiveAlgorithm::double_tree;
+  const bool tree_like = is_tree(c.algorithm);
   const std::size_t col = tree_like ? 0 : 1;
   double intra_us = hw_latency_us[static_cast<std::size_t>(intra)][col][static_cast<std::size_t>(pi)];
   // With one rank per node the network latency is fully exposed: NCCL uses the tree's.

@@ -113,6 +113,14 @@ inline constexpr int fabric_switch_endpoint = -2'000'000'000;
 constexpr bool is_switch_endpoint(int endpoint) { return endpoint <= -2; }
 constexpr int node_of_switch_endpoint(int endpoint) { return -2 - endpoint; }
 
+/// A binary tree or NCCL's double binary tree: a root apart from the other members, so that no rotation of
+/// the members maps its messages onto themselves (the fold runs such collectives apart, Fold.hpp), and NCCL's
+/// tree latencies apply.
+constexpr bool is_tree(CollectiveAlgorithm a)
+{
+  return a == CollectiveAlgorithm::tree || a == CollectiveAlgorithm::double_tree;
+}
+
 /// The algorithm actually used for `c` (after the fallbacks above; `auto` is resolved to ring when
 /// resolve_collective() has not run). The cluster-free overload cannot know about NVLS or SHARP and
 /// keeps nvls and sharp as they are.

@@ -249,6 +249,21 @@ int stabilizer_order(const CollectiveTask& c, const Fold& fold, const std::vecto
   }
   return static_cast<int>(h.size());
 }
+// The generators (indices into fold.generators()) that map the collective's group onto itself.
+std::vector<int> keeping_generators(const CollectiveTask& c, const Fold& fold)
+{
+  const std::vector<int> members = sorted_group(c);
+  std::vector<int> out;
+  for (std::size_t i = 0; i < fold.generators().size(); ++i) {
+    bool keeps = true;
+    for (int d : members)
+      keeps = keeps && contains(members, fold.apply(fold.generator_element(i), d));
+    if (keeps)
+      out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
 // A collective that does not fold but whose group the stabilizing generators span H for: all its
 // messages, to run apart (FoldedMessages::isolated); nullopt when H is not spanned by generators.
 std::optional<FoldedMessages> isolate_collective(const CollectiveTask& c, int gpus_per_node, const Fold& fold,
@@ -261,14 +276,11 @@ std::optional<FoldedMessages> isolate_collective(const CollectiveTask& c, int gp
   const int order = stabilizer_order(c, fold, h, order_why);
   if (order == 0)
     return std::nullopt;
-  const std::vector<int> members = sorted_group(c);
+  const std::vector<int> keeping = keeping_generators(c, fold);
   int spanned = 1;
   FoldedMessages out;
   for (std::size_t i = 0; i < fold.generators().size(); ++i) {
-    bool keeps = true;
-    for (int d : members)
-      keeps = keeps && contains(members, fold.apply(fold.generator_element(i), d));
-    if (keeps)
+    if (std::find(keeping.begin(), keeping.end(), static_cast<int>(i)) != keeping.end())
       spanned *= fold.generators()[i].order;
     else
       out.apart.push_back(static_cast<int>(i));
@@ -291,15 +303,9 @@ int collective_stabilizer(const CollectiveTask& c, const Fold& fold, std::string
 
 std::vector<std::string> stabilizing_generators(const CollectiveTask& c, const Fold& fold)
 {
-  const std::vector<int> members = sorted_group(c);
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < fold.generators().size(); ++i) {
-    bool keeps = true;
-    for (int d : members)
-      keeps = keeps && contains(members, fold.apply(fold.generator_element(i), d));
-    if (keeps)
-      out.push_back(fold.generators()[i].name);
-  }
+  for (int i : keeping_generators(c, fold))
+    out.push_back(fold.generators()[static_cast<std::size_t>(i)].name);
   return out;
 }
 

@@ -31,6 +31,40 @@ namespace ddlsim::sim {
 namespace {
 
 // Under a fold: the quotient routes every message needs, found before the platform is built.
+// The orbits of the platform's links under some of a fold's generators: a union-find (path halving) over the
+// links that each generator's map joins; after settle(), parent[l] is the smallest link of l's orbit and
+// size[root] the orbit's links. `order`: the order of the group the generators make (the product of theirs).
+struct LinkOrbits {
+  std::vector<int> parent, size;
+  int order = 1;
+  explicit LinkOrbits(std::size_t links) : parent(links)
+  {
+    for (std::size_t l = 0; l < links; ++l)
+      parent[l] = static_cast<int>(l);
+  }
+  int root(int l)
+  {
+    while (parent[static_cast<std::size_t>(l)] != l)
+      l = parent[static_cast<std::size_t>(l)] = parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(l)])];
+    return l;
+  }
+  void unite(int x, int y)
+  {
+    x = root(x);
+    y = root(y);
+    if (x != y)
+      parent[static_cast<std::size_t>(std::max(x, y))] = std::min(x, y);
+  }
+  void settle()
+  {
+    size.assign(parent.size(), 0);
+    for (std::size_t l = 0; l < parent.size(); ++l) {
+      parent[l] = root(static_cast<int>(l));
+      ++size[static_cast<std::size_t>(parent[l])];
+    }
+  }
+};
+
 struct FoldedRoutes {
   std::vector<detail::QuotientLink> links;      // per link orbit used
   std::vector<std::vector<int>> routes;         // distinct routes, as orbits
@@ -113,24 +147,6 @@ struct FoldedRoutes {
     }
     sets_ = sets.size();
     const detail::LinkModel model(cluster, sets);
-    // Link orbits: the closure of the generators' link maps over the devices they move.
-    std::vector<int> parent(static_cast<std::size_t>(model.size()));
-    for (std::size_t l = 0; l < parent.size(); ++l)
-      parent[l] = static_cast<int>(l);
-    auto find = [&](int l) {
-      while (parent[static_cast<std::size_t>(l)] != l)
-        l = parent[static_cast<std::size_t>(l)] = parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(l)])];
-      return l;
-    };
-    auto join = [&](int a, int b) {
-      a = find(a);
-      b = find(b);
-      if (a != b)
-        parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
-    };
-    for (const FoldGenerator& g : fold.generators())
-      for (int d = 0; d < fold.devices(); ++d)
-        model.pair_links(d, g.image[static_cast<std::size_t>(d)], join);
     // A generator's map of each node's NIC sets, as links joined (up with up, down with down).
     auto join_rails = [&](const std::vector<NodeMap>& maps, const std::function<void(int, int)>& unite) {
       for (const NodeMap& map : maps)
@@ -145,12 +161,26 @@ struct FoldedRoutes {
           unite(model.rails_link(map.from, static_cast<int>(i)) + 1, model.rails_link(map.to, j) + 1);
         }
     };
-    for (const auto& maps : node_maps)
-      join_rails(maps, join);
-    std::vector<int> orbit_size(parent.size(), 0);
-    for (std::size_t l = 0; l < parent.size(); ++l)
-      ++orbit_size[static_cast<std::size_t>(find(static_cast<int>(l)))];
-    orbit_count = static_cast<int>(parent.size());
+    // The orbits under the generators `gens`: the closure of their link maps over the devices they move.
+    auto orbits_of = [&](const std::vector<int>& gens) {
+      LinkOrbits o(static_cast<std::size_t>(model.size()));
+      const std::function<void(int, int)> unite = [&o](int x, int y) { o.unite(x, y); };
+      for (int gi : gens) {
+        const FoldGenerator& g = fold.generators()[static_cast<std::size_t>(gi)];
+        o.order *= g.order;
+        for (int d = 0; d < fold.devices(); ++d)
+          model.pair_links(d, g.image[static_cast<std::size_t>(d)], unite);
+        join_rails(node_maps[static_cast<std::size_t>(gi)], unite);
+      }
+      o.settle();
+      return o;
+    };
+    std::vector<int> all_generators(fold.generators().size());
+    for (std::size_t gi = 0; gi < all_generators.size(); ++gi)
+      all_generators[gi] = static_cast<int>(gi);
+    const LinkOrbits g_orbits = orbits_of(all_generators);
+    auto find = [&g_orbits](int l) { return g_orbits.parent[static_cast<std::size_t>(l)]; };
+    orbit_count = static_cast<int>(g_orbits.parent.size());
     std::unordered_map<int, int> quotient;  // orbit root -> quotient link
     std::map<std::vector<int>, int> known;
     std::vector<int> route;
@@ -172,7 +202,7 @@ struct FoldedRoutes {
         if (fresh) {
           // A link orbit O carries |G| / |O| flows of every flow orbit crossing it per link: a
           // shared link of |O| / |G| of the bandwidth per representative flow gives the same shares.
-          const double share = model.fatpipe(l) ? 1.0 : static_cast<double>(orbit_size[static_cast<std::size_t>(root)]) /
+          const double share = model.fatpipe(l) ? 1.0 : static_cast<double>(g_orbits.size[static_cast<std::size_t>(root)]) /
                                                             fold.order();
           links.push_back({model.bandwidth(l) * share, model.fatpipe(l)});
         }
@@ -189,43 +219,15 @@ struct FoldedRoutes {
     // collective's group (its images under K run at the same times on the images of its links, and
     // K acts freely on them: the same quotient as the fold's, for K), of B |O_K| / |K|.
     struct Apart {
-      std::vector<int> parent, size;
-      int order = 1;
+      LinkOrbits orbits;
       std::map<int, int> link;  // K-orbit root -> link
     };
     std::map<std::vector<int>, Apart> aparts;
     auto apart_of = [&](const std::vector<int>& gens) -> Apart& {
-      auto [at, fresh] = aparts.try_emplace(gens);
-      Apart& a = at->second;
-      if (!fresh)
-        return a;
-      a.parent.resize(parent.size());
-      for (std::size_t l = 0; l < a.parent.size(); ++l)
-        a.parent[l] = static_cast<int>(l);
-      auto root_of = [&a](int l) {
-        while (a.parent[static_cast<std::size_t>(l)] != l)
-          l = a.parent[static_cast<std::size_t>(l)] = a.parent[static_cast<std::size_t>(a.parent[static_cast<std::size_t>(l)])];
-        return l;
-      };
-      auto unite = [&](int x, int y) {
-        x = root_of(x);
-        y = root_of(y);
-        if (x != y)
-          a.parent[static_cast<std::size_t>(std::max(x, y))] = std::min(x, y);
-      };
-      for (int gi : gens) {
-        const FoldGenerator& g = fold.generators()[static_cast<std::size_t>(gi)];
-        a.order *= g.order;
-        for (int d = 0; d < fold.devices(); ++d)
-          model.pair_links(d, g.image[static_cast<std::size_t>(d)], unite);
-        join_rails(node_maps[static_cast<std::size_t>(gi)], unite);
-      }
-      a.size.assign(a.parent.size(), 0);
-      for (std::size_t l = 0; l < a.parent.size(); ++l) {
-        a.parent[l] = root_of(static_cast<int>(l));
-        ++a.size[static_cast<std::size_t>(a.parent[l])];
-      }
-      return a;
+      auto at = aparts.find(gens);
+      if (at == aparts.end())
+        at = aparts.emplace(gens, Apart{orbits_of(gens), {}}).first;
+      return at->second;
     };
     auto add_apart = [&](Apart& a, std::unordered_map<std::uint64_t, int>& pairs, int src, int dst, int set,
                          std::vector<int>& orbits) {
@@ -237,10 +239,11 @@ struct FoldedRoutes {
       for (int& l : route) {
         if (!model.fatpipe(l))
           orbits.push_back(find(l));
-        const int root = a.parent[static_cast<std::size_t>(l)];
+        const int root = a.orbits.parent[static_cast<std::size_t>(l)];
         auto [at, fresh] = a.link.emplace(root, static_cast<int>(links.size()));
         if (fresh) {
-          const double share = model.fatpipe(l) ? 1.0 : static_cast<double>(a.size[static_cast<std::size_t>(root)]) / a.order;
+          const double share =
+              model.fatpipe(l) ? 1.0 : static_cast<double>(a.orbits.size[static_cast<std::size_t>(root)]) / a.orbits.order;
           links.push_back({model.bandwidth(l) * share, model.fatpipe(l)});
         }
         l = at->second;

@@ -15,7 +15,7 @@
 //
 // Records lost are counted three ways, each once: dropped_records() for want of buffer space (CUPTI's count,
 // read and reset after every buffer and after every flush, so that a drop is counted by the take() that follows
-// it), incomplete_records() for kernels and copies without timestamps, unreadable_records() for a buffer CUPTI
+// it), incomplete_records() for kernels and copies without timestamps, unreadable_buffers() for a buffer CUPTI
 // could not walk to its end. A run that lost any record is left out by the caller (calibration::check_runs), never
 // timed from the records that remain.
 //

@@ -1,4 +1,5 @@
 """Helpers for the CLI tests: run the ddlsim binary, read its CSV, check with tolerances."""
+import atexit
 import csv
 import os
 import shutil
@@ -41,9 +42,22 @@ def gpu_visible():
     return p.returncode == 0 and "GPU" in p.stdout
 
 
+_workdirs = []
+
+
+def _remove_unless_failed(d):
+    # A failed test keeps its folder to look into (finish names it); DDLSIM_KEEP_TEST_DIRS=1 keeps all.
+    if not failures and os.environ.get("DDLSIM_KEEP_TEST_DIRS") != "1":
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def workdir():
+    """A fresh temporary folder with the four-GPU cluster fixture, removed when the test ends (kept if it failed,
+    or with DDLSIM_KEEP_TEST_DIRS=1): the suite once left 1,000 of them, gigabytes, in /tmp."""
     d = tempfile.mkdtemp(prefix="ddlsim_cli_")
     shutil.copy(os.path.join(FIXTURES, "node4.yaml"), d)
+    atexit.register(_remove_unless_failed, d)
+    _workdirs.append(d)
     return d
 
 
@@ -66,4 +80,6 @@ def finish(name, count):
     """Prints the plain closing line CI reads and exits non-zero on any failure."""
     failed = len(failures)
     print(f"{name}: {count - failed} passed, {failed} failed")
+    if failed and _workdirs:
+        print(f"{name}: its temporary folders are kept: {' '.join(_workdirs)}")
     sys.exit(1 if failed else 0)
