@@ -40,6 +40,13 @@ L2Isolation plan_l2_isolation(double footprint_bytes, double l2_bytes, double bu
   return out;
 }
 
+float products_alpha(double reduction)
+{
+  if (!(reduction >= 1))
+    throw std::invalid_argument("products_alpha: the reduction must be at least 1");
+  return static_cast<float>(std::sqrt(3.0 / reduction));
+}
+
 std::uint64_t busy_ns(std::vector<GpuInterval> intervals)
 {
   std::sort(intervals.begin(), intervals.end(),

@@ -89,6 +89,16 @@ inline constexpr int collective_warmup_calls = 5;
 /// std::invalid_argument for an unknown collective or a non-positive time or group.
 double bus_bandwidth(const std::string& collective, double bytes, double seconds, int group);
 
+/// Values a step's kernels keep as they pass them on. The operands start in [-1, 1) (a fill: variance 1/3), and in
+/// a step each launch reads what earlier ones wrote: with alpha = 1 a GEMM or convolution summing `reduction`
+/// products multiplies the variance by reduction / 3, so that a dozen layers overflow to inf (and a contraction
+/// would shrink values to zero), and tensor cores run faster on such constant bit patterns than on training's
+/// data (on an H200, 894 against 788 TFLOP/s for zeros against random values). `products_alpha` is the scale
+/// that keeps the variance: sqrt(3 / reduction); the pointwise kernel runs y = -x (`pointwise_a`, `pointwise_b`),
+/// which keeps every magnitude. Throws std::invalid_argument when reduction is below 1.
+float products_alpha(double reduction);
+inline constexpr float pointwise_a = -1.0f, pointwise_b = 0.0f;
+
 /// Arithmetic a GEMM or convolution runs for a dtype.
 enum class MathMode {
   fp32,       ///< fp32 FMA, no tensor cores

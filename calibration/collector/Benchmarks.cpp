@@ -623,7 +623,13 @@ void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers
 
 cudnnStatus_t ComputeOp::run_conv(const OpStream& where, const OpBuffers& b) const
 {
-  const float alpha = 1.0f, beta = 0.0f; // float scaling for float, half and bfloat16 data
+  // Float scaling for float, half and bfloat16 data; alpha keeps the values' spread (calibration::products_alpha)
+  // over what each pass sums: c r s inputs of an output, k r s gradients of an input, n p q of a filter's.
+  const calibration::ConvProblem& p = point_.conv;
+  const double reduction = point_.pass == ConvPass::forward         ? double(p.c) * p.r * p.s
+                           : point_.pass == ConvPass::backward_data ? double(p.k) * p.r * p.s
+                                                                    : double(p.n) * p.out_h() * p.out_w();
+  const float alpha = calibration::products_alpha(std::max(1.0, reduction)), beta = 0.0f;
   const Conv& c = *conv_;
   void* x       = b.operand[0];
   void* w       = b.operand[1];
@@ -654,14 +660,16 @@ void ComputeOp::launch(const OpStream& where, const OpBuffers& b) const
     return;
   }
   if (point_.op == BenchOp::pointwise) {
-    check_cuda(launch_axpb(static_cast<const float*>(b.operand[0]), static_cast<float*>(b.operand[2]), elements_, 2.0f,
-                           1.0f, std::max(1, where.sm_count) * 8, where.stream), // 8 blocks of 256 threads fill an SM
+    check_cuda(launch_axpb(static_cast<const float*>(b.operand[0]), static_cast<float*>(b.operand[2]), elements_,
+                           calibration::pointwise_a, calibration::pointwise_b, std::max(1, where.sm_count) * 8,
+                           where.stream), // 8 blocks of 256 threads fill an SM
                "the pointwise kernel");
     return;
   }
   if (where.cublas == nullptr)
     throw PointFailed("no cuBLAS handle to run " + point_.label());
-  const float alpha = 1.0f, beta = 0.0f; // read by cuBLAS before the call returns (host pointer mode)
+  // Read by cuBLAS before the call returns (host pointer mode); alpha keeps the values' spread over k products.
+  const float alpha = calibration::products_alpha(std::max(1, k_)), beta = 0.0f;
   const void* a  = b.operand[0];
   const void* bm = b.operand[1];
   void* c        = b.operand[2];

@@ -10,6 +10,7 @@
 #include "calibration/Microbench.hpp"
 #include "traces/NcclTestsImporter.hpp"
 
+#include <cmath>
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -235,6 +236,34 @@ TEST_CASE("a run's busy time leaves out the gaps between its kernels and counts 
   CHECK(busy_ns({{0, 10}, {5, 20}, {8, 12}, {30, 31}}) == 21);  // overlaps count once
   CHECK(busy_ns({{7, 7}, {9, 3}}) == 0);                        // empty and reversed intervals
   CHECK(busy_ns({}) == 0);
+}
+
+TEST_CASE("a step's kernels keep their values' spread: alpha sqrt(3 / reduction), the pointwise kernel y = -x")
+{
+  // Operands uniform in [-1, 1) have variance 1/3; a sum of k products of two such has variance k / 9: the scale
+  // that brings it back to 1/3 is sqrt(3 / k). Checked against a direct sum of products over a fixed sequence.
+  CHECK(products_alpha(768) == doctest::Approx(0.0625));  // sqrt(3 / 768) = 1/16
+  CHECK(products_alpha(3) == doctest::Approx(1.0));
+  CHECK(products_alpha(1) == doctest::Approx(std::sqrt(3.0)));
+  CHECK_THROWS_AS(products_alpha(0), std::invalid_argument);
+  const int k = 3072;
+  double sum2 = 0;
+  const int outputs = 2000;
+  std::uint32_t state = 12345;
+  auto uniform = [&] {  // [-1, 1)
+    state = state * 1664525u + 1013904223u;
+    return static_cast<double>(state >> 8) / static_cast<double>(1u << 24) * 2 - 1;
+  };
+  for (int o = 0; o < outputs; ++o) {
+    double dot = 0;
+    for (int i = 0; i < k; ++i)
+      dot += uniform() * uniform();
+    const double y = products_alpha(k) * dot;
+    sum2 += y * y;
+  }
+  CHECK(sum2 / outputs == doctest::Approx(1.0 / 3).epsilon(0.1));  // the fill's variance, kept
+  CHECK(pointwise_a * pointwise_a == 1.0f);                        // |y| = |x|: nothing grows or shrinks
+  CHECK(pointwise_b == 0.0f);
 }
 
 TEST_CASE("the gap between a CUDA graph's kernels: time per kernel less the kernel's median duration")
