@@ -191,7 +191,7 @@ traces::TraceEvent slice_of(const sim::TaskGraph& graph, sim::TaskId id, const s
 // value is recomputed from the integer counts at every change, so that it returns exactly to the
 // peak whenever the counts do.
 void add_memory_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
-                         const std::vector<sim::TaskTiming>& timings, std::int64_t end_ns, const TimelineMemory& memory,
+                         const sim::Timings& timings, std::int64_t end_ns, const TimelineMemory& memory,
                          const std::function<bool(int)>& shown)
 {
   if (memory.peak_bytes.size() != static_cast<std::size_t>(graph.device_count()))
@@ -260,7 +260,7 @@ void add_memory_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph
 // Link counters: each sending task's rate per link class while it runs (its bytes over its
 // duration, per GPU of the device), summed per device at every change.
 void add_link_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
-                       const std::vector<sim::TaskTiming>& timings, const sim::ClusterSpec& cluster,
+                       const sim::Timings& timings, const sim::ClusterSpec& cluster,
                        const std::function<bool(int)>& shown)
 {
   using traces::ChromeTrace;
@@ -388,7 +388,7 @@ TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const 
   return out;
 }
 
-traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vector<sim::TaskTiming>& timings,
+traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const sim::Timings& timings,
                                    double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
                                    const sim::Fold* fold)
 {

@@ -85,7 +85,7 @@ TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const 
 /// `graph` is the folded graph and only its representatives are drawn, each named "gpu<d> (node
 /// <n>), 1 of <|G|> alike" (the others do the same at the same times; sim::unfold gives the whole
 /// graph, what a point small enough to draw whole is drawn from).
-traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const std::vector<sim::TaskTiming>& timings,
+traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const sim::Timings& timings,
                                    double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
                                    const sim::Fold* fold = nullptr);
 

@@ -441,11 +441,11 @@ std::optional<FoldedMessages> fold_collective(const CollectiveTask& c, int gpus_
   return out;
 }
 
-std::pair<TaskGraph, std::vector<TaskTiming>> unfold(const TaskGraph& folded, const std::vector<TaskTiming>& timings,
+std::pair<TaskGraph, Timings> unfold(const TaskGraph& folded, const Timings& timings,
                                                      const Fold& fold)
 {
   TaskGraph whole(fold.devices());
-  std::vector<TaskTiming> out;
+  Timings out;
   for (TaskId id = 0; id < folded.size(); ++id) {
     std::vector<std::vector<int>> seen;
     for (int g = 0; g < fold.order(); ++g) {

@@ -136,7 +136,7 @@ std::vector<std::string> stabilizing_generators(const CollectiveTask& c, const F
 
 /// The whole graph a folded graph stands for, with every task's timing: each task's images under
 /// the fold (a collective once per distinct group), in the folded graph's order. For timelines.
-std::pair<TaskGraph, std::vector<TaskTiming>> unfold(const TaskGraph& folded, const std::vector<TaskTiming>& timings,
+std::pair<TaskGraph, Timings> unfold(const TaskGraph& folded, const Timings& timings,
                                                      const Fold& fold);
 
 /// A collective of a folded graph that does not fold: `generators` are the fold's generators to

@@ -10,6 +10,8 @@
 // micro-batches give (K-1)/(M+K-1).
 #pragma once
 
+#include "common/HugePages.hpp"
+
 #include "sim/TaskGraph.hpp"
 
 #include <utility>
@@ -21,6 +23,8 @@ struct TaskTiming {
   double start_s = -1;
   double end_s = -1;
 };
+/// Per task of a graph, as a replay measures them: a large array, in huge pages (common/HugePages.hpp).
+using Timings = std::vector<TaskTiming, HugePageAllocator<TaskTiming>>;
 
 struct DeviceStats {
   double compute_s = 0;
@@ -50,7 +54,7 @@ struct SentBytes {
 SentBytes sent_bytes_per_device(const TaskGraph& graph, int gpus_per_node);
 
 /// Per-device statistics from the timings of every task and the iteration time.
-std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
+std::vector<DeviceStats> device_stats(const TaskGraph& graph, const Timings& timings, double makespan_s,
                                       int gpus_per_node);
 
 class Fold;               // Fold.hpp
@@ -59,7 +63,7 @@ class FoldedCollectives;  // Fold.hpp
 /// gathers what its orbit's images of the graph's tasks do to it (a transfer into an image of it,
 /// its share of every collective an image of it joins), and every GPU gets its representative's
 /// numbers.
-std::vector<DeviceStats> device_stats(const TaskGraph& graph, const std::vector<TaskTiming>& timings, double makespan_s,
+std::vector<DeviceStats> device_stats(const TaskGraph& graph, const Timings& timings, double makespan_s,
                                       int gpus_per_node, const Fold& fold, const FoldedCollectives& folded);
 
 }  // namespace ddlsim::sim

@@ -23,7 +23,7 @@ std::size_t slot(const PsPlan& plan, int k, int w, int j)
 }
 
 // When the last pull (iteration K - 1) of worker w from server j ended.
-double last_pull_end(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings, int w, int j)
+double last_pull_end(const PsPlan& plan, const PsGraph& g, const Timings& timings, int w, int j)
 {
   return timings[g.pulls[slot(plan, plan.iterations - 1, w, j)]].end_s;
 }
@@ -111,7 +111,7 @@ PsGraph build_parameter_server(const PsPlan& plan)
   return out;
 }
 
-PsThroughput ps_throughput(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings)
+PsThroughput ps_throughput(const PsPlan& plan, const PsGraph& g, const Timings& timings)
 {
   const int W = plan.workers, S = plan.servers, K = plan.iterations;
   PsThroughput x;
@@ -128,7 +128,7 @@ PsThroughput ps_throughput(const PsPlan& plan, const PsGraph& g, const std::vect
   return x;
 }
 
-std::vector<DeviceStats> ps_device_stats(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings,
+std::vector<DeviceStats> ps_device_stats(const PsPlan& plan, const PsGraph& g, const Timings& timings,
                                          const std::vector<DeviceStats>& devices, const PsThroughput& x)
 {
   const int W = plan.workers, S = plan.servers, K = plan.iterations;
@@ -156,7 +156,7 @@ std::vector<DeviceStats> ps_device_stats(const PsPlan& plan, const PsGraph& g, c
   return out;
 }
 
-StalenessStats observed_staleness(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings)
+StalenessStats observed_staleness(const PsPlan& plan, const PsGraph& g, const Timings& timings)
 {
   const int W = plan.workers, S = plan.servers, K = plan.iterations;
   // A worker's updates on one server end in iteration order (update k+1 needs the pull after update

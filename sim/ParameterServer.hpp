@@ -93,7 +93,7 @@ struct PsThroughput {
 };
 
 /// The workers' throughput as defined above, from the replay's timings of `g`.
-PsThroughput ps_throughput(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings);
+PsThroughput ps_throughput(const PsPlan& plan, const PsGraph& g, const Timings& timings);
 
 /// Per-device statistics over each GPU's own run rather than the whole replay: worker w's ends at
 /// T_w, a server's with the last pull it serves (a GPU that is both: the later), a GPU with no task
@@ -101,12 +101,12 @@ PsThroughput ps_throughput(const PsPlan& plan, const PsGraph& g, const std::vect
 /// to K x x.iteration_time_s, so that averaged over GPUs against that time they give each GPU's own
 /// shares (a fast worker that finished early is not idle); bytes are unchanged. `devices` is the
 /// replay's (ReplayResult::devices, over [0, makespan]).
-std::vector<DeviceStats> ps_device_stats(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings,
+std::vector<DeviceStats> ps_device_stats(const PsPlan& plan, const PsGraph& g, const Timings& timings,
                                          const std::vector<DeviceStats>& devices, const PsThroughput& x);
 
 /// Staleness a worker saw at each pull: after iteration k, how many iterations behind k the least
 /// advanced other worker's updates on that server were (k minus the newest iteration of that
 /// worker the server had applied), 0 when every worker's update of k was in.
-StalenessStats observed_staleness(const PsPlan& plan, const PsGraph& g, const std::vector<TaskTiming>& timings);
+StalenessStats observed_staleness(const PsPlan& plan, const PsGraph& g, const Timings& timings);
 
 }  // namespace ddlsim::sim

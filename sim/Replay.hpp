@@ -72,7 +72,7 @@ struct ReplayOptions {
 
 struct ReplayResult {
   double makespan_s = 0;             ///< simulated time at which the last task finished
-  std::vector<TaskTiming> timings;   ///< per task
+  Timings timings;   ///< per task
   std::vector<DeviceStats> devices;  ///< per GPU (under a fold: each GPU its representative's)
   /// Activities simulated: compute tasks (a timer on a GPU that runs one task at a time, else an
   /// Exec) and Comms. Analytic collectives and latencies are timers and do not count.

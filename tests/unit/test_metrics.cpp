@@ -83,7 +83,7 @@ TEST_CASE("device statistics split the iteration into compute, exposed communica
   TaskId c1 = g.add_compute({.device = 1, .phase = Phase::forward});
   g.add_dependency(c0, t);
   g.add_dependency(t, c1);
-  std::vector<TaskTiming> timings(3);
+  Timings timings(3);
   timings[c0] = {0, 2};
   timings[t] = {1.5, 3};  // half a second hidden under device 0's compute
   timings[c1] = {3, 4};

@@ -53,7 +53,7 @@ TEST_CASE("Timeline: concurrent transfers on lanes, flows from sender to receive
   const sim::TaskId t1 = g.add_transfer({.src = 0, .dst = 1, .bytes = 3e6, .micro_batch = 1});
   const sim::TaskId b0 = pass(sim::Phase::backward);
   const sim::TaskId ar = g.add_collective({.group = {0, 1}, .bytes = 8e6});
-  std::vector<sim::TaskTiming> timings(g.size());
+  sim::Timings timings(g.size());
   timings[f0] = {0, 1e-3};
   timings[t0] = {1e-3, 2e-3};
   timings[t1] = {1.5e-3, 2.5e-3};
@@ -121,7 +121,7 @@ TEST_CASE("Timeline: without memory numbers, no memory counters")
 {
   sim::TaskGraph g(1);
   const sim::TaskId f = g.add_compute({.device = 0, .phase = sim::Phase::forward, .samples = 1});
-  std::vector<sim::TaskTiming> timings(g.size());
+  sim::Timings timings(g.size());
   timings[f]      = {0, 1e-3};
   const Written w = write(experiments::build_timeline(g, timings, 1e-3, sim::ClusterSpec{}, {}));
   CHECK(w.slices.size() == 1);
