@@ -34,10 +34,8 @@ struct Measured {
 // convolution), else its span. A training step replayed as a CUDA graph runs a launch's kernels back to back,
 // where the collector's stream under CUPTI leaves gaps of microseconds between them: on the H200, the step's
 // kernels traced inside the graph took their cold busy time within 3%, the spans 15% more (docs/crosscheck-gpu.md).
-double record_seconds(const traces::KernelRecord& k)
-{
-  return k.kernels > 1 && k.busy_s > 0 ? k.busy_s : k.duration_s;
-}
+bool counts_busy(const traces::KernelRecord& k) { return k.kernels > 1 && k.busy_s > 0; }
+double record_seconds(const traces::KernelRecord& k) { return counts_busy(k) ? k.busy_s : k.duration_s; }
 
 std::vector<Measured> per_point(const std::vector<traces::KernelRecord>& kernels)
 {
@@ -340,8 +338,7 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   profile.provenance = {{"source", "ddlsim calibrate fit"}, {"measured", "yes"}, {"date", options.date},
                         {"command", options.command}, {"compute_parameters", "from base profile " + options.base},
                         {"traces", options.sources}};
-  if (std::any_of(records.kernels.begin(), records.kernels.end(),
-                  [](const traces::KernelRecord& k) { return k.kernels > 1 && k.busy_s > 0; }))
+  if (std::any_of(records.kernels.begin(), records.kernels.end(), counts_busy))
     profile.provenance["kernel_time"] = "a point's median time; a run of several kernels counts their busy time, the "
                                         "gaps between them left out, as a CUDA graph runs them back to back";
   for (const char* key : {"nccl_version", "driver", "cuda_runtime", "cublas", "cudnn", "sm_count", "timing", "clocks_start",

@@ -6,11 +6,12 @@
 // Smaller blocks come from operator new. Where the kernel refuses a mapping, allocate() throws std::bad_alloc, as
 // operator new does when memory runs out.
 //
-//   std::vector<Task, HugePageAllocator<Task>> tasks;   // a std::vector, in huge pages once it is large
+//   HugePageVector<Task> tasks;   // a std::vector<Task, HugePageAllocator<Task>>, in huge pages once it is large
 #pragma once
 
 #include <cstddef>
 #include <new>
+#include <vector>
 
 namespace ddlsim {
 
@@ -54,5 +55,8 @@ struct HugePageAllocator {
     return true;
   }
 };
+
+template <class T>
+using HugePageVector = std::vector<T, HugePageAllocator<T>>;
 
 }  // namespace ddlsim

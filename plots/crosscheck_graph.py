@@ -101,9 +101,8 @@ def main():
             kind[2] += sum(k["duration_s"] for k in own)
             kind[3] += cold.get(key, float("nan"))
             kind[4] += span.get(key, float("nan"))
-        label = launches[0].get("workload", "") if launches else ""
-        with open(path) as f:
-            label = json.loads(f.readline()).get("workload", label)
+        with open(path) as f:  # the provenance line names the workload
+            label = json.loads(f.readline()).get("workload", "")
         lines.append(f"| {i} | {label} | {len(launches)} | {len(ran)} | {busy:.4f} | {gaps:.4f} | {measured:.4f} | "
                      f"{sums[0]:.4f} | {sums[1]:.4f} | {sums[2]:.4f} | {pct(sums[0], measured)} | "
                      f"{pct(sums[1], measured)} |")

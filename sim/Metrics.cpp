@@ -4,6 +4,7 @@
 #include "sim/Fold.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -142,49 +143,46 @@ std::vector<DeviceStats> device_stats(const TaskGraph& graph, const Timings& tim
                                       int gpus_per_node)
 {
   const auto n = static_cast<std::size_t>(graph.device_count());
-  std::vector<std::vector<Interval>> compute(n);
-  std::vector<std::vector<Interval>> comm(n);       // collectives, in program order (mostly sorted)
-  std::vector<std::vector<Interval>> transfers(n);  // sorted apart: they come after every pass's tasks
+  // Per device: compute, collectives (in program order, mostly sorted) and transfers (sorted apart: they come
+  // after every pass's tasks).
+  enum List : std::size_t { compute, comm, transfers };
+  std::array<std::vector<std::vector<Interval>>, 3> lists;
+  lists.fill(std::vector<std::vector<Interval>>(n));
+  // Calls to(list, device) for each list a task's interval goes on.
+  auto places = [&graph](TaskId id, auto&& to) {
+    switch (graph.kind(id)) {
+    case TaskKind::compute: to(compute, graph.compute(id).device); break;
+    case TaskKind::transfer:
+      to(transfers, graph.transfer(id).src);
+      to(transfers, graph.transfer(id).dst);
+      break;
+    case TaskKind::collective:
+      for (int d : graph.collective(id).group)
+        to(comm, d);
+      break;
+    }
+  };
   {
     // Each list's length first: grown by doubling, the lists of a large graph (a GPT-3 175B iteration on 1,024
     // GPUs: 900,000 collective intervals) would touch and copy twice the memory.
-    std::vector<std::size_t> computes(n, 0), comms(n, 0), sends(n, 0);
+    std::array<std::vector<std::size_t>, 3> counts;
+    counts.fill(std::vector<std::size_t>(n, 0));
     for (TaskId id = 0; id < graph.size(); ++id)
-      switch (graph.kind(id)) {
-      case TaskKind::compute: ++computes[static_cast<std::size_t>(graph.compute(id).device)]; break;
-      case TaskKind::transfer:
-        ++sends[static_cast<std::size_t>(graph.transfer(id).src)];
-        ++sends[static_cast<std::size_t>(graph.transfer(id).dst)];
-        break;
-      case TaskKind::collective:
-        for (int d : graph.collective(id).group)
-          ++comms[static_cast<std::size_t>(d)];
-        break;
-      }
+      places(id, [&](List l, int d) { ++counts[l][static_cast<std::size_t>(d)]; });
     for (std::size_t d = 0; d < n; ++d) {
-      compute[d].reserve(computes[d]);
-      comm[d].reserve(comms[d] + sends[d]);  // fill_times appends the transfers to them
-      transfers[d].reserve(sends[d]);
+      lists[compute][d].reserve(counts[compute][d]);
+      lists[comm][d].reserve(counts[comm][d] + counts[transfers][d]);  // fill_times appends the transfers to them
+      lists[transfers][d].reserve(counts[transfers][d]);
     }
   }
   for (TaskId id = 0; id < graph.size(); ++id) {
     const Interval iv{timings[id].start_s, timings[id].end_s};
-    switch (graph.kind(id)) {
-    case TaskKind::compute: compute[static_cast<std::size_t>(graph.compute(id).device)].push_back(iv); break;
-    case TaskKind::transfer:
-      transfers[static_cast<std::size_t>(graph.transfer(id).src)].push_back(iv);
-      transfers[static_cast<std::size_t>(graph.transfer(id).dst)].push_back(iv);
-      break;
-    case TaskKind::collective:
-      for (int d : graph.collective(id).group)
-        comm[static_cast<std::size_t>(d)].push_back(iv);
-      break;
-    }
+    places(id, [&](List l, int d) { lists[l][static_cast<std::size_t>(d)].push_back(iv); });
   }
   const SentBytes sent = sent_bytes_per_device(graph, gpus_per_node);
   std::vector<DeviceStats> stats(n);
   for (std::size_t d = 0; d < n; ++d) {
-    fill_times(stats[d], compute[d], comm[d], transfers[d], makespan_s);
+    fill_times(stats[d], lists[compute][d], lists[comm][d], lists[transfers][d], makespan_s);
     stats[d].bytes_sent = sent.total[d];
     stats[d].bytes_sent_inter = sent.inter[d];
   }

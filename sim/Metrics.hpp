@@ -24,7 +24,7 @@ struct TaskTiming {
   double end_s = -1;
 };
 /// Per task of a graph, as a replay measures them: a large array, in huge pages (common/HugePages.hpp).
-using Timings = std::vector<TaskTiming, HugePageAllocator<TaskTiming>>;
+using Timings = HugePageVector<TaskTiming>;
 
 struct DeviceStats {
   double compute_s = 0;

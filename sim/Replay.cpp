@@ -815,13 +815,11 @@ private:
   const detail::Platform& platform_;
   std::unordered_map<TaskId, int> rail_set_;  // collectives with channels across nodes: their NIC set
   RepeatedCollectives analytic_known_;  // tasks whose closed form was computed (slot: the task)
-  template <class T>
-  using PerTask = std::vector<T, HugePageAllocator<T>>;  // large arrays (common/HugePages.hpp)
-  PerTask<std::uint32_t> remaining_;
+  HugePageVector<std::uint32_t> remaining_;  // per task, as the arrays below (common/HugePages.hpp)
   Timings timings_;
-  PerTask<std::uint32_t> inside_;  // while a chain forms: its members that each task waits for
-  PerTask<char> fused_;            // tasks a chain has taken
-  PerTask<double> analytic_s_;     // per task: its closed form's seconds once known (-1: not yet)
+  HugePageVector<std::uint32_t> inside_;  // while a chain forms: its members that each task waits for
+  HugePageVector<char> fused_;            // tasks a chain has taken
+  HugePageVector<double> analytic_s_;     // per task: its closed form's seconds once known (-1: not yet)
   std::map<int, ArrivalQueue> queues_;    // per device with off-stream tasks
   std::unordered_map<TaskId, Run> runs_;  // collectives in flight
   std::vector<int> flows_on_;  // with collectives run apart: per link orbit, the flows on it

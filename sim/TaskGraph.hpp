@@ -215,13 +215,11 @@ private:
 
   int devices_;
   // The graph's large arrays (a GPT-3 175B iteration on 1,024 GPUs: a quarter of a million tasks) in huge pages.
-  template <class T>
-  using Array = std::vector<T, HugePageAllocator<T>>;
-  Array<Node> nodes_;
-  Array<Successors> successors_;
-  Array<ComputeTask> computes_;
-  Array<TransferTask> transfers_;
-  Array<CollectiveTask> collectives_;
+  HugePageVector<Node> nodes_;
+  HugePageVector<Successors> successors_;
+  HugePageVector<ComputeTask> computes_;
+  HugePageVector<TransferTask> transfers_;
+  HugePageVector<CollectiveTask> collectives_;
   std::vector<std::vector<TaskId>> streams_;
 };
 

@@ -113,45 +113,21 @@ private:
   std::vector<std::vector<cudaEvent_t>> start_, stop_;
 };
 
-// Kernel names of a run in order of first start, each once, joined by "+".
-std::string joined_names(const std::vector<const GpuActivity*>& activities)
-{
-  std::vector<const std::string*> seen;
-  std::string out;
-  for (const GpuActivity* a : activities) {
-    if (std::any_of(seen.begin(), seen.end(), [&](const std::string* s) { return *s == a->name; }))
-      continue;
-    seen.push_back(&a->name);
-    out += (out.empty() ? "" : "+") + a->name;
-  }
-  return out;
-}
-
-// A run's span from its activities (sorted by start): first start to last end; and their busy time.
+// A run's record timing from its activities (sorted by start): its span, busy time and names (run_span).
 RunTiming span_of(const std::vector<const GpuActivity*>& activities, const CuptiTracer& tracer)
 {
+  const RunSpan span = run_span(activities);
   RunTiming t;
-  std::uint64_t first = activities.front()->start_ns, last = activities.front()->end_ns;
-  const GpuActivity* longest = nullptr;
-  std::vector<calibration::GpuInterval> intervals;
-  for (const GpuActivity* a : activities) {
-    intervals.push_back({a->start_ns, a->end_ns});
-    first = std::min(first, a->start_ns);
-    last  = std::max(last, a->end_ns);
-    if (a->kind == GpuActivity::Kind::kernel &&
-        (longest == nullptr || a->end_ns - a->start_ns > longest->end_ns - longest->start_ns))
-      longest = a;
-  }
-  t.start_s    = tracer.host_seconds(first);
-  t.duration_s = static_cast<double>(last - first) * 1e-9;
-  t.busy_s     = static_cast<double>(calibration::busy_ns(std::move(intervals))) * 1e-9;
-  t.kernels    = static_cast<int>(activities.size());
-  t.name       = joined_names(activities);
+  t.start_s    = tracer.host_seconds(span.first_ns);
+  t.duration_s = static_cast<double>(span.last_ns - span.first_ns) * 1e-9;
+  t.busy_s     = span.busy_s;
+  t.kernels    = span.activities;
+  t.name       = span.names;
   t.device     = activities.front()->device;
   t.stream     = activities.front()->stream;
-  if (longest != nullptr) {
-    t.grid  = longest->grid;
-    t.block = longest->block;
+  if (span.longest_kernel != nullptr) {
+    t.grid  = span.longest_kernel->grid;
+    t.block = span.longest_kernel->block;
   }
   return t;
 }

@@ -1,7 +1,9 @@
 #include "calibration/collector/CuptiTracer.hpp"
 
+#include "calibration/Measurement.hpp"
 #include "calibration/collector/CudaCheck.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cupti.h>
 #include <cxxabi.h>
@@ -285,6 +287,31 @@ void CuptiTracer::receive(std::uint8_t* buffer, std::size_t valid_bytes)
   if (next != CUPTI_ERROR_MAX_LIMIT_REACHED) // the end of the valid bytes; anything else stopped the walk early
     ++unreadable_;
   count_dropped();
+}
+
+RunSpan run_span(const std::vector<const GpuActivity*>& run)
+{
+  RunSpan span;
+  span.first_ns = run.front()->start_ns;
+  span.last_ns  = run.front()->end_ns;
+  std::vector<calibration::GpuInterval> intervals;
+  std::vector<const std::string*> seen;
+  for (const GpuActivity* a : run) {
+    intervals.push_back({a->start_ns, a->end_ns});
+    span.first_ns = std::min(span.first_ns, a->start_ns);
+    span.last_ns  = std::max(span.last_ns, a->end_ns);
+    if (a->kind == GpuActivity::Kind::kernel &&
+        (span.longest_kernel == nullptr ||
+         a->end_ns - a->start_ns > span.longest_kernel->end_ns - span.longest_kernel->start_ns))
+      span.longest_kernel = a;
+    if (std::none_of(seen.begin(), seen.end(), [&](const std::string* n) { return *n == a->name; })) {
+      seen.push_back(&a->name);
+      span.names += (span.names.empty() ? "" : "+") + a->name;
+    }
+  }
+  span.busy_s     = static_cast<double>(calibration::busy_ns(std::move(intervals))) * 1e-9;
+  span.activities = static_cast<int>(run.size());
+  return span;
 }
 
 } // namespace ddlsim::collector

@@ -75,6 +75,20 @@ public:
   using Error::Error;
 };
 
+/// One run's activities taken together (a microbenchmark run, a launch of a step), for its record: the span from
+/// the first start to the last end, the busy time (calibration::busy_ns: the gaps between the activities left
+/// out), how many there were, their names in order of first start, each once, joined by "+", and the longest
+/// kernel (whose grid and block the record names; nullptr when the run holds no kernel). `run`: not empty, sorted
+/// by start.
+struct RunSpan {
+  std::uint64_t first_ns = 0, last_ns = 0;
+  double busy_s  = 0;
+  int activities = 0;
+  std::string names;
+  const GpuActivity* longest_kernel = nullptr;
+};
+RunSpan run_span(const std::vector<const GpuActivity*>& run);
+
 class CuptiTracer {
 public:
   /// Registers the buffer callbacks, enables the activity kinds and reads both clocks. Throws CuptiUnavailable

@@ -1101,32 +1101,17 @@ void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
       continue; // not one of ours
     const BenchPoint& p = w.tasks[task].launches[launch];
     std::stable_sort(run.begin(), run.end(), [](const auto* x, const auto* y) { return x->start_ns < y->start_ns; });
-    std::uint64_t first = run.front()->start_ns, last = run.front()->end_ns;
-    const collector::GpuActivity* longest = run.front();
-    std::string names;
-    std::vector<const std::string*> seen;
-    std::vector<calibration::GpuInterval> intervals;
-    for (const collector::GpuActivity* a : run) {
-      intervals.push_back({a->start_ns, a->end_ns});
-      first = std::min(first, a->start_ns);
-      last  = std::max(last, a->end_ns);
-      if (a->end_ns - a->start_ns > longest->end_ns - longest->start_ns)
-        longest = a;
-      if (std::none_of(seen.begin(), seen.end(), [&](const std::string* s) { return *s == a->name; })) {
-        seen.push_back(&a->name);
-        names += (names.empty() ? "" : "+") + a->name;
-      }
-    }
+    const collector::RunSpan span = collector::run_span(run);  // every activity here is a kernel
     traces::KernelRecord k;
-    k.name       = names;
-    k.start_s    = tracer.host_seconds(first);
-    k.duration_s = static_cast<double>(last - first) * 1e-9;
-    k.busy_s     = static_cast<double>(calibration::busy_ns(std::move(intervals))) * 1e-9;
-    k.kernels    = static_cast<int>(run.size());
+    k.name       = span.names;
+    k.start_s    = tracer.host_seconds(span.first_ns);
+    k.duration_s = static_cast<double>(span.last_ns - span.first_ns) * 1e-9;
+    k.busy_s     = span.busy_s;
+    k.kernels    = span.activities;
     k.device     = run.front()->device;
     k.stream     = run.front()->stream;
-    k.grid       = longest->grid;
-    k.block      = longest->block;
+    k.grid       = span.longest_kernel->grid;
+    k.block      = span.longest_kernel->block;
     k.op         = calibration::bench_op_name(p.op);
     k.flop       = p.flop();
     k.bytes      = p.traffic_bytes();
