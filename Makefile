@@ -16,6 +16,9 @@ PYTHON := /usr/bin/python3
 DEBS := build-essential cmake pkg-config git libsimgrid-dev libboost-graph-dev libyaml-cpp-dev doctest-dev zlib1g-dev libopenblas-dev libopenmpi-dev \
         libcli11-dev libfmt-dev libprotobuf-dev protobuf-compiler libsimdjson-dev libgoogle-perftools-dev \
         python3 python3-matplotlib python3-protobuf
+# What the test suite needs beyond that: PyTorch for the torch execution backend's tests (cli_execute_torch,
+# cli_torch_builder), which fail without it.
+TEST_DEBS := python3-torch
 
 # Real PyTorch profiler traces whose import rate `make bench` also measures, when the folder exists.
 KINETO_DIR ?= ../shared/data/traces/kineto
@@ -47,12 +50,14 @@ demo: build
 	$(PYTHON) plots/plot_throughput.py results/demo.csv -o results/demo.png
 
 test: build
+	$(call install_debs,$(TEST_DEBS))
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the test
 # that triggers it). The CUDA targets are left out (their code never runs here); the timed
 # cross-check runs without its accuracy bounds, which do not hold for instrumented code.
 sanitize: deps
+	$(call install_debs,$(TEST_DEBS))
 	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Debug -DDDLSIM_CUDA=OFF \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 	cmake --build $(BUILD)-sanitize -j $(JOBS)

@@ -988,6 +988,7 @@ int cmd_calibrate_import(const CalibrateImportArgs& a)
 struct ExecuteArgs {
   std::string file, backend;
   std::optional<std::string> output, launcher, prepare;
+  std::optional<int> warmup, iterations;  ///< unset: the backend's default (torch 2 and 3, else 1 and 5)
   std::vector<std::string> sets;
   experiments::CrossCheckOptions options;
   experiments::ColumnSelection columns;
@@ -1002,15 +1003,25 @@ int cmd_execute(const ExecuteArgs& a)
     for (std::string word; words >> word;)
       options.launcher.push_back(word);
   }
-  options.backend = a.backend == "host" ? experiments::Backend::host : experiments::Backend::cuda;
+  options.backend = a.backend == "host"   ? experiments::Backend::host
+                    : a.backend == "cuda" ? experiments::Backend::cuda
+                                          : experiments::Backend::torch;
+  const bool torch = options.backend == experiments::Backend::torch;
+  options.warmup     = a.warmup.value_or(torch ? 2 : 1);  // torch: as ../shared/data/pytorch-h200/README.md times
+  options.iterations = a.iterations.value_or(torch ? 3 : 5);
   if (options.map_devices && !options.launcher.empty())
     throw UsageError{"--map-devices and --launcher do not go together: under MPI every device needs its own GPU"};
-  if (options.backend == experiments::Backend::host && (options.map_devices || !options.launcher.empty() || options.cuda_graph))
+  const bool cuda_only = options.map_devices || !options.launcher.empty() || options.cuda_graph;
+  if (options.backend != experiments::Backend::cuda && cuda_only)
     throw UsageError{"--map-devices, --launcher and --cuda-graph are for --backend cuda"};
+  if (torch && options.scale != 1)
+    throw UsageError{"--scale is for --backend host and cuda: the torch backend runs the model's own layers"};
+  if (!torch && options.python != "python3")
+    throw UsageError{"--python is for --backend torch"};
   if (options.cuda_graph && (options.map_devices || !options.launcher.empty()))
     throw UsageError{"--cuda-graph replays one device's step on one GPU: not with --map-devices or --launcher"};
-  if ((a.prepare || !options.measured_dir.empty()) && options.backend != experiments::Backend::cuda)
-    throw UsageError{"--prepare and --measured are for --backend cuda"};
+  if ((a.prepare || !options.measured_dir.empty()) && options.backend == experiments::Backend::host)
+    throw UsageError{"--prepare and --measured are for --backend cuda and torch"};
   if (a.prepare && !options.measured_dir.empty())
     throw UsageError{"--prepare writes the workloads that --measured reads back later: give one of them"};
   if (a.prepare || !options.measured_dir.empty()) {
@@ -1033,9 +1044,14 @@ int cmd_execute(const ExecuteArgs& a)
   if (a.prepare) {
     options.work_dir                        = *a.prepare;
     const std::vector<std::string> written = experiments::prepare_workloads(points, options);
-    fmt::print("{}: {} workload(s) of {} point(s); run each with ddlsim-run-cuda FILE -o measured-<i>.json in that "
-               "folder, then execute --measured {}\n",
-               *a.prepare, written.size(), points.size(), *a.prepare);
+    if (torch)
+      fmt::print("{}: {} point(s) of {}; in that folder run each with python3 run_point.py point-<i>.json "
+                 "measured-<i>.json (sim/backends/torch/), then execute --measured {}\n",
+                 *a.prepare, written.size(), points.size(), *a.prepare);
+    else
+      fmt::print("{}: {} workload(s) of {} point(s); run each with ddlsim-run-cuda FILE -o measured-<i>.json in "
+                 "that folder, then execute --measured {}\n",
+                 *a.prepare, written.size(), points.size(), *a.prepare);
     return written.empty() ? exit_bad_input : exit_ok;
   }
   const std::string csv =
@@ -1048,7 +1064,8 @@ int cmd_execute(const ExecuteArgs& a)
   const experiments::CrossCheck result = experiments::cross_check(points, options);
   experiments::write_csv(csv, result.rows, a.columns);
   fmt::print("{}: {} points ({}); simulated vs measured on {}: mean absolute error {:.2f}% over {} points\n", csv,
-             result.rows.size(), status_counts(result.rows), a.backend == "host" ? "the host" : "the GPUs",
+             result.rows.size(), status_counts(result.rows),
+             a.backend == "host" ? "the host" : torch ? "PyTorch" : "the GPUs",
              result.mean_abs_error_pct, result.compared);
   if (!result.profile_path.empty())
     fmt::print("host profile (measured in this run): {}\n", result.profile_path);
@@ -1378,14 +1395,17 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
     c.app
         ->add_option("--backend", a.backend,
                      "host: CPU threads, calibrated on this machine in the same run; cuda: the GPUs, through "
-                     "ddlsim-run-cuda (built with CUDA)")
+                     "ddlsim-run-cuda (built with CUDA); torch: real PyTorch training steps of the model (DDP "
+                     "when dp > 1), on the GPU PyTorch sees or the CPU")
         ->required()
-        ->check(CLI::IsMember({"host", "cuda"}))
-        ->type_name("host|cuda");
+        ->check(CLI::IsMember({"host", "cuda", "torch"}))
+        ->type_name("host|cuda|torch");
     add_output(c.app, a.output, "the CSV (default: the experiment's, else results/NAME-BACKEND.csv)");
-    cli::add_int(c.app, "--iterations", a.options.iterations, 1, 10000,
-                 "timed iterations per point (default 5), median reported");
-    cli::add_int(c.app, "--warmup", a.options.warmup, 0, 10000, "untimed iterations first (default 1)");
+    cli::add_int(c.app, "--iterations", a.iterations, 1, 10000,
+                 "timed iterations per point (default 5; torch 3), median reported");
+    cli::add_int(c.app, "--warmup", a.warmup, 0, 10000, "untimed iterations first (default 1; torch 2)");
+    c.app->add_option("--python", a.options.python, "torch: the Python interpreter with PyTorch (default python3)")
+        ->type_name("CMD");
     c.app
         ->add_option_function<std::string>(
             "--scale",
@@ -1413,13 +1433,14 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
         ->type_name("\"CMD\"");
     c.app
         ->add_option("--prepare", a.prepare,
-                     "cuda: only write each point's workload (DIR/workload-<i>.json), for ddlsim-run-cuda on a GPU "
-                     "machine without ddlsim (docs/gpu.md)")
+                     "cuda, torch: only write each point's workload (DIR/workload-<i>.json) or point "
+                     "(DIR/point-<i>.json), for ddlsim-run-cuda or run_point.py on a GPU machine without ddlsim "
+                     "(docs/gpu.md, docs/execute.md)")
         ->type_name("DIR");
     c.app
         ->add_option("--measured", a.options.measured_dir,
-                     "cuda: take each point's times from DIR/measured-<i>.json, which ddlsim-run-cuda wrote for "
-                     "DIR/workload-<i>.json, instead of running")
+                     "cuda, torch: take each point's times from DIR/measured-<i>.json, which ddlsim-run-cuda or "
+                     "run_point.py wrote for DIR/workload-<i>.json or DIR/point-<i>.json, instead of running")
         ->type_name("DIR");
     c.app->add_flag("--quiet", a.quiet, "no progress lines");
   }

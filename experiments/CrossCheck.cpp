@@ -6,14 +6,20 @@
 #include "calibration/TableCostModel.hpp"
 #include "common/AtomicFile.hpp"
 #include "common/Child.hpp"
+#include "common/DataPath.hpp"
 #include "common/Error.hpp"
 #include "sim/Schedules.hpp"
 #include "sim/backends/FromTaskGraph.hpp"
 #include "sim/backends/HostBackend.hpp"
 #include "sim/backends/HostOps.hpp"
+#include "sim/backends/TorchPoint.hpp"
 
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -94,6 +100,130 @@ std::string run_point_in_child(const std::function<std::string()>& work)
     throw ExecutionError(std::string("the run died of signal ") + std::to_string(WTERMSIG(status)) + " (" +
                          strsignal(WTERMSIG(status)) + ")");
   throw ExecutionError("the run exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+}
+
+// Runs `args` (args[0] found on PATH) in `cwd` (empty: here), its output into `log` (empty: ours), and returns its
+// status as waitpid gives it. The program dies with us (SIGTERM: a launcher can stop its own children).
+int run_program(std::vector<std::string> args, const std::string& cwd, const std::string& log)
+{
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw ExecutionError("cannot fork to run " + args.front());
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (!log.empty()) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0)
+        ::_exit(126);
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      ::close(fd);
+    }
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0)
+      ::_exit(126);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// The point as the torch backend runs it: data parallelism only. Throws ExecutionError naming the key it cannot
+// run. Its profiler trace goes to torch-trace-<i>.json in the folder run_point.py runs in.
+backends::TorchPoint torch_point(const PointConfig& p, std::size_t i, const CrossCheckOptions& o)
+{
+  const ParallelismSpec& par = p.parallelism;
+  if (par.ps)
+    throw ExecutionError("parallelism.ps: the torch backend all-reduces gradients (DDP); it runs no parameter servers");
+  for (const auto& [key, value] : {std::pair<std::string, int>{"parallelism.pp", par.pp}, {"parallelism.tp", par.tp},
+                                   {"parallelism.cp", par.cp}, {"parallelism.ep", par.ep}})
+    if (value > 1)
+      throw ExecutionError(key + " = " + std::to_string(value) +
+                           ": the torch backend runs data parallelism only (DDP over dp ranks); set it to 1");
+  if (par.zero > 0)
+    throw ExecutionError("parallelism.zero = " + std::to_string(par.zero) +
+                         ": the torch backend runs DDP without sharding (no ZeRO/FSDP); set it to 0");
+  if (p.training.recompute != models::Recompute::none)
+    throw ExecutionError("training.recompute = " + std::string(models::recompute_table.name(p.training.recompute)) +
+                         ": the torch backend keeps every activation; set it to none");
+  if (p.training.dtype == Dtype::fp8)
+    throw ExecutionError("training.dtype = fp8: PyTorch's autocast has no fp8 (that needs Transformer Engine)");
+  return {.label = p.experiment + " point " + std::to_string(p.index),
+          .global_batch = p.training.global_batch,
+          .micro_batch = p.training.micro_batch,
+          .dtype = p.training.dtype,
+          .optimizer = p.training.optimizer,
+          .dp = par.dp,
+          .dp_bucket_bytes = par.dp_bucket,
+          .warmup = o.warmup,
+          .iterations = o.iterations,
+          .trace = "torch-trace-" + std::to_string(i) + ".json"};
+}
+
+std::string torch_point_text(const PointConfig& p, std::size_t i, const CrossCheckOptions& o)
+{
+  std::ostringstream out;
+  backends::write_torch_point(p.model, torch_point(p, i, o), out);
+  return out.str();
+}
+
+// Why a run of run_point.py failed, from its log: its own one-line reason, a missing PyTorch, or the log's end.
+std::string torch_failure(const std::string& log, int status, const std::string& python)
+{
+  std::ifstream in(log);
+  std::string line, reason, last;
+  bool no_torch = false;
+  while (std::getline(in, line)) {
+    if (const auto at = line.find("run_point.py: "); at != std::string::npos)
+      reason = line.substr(at + 14);
+    no_torch = no_torch || line.find("No module named 'torch'") != std::string::npos;
+    if (line.find_first_not_of(" \t") != std::string::npos)
+      last = line;
+  }
+  if (!reason.empty())
+    return reason;
+  if (no_torch)
+    return python + " has no PyTorch (No module named 'torch'): name an interpreter that has it with --python";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+    return "cannot run " + python + ": name the interpreter with PyTorch with --python";
+  return python + " failed" + (last.empty() ? std::string() : ": " + last) + " (the run's output: " + log + ")";
+}
+
+// Runs point i with run_point.py in `dir` (dp ranks when dp > 1) and reads what it measured.
+backends::ExecutionResult execute_torch(const PointConfig& point, std::size_t i, const CrossCheckOptions& o,
+                                        const std::filesystem::path& dir)
+{
+  const std::filesystem::path script = data_dir() / "sim" / "backends" / "torch" / "run_point.py";
+  if (!std::filesystem::exists(script))
+    throw ExecutionError(script.string() + " is missing (DDLSIM_DATA_DIR names the source tree that has it)");
+  const std::string text = torch_point_text(point, i, o);
+  const std::filesystem::path folder = std::filesystem::absolute(dir);
+  const std::string index = std::to_string(i);
+  const std::string point_file = (folder / ("point-" + index + ".json")).string();
+  const std::string out = (folder / ("measured-" + index + ".json")).string();
+  const std::string log = (folder / ("torch-" + index + ".log")).string();
+  write_file_atomically(point_file, "the torch point", [&](std::ostream& f) { f << text; });
+  std::filesystem::remove(out);
+  std::filesystem::remove(folder / ("torch-trace-" + index + ".json"));
+  // dp > 1: dp ranks with torchrun's environment, started by launch_ranks.py (Debian's torchrun does not start on
+  // Python 3.11), each joining the DDP process group.
+  std::vector<std::string> args{o.python};
+  if (point.parallelism.dp > 1)
+    for (const std::string& a : {(script.parent_path() / "launch_ranks.py").string(), std::string("--nproc-per-node"),
+                                 std::to_string(point.parallelism.dp)})
+      args.push_back(a);
+  for (const std::string& a : {script.string(), point_file, out})
+    args.push_back(a);
+  const int status = run_program(args, folder.string(), log);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !std::filesystem::exists(out))
+    throw ExecutionError(torch_failure(log, status, o.python));
+  return backends::parse_execution_result(read_text(out), out);
 }
 
 // Bytes per second of a large memcpy, and the one-way latency of handing a message to another thread.
@@ -234,13 +364,19 @@ std::vector<std::string> prepare_workloads(const std::vector<PointConfig>& point
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (!points[i].is_valid())
       continue;
-    const std::string workload = (dir / ("workload-" + std::to_string(i) + ".json")).string();
+    const bool torch = options.backend == Backend::torch;
+    const std::string file = (dir / ((torch ? "point-" : "workload-") + std::to_string(i) + ".json")).string();
     try {
-      const backends::Workload w = point_workload(points[i], options.scale);
-      write_file_atomically(workload, "the workload", [&](std::ostream& o) { backends::write_workload(w, o); });
-      written.push_back(workload);
+      if (torch) {
+        const std::string text = torch_point_text(points[i], i, options);
+        write_file_atomically(file, "the torch point", [&](std::ostream& o) { o << text; });
+      } else {
+        const backends::Workload w = point_workload(points[i], options.scale);
+        write_file_atomically(file, "the workload", [&](std::ostream& o) { backends::write_workload(w, o); });
+      }
+      written.push_back(file);
     } catch (const ExecutionError&) {
-      // A point no backend runs (tensor parallelism, parameter servers): `execute` reports it.
+      // A point the backend does not run (tensor parallelism, parameter servers): `execute` reports it.
     }
   }
   return written;
@@ -252,7 +388,9 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
     if (p.chakra)
       throw Error(chakra_refusal("execute"));
   CrossCheck result;
-  const std::string backend = options.backend == Backend::host ? "host" : "cuda";
+  const std::string backend = options.backend == Backend::host   ? "host"
+                              : options.backend == Backend::cuda ? "cuda"
+                                                                 : "torch";
   if (options.backend == Backend::host) {
     for (auto& p : points)
       p.training.dtype = Dtype::fp32;  // the host computes in fp32
@@ -293,6 +431,18 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
           return out.str();
         });
         measured = backends::parse_execution_result(text, "host run of point " + std::to_string(i));
+      } else if (options.backend == Backend::torch && !options.measured_dir.empty()) {
+        // Measured elsewhere (a machine with PyTorch): the point run there must be this one.
+        const std::filesystem::path dir(options.measured_dir);
+        const std::string file = (dir / ("point-" + std::to_string(i) + ".json")).string();
+        const std::string out = (dir / ("measured-" + std::to_string(i) + ".json")).string();
+        if (read_text(file) != torch_point_text(point, i, options))
+          throw ExecutionError(file + " is not this point's (the experiment, the options or ddlsim changed since it "
+                               "was prepared): prepare and measure again");
+        measured = backends::parse_execution_result(read_text(out), out);
+      } else if (options.backend == Backend::torch) {
+        measured = execute_torch(point, i, options,
+                                 options.work_dir.empty() ? std::string("results") : options.work_dir);
       } else if (!options.measured_dir.empty()) {
         // Measured elsewhere (a GPU machine without ddlsim): the workload run there must be this point's.
         const std::filesystem::path dir(options.measured_dir);
@@ -325,18 +475,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
             args.push_back("--cuda-graph");
           if (!options.launcher.empty())
             args.push_back("--mpi");
-          std::vector<char*> argv;
-          for (auto& a : args)
-            argv.push_back(a.data());
-          argv.push_back(nullptr);
-          const pid_t pid = ::fork();
-          if (pid == 0) {
-            ::execvp(argv[0], argv.data());  // the runner, or the launcher found on PATH
-            ::_exit(127);
-          }
-          int status = 0;
-          while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-          }
+          const int status = run_program(args, {}, {});  // the runner, or the launcher found on PATH
           if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
             throw ExecutionError(runner + " failed (see its message above)");
           std::ifstream in(out);

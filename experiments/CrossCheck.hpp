@@ -15,6 +15,15 @@
 //          On a GPU machine without ddlsim, in two steps: prepare_workloads writes workload-<point>.json, the
 //          machine runs each with ddlsim-run-cuda into measured-<point>.json, and cross_check with
 //          `measured_dir` reads those instead of running anything (the workloads must be unchanged).
+//   torch  the step runs as real PyTorch: each point's model, training settings and dp go to
+//          work_dir/point-<point>.json (sim/backends/TorchPoint.hpp), which `python` runs with
+//          sim/backends/torch/run_point.py in a child process (dp ranks under DDP when dp > 1, started
+//          by launch_ranks.py as torchrun starts them), on the GPU PyTorch sees or the CPU; the simulated
+//          side keeps the experiment's own profile and cluster. One profiled step per point is kept
+//          (work_dir/torch-trace-<point>.json, a PyTorch profiler trace `calibrate import` reads), and the
+//          run's output (torch-<point>.log). Only data parallelism runs: pp, tp, cp, ep > 1, ZeRO,
+//          parameter servers and recomputation are refused per point. prepare_workloads and
+//          `measured_dir` work as for cuda, with point files.
 // Simulations run through the forking sweep runner; executions run one after the other, each in a
 // child process, so a crash or a GPU error becomes that point's `error` row and the sweep goes on.
 //
@@ -34,7 +43,7 @@
 
 namespace ddlsim::experiments {
 
-enum class Backend { host, cuda };
+enum class Backend { host, cuda, torch };
 
 struct CrossCheckOptions {
   Backend backend = Backend::host;
@@ -43,14 +52,15 @@ struct CrossCheckOptions {
   int jobs = 1;                         ///< simulation processes (executions run one at a time)
   double scale = 1;                     ///< every kernel at this fraction of its rows, simulated and executed
   std::string cuda_runner;              ///< path of ddlsim-run-cuda (cuda backend)
+  std::string python = "python3";       ///< torch: the interpreter with PyTorch (a name on PATH or a path)
   bool map_devices = false;             ///< cuda: run more simulated devices than GPUs on the GPUs there are
   bool cuda_graph = false;              ///< cuda: the runner's --cuda-graph (timed iterations replay a CUDA graph)
   /// cuda: a command that starts the runner on several machines, e.g. {"mpirun", "-np", "2", "-H", "a,b"};
   /// the runner then gets --mpi (NCCL bootstrapped through MPI). Empty: one process on this machine.
   std::vector<std::string> launcher;
-  std::string work_dir;                 ///< where the host records and profile (and cuda workloads) go
-  /// cuda: read each point's measured-<point>.json (and check its workload-<point>.json) from this folder instead
-  /// of running ddlsim-run-cuda
+  std::string work_dir;                 ///< where the host records and profile (cuda workloads, torch points) go
+  /// cuda, torch: read each point's measured-<point>.json (and check its workload-<point>.json or
+  /// point-<point>.json) from this folder instead of running anything
   std::string measured_dir;
   std::function<void(const std::string&)> on_status;  ///< progress lines
 };
@@ -65,8 +75,9 @@ struct CrossCheck {
 /// Simulates and executes every point. Throws Error when the host calibration itself fails.
 CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions& options);
 
-/// Writes options.work_dir/workload-<point>.json for every valid point a backend can run, for ddlsim-run-cuda on
-/// another machine; returns the files written. Throws Error when a file cannot be written.
+/// Writes options.work_dir/workload-<point>.json (cuda) or point-<point>.json (torch) for every valid point the
+/// backend can run, for ddlsim-run-cuda or run_point.py on another machine; returns the files written. Throws
+/// Error when a file cannot be written.
 std::vector<std::string> prepare_workloads(const std::vector<PointConfig>& points, const CrossCheckOptions& options);
 
 }  // namespace ddlsim::experiments

@@ -296,6 +296,10 @@ Tensor ModelBuilder::attention(Tensor qkv, const AttentionOptions& o, std::strin
     if (o.dropout)
       l.kernels.push_back(pointwise_kernel(l.name + ".dropout", a * s * s, a * s * s, a * s * s));
     l.kernels.push_back(batched_gemm_kernel(l.name + ".context", a, s, d, s));
+    // The mask is recorded for the backends that run it (the torch backend); eager kernels are priced
+    // at their full GEMMs all the same (only fused kernels skip the blocks above the diagonal).
+    for (Kernel& k : l.kernels)
+      k.causal = o.causal;
     return {layers_.size() - 1, l.output};
   }
   // FlashAttention: the two GEMMs of the fused kernel, priced by their flop; memory traffic is Q, K,
