@@ -14,7 +14,7 @@
 namespace ddlsim::calibration {
 namespace {
 
-constexpr std::array<ParameterSpec, 22> specs{{
+constexpr std::array<ParameterSpec, 39> specs{{
     {"peak_flops_fp32", Dimension::flop_rate, false, "peak FP32 rate (CUDA cores)"},
     {"peak_flops_tf32", Dimension::flop_rate, false, "peak dense TF32 tensor-core rate"},
     {"peak_flops_fp16", Dimension::flop_rate, false, "peak dense FP16 tensor-core rate"},
@@ -46,6 +46,38 @@ constexpr std::array<ParameterSpec, 22> specs{{
      "fused attention's backward efficiency relative to its forward"},
     {"comm_compute_slowdown", Dimension::count, false,
      "extra share of time compute takes while a collective or transfer of its GPU runs (NCCL kernels take SMs and memory bandwidth)"},
+    // Host costs of eager PyTorch (HostModel.hpp), fitted from profiler traces (HostFit.hpp). A forward op
+    // is one top-level aten op with the Python up to the next one; a backward one, one autograd node.
+    {"host_forward_gemm_s", Dimension::time, false, "host time of a forward GEMM op (linear, addmm, mm, bmm, matmul)"},
+    {"host_forward_conv_s", Dimension::time, false, "host time of a forward convolution op (conv2d)"},
+    {"host_forward_norm_s", Dimension::time, false,
+     "host time of a forward normalisation op (layer_norm, batch_norm, group_norm, rms_norm)"},
+    {"host_forward_elementwise_s", Dimension::time, false,
+     "host time of a forward elementwise or other op (add, mul, gelu, dropout, to, cat, ...)"},
+    {"host_forward_view_s", Dimension::time, false,
+     "host time of a forward view op (view, reshape, transpose, split, slice, expand, flatten, ...)"},
+    {"host_forward_reduction_s", Dimension::time, false,
+     "host time of a forward reduction op (softmax, cross_entropy_loss, mean, sum, pooling)"},
+    {"host_forward_gather_s", Dimension::time, false,
+     "host time of a forward gather op (embedding, index_select, gather)"},
+    {"host_backward_gemm_s", Dimension::time, false,
+     "host time of a GEMM's autograd node (AddmmBackward0, MmBackward0, BmmBackward0)"},
+    {"host_backward_conv_s", Dimension::time, false,
+     "host time of a convolution's autograd node (ConvolutionBackward0)"},
+    {"host_backward_norm_s", Dimension::time, false,
+     "host time of a normalisation's autograd node (NativeLayerNormBackward0, CudnnBatchNormBackward0)"},
+    {"host_backward_elementwise_s", Dimension::time, false,
+     "host time of an elementwise or other autograd node (AddBackward0, ToCopyBackward0, ...)"},
+    {"host_backward_view_s", Dimension::time, false,
+     "host time of a view's autograd node (ViewBackward0, TransposeBackward0, ...)"},
+    {"host_backward_reduction_s", Dimension::time, false,
+     "host time of a reduction's autograd node (SoftmaxBackward0, NllLossBackward0, pooling)"},
+    {"host_backward_gather_s", Dimension::time, false, "host time of a gather's autograd node (EmbeddingBackward0)"},
+    {"host_accumulate_s", Dimension::time, false, "host time of one AccumulateGrad node (a parameter's gradient)"},
+    {"host_optimizer_tensor_s", Dimension::time, false,
+     "host time of optimizer.step (fused AdamW) and zero_grad, per parameter tensor"},
+    {"host_profiler_event_s", Dimension::time, false,
+     "host time the PyTorch profiler adds per recorded event (removed from the other host costs)"},
 }};
 
 constexpr EnumTable<ProfileKind, 2> kind_table{{{
@@ -159,7 +191,8 @@ CalibrationProfile parse_profile(YamlMap& top)
       p.unit = si_unit(spec.dimension);
       // A fitted per-kernel overhead may be 0 (the fit clamps it there); every other value is positive.
       const bool may_be_zero = key == "kernel_overhead" || key == "kernel_launch_floor" || key == "gemm_pipeline_steps" ||
-                               key == "attention_block_overhead" || key == "comm_compute_slowdown";
+                               key == "attention_block_overhead" || key == "comm_compute_slowdown" ||
+                               key.starts_with("host_");  // a host cost after the profiler's share is removed
       auto v = entry->quantity("value", spec.dimension, may_be_zero ? Bound::non_negative : Bound::positive);
       if (!entry->has("value"))
         entry->report("value", "missing required key");

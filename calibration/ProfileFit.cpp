@@ -1,5 +1,6 @@
 #include "calibration/ProfileFit.hpp"
 
+#include "calibration/HostFit.hpp"
 #include "calibration/KernelModel.hpp"
 #include "calibration/KernelTable.hpp"
 #include "common/Error.hpp"
@@ -182,7 +183,46 @@ std::optional<GemmFit> fit_gemm_efficiency(const CalibrationProfile& base, const
   return fit;
 }
 
+// The commands that made the profile: the imports the records name, then the fit.
+std::string full_command(const traces::TraceSet& records, const std::string& fit_command)
+{
+  const auto it = records.provenance.find("import_command");
+  return it == records.provenance.end() || it->second.empty() ? fit_command : it->second + "; " + fit_command;
+}
+
+// Adds the host parameters the records hold (HostFit.hpp); returns how many.
+std::size_t add_host_costs(CalibrationProfile& profile, const traces::TraceSet& records, std::vector<std::string>& notes)
+{
+  HostFit host = fit_host_costs(records);
+  for (auto& p : host.parameters)
+    profile.parameters[p.name] = std::move(p);
+  notes.insert(notes.end(), host.notes.begin(), host.notes.end());
+  return host.parameters.size();
+}
+
 }  // namespace
+
+FitResult fit_host_profile(CalibrationProfile base, const traces::TraceSet& records, const FitOptions& options)
+{
+  FitResult result;
+  CalibrationProfile& profile = result.profile;
+  profile = std::move(base);
+  if (add_host_costs(profile, records, result.notes) == 0)
+    throw CalibrationError("the records hold no host record: import a PyTorch profiler trace of a training step "
+                           "(recorded with CPU activities) with `ddlsim calibrate import`");
+  profile.name = options.name;
+  if (auto it = records.provenance.find("device"); profile.device.empty() && it != records.provenance.end())
+    profile.device = it->second;
+  if (auto it = profile.provenance.find("command"); it != profile.provenance.end())
+    profile.provenance["base_command"] = it->second;
+  profile.provenance["base_profile"] = options.base;
+  profile.provenance["command"] = full_command(records, options.command);
+  profile.provenance["host_traces"] = options.sources;
+  profile.provenance["host_date"] = options.date;
+  profile.provenance["host_parameters"] = "host_* fitted by ddlsim calibrate fit --host-only from PyTorch profiler "
+                                          "traces; everything else is the base profile's";
+  return result;
+}
 
 FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, const FitOptions& options)
 {
@@ -290,10 +330,12 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
     }
   }
   const std::string unusable = unusable_summary(records.kernels);
-  if (profile.collectives.empty() && profile.kernel_tables.empty() && roofline.empty())
-    throw CalibrationError("the records hold nothing to fit: no collective with 3 distinct sizes and no kernel that knows its "
-                           "flop or bytes (import nccl-tests output, traces recorded with record_shapes=True, or collect "
-                           "microbenchmarks)" + (unusable.empty() ? std::string() : "; " + unusable));
+  const std::size_t host = add_host_costs(profile, records, result.notes);
+  if (profile.collectives.empty() && profile.kernel_tables.empty() && roofline.empty() && host == 0)
+    throw CalibrationError("the records hold nothing to fit: no collective with 3 distinct sizes, no kernel that knows its "
+                           "flop or bytes and no host record (import nccl-tests output, traces recorded with "
+                           "record_shapes=True, or collect microbenchmarks)" +
+                           (unusable.empty() ? std::string() : "; " + unusable));
   if (!unusable.empty())
     result.notes.push_back(unusable);
 
@@ -336,7 +378,8 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
   if (auto it = records.provenance.find("device"); it != records.provenance.end() && !it->second.empty())
     profile.device = it->second;
   profile.provenance = {{"source", "ddlsim calibrate fit"}, {"measured", "yes"}, {"date", options.date},
-                        {"command", options.command}, {"compute_parameters", "from base profile " + options.base},
+                        {"command", full_command(records, options.command)},
+                        {"compute_parameters", "from base profile " + options.base},
                         {"traces", options.sources}};
   if (std::any_of(records.kernels.begin(), records.kernels.end(), counts_busy))
     profile.provenance["kernel_time"] = "a point's median time; a run of several kernels counts their busy time, the "

@@ -18,6 +18,8 @@
 // Repeated runs of one microbenchmark point (same "point" id) count once, at their median time. A run of several
 // kernels counts their busy time (KernelRecord::busy_s), not its span: a CUDA graph runs them back to back.
 // Parameters the records cannot determine keep the base profile's values and say so in `source`.
+// Host records of PyTorch profiler traces add the host_* parameters (HostFit.hpp). The provenance's
+// command is the records' import commands (their provenance's import_command) followed by the fit's.
 //
 //   FitResult fit = fit_profile(load_profile("h100-sxm"), read_jsonl("h100.jsonl"), {.name = "my-h100", ...});
 //   for (const auto& note : fit.notes) std::cerr << note << "\n";   // what was not fitted, and why
@@ -50,5 +52,12 @@ struct FitResult {
 /// when a fit's R^2 is below options.min_r2 and !options.accept_poor_fit (the message names each poor
 /// fit and the unusable records).
 FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, const FitOptions& options);
+
+/// `base` as it is (tables, collectives, parameters and their sources, provenance), renamed
+/// options.name, with the host parameters of `records` (HostFit.hpp) added or replaced: the host costs
+/// of a PyTorch trace on top of a profile measured otherwise (`calibrate fit --host-only`). The
+/// provenance's command becomes the records' import commands and the fit's; the base's is kept as
+/// base_command. Throws CalibrationError when the records hold no host record.
+FitResult fit_host_profile(CalibrationProfile base, const traces::TraceSet& records, const FitOptions& options);
 
 }  // namespace ddlsim::calibration

@@ -4,6 +4,7 @@
 //
 // Every subcommand is one block of define_commands() at the end of this file: its options, bound to
 // the fields of its arguments struct, and the function that runs it.
+#include "calibration/HostFit.hpp"
 #include "calibration/KernelModel.hpp"
 #include "calibration/Profile.hpp"
 #include "calibration/ProfileFit.hpp"
@@ -34,6 +35,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -830,6 +832,7 @@ struct CalibrateFitArgs {
   std::optional<std::string> name;
   std::string command_line;
   bool accept_poor_fit = false;
+  bool host_only = false;
 };
 
 int cmd_calibrate_fit(const CalibrateFitArgs& a)
@@ -846,20 +849,23 @@ int cmd_calibrate_fit(const CalibrateFitArgs& a)
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  const calibration::FitResult fit =
-      calibration::fit_profile(calibration::load_profile(a.base), records,
-                               {.name    = a.name ? *a.name : std::filesystem::path(a.output).stem().string(),
-                                .base    = a.base,
-                                .sources = joined(a.files),
-                                .command = a.command_line,
-                                .date    = date,
-                                .accept_poor_fit = a.accept_poor_fit});
+  const calibration::FitOptions options{.name    = a.name ? *a.name : std::filesystem::path(a.output).stem().string(),
+                                        .base    = a.base,
+                                        .sources = joined(a.files),
+                                        .command = a.command_line,
+                                        .date    = date,
+                                        .accept_poor_fit = a.accept_poor_fit};
+  const calibration::FitResult fit = a.host_only
+                                         ? calibration::fit_host_profile(calibration::load_profile(a.base), records, options)
+                                         : calibration::fit_profile(calibration::load_profile(a.base), records, options);
   for (const auto& note : fit.notes)
     fmt::print(stderr, "ddlsim: {}\n", note);
   const calibration::CalibrationProfile& profile = fit.profile;
   write_file_atomically(a.output, "the profile", [&](std::ostream& out) { calibration::write_profile(profile, out); });
-  fmt::print(stderr, "ddlsim: wrote {} ({} fitted collectives, {} kernel tables)\n", a.output,
-             profile.collectives.size(), profile.kernel_tables.size());
+  const auto host = std::count_if(profile.parameters.begin(), profile.parameters.end(),
+                                  [](const auto& p) { return p.first.starts_with("host_"); });
+  fmt::print(stderr, "ddlsim: wrote {} ({} fitted collectives, {} kernel tables, {} host parameters)\n", a.output,
+             profile.collectives.size(), profile.kernel_tables.size(), host);
   return exit_ok;
 }
 
@@ -954,14 +960,47 @@ int cmd_calibrate_collect(const CalibrateCollectArgs& a)
 struct CalibrateImportArgs {
   std::vector<std::string> files;
   std::string output;
+  std::vector<double> untraced_step_s;  ///< one per file, 0 for none
+  std::string command_line;
 };
+
+// The host records of a PyTorch trace: their kinds, and the step's time without the profiler.
+void complete_host_records(traces::TraceSet& set, const std::string& file, double untraced_step_s)
+{
+  calibration::classify_host_ops(set.host_ops);
+  if (untraced_step_s > 0 && set.host_steps.empty())
+    throw Error(file + ": --untraced-step-s given, but the file holds no training step (a PyTorch profiler trace "
+                       "with CPU activities)");
+  for (auto& step : set.host_steps)
+    step.untraced_step_s = untraced_step_s;
+}
+
+std::string host_summary(const traces::TraceSet& set)
+{
+  if (set.host_steps.empty())
+    return "";
+  int forward = 0, backward = 0;
+  for (const auto& r : set.host_ops)
+    (r.pass == "backward" ? backward : forward) += r.count;
+  const auto& s = set.host_steps.front();
+  return fmt::format("; host: {} forward ops, {} backward nodes, host span {:.2f} ms, GPU busy {:.0f}% of {:.2f} ms",
+                     forward, backward, s.host_span_s * 1e3, s.span_s > 0 ? 100 * s.gpu_busy_s / s.span_s : 0.0,
+                     s.span_s * 1e3);
+}
 
 int cmd_calibrate_import(const CalibrateImportArgs& a)
 {
+  if (!a.untraced_step_s.empty() && a.untraced_step_s.size() != a.files.size())
+    throw UsageError{fmt::format("--untraced-step-s takes one time per FILE, in order (0 for none): {} given for {} "
+                                 "files",
+                                 a.untraced_step_s.size(), a.files.size())};
   // Read everything first: a bad file means nothing is written.
   std::vector<traces::TraceSet> sets;
-  for (const auto& f : a.files)
-    sets.push_back(traces::import_trace(f));
+  for (std::size_t i = 0; i < a.files.size(); ++i) {
+    sets.push_back(traces::import_trace(a.files[i]));
+    complete_host_records(sets.back(), a.files[i], a.untraced_step_s.empty() ? 0.0 : a.untraced_step_s[i]);
+    sets.back().provenance["import_command"] = a.command_line;
+  }
   write_file_atomically(a.output, "the records", [&](std::ostream& out) {
     for (const auto& set : sets)
       traces::write_jsonl(set, out);
@@ -974,8 +1013,9 @@ int cmd_calibrate_import(const CalibrateImportArgs& a)
     std::string summary;
     for (const auto& [kind, n] : kinds)
       summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
-    fmt::print(stderr, "{}: {} kernels, {} collectives{}; {} events skipped\n", a.files[i], set.kernels.size(),
-               set.collectives.size(), summary.empty() ? "" : " (" + summary + ")", set.skipped_total());
+    fmt::print(stderr, "{}: {} kernels, {} collectives{}{}; {} events skipped\n", a.files[i], set.kernels.size(),
+               set.collectives.size(), summary.empty() ? "" : " (" + summary + ")", host_summary(set),
+               set.skipped_total());
     for (const auto& [reason, n] : set.skipped)
       fmt::print(stderr, "  skipped {}: {}\n", n, reason);
   }
@@ -1507,8 +1547,16 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
                                                  cmd_calibrate_import);
     import.app->footer(
         "Reads PyTorch profiler (Kineto) traces and nccl-tests output (text or -J JSON), gzipped or not, "
-        "and writes calibration records (kernels, collectives with their sizes). docs/calibration.md");
+        "and writes calibration records (kernels, collectives with their sizes; from a PyTorch trace of a "
+        "training step, host records: each operator's host time by pass). docs/calibration.md");
+    import.args.command_line = command_line;
     import.app->add_option("FILE", import.args.files, "the traces")->required()->type_name("...");
+    import.app
+        ->add_option("--untraced-step-s", import.args.untraced_step_s,
+                     "the step's time without the profiler, one per FILE in order (0: none): corrects the host costs "
+                     "for the profiler's own (calibrate fit)")
+        ->check(CLI::NonNegativeNumber)
+        ->type_name("SECONDS...");
     import.app->add_option("-o,--output", import.args.output, "the JSON-lines file to write")
         ->required()
         ->type_name("traces.jsonl");
@@ -1527,6 +1575,9 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
     fit.app->add_option("--name", fit.args.name, "the profile's name (default: the file's)")->type_name("NAME");
     fit.app->add_flag("--accept-poor-fit", fit.args.accept_poor_fit,
                       "write the profile even when a fit's R^2 is below 0.9 (refused otherwise)");
+    fit.app->add_flag("--host-only", fit.args.host_only,
+                      "fit only the host parameters (host_*, from PyTorch traces' host records) and keep the rest of "
+                      "--base as it is: its tables, collectives, parameters and provenance");
 
     auto report = table.add<CalibrateReportArgs>(
         *calibrate, "report", "a profile's parameters, provenance and fit quality (R^2, errors)", cmd_calibrate_report);

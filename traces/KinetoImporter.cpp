@@ -98,21 +98,25 @@ std::optional<TraceSet> import_kineto_text(std::string_view text, const std::str
   // skipped unread. Add a category here when import_kineto_event starts reading it
   // (test_json_stream compares this path with the whole tree). Runtime calls link kernels to the
   // CPU ops that launched them (KernelShapes.hpp).
-  static const std::set<std::string, std::less<>> categories = {"kernel", "user_annotation", "cpu_op", "cuda_runtime",
-                                                                 "cuda_driver"};
+  // GPU memcpys and memsets count in the GPU's busy time (HostActivity.hpp).
+  static const std::set<std::string, std::less<>> categories = {"kernel",       "user_annotation", "cpu_op",
+                                                                 "cuda_runtime", "cuda_driver",     "gpu_memcpy",
+                                                                 "gpu_memset"};
   TraceSet events;
-  KernelLinks links;
+  KinetoImport state;
   root = read_kineto_events(
       text, path, [](std::string_view cat) { return categories.count(cat) > 0; },
-      [&](const KinetoEvent& e) { import_kineto_event(events, e, links); });
+      [&](const KinetoEvent& e) { import_kineto_event(events, e, state); });
   if (!root.find("traceEvents"))
     return std::nullopt;
-  attach_kernel_shapes(events.kernels, links.ops, links.launches, links.links);
+  finish_kineto_import(events, state, path);
   TraceSet set = import_kineto(root, path);  // the header; its events were streamed above
   set.kernels.insert(set.kernels.begin(), std::make_move_iterator(events.kernels.begin()),
                      std::make_move_iterator(events.kernels.end()));
   set.collectives.insert(set.collectives.begin(), std::make_move_iterator(events.collectives.begin()),
                          std::make_move_iterator(events.collectives.end()));
+  set.host_ops = std::move(events.host_ops);
+  set.host_steps = std::move(events.host_steps);
   for (const auto& [reason, n] : events.skipped)
     set.skipped[reason] += n;
   return set;
@@ -159,20 +163,28 @@ TraceSet import_kineto(const JsonValue& root, const std::string& path)
       set.provenance["rank"] = format_count(*rank);
   }
 
-  KernelLinks links;
-  import_kineto_events(set, events->as_array(), links);
-  attach_kernel_shapes(set.kernels, links.ops, links.launches, links.links);
+  KinetoImport state;
+  import_kineto_events(set, events->as_array(), state);
+  finish_kineto_import(set, state, path);
   return set;
 }
 
-void import_kineto_events(TraceSet& set, const std::vector<JsonValue>& events, KernelLinks& links)
+void import_kineto_events(TraceSet& set, const std::vector<JsonValue>& events, KinetoImport& state)
 {
   for (const JsonValue& e : events)
-    import_kineto_event(set, kineto_event(e), links);
+    import_kineto_event(set, kineto_event(e), state);
 }
 
-void import_kineto_event(TraceSet& set, const KinetoEvent& e, KernelLinks& links)
+void finish_kineto_import(TraceSet& set, KinetoImport& state, const std::string& path)
 {
+  attach_kernel_shapes(set.kernels, state.links.ops, state.links.launches, state.links.links);
+  state.host.finish(path, set);
+}
+
+void import_kineto_event(TraceSet& set, const KinetoEvent& e, KinetoImport& state)
+{
+  KernelLinks& links = state.links;
+  state.host.add(e);
   auto skip = [&](const std::string& reason) { ++set.skipped[reason]; };
   auto id_of = [](const KinetoMember& m) { return m.type == KinetoMember::Type::number ? m.number : -1.0; };
   const std::string_view* cat = e.cat.as_string();

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -45,6 +46,35 @@ std::string triple(const std::array<int, 3>& a)
 std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; }
 
 std::string number_text(double v) { return number(v); }
+
+void write_host_op(const HostOpRecord& h, std::ostream& out)
+{
+  out << "{\"type\":\"host_op\",\"trace\":" << quoted(h.trace) << ",\"pass\":" << quoted(h.pass)
+      << ",\"op\":" << quoted(h.op) << (h.kind.empty() ? std::string() : ",\"kind\":" + quoted(h.kind))
+      << ",\"count\":" << h.count << ",\"seconds\":" << number(h.seconds) << ",\"events\":" << h.events
+      << ",\"max_s\":" << number(h.max_s)
+      << (h.stall_s > 0 ? ",\"stall_s\":" + number(h.stall_s) : std::string()) << "}\n";
+}
+
+void write_host_step(const HostStepRecord& h, std::ostream& out)
+{
+  out << "{\"type\":\"host_step\",\"trace\":" << quoted(h.trace) << ",\"steps\":" << h.steps
+      << ",\"backward_passes\":" << h.backward_passes << ",\"span_s\":" << number(h.span_s)
+      << ",\"host_span_s\":" << number(h.host_span_s) << ",\"gpu_span_s\":" << number(h.gpu_span_s)
+      << ",\"gpu_busy_s\":" << number(h.gpu_busy_s) << ",\"host_events\":" << h.host_events
+      << ",\"profiler_stall_s\":" << number(h.profiler_stall_s)
+      << ",\"optimizer_s\":" << number(h.optimizer_s) << ",\"optimizer_events\":" << h.optimizer_events
+      << ",\"parameter_tensors\":" << h.parameter_tensors
+      << ",\"parameter_tensors_from\":" << quoted(h.parameter_tensors_from)
+      << (h.untraced_step_s > 0 ? ",\"untraced_step_s\":" + number(h.untraced_step_s) : std::string())
+      << ",\"threads\":[";
+  for (std::size_t i = 0; i < h.threads.size(); ++i) {
+    const HostThread& t = h.threads[i];
+    out << (i ? "," : "") << "{\"thread\":" << quoted(t.thread) << ",\"role\":" << quoted(t.role)
+        << ",\"busy_s\":" << number(t.busy_s) << ",\"events\":" << t.events << ",\"ops\":" << t.ops << "}";
+  }
+  out << "]}\n";
+}
 
 }  // namespace
 
@@ -82,6 +112,10 @@ void write_jsonl(const TraceSet& set, std::ostream& out)
         << (c.nodes > 0 ? ",\"nodes\":" + std::to_string(c.nodes) : std::string()) << ",\"duration_s\":" << number(c.duration_s) << ",\"source\":" << quoted(c.source)
         << ",\"name\":" << quoted(c.name) << (c.point > 0 ? ",\"point\":" + std::to_string(c.point) : std::string())
         << "}\n";
+  for (const auto& h : set.host_ops)
+    write_host_op(h, out);
+  for (const auto& h : set.host_steps)
+    write_host_step(h, out);
 }
 
 namespace {
@@ -145,6 +179,70 @@ private:
   const JsonValue& record_;
   std::string where_;
 };
+
+HostOpRecord read_host_op(const RecordFields& f)
+{
+  HostOpRecord h;
+  h.trace = f.string("trace", true);
+  h.pass = f.string("pass", true);
+  if (h.pass != "forward" && h.pass != "backward")
+    f.fail("pass", "must be \"forward\" or \"backward\"");
+  h.op = f.string("op", true);
+  h.kind = f.string("kind", false);
+  h.count = f.integer("count", 0);
+  h.seconds = f.number("seconds", true);
+  h.events = f.integer("events", 0);
+  h.max_s = f.number("max_s", false);
+  h.stall_s = f.number("stall_s", false);
+  if (h.count < 1)
+    f.fail("count", "must be at least 1");
+  if (h.seconds < 0 || h.events < 0 || h.max_s < 0)
+    f.fail(h.seconds < 0 ? "seconds" : h.events < 0 ? "events" : "max_s", "must not be negative");
+  if (h.stall_s < 0 || h.stall_s > h.seconds * (1 + 1e-9))
+    f.fail("stall_s", "must lie between 0 and seconds");
+  return h;
+}
+
+HostStepRecord read_host_step(const JsonValue& record, const RecordFields& f, const std::string& where)
+{
+  HostStepRecord h;
+  h.trace = f.string("trace", true);
+  h.steps = f.integer("steps", 0);
+  h.backward_passes = f.integer("backward_passes", 0);
+  h.span_s = f.number("span_s", true);
+  h.host_span_s = f.number("host_span_s", true);
+  h.gpu_span_s = f.number("gpu_span_s", false);
+  h.gpu_busy_s = f.number("gpu_busy_s", true);
+  h.host_events = f.integer("host_events", 0);
+  h.profiler_stall_s = f.number("profiler_stall_s", false);
+  h.optimizer_s = f.number("optimizer_s", false);
+  h.optimizer_events = f.integer("optimizer_events", 0);
+  h.parameter_tensors = f.integer("parameter_tensors", 0);
+  h.parameter_tensors_from = f.string("parameter_tensors_from", false);
+  h.untraced_step_s = f.number("untraced_step_s", false);
+  for (const auto& [key, v] : {std::pair{"steps", double(h.steps)}, {"backward_passes", double(h.backward_passes)},
+                               {"span_s", h.span_s}, {"host_span_s", h.host_span_s}, {"gpu_span_s", h.gpu_span_s},
+                               {"gpu_busy_s", h.gpu_busy_s}, {"host_events", double(h.host_events)},
+                               {"profiler_stall_s", h.profiler_stall_s},
+                               {"optimizer_s", h.optimizer_s}, {"optimizer_events", double(h.optimizer_events)},
+                               {"parameter_tensors", double(h.parameter_tensors)},
+                               {"untraced_step_s", h.untraced_step_s}})
+    if (v < 0)
+      f.fail(key, "must not be negative");
+  const JsonValue* threads = record.find("threads");
+  if (threads != nullptr && !threads->is_array())
+    f.fail("threads", "must be a list of {thread, role, busy_s, events, ops}");
+  for (std::size_t i = 0; threads != nullptr && i < threads->as_array().size(); ++i) {
+    const JsonValue& t = threads->as_array()[i];
+    const RecordFields tf(t, where + ": threads[" + std::to_string(i) + "]");
+    if (!t.is_object())
+      tf.fail("thread", "must be an object");
+    h.threads.push_back({.thread = tf.string("thread", true), .role = tf.string("role", false),
+                         .busy_s = tf.number("busy_s", false), .events = tf.integer("events", 0),
+                         .ops = tf.integer("ops", 0)});
+  }
+  return h;
+}
 
 }  // namespace
 
@@ -216,6 +314,10 @@ TraceSet read_jsonl(std::istream& in, const std::string& path)
       if (c.duration_s < 0 || c.bytes < 0)
         f.fail(c.duration_s < 0 ? "duration_s" : "bytes", "must not be negative");
       set.collectives.push_back(std::move(c));
+    } else if (type == "host_op") {
+      set.host_ops.push_back(read_host_op(f));
+    } else if (type == "host_step") {
+      set.host_steps.push_back(read_host_step(r, f, where));
     } else {
       ++set.skipped["record of unknown type '" + type + "'"];
     }
@@ -226,9 +328,9 @@ TraceSet read_jsonl(std::istream& in, const std::string& path)
       joined += (joined.empty() ? "" : "; ") + v;
     set.provenance[key] = joined;
   }
-  if (set.kernels.empty() && set.collectives.empty())
-    throw TraceError(path + ": holds no kernel or collective record (an empty file? `ddlsim calibrate import` or "
-                            "`calibrate collect` write them)");
+  if (set.kernels.empty() && set.collectives.empty() && set.host_ops.empty() && set.host_steps.empty())
+    throw TraceError(path + ": holds no kernel, collective or host record (an empty file? `ddlsim calibrate import` "
+                            "or `calibrate collect` write them)");
   return set;
 }
 
@@ -249,6 +351,8 @@ void append(TraceSet& into, TraceSet more)
       c.point += offset;
     into.collectives.push_back(std::move(c));
   }
+  std::move(more.host_ops.begin(), more.host_ops.end(), std::back_inserter(into.host_ops));
+  std::move(more.host_steps.begin(), more.host_steps.end(), std::back_inserter(into.host_steps));
   for (const auto& [reason, n] : more.skipped)
     into.skipped[reason] += n;
   for (const auto& [key, value] : more.provenance) {

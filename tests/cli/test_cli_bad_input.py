@@ -186,7 +186,7 @@ CASES = [
      ["trace.json: neither a Kineto trace (traceEvents) nor nccl-tests output (results)"]),
     ("nccl-tests text without rows", IMPORT, {"trace.json": "# nccl-tests version 2.13.8\n# nothing ran\n"}, 1,
      ["trace.json: no nccl-tests result rows"]),
-    ("empty records file", FIT, {"records.jsonl": ""}, 1, ["records.jsonl: holds no kernel or collective record"]),
+    ("empty records file", FIT, {"records.jsonl": ""}, 1, ["records.jsonl: holds no kernel, collective or host record"]),
     ("record of the wrong type", FIT, {"records.jsonl": KERNEL + '{"type":"kernel","name":"k","duration_s":"fast"}\n'}, 1,
      ["records.jsonl:2: duration_s: must be a number"]),
     ("record with an out-of-range integer", FIT, {"records.jsonl": KERNEL + '{"type":"kernel","name":"k","duration_s":1,"device":1e17}\n'},
