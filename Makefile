@@ -6,8 +6,8 @@
 # Other targets: deps (packages only), build, bench (every `ddlsim bench` scenario, medians of 3 ->
 # results/bench.csv and docs/performance.md), bench-allocator (a few of them with glibc's malloc, for
 # that page), crosscheck (experiments/crosscheck_host.yaml simulated
-# and run on this CPU -> results/crosscheck_host.csv + .png), clean. BUILD=dir and JOBS=n override
-# the defaults.
+# and run on this CPU -> results/crosscheck_host.csv + .png), golden (regenerate tests/golden/, or
+# GOLDEN="NAME..." of it: docs/testing.md), clean. BUILD=dir and JOBS=n override the defaults.
 
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -23,7 +23,7 @@ TEST_DEBS := python3-torch
 # Real PyTorch profiler traces whose import rate `make bench` also measures, when the folder exists.
 KINETO_DIR ?= ../shared/data/traces/kineto
 
-.PHONY: deps build demo test sanitize fuzz bench bench-allocator crosscheck results clean
+.PHONY: deps build demo test sanitize fuzz bench bench-allocator crosscheck golden results clean
 
 # Installs the Debian packages in $(1) that are missing (apt-get, as root or through sudo).
 define install_debs
@@ -77,6 +77,11 @@ fuzz: deps
 crosscheck: build
 	$(BUILD)/bin/ddlsim execute experiments/crosscheck_host.yaml --backend host -o results/crosscheck_host.csv
 	$(PYTHON) plots/plot_crosscheck.py results/crosscheck_host.csv -o results/crosscheck_host.png
+
+# The golden results (tests/golden/, docs/testing.md#golden-results) written again from this build: every
+# shipped experiment and bench point, or those named in GOLDEN, each run twice (not written if they differ).
+golden: build
+	$(PYTHON) tests/cli/test_golden.py $(BUILD)/bin/ddlsim --update $(GOLDEN)
 
 # The seed studies' figures and tables (docs/results.md): every shipped seed experiment and search.
 results: build
