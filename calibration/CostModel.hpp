@@ -43,6 +43,15 @@ struct AttentionDims {
   bool backward = false;
 };
 
+/// How a memory-bound kernel reaches memory: `contiguous` as the pointwise microbenchmark does (vectorized
+/// loads and stores); the others as eager PyTorch's kernels do, slower (EagerFit.hpp): `strided` copies
+/// and mixed-dtype elementwise kernels (PyTorch's unrolled loops), `broadcast` operands (its generic
+/// elementwise loop), `dropout` (random numbers drawn in the kernel), `norm` (layer and batch norms and
+/// their gradients' reductions), `reduction` (softmax, log-softmax, sums). A profile prices each at its
+/// memory_efficiency_<access> of the contiguous kernel's bandwidth (1 where it has none).
+enum class MemoryAccess : unsigned char { contiguous, strided, broadcast, dropout, norm, reduction };
+inline constexpr std::size_t memory_access_count = 6;
+
 /// Work of one layer pass (or a fused group of kernels) on one GPU.
 struct KernelWork {
   double flop = 0;   ///< floating-point operations
@@ -52,6 +61,10 @@ struct KernelWork {
   std::string shape{};  ///< GEMM or convolution shape key (BenchPoint::shape_key): exact-shape table lookups
   GemmDims gemm{};          ///< gemm, batched_gemm, conv2d: the (implicit) GEMM on this GPU, for shape-aware costs
   AttentionDims attention{};  ///< attention: its shape, for shape-aware costs
+  /// A GEMM whose leading dimension is off 16 bytes (eager PyTorch's LM head over 50,257 classes): cuBLAS
+  /// runs its unaligned kernels, priced at the profile's gemm_unaligned_efficiency where it has one
+  bool unaligned = false;
+  MemoryAccess access = MemoryAccess::contiguous;  ///< memory-bound work: how its kernel reaches memory
 };
 
 class CostModel {

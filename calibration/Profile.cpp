@@ -14,7 +14,7 @@
 namespace ddlsim::calibration {
 namespace {
 
-constexpr std::array<ParameterSpec, 39> specs{{
+constexpr std::array<ParameterSpec, 45> specs{{
     {"peak_flops_fp32", Dimension::flop_rate, false, "peak FP32 rate (CUDA cores)"},
     {"peak_flops_tf32", Dimension::flop_rate, false, "peak dense TF32 tensor-core rate"},
     {"peak_flops_fp16", Dimension::flop_rate, false, "peak dense FP16 tensor-core rate"},
@@ -48,6 +48,19 @@ constexpr std::array<ParameterSpec, 39> specs{{
      "extra share of time compute takes while a collective or transfer of its GPU runs (NCCL kernels take SMs and memory bandwidth)"},
     // Host costs of eager PyTorch (HostModel.hpp), fitted from profiler traces (HostFit.hpp). A forward op
     // is one top-level aten op with the Python up to the next one; a backward one, one autograd node.
+    // Eager PyTorch's own kernels against the microbenchmarks' (EagerFit.hpp), fitted from profiler traces.
+    {"memory_efficiency_strided", Dimension::count, true,
+     "share of the pointwise microbenchmark's bandwidth a strided or mixed-dtype copy reaches (PyTorch's unrolled loop)"},
+    {"memory_efficiency_broadcast", Dimension::count, true,
+     "share of the pointwise microbenchmark's bandwidth an elementwise kernel over broadcast operands reaches"},
+    {"memory_efficiency_dropout", Dimension::count, true,
+     "share of the pointwise microbenchmark's bandwidth a dropout kernel reaches (random numbers drawn in it)"},
+    {"memory_efficiency_norm", Dimension::count, true,
+     "share of the pointwise microbenchmark's bandwidth a layer or batch norm kernel reaches"},
+    {"memory_efficiency_reduction", Dimension::count, true,
+     "share of the pointwise microbenchmark's bandwidth a softmax, log-softmax or sum reaches"},
+    {"gemm_unaligned_efficiency", Dimension::count, true,
+     "share of the dense peak a GEMM with a leading dimension off 16 bytes reaches (cuBLAS's unaligned kernels)"},
     {"host_forward_gemm_s", Dimension::time, false, "host time of a forward GEMM op (linear, addmm, mm, bmm, matmul)"},
     {"host_forward_conv_s", Dimension::time, false, "host time of a forward convolution op (conv2d)"},
     {"host_forward_norm_s", Dimension::time, false,

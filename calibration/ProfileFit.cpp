@@ -1,5 +1,6 @@
 #include "calibration/ProfileFit.hpp"
 
+#include "calibration/EagerFit.hpp"
 #include "calibration/HostFit.hpp"
 #include "calibration/KernelModel.hpp"
 #include "calibration/KernelTable.hpp"
@@ -7,6 +8,7 @@
 
 #include <fmt/core.h>
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -210,6 +212,10 @@ FitResult fit_host_profile(CalibrationProfile base, const traces::TraceSet& reco
   if (add_host_costs(profile, records, result.notes) == 0)
     throw CalibrationError("the records hold no host record: import a PyTorch profiler trace of a training step "
                            "(recorded with CPU activities) with `ddlsim calibrate import`");
+  EagerFit eager = fit_eager(records.kernels, profile, options.sources);  // against the base's own tables
+  for (auto& p : eager.parameters)
+    profile.parameters[p.name] = std::move(p);
+  result.notes.insert(result.notes.end(), eager.notes.begin(), eager.notes.end());
   profile.name = options.name;
   if (auto it = records.provenance.find("device"); profile.device.empty() && it != records.provenance.end())
     profile.device = it->second;
@@ -219,8 +225,9 @@ FitResult fit_host_profile(CalibrationProfile base, const traces::TraceSet& reco
   profile.provenance["command"] = full_command(records, options.command);
   profile.provenance["host_traces"] = options.sources;
   profile.provenance["host_date"] = options.date;
-  profile.provenance["host_parameters"] = "host_* fitted by ddlsim calibrate fit --host-only from PyTorch profiler "
-                                          "traces; everything else is the base profile's";
+  profile.provenance["host_parameters"] = "host_*, memory_efficiency_<access> and gemm_unaligned_efficiency fitted by "
+                                          "ddlsim calibrate fit --host-only from PyTorch profiler traces; everything "
+                                          "else is the base profile's";
   return result;
 }
 
@@ -262,7 +269,12 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
     profile.collectives.push_back(std::move(curve));
   }
 
-  const std::vector<Measured> kernels = per_point(records.kernels);
+  // A PyTorch trace's own memory-bound kernels and unaligned GEMMs fit their efficiencies (EagerFit.hpp),
+  // not the tables: the microbenchmarks' kernels are what those efficiencies are relative to.
+  std::vector<traces::KernelRecord> plain;
+  std::copy_if(records.kernels.begin(), records.kernels.end(), std::back_inserter(plain),
+               [](const traces::KernelRecord& k) { return !eager_record(k); });
+  const std::vector<Measured> kernels = per_point(plain);
 
   // Lookup tables per (op, dtype); memory ops are keyed by bytes whatever their dtype.
   std::map<std::pair<std::string, std::string>, std::vector<WorkTime>> tables;
@@ -360,6 +372,12 @@ FitResult fit_profile(CalibrationProfile base, const traces::TraceSet& records, 
     p.source = line;
     if (g->r2 < options.min_r2)
       poor.push_back(std::string("the GEMM model (gemm_efficiency): ") + line);
+  }
+  if (plain.size() < records.kernels.size()) {
+    EagerFit eager = fit_eager(records.kernels, profile, options.sources);
+    for (auto& p : eager.parameters)
+      profile.parameters[p.name] = std::move(p);
+    result.notes.insert(result.notes.end(), eager.notes.begin(), eager.notes.end());
   }
   if (!poor.empty()) {
     std::string all;

@@ -1,5 +1,6 @@
 #include "calibration/RooflineCostModel.hpp"
 
+#include "calibration/EagerFit.hpp"
 #include "common/Error.hpp"
 
 #include <fmt/core.h>
@@ -22,6 +23,7 @@ RooflineCostModel::RooflineCostModel(const CalibrationProfile& profile) : profil
   for (const auto& entry : dtype_table.entries) {
     double peak = optional_value(profile, "peak_flops_" + std::string(entry.name), 0.0);
     flop_rate_[static_cast<std::size_t>(entry.value)] = peak * compute_eff;
+    unaligned_rate_[static_cast<std::size_t>(entry.value)] = peak * optional_value(profile, "gemm_unaligned_efficiency", 0.0);
     any_peak = any_peak || peak > 0;
   }
   if (!any_peak)
@@ -29,6 +31,9 @@ RooflineCostModel::RooflineCostModel(const CalibrationProfile& profile) : profil
   memory_bandwidth_ = profile.value("memory_bandwidth") * optional_value(profile, "memory_efficiency", 1.0);
   overhead_ = optional_value(profile, "kernel_overhead", 0.0);
   floor_ = optional_value(profile, "kernel_launch_floor", 0.0);
+  for (std::size_t a = 1; a < memory_access_count; ++a)
+    access_efficiency_[a] = optional_value(
+        profile, std::string("memory_efficiency_") + memory_access_name(static_cast<MemoryAccess>(a)), 1.0);
   kernels_ = KernelModel::from_profile(profile);
 }
 
@@ -41,8 +46,20 @@ double RooflineCostModel::effective_flop_rate(Dtype dtype) const
   return rate;
 }
 
+KernelWork RooflineCostModel::as_contiguous(const KernelWork& work) const
+{
+  KernelWork w = work;
+  w.bytes /= access_efficiency_[static_cast<std::size_t>(work.access)];
+  w.access = MemoryAccess::contiguous;
+  return w;
+}
+
 double RooflineCostModel::seconds(const KernelWork& work) const
 {
+  if (work.kind == WorkKind::memory && work.access != MemoryAccess::contiguous)
+    return seconds(as_contiguous(work));
+  if (work.unaligned && work.flop > 0 && unaligned_rate_[static_cast<std::size_t>(work.dtype)] > 0)
+    return std::max(floor_, work.flop / unaligned_rate_[static_cast<std::size_t>(work.dtype)]);
   if (kernels_) {
     const bool gemm_like =
         work.kind == WorkKind::gemm || work.kind == WorkKind::batched_gemm || work.kind == WorkKind::conv2d;

@@ -55,6 +55,10 @@ const KernelTable* TableCostModel::table_for(const KernelWork& work) const
 
 double TableCostModel::seconds(const KernelWork& work) const
 {
+  if (work.unaligned && roofline_.prices_unaligned(work.dtype))  // the tables hold aligned GEMMs only
+    return roofline_.seconds(work);
+  if (work.kind == WorkKind::memory && work.access != MemoryAccess::contiguous)
+    return seconds(roofline_.as_contiguous(work));
   if (!work.shape.empty() && work.kind != WorkKind::unknown && work.kind != WorkKind::memory &&
       work.kind != WorkKind::attention) {
     const int i = index_[static_cast<std::size_t>(work.kind)][static_cast<std::size_t>(work.dtype)];

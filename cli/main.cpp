@@ -1576,8 +1576,10 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
     fit.app->add_flag("--accept-poor-fit", fit.args.accept_poor_fit,
                       "write the profile even when a fit's R^2 is below 0.9 (refused otherwise)");
     fit.app->add_flag("--host-only", fit.args.host_only,
-                      "fit only the host parameters (host_*, from PyTorch traces' host records) and keep the rest of "
-                      "--base as it is: its tables, collectives, parameters and provenance");
+                      "fit only what PyTorch traces say of the framework (host_* from their host records; "
+                      "memory_efficiency_<access> and gemm_unaligned_efficiency from their own kernels, against "
+                      "--base's tables) and keep the rest of --base as it is: its tables, collectives, parameters "
+                      "and provenance");
 
     auto report = table.add<CalibrateReportArgs>(
         *calibrate, "report", "a profile's parameters, provenance and fit quality (R^2, errors)", cmd_calibrate_report);

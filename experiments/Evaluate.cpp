@@ -8,6 +8,7 @@
 #include "models/Partition.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Fold.hpp"
+#include "sim/Framework.hpp"
 #include "sim/OpCosts.hpp"
 #include "sim/ParameterServer.hpp"
 
@@ -764,11 +765,52 @@ std::string collective_fidelity(const PointConfig& p, const FoldPlan& f)
   return text;
 }
 
+namespace {
+
+// What the hosts of framework pytorch did: their busy seconds and their GPUs' kernel seconds, summed
+// over the simulated GPUs.
+struct HostIssue {
+  double gpus = 0;
+  double host_s = 0;
+  double gpu_s = 0;
+};
+
+// Each GPU's host issues its compute tasks in the graph's order, one after the other, never waiting for
+// the GPU (sim/Framework.hpp): the replay starts a task no earlier than its host starts issuing it and
+// ends it no earlier than its host is done.
+HostIssue issue_from_host(const sim::TaskGraph& graph, const PointConfig& point, const std::vector<double>& seconds,
+                          sim::ReplayOptions& replay)
+{
+  const std::vector<double> host = sim::host_durations(graph, point.model, point.profile);
+  replay.host_start_s.assign(graph.size(), 0.0);
+  replay.host_end_s.assign(graph.size(), 0.0);
+  std::vector<double> clock(static_cast<std::size_t>(graph.device_count()), -1.0);
+  HostIssue issue;
+  for (sim::TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) != sim::TaskKind::compute)
+      continue;
+    double& at = clock[static_cast<std::size_t>(graph.compute(id).device)];
+    if (at < 0) {
+      at = 0;
+      ++issue.gpus;
+    }
+    replay.host_start_s[id] = at;
+    at += host[id];
+    replay.host_end_s[id] = at;
+    issue.host_s += host[id];
+    issue.gpu_s += seconds[id];
+  }
+  return issue;
+}
+
+}  // namespace
+
 sim::ComputeOptions compute_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
   return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp, .ep = par.ep};
+          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp, .ep = par.ep,
+          .framework = point.training.framework};
 }
 
 std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point)
@@ -1053,6 +1095,7 @@ ResultRow describe_point(const PointConfig& p)
     row.set("num_micro_batches", static_cast<long long>(p.micro_batches()));
   row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
   row.set("optimizer", std::string(models::optimizer_table.name(p.training.optimizer)));
+  row.set("framework", std::string(sim::framework_table.name(p.training.framework)));
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
   row.set("collective_fidelity", collective_fidelity(p, plan_fold(p)));
   if (p.model.has(models::LayerKind::moe)) {
@@ -1165,6 +1208,9 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       sim::ReplayOptions replay = replay_options(point, options);
       replay.fold = pipe.fold;
       replay.estimated_activities = std::stod(row.get("sim_activities_estimate"));
+      const HostIssue host = point.training.framework == sim::Framework::pytorch
+                                 ? issue_from_host(graph, point, seconds, replay)
+                                 : HostIssue{};
       sim::ReplayResult result;
       try {
         result = sim::replay(graph, point.cluster, seconds, replay);
@@ -1185,6 +1231,10 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
         continue;
       }
       fill_timing_columns(row, point, result, 1);
+      if (host.gpus > 0) {
+        row.set("host_busy_fraction", host.host_s / (host.gpus * result.makespan_s));
+        row.set("gpu_busy_fraction", host.gpu_s / (host.gpus * result.makespan_s));
+      }
       if (point.model.has(models::LayerKind::moe))
         row.set("all_to_all_time_s", exposed_all_to_all_seconds(graph, result, pipe.fold));
       for (const auto& l : point.model.layers())

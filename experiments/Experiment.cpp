@@ -1,5 +1,7 @@
 #include "experiments/Experiment.hpp"
 
+#include "sim/Framework.hpp"
+
 #include "models/ExpertLoad.hpp"
 
 #include "common/DataPath.hpp"
@@ -629,6 +631,7 @@ PointConfig Experiment::point(std::size_t index) const
     p.training.memory_reserve =
         training->quantity("memory_reserve", Dimension::bytes, p.training.memory_reserve, Bound::non_negative);
     p.training.seq = static_cast<int>(training->integer("seq", 0, 1, 1 << 26));
+    p.training.framework = training->choice("framework", sim::framework_table, sim::Framework::ideal);
     if (training->has("attention"))
       p.training.attention = training->choice("attention", models::attention_kind_table, models::AttentionKind::flash);
     if (training->has("load_imbalance")) {

@@ -53,6 +53,7 @@
 #include "models/ModelBuilder.hpp"
 #include "models/Partition.hpp"
 #include "sim/ClusterSpec.hpp"
+#include "sim/OpCosts.hpp"
 #include "sim/ParameterServer.hpp"
 #include "sim/Schedules.hpp"
 
@@ -77,6 +78,8 @@ struct TrainingSpec {
   double memory_reserve = 1024.0 * 1024 * 1024;  ///< bytes per GPU kept for CUDA context, NCCL and the allocator
   int seq = 0;  ///< tokens per sample set by the run (0: the model's own); the model is built with it
   std::optional<models::AttentionKind> attention;  ///< set by the run; else the model's own
+  /// Whose step is simulated: the simulator's own kernel list, or eager PyTorch's with its host (sim/Framework.hpp)
+  sim::Framework framework = sim::Framework::ideal;
   /// A mixture of experts' busiest expert over the mean, and capacity factor, set by the run (else the
   /// model's `moe:` values); the model is built with them
   std::optional<double> load_imbalance;

@@ -51,7 +51,8 @@ const std::vector<std::string>& csv_columns()
       "attention",        "tokens_per_s",        "mfu",
       "active_parameters", "ep",                 "ep_collective",
       "all_to_all_time_s", "dropped_tokens",     "load_imbalance",
-      "capacity_factor",  "measured_peak_memory_bytes", "collective_algorithms"};
+      "capacity_factor",  "measured_peak_memory_bytes", "collective_algorithms",
+      "framework",        "host_busy_fraction",  "gpu_busy_fraction"};
   return columns;
 }
 
@@ -84,6 +85,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
        {"backend", "device", "measured_iteration_time_s", "measured_min_s", "measured_max_s",
         "measured_throughput_samples_per_s", "error_pct", "work_scale", "measured_peak_memory_bytes"}},
       {"parameter_server", {"ps_servers", "ps_consistency", "ps_iterations", "staleness_max", "staleness_mean"}},
+      {"framework", {"framework", "host_busy_fraction", "gpu_busy_fraction", "gpu_utilization", "compute_time_s"}},
       {"llm", {"seq", "attention", "cp", "zero", "zero_group", "sequence_parallel", "active_parameters"}},
       {"moe",
        {"ep", "ep_collective", "all_to_all_time_s", "dropped_tokens", "load_imbalance", "capacity_factor",

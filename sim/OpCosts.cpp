@@ -1,5 +1,7 @@
 #include "sim/OpCosts.hpp"
 
+#include "sim/Framework.hpp"
+
 #include "models/ExpertLoad.hpp"
 
 #include <algorithm>
@@ -221,6 +223,8 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
 std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
                                          int samples, const ComputeOptions& options)
 {
+  if (options.framework == Framework::pytorch)
+    return pytorch_launches(model, begin, end, phase, samples, options);
   const auto& layers = model.layers();
   if (phase == Phase::optimizer) {
     // One fused (multi-tensor) update, as PyTorch's foreach optimizers do. Memory-bound: it reads

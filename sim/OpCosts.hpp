@@ -27,6 +27,9 @@
 
 namespace ddlsim::sim {
 
+/// Whose step a point simulates (Framework.hpp, docs/frameworks.md).
+enum class Framework : std::uint8_t { ideal, pytorch };
+
 struct ComputeOptions {
   Dtype dtype = Dtype::bf16;
   models::Optimizer optimizer = models::Optimizer::adam;
@@ -46,6 +49,8 @@ struct ComputeOptions {
   /// batch, at least 1; memory-bound kernels' per-sample bytes): a smaller step with the same
   /// layers, for executing a large model on a small machine (`ddlsim execute --scale`). Weights stay.
   double scale = 1;
+  /// ideal: the simulator's own kernel list; pytorch: eager PyTorch's (Framework.hpp)
+  Framework framework = Framework::ideal;
 };
 
 /// Work of one kernel's forward or backward pass over `samples` samples.

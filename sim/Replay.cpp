@@ -432,11 +432,15 @@ private:
     switch (graph_.kind(id)) {
     case TaskKind::compute: {
       const double s = seconds_[id];
+      const int device = graph_.compute(id).device;
+      if (!options_.host_start_s.empty()) {
+        run_issued(id, device);
+        return;
+      }
       if (s <= 0) {
         finish(id);
         return;
       }
-      const int device = graph_.compute(id).device;
       if (single_task_[static_cast<std::size_t>(device)] != 0) {
         run_chain(id);
         return;
@@ -511,6 +515,21 @@ private:
       return;
     }
     }
+  }
+
+  // A compute task fed by its host (ReplayOptions::host_start_s): it starts once it is ready and its
+  // first kernel is issued, and ends after its own time or once its last kernel is issued and run.
+  void run_issued(TaskId id, int device)
+  {
+    const double start = std::max(now(), options_.host_start_s[id]);
+    const double end = std::max(start + seconds_[id] / cluster_.speed_of(device), options_.host_end_s[id]);
+    ++activities_;
+    simgrid::kernel::timer::Timer::set(end, [this, id, start, end] {
+      report_progress();
+      timings_[id].start_s = start;
+      finish(id, end);
+      drain_ready();
+    });
   }
 
   // How long task n takes where a chain on `device` may hold it: a compute task of the device's

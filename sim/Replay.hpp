@@ -68,6 +68,11 @@ struct ReplayOptions {
   /// analytic tensor-parallel collectives) as one timer, each task timed as its own would be; false:
   /// a timer per task (slower, the same numbers: `ddlsim run --no-stream-chains` checks it).
   bool chain_stream = true;
+  /// The host that issues each GPU's kernels (framework pytorch, Framework.hpp): compute task `id` starts
+  /// no earlier than host_start_s[id] and ends no earlier than host_end_s[id] (its last kernel issued,
+  /// then run). Such a task is a timer on its GPU. Empty: no host (the GPU never waits to be fed).
+  std::vector<double> host_start_s;
+  std::vector<double> host_end_s;
 };
 
 struct ReplayResult {

@@ -293,6 +293,34 @@ private:
   std::vector<std::size_t> parent_; // enclosing op of each op (SIZE_MAX: none)
 };
 
+// Bytes a memory-bound op moves, from its inputs' sizes and types: every input read and an output the
+// size of the largest written (an out-of-place op); an in-place op (add_, copy_) writes its first input
+// instead, which copy_, fill_ and zero_ do not read. 0 when it has no tensor input, or when its kernels
+// are compute-bound (fused attention) or launched for a list of tensors (a fused optimizer).
+double memory_bytes(const std::string& name, const OpInputs& in)
+{
+  if (contains(name, "attention") || contains(name, "flash") || contains(name, "_foreach") || contains(name, "_fused"))
+    return 0;
+  double read = 0, largest = 0, first = 0;
+  for (std::size_t i = 0; i < in.dims.size(); ++i) {
+    if (in.dims[i].empty())
+      continue;  // a scalar
+    const std::string dtype = work_dtype(i < in.types.size() ? in.types[i] : std::string(), "");
+    const double bytes = product(in.dims[i]) * (dtype.empty() ? 1.0 : element_size(dtype));  // bool, int8: 1
+    read += bytes;
+    largest = std::max(largest, bytes);
+    if (i == 0)
+      first = bytes;
+  }
+  if (read <= 0)
+    return 0;
+  if (!name.empty() && name.back() == '_') {
+    const bool writes_only = name == "aten::copy_" || name == "aten::fill_" || name == "aten::zero_";
+    return writes_only ? read : read + first;
+  }
+  return read + largest;
+}
+
 bool is_data_gradient(const std::string& kernel)
 {
   return contains(lower(kernel), "dgrad");
@@ -303,6 +331,23 @@ bool is_weight_gradient(const std::string& kernel)
 }
 
 } // namespace
+
+double memory_bound_bytes(const std::string& name, const JsonValue* args)
+{
+  const OpInputs in = read_inputs(args);
+  return in.ok ? memory_bytes(name, in) : 0;
+}
+
+bool may_launch(const std::string& name)
+{
+  static const char* const views[] = {"aten::view",   "aten::reshape", "aten::_reshape_alias", "aten::permute",
+                                      "aten::transpose", "aten::t",    "aten::detach",  "aten::detach_",
+                                      "aten::slice",  "aten::select",  "aten::unsqueeze", "aten::squeeze",
+                                      "aten::expand", "aten::split",   "aten::chunk",   "aten::alias",
+                                      "aten::as_strided", "aten::empty", "aten::empty_strided", "aten::lift_fresh",
+                                      "aten::_unsafe_view", "aten::flatten", "aten::resolve_conj", "aten::resolve_neg"};
+  return std::none_of(std::begin(views), std::end(views), [&](const char* v) { return name == v; });
+}
 
 // The ops whose shapes give their kernels' work (op_work).
 bool priced_op(const std::string& name)
@@ -362,8 +407,23 @@ void attach_kernel_shapes(std::vector<KernelRecord>& kernels, const std::vector<
       for (std::size_t k : members)
         kernels[k].unusable = why;
     };
-    if (!priced_op(name)) {
-      mark("not a GEMM or convolution");
+    if (!priced_op(name)) {  // a memory-bound op: its longest kernel carries the bytes
+      const double bytes = ops[op].memory_bytes;
+      if (bytes <= 0) {
+        mark("not a GEMM, convolution or memory-bound op with tensor shapes");
+        continue;
+      }
+      const auto longest = std::max_element(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
+        return kernels[a].duration_s < kernels[b].duration_s;
+      });
+      mark("auxiliary kernel (its op's longest kernel carries the work)");
+      KernelRecord& k = kernels[*longest];
+      k.unusable.clear();
+      k.op = "pointwise";
+      k.flop = 0;
+      k.bytes = bytes;
+      k.dtype = "fp32";  // memory-bound tables are keyed by bytes, whatever the dtype
+      k.shape.clear();
       continue;
     }
     if (!in.ok) {

@@ -37,6 +37,7 @@ struct CpuOp {
   double ts = 0, dur = 0; ///< microseconds
   double pid = -1, tid = -1;
   double external_id    = -1;
+  double memory_bytes   = 0;  ///< a memory-bound op (not priced_op): the bytes it moves (memory_bound_bytes); 0 else
   /// its args (shapes): kept for the ops whose shapes price their kernels (priced_op), else null
   std::shared_ptr<const JsonValue> args;
 };
@@ -60,6 +61,15 @@ struct KernelLink {
 /// convolution shape, and `unusable` (why not) of the others. NCCL kernels are left as they are.
 /// The ops whose recorded shapes give their kernels' work (aten::mm, aten::linear, convolutions, ...).
 bool priced_op(const std::string& name);
+
+/// Bytes a memory-bound op moves, from its args' Input Dims and Input type: every input read and an
+/// output the size of the largest written (an in-place op, name ending in _, writes its first input;
+/// copy_, fill_ and zero_ do not read it). 0 when it has no tensor input or its kernels are not
+/// memory-bound (fused attention, fused optimizers over tensor lists).
+double memory_bound_bytes(const std::string& name, const JsonValue* args);
+
+/// False for the ops that never launch a kernel (views, detach, empty): their args need not be read.
+bool may_launch(const std::string& name);
 
 /// What the linking collects while a trace's events stream past in batches (KinetoImporter.cpp):
 /// it owns what it keeps, so that each batch of events can be dropped once read.

@@ -211,8 +211,12 @@ void import_kineto_event(TraceSet& set, const KinetoEvent& e, KinetoImport& stat
   if (*cat == "cpu_op") {
     CpuOp op{.name = std::string(*name), .ts = ts, .dur = dur, .pid = id_of(e.pid), .tid = id_of(e.tid),
              .external_id = id_of(e.external_id), .args = nullptr};
-    if (has_args && priced_op(op.name))  // the shapes: a tree of args, for these ops only
+    if (has_args && priced_op(op.name)) {  // the shapes: a tree of args, for these ops only
       op.args = std::make_shared<const JsonValue>(e.args_tree ? *e.args_tree : parse_json(e.args_json, op.name));
+    } else if (has_args && may_launch(op.name)) {  // the bytes a memory-bound op moves, if it is one
+      const JsonValue args = e.args_tree ? *e.args_tree : parse_json(e.args_json, op.name);
+      op.memory_bytes = memory_bound_bytes(op.name, &args);
+    }
     links.ops.push_back(std::move(op));
   }
   if (annotation) {

@@ -1,0 +1,470 @@
+#include "sim/Framework.hpp"
+
+#include "calibration/EagerFit.hpp"
+#include "common/Error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <string>
+
+namespace ddlsim::sim {
+
+namespace {
+
+using models::Layer;
+using models::LayerKind;
+using calibration::HostOpKind;
+using Access = calibration::MemoryAccess;
+
+constexpr double fp32 = 4;  // bytes: master weights, gradients, autocast's fp32 ops
+constexpr double mask = 1;  // bytes: a dropout mask element (bool)
+
+// How a layer's output is stored under autocast: fp32 for what autocast runs in fp32 or what is computed
+// from fp32 tensors (the embedding of fp32 weights, layer norms, the loss, a residual sum with an fp32
+// input, dropout or an activation of an fp32 tensor), else the training dtype (GEMMs, convolutions).
+std::vector<char> fp32_outputs(const models::Model& model, std::size_t end, Dtype dtype)
+{
+  const auto& layers = model.layers();
+  std::vector<char> out(end, 0);
+  for (std::size_t l = 0; l < end; ++l) {
+    if (dtype == Dtype::fp32) {
+      out[l] = 1;
+      continue;
+    }
+    bool any_input = false;
+    for (std::size_t i : layers[l].inputs)
+      any_input = any_input || out[i] != 0;
+    switch (layers[l].kind) {
+    case LayerKind::embedding:
+    case LayerKind::layer_norm:
+    case LayerKind::rms_norm:
+    case LayerKind::softmax_loss: out[l] = 1; break;
+    case LayerKind::activation:  // the Python GELU (keeps its input) computes in fp32 from its pow on
+      out[l] = any_input || layers[l].stash_inputs ? 1 : 0;
+      break;
+    case LayerKind::add:
+    case LayerKind::dropout:
+    case LayerKind::pooling:
+    case LayerKind::concat: out[l] = any_input ? 1 : 0; break;
+    default: out[l] = 0;
+    }
+  }
+  return out;
+}
+
+// Collects one layer pass's memory-bound launches: `bytes` per sample times the samples, plus `fixed`
+// bytes once (weights), as one kernel each.
+struct Launches {
+  const Layer* layer;
+  LaunchPass pass;
+  double samples;
+  std::vector<KernelLaunch>& out;
+
+  void add(double per_sample_bytes, double fixed_bytes = 0, Access access = Access::contiguous) const
+  {
+    KernelLaunch k;
+    k.kind = models::KernelKind::pointwise;
+    k.pass = pass;
+    k.layer = layer;
+    k.work = {.flop = 0, .bytes = per_sample_bytes * samples + fixed_bytes, .dtype = Dtype::fp32,
+              .kind = calibration::WorkKind::memory, .shape = {}};
+    k.work.access = access;
+    if (k.work.bytes > 0)
+      out.push_back(k);
+  }
+  void add(double per_sample_bytes, Access access) const { add(per_sample_bytes, 0, access); }
+  void repeat(int n, double per_sample_bytes) const
+  {
+    for (int i = 0; i < n; ++i)
+      add(per_sample_bytes);
+  }
+};
+
+double input_elements(const models::Model& model, const Layer& layer)
+{
+  return layer.inputs.empty() ? model.input_shape().elements() : model.layers()[layer.inputs.front()].output_elements();
+}
+
+// Weights a layer reads (its own and tied ones), for autocast's weight casts and the gradient's.
+double weights(const Layer& layer) { return layer.parameters + layer.tied_parameters; }
+
+// Autocast around a library kernel (GEMM, convolution): its fp32 weights cast to the training dtype
+// once per forward, an fp32 input cast too; in backward the weight gradient cast back to fp32 and added
+// to the accumulated gradient (grad += g: read both, write one), and an fp32 input's gradient cast back.
+void autocast_library(const Launches& k, Phase phase, double in, bool fp32_in, double w, double d)
+{
+  if (d >= fp32)
+    return;
+  if (phase == Phase::forward) {
+    if (fp32_in)
+      k.add(in * (fp32 + d));
+    k.add(0, w * (fp32 + d));
+    return;
+  }
+  k.add(0, w * (d + fp32), Access::strided);  // ToCopyBackward: PyTorch's unrolled loop
+  k.add(0, w * 3 * fp32);
+  if (fp32_in)
+    k.add(in * (d + fp32), Access::strided);
+}
+
+// Eager attention as Hugging Face's GPT-2 runs it (transformers' eager_attention_forward): scores scaled,
+// the causal mask added (fp32 result), softmax in fp32 (autocast), cast back, dropout, heads merged
+// (a copy). S = heads x s x s scores per sample, T = s x hidden.
+void eager_attention(const Launches& k, Phase phase, const Layer& l, double d)
+{
+  const double s = l.output.tokens;
+  const double S = l.heads * s * s;
+  const double T = l.output.elements();
+  const bool dropout = l.stashed_mask_bytes > 0;
+  const double r = d < fp32 ? fp32 : d;  // the softmax's precision
+  if (phase == Phase::forward) {
+    k.add(S * 2 * d);                 // scores * 1/sqrt(head_dim)
+    k.add(S * (d + r), Access::broadcast);  // + causal mask
+    k.add(S * 2 * r, Access::reduction);    // softmax
+    if (r != d)
+      k.add(S * (r + d));                   // .type(value.dtype)
+    if (dropout)
+      k.add(S * (2 * d + mask), Access::dropout);  // native_dropout: output and mask
+    k.add(T * 2 * d, Access::broadcast);    // heads merged: transpose + contiguous (a strided copy)
+    return;
+  }
+  k.add(T * 2 * d, Access::broadcast);      // heads split back
+  if (dropout)
+    k.add(S * (2 * d + mask));
+  if (r != d)
+    k.add(S * (d + r), Access::strided);
+  k.add(S * 3 * r, Access::reduction);      // softmax backward: y, dy -> dx
+  if (r != d)
+    k.add(S * (r + d), Access::strided);    // the mask add's gradient back to the scores' dtype
+  k.add(S * 2 * d);                         // scale
+}
+
+// One layer's memory-bound launches (the library kernels come from layer_launches).
+void layer_pointwise(const models::Model& model, std::size_t li, const std::vector<char>& fp32_out, Phase phase,
+                     const Launches& k, Dtype dtype)
+{
+  const Layer& l = model.layers()[li];
+  const double d = dtype_bytes(dtype);
+  const double in = input_elements(model, l);
+  const double out = l.output_elements();
+  const bool fp32_in = !l.inputs.empty() ? fp32_out[l.inputs.front()] != 0 : true;
+  const double din = fp32_in ? std::max(fp32, d) : d;  // bytes of an input element
+  const double dout = fp32_out[li] != 0 ? std::max(fp32, d) : d;
+  const bool fwd = phase == Phase::forward;
+  switch (l.kind) {
+  case LayerKind::linear:
+  case LayerKind::conv2d:
+    autocast_library(k, phase, in, fp32_in, weights(l), d);
+    if (!fwd && l.kind == LayerKind::linear && l.parameters > 0)
+      k.add(out * d);  // the bias gradient: a reduction over the rows
+    return;
+  case LayerKind::attention: eager_attention(k, phase, l, d); return;
+  case LayerKind::dropout: k.add(in * (2 * din + mask), fwd ? Access::dropout : Access::contiguous); return;  // forward: y and mask; backward: dy, mask -> dx
+  case LayerKind::add: {
+    if (fwd) {
+      double read = 0;
+      bool mixed = false;
+      for (std::size_t i : l.inputs) {
+        read += model.layers()[i].output_elements() * (fp32_out[i] != 0 ? std::max(fp32, d) : d);
+        mixed = mixed || (fp32_out[i] == 0 && dout > d);
+      }
+      k.add(read + out * dout, mixed ? Access::strided : Access::contiguous);  // mixed dtypes: unrolled
+      return;
+    }
+    for (std::size_t i : l.inputs)  // the gradient passes through; a lower-precision input's is cast
+      if (fp32_out[i] == 0 && dout > d)
+        k.add(out * (dout + d), Access::strided);
+    return;
+  }
+  case LayerKind::activation:
+    if (l.stash_output) {  // relu, tanh, sigmoid: one kernel each way
+      k.add(in * (fwd ? 2 : 3) * din);
+      return;
+    }
+    // GELU in its tanh form as Python: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Autocast runs pow
+    // in fp32 (x cast first), so everything after it is fp32 and so is the output: x^3, * 0.044715, x +,
+    // * sqrt(2/pi), tanh, 1 +, 0.5 x (in x's dtype), the product. Backward through autograd: thirteen fp32
+    // kernels (the products' two gradients, pow's, tanh's, the sums into x).
+    if (fwd) {
+      const double r = std::max(fp32, din);
+      if (din < r)
+        k.add(in * (din + r));   // x to fp32 for pow
+      k.repeat(2, in * 2 * r);   // x^3, * 0.044715
+      k.add(in * (din + 2 * r)); // x + ...
+      k.repeat(3, in * 2 * r);   // * sqrt(2/pi), tanh, 1 + ...
+      k.add(in * 2 * din);       // 0.5 x
+      k.add(in * (din + 2 * r)); // the product
+    } else {
+      k.repeat(13, in * 3 * std::max(fp32, din));
+    }
+    return;
+  case LayerKind::layer_norm:
+  case LayerKind::rms_norm:
+    if (fwd) {
+      if (!fp32_in && d < fp32)
+        k.add(in * (d + fp32));  // autocast runs norms in fp32
+      k.add(in * 2 * dout, Access::norm);
+    } else {
+      k.add(in * 3 * dout, Access::norm);           // dy, x -> dx
+      k.add(in * 2 * dout, Access::norm);           // the weight and bias gradients' reductions
+      k.add(0, l.parameters * 3 * fp32);            // accumulated
+    }
+    return;
+  case LayerKind::batch_norm:
+  case LayerKind::sync_batch_norm:
+  case LayerKind::group_norm:
+    if (fwd) {
+      k.add(in * 3 * din, Access::norm);  // statistics (a read), then normalise (a read and a write)
+      k.add(0, 16);                       // num_batches_tracked += 1 (training mode)
+    }
+    else
+      k.add(in * 5 * din, Access::norm);  // dy, x for the statistics' gradients, then dy, x -> dx
+    return;
+  case LayerKind::embedding: {
+    const int tables = l.parameters > 0 && l.kernels.front().forward_flop > 0 ? 2 : 1;  // token (+ position) rows
+    if (fwd) {
+      k.repeat(tables, out * 2 * fp32);
+      if (tables == 2)
+        k.add(out * 3 * fp32);  // their sum
+    } else {
+      k.add(0, l.parameters * fp32);        // the dense gradient zeroed
+      for (int t = 0; t < tables; ++t)
+        k.add(out * 2 * fp32, Access::broadcast);  // rows added into it (sorted, then scattered)
+      k.add(0, l.parameters * 3 * fp32);    // accumulated
+    }
+    return;
+  }
+  case LayerKind::pooling:
+    k.add(fwd ? in * din + out * (din + (l.stashed_mask_bytes > 0 ? 8 : 0)) : in * 2 * din + out * din,
+          Access::reduction);
+    return;
+  case LayerKind::softmax_loss:
+    // logits.float() (autocast's fp32 loss), log_softmax, nll_loss; backward: the gradient zeroed and
+    // scattered, log_softmax's backward, the cast back to the logits' dtype
+    if (fwd) {
+      if (!fp32_in && d < fp32)
+        k.add(in * (d + fp32));
+      k.add(in * 2 * fp32, Access::reduction);
+    } else {
+      k.add(in * fp32);
+      k.add(in * 3 * fp32, Access::reduction);
+      if (!fp32_in && d < fp32)
+        k.add(in * (fp32 + d), Access::strided);
+    }
+    return;
+  default: return;  // the ideal kernels stand (not yet modelled: swiglu, rotary, experts, concat, custom)
+  }
+}
+
+// Layers whose ideal memory-bound kernels the eager list above replaces.
+bool replaces_pointwise(LayerKind kind)
+{
+  switch (kind) {
+  case LayerKind::linear:
+  case LayerKind::conv2d:
+  case LayerKind::attention:
+  case LayerKind::dropout:
+  case LayerKind::add:
+  case LayerKind::activation:
+  case LayerKind::layer_norm:
+  case LayerKind::rms_norm:
+  case LayerKind::batch_norm:
+  case LayerKind::sync_batch_norm:
+  case LayerKind::group_norm:
+  case LayerKind::embedding:
+  case LayerKind::pooling:
+  case LayerKind::softmax_loss: return true;
+  default: return false;
+  }
+}
+
+bool library_kernel(models::KernelKind kind)
+{
+  return kind == models::KernelKind::gemm || kind == models::KernelKind::batched_gemm ||
+         kind == models::KernelKind::conv2d;
+}
+
+// A GEMM with a dimension off 16 bytes (calibration::unaligned_gemm): PyTorch hands cuBLAS the tensors as
+// they are (the LM head's 50,257 classes), where the simulator's own backends pad them.
+bool unaligned(const KernelLaunch& launch, Dtype dtype)
+{
+  return (launch.kind == models::KernelKind::gemm || launch.kind == models::KernelKind::batched_gemm) &&
+         calibration::unaligned_gemm(launch.gemm.m, launch.gemm.n, launch.gemm.k, dtype);
+}
+
+// Parameter tensors of a layer: a weight, and a bias or a norm's shift where it has one.
+double parameter_tensors(const models::Model& model, const Layer& l)
+{
+  if (l.parameters <= 0)
+    return 0;
+  switch (l.kind) {
+  case LayerKind::linear:
+    return l.parameters > input_elements(model, l) / std::max(1.0, l.output.tokens) * l.output.features ? 2 : 1;
+  case LayerKind::conv2d: {
+    const models::ConvShape& c = l.kernels.front().conv;
+    return l.parameters > static_cast<double>(c.k) * (c.c / c.groups) * c.r * c.s ? 2 : 1;
+  }
+  case LayerKind::layer_norm:
+  case LayerKind::batch_norm:
+  case LayerKind::sync_batch_norm:
+  case LayerKind::group_norm: return 2;
+  case LayerKind::embedding: return l.kernels.front().forward_flop > 0 ? 2 : 1;
+  default: return 1;
+  }
+}
+
+// The operators an eager layer dispatches (forward) and the autograd nodes of its backward, by kind, as
+// Hugging Face's GPT-2 and torchvision's ResNet issue them (counted in their profiler traces,
+// docs/frameworks.md).
+HostOps layer_host_ops(const models::Model& model, const Layer& l, bool fp32_in, Phase phase)
+{
+  HostOps ops{};
+  auto put = [&](HostOpKind kind, double n) { ops[static_cast<std::size_t>(kind)] += n; };
+  const bool fwd = phase == Phase::forward;
+  const double tensors = parameter_tensors(model, l);
+  switch (l.kind) {
+  case LayerKind::linear:  // view, addmm, view; backward: the GEMMs, views, casts of W, b (and an fp32 x)
+    put(HostOpKind::gemm, 1);
+    put(HostOpKind::view, fwd ? 2 : 4);
+    if (!fwd) {
+      put(HostOpKind::elementwise, tensors + (fp32_in ? 1 : 0));
+      put(HostOpKind::accumulate, tensors);
+    }
+    break;
+  case LayerKind::conv2d:
+    put(HostOpKind::conv, 1);
+    if (!fwd) {
+      put(HostOpKind::elementwise, tensors);
+      put(HostOpKind::accumulate, tensors);
+    }
+    break;
+  case LayerKind::attention:  // split, views and transposes, two matmuls, scale, mask, softmax, cast, dropout
+    put(HostOpKind::gemm, 2);
+    put(HostOpKind::view, fwd ? 15 : 12);
+    put(HostOpKind::elementwise, fwd ? 9 : 8);
+    put(HostOpKind::reduction, 1);
+    break;
+  case LayerKind::activation: put(HostOpKind::elementwise, l.stash_output ? 1 : 8); break;
+  case LayerKind::batch_norm:
+  case LayerKind::sync_batch_norm:
+    if (fwd)
+      put(HostOpKind::elementwise, 1);  // num_batches_tracked.add_(1), in Python (training mode)
+    [[fallthrough]];
+  case LayerKind::layer_norm:
+  case LayerKind::rms_norm:
+  case LayerKind::group_norm:
+    put(HostOpKind::norm, 1);
+    if (!fwd)
+      put(HostOpKind::accumulate, tensors);
+    break;
+  case LayerKind::embedding:  // the lookups, positions (arange, unsqueeze), their sum
+    put(HostOpKind::gather, tensors);
+    if (fwd)
+      put(HostOpKind::elementwise, 4);
+    else
+      put(HostOpKind::accumulate, tensors);
+    break;
+  case LayerKind::pooling: put(HostOpKind::reduction, 1); break;
+  case LayerKind::softmax_loss:  // float(), cross_entropy (log_softmax, nll_loss), / micro-batches
+    put(HostOpKind::reduction, fwd ? 1 : 2);
+    put(HostOpKind::elementwise, 3);
+    break;
+  default:
+    put(HostOpKind::elementwise, 1);
+    if (!fwd)
+      put(HostOpKind::accumulate, tensors);
+  }
+  return ops;
+}
+
+}  // namespace
+
+std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
+                                           int samples, const ComputeOptions& options)
+{
+  if (phase == Phase::optimizer) {
+    // Fused AdamW over fp32 weights: reads weight, gradient and both moments, writes weight and moments.
+    ComputeOptions fp32_weights = options;
+    fp32_weights.framework = Framework::ideal;
+    fp32_weights.dtype = Dtype::fp32;
+    return range_launches(model, begin, end, phase, samples, fp32_weights);
+  }
+  const auto& layers = model.layers();
+  const std::vector<char> fp32_out = fp32_outputs(model, end, options.dtype);
+  std::vector<KernelLaunch> out;
+  for (std::size_t l = begin; l < end; ++l) {
+    const bool eager = replaces_pointwise(layers[l].kind);
+    for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp, options.scale,
+                                       options.sequence_parallel, options.cp, options.ep)) {
+      if (eager && !library_kernel(launch.kind))
+        continue;
+      launch.work.unaligned = unaligned(launch, options.dtype);
+      out.push_back(launch);
+    }
+    if (!eager)
+      continue;
+    const Launches k{&layers[l], phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward,
+                     samples * options.scale / options.cp, out};
+    layer_pointwise(model, l, fp32_out, phase, k, options.dtype);
+  }
+  return out;
+}
+
+HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase)
+{
+  const auto& layers = model.layers();
+  HostOps ops{};
+  if (phase == Phase::optimizer)  // optimizer.step and zero_grad are priced per tensor (host_durations)
+    return ops;
+  const std::vector<char> fp32_out = fp32_outputs(model, end, Dtype::bf16);
+  for (std::size_t l = begin; l < end; ++l) {
+    const bool fp32_in = layers[l].inputs.empty() || fp32_out[layers[l].inputs.front()] != 0;
+    const HostOps one = layer_host_ops(model, layers[l], fp32_in, phase);
+    for (std::size_t k = 0; k < ops.size(); ++k)
+      ops[k] += one[k];
+  }
+  return ops;
+}
+
+double optimizer_tensors(const models::Model& model, std::size_t begin, std::size_t end)
+{
+  double n = 0;
+  for (std::size_t l = begin; l < end; ++l)
+    n += parameter_tensors(model, model.layers()[l]);
+  return n;
+}
+
+double host_seconds(const HostOps& ops, Phase phase, const calibration::CalibrationProfile& profile)
+{
+  double s = 0;
+  for (HostOpKind kind : calibration::host_op_kinds)
+    if (const double n = ops[static_cast<std::size_t>(kind)]; n > 0)
+      s += n * profile.value(calibration::host_parameter(kind, phase == Phase::backward));
+  return s;
+}
+
+std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model,
+                                   const calibration::CalibrationProfile& profile)
+{
+  std::vector<double> seconds(graph.size(), 0.0);
+  std::map<std::tuple<Phase, std::uint32_t, std::uint32_t>, double> memo;
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    if (graph.kind(id) != TaskKind::compute)
+      continue;
+    const ComputeTask& c = graph.compute(id);
+    const auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end);
+    auto it = memo.find(key);
+    if (it == memo.end()) {
+      const double s = c.phase == Phase::optimizer
+                           ? optimizer_tensors(model, c.layer_begin, c.layer_end) * profile.value("host_optimizer_tensor_s")
+                           : host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase), c.phase, profile);
+      it = memo.emplace(key, s).first;
+    }
+    seconds[id] = it->second;
+  }
+  return seconds;
+}
+
+}  // namespace ddlsim::sim
