@@ -4,6 +4,19 @@
 
 namespace ddlsim::cli {
 
+std::optional<ProgressStyle> progress_style(ProgressMode mode, bool stderr_is_terminal)
+{
+  switch (mode) {
+  case ProgressMode::automatic:
+    return stderr_is_terminal ? ProgressStyle::terminal : ProgressStyle::plain;
+  case ProgressMode::always:
+    return ProgressStyle::plain;
+  case ProgressMode::never:
+    break;
+  }
+  return std::nullopt;
+}
+
 std::string ProgressLine::describe(std::size_t index, const experiments::PointProgress& point)
 {
   const sim::ReplayProgress& p = point.replay;
@@ -22,6 +35,10 @@ std::string ProgressLine::describe(std::size_t index, const experiments::PointPr
 void ProgressLine::sweep(std::size_t done)
 {
   done_ = done;
+  if (style_ == ProgressStyle::plain) {
+    write_plain(done_ == total_ && plain_lines_ > 0);  // the end closes a log that showed progress
+    return;
+  }
   draw();
   if (done_ == total_)
     std::fputc('\n', out_);
@@ -30,22 +47,64 @@ void ProgressLine::sweep(std::size_t done)
 void ProgressLine::point(std::size_t index, const experiments::PointProgress& progress)
 {
   running_[index] = progress;
-  draw();
+  if (style_ == ProgressStyle::plain)
+    write_plain(false);
+  else
+    draw();
 }
+
+namespace {
+
+struct SweepFigures {
+  double elapsed_s, eta_s, percent;
+};
+
+SweepFigures figures(std::chrono::steady_clock::time_point start, std::size_t done, std::size_t total)
+{
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {.elapsed_s = elapsed,
+          .eta_s     = done ? elapsed / static_cast<double>(done) * static_cast<double>(total - done) : 0.0,
+          .percent   = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0};
+}
+
+}  // namespace
 
 void ProgressLine::draw()
 {
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double eta = done_ ? elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_) : 0.0;
+  const SweepFigures f = figures(start_, done_, total_);
   std::string line = "\r[" + std::to_string(done_) + "/" + std::to_string(total_) + "]";
   char text[96];
-  std::snprintf(text, sizeof text, " %3.0f%%  elapsed %.1fs  eta %.1fs",
-                total_ ? 100.0 * static_cast<double>(done_) / static_cast<double>(total_) : 100.0, elapsed, eta);
+  std::snprintf(text, sizeof text, " %3.0f%%  elapsed %.1fs  eta %.1fs", f.percent, f.elapsed_s, f.eta_s);
   line += text;
   for (const auto& [index, p] : running_)
     if (p.elapsed_s >= point_after_s_)
       line += "  | " + describe(index, p);
   line += "\x1b[K";  // erase what a longer line left
+  std::fputs(line.c_str(), out_);
+  std::fflush(out_);
+}
+
+void ProgressLine::write_plain(bool last)
+{
+  const auto now = std::chrono::steady_clock::now();
+  if (!last && std::chrono::duration<double>(now - last_line_).count() < interval_s_)
+    return;
+  last_line_ = now;
+  ++plain_lines_;
+  const SweepFigures f = figures(start_, done_, total_);
+  char text[128];
+  std::snprintf(text, sizeof text, "ddlsim: progress [%zu/%zu] %.0f%%, elapsed %.1fs", done_, total_, f.percent,
+                f.elapsed_s);
+  std::string line = text;
+  if (done_ > 0) {  // the sweep's ETA needs a finished point
+    std::snprintf(text, sizeof text, ", eta %.1fs", f.eta_s);
+    line += text;
+  }
+  if (!last)
+    for (const auto& [index, p] : running_)
+      if (p.elapsed_s >= point_after_s_)
+        line += "; " + describe(index, p);
+  line += '\n';
   std::fputs(line.c_str(), out_);
   std::fflush(out_);
 }

@@ -24,6 +24,7 @@
 #include "experiments/CollectiveBench.hpp"
 #include "experiments/CrossCheck.hpp"
 #include "experiments/Experiment.hpp"
+#include "experiments/Report.hpp"
 #include "experiments/Search.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "models/Memory.hpp"
@@ -193,7 +194,16 @@ struct RunArgs {
   bool quiet = false, resume = false, mpi = false, plot = false;
   std::optional<std::string> shard;
   double point_timeout_s = 0;
+  std::optional<std::string> progress;  ///< --progress; by default auto, never under --quiet
 };
+
+// Test hooks (tests/cli/test_cli_progress.py): DDLSIM_PROGRESS_AFTER_SECONDS=S shows points from S
+// seconds (default 2), DDLSIM_PROGRESS_INTERVAL_SECONDS=S writes plain lines every S (default 5).
+double progress_setting(const char* variable, double fallback)
+{
+  const char* value = std::getenv(variable);
+  return value ? std::atof(value) : fallback;
+}
 
 int cmd_run(const RunArgs& a)
 {
@@ -214,7 +224,11 @@ int cmd_run(const RunArgs& a)
     return exit_bad_input;
   const std::string csv = a.output ? *a.output : exp.output_csv().value_or("results/" + exp.get_name() + ".csv");
 
-  const bool show_progress = !a.quiet && ::isatty(STDERR_FILENO) != 0;
+  const cli::ProgressMode mode = a.progress ? *cli::progress_mode_table.parse(*a.progress)
+                                 : a.quiet  ? cli::ProgressMode::never
+                                            : cli::ProgressMode::automatic;
+  const std::optional<cli::ProgressStyle> style = cli::progress_style(mode, ::isatty(STDERR_FILENO) != 0);
+  const bool show_progress = style.has_value();
   std::optional<cli::ProgressLine> progress;  // over this rank's points (set once they are known)
   if (show_progress)
     options.on_progress = [&](std::size_t done, std::size_t) { progress->sweep(done); };
@@ -274,9 +288,9 @@ int cmd_run(const RunArgs& a)
     }
   };
   if (!todo.empty()) {
-    // Test hook (tests/cli/test_cli_progress.py): DDLSIM_PROGRESS_AFTER_SECONDS=S shows points from S.
-    const char* after = std::getenv("DDLSIM_PROGRESS_AFTER_SECONDS");
-    progress.emplace(stderr, todo.size(), after ? std::atof(after) : 2.0);
+    progress.emplace(stderr, todo.size(), style.value_or(cli::ProgressStyle::terminal),
+                     progress_setting("DDLSIM_PROGRESS_AFTER_SECONDS", 2.0),
+                     progress_setting("DDLSIM_PROGRESS_INTERVAL_SECONDS", 5.0));
     experiments::PointProgressCallback on_point;
     if (show_progress)
       on_point = [&](std::size_t k, const experiments::PointProgress& p) { progress->point(todo_index[k], p); };
@@ -553,6 +567,19 @@ int cmd_merge(const MergeArgs& a)
     ordered.push_back(std::move(row));
   experiments::write_csv(a.output, ordered, a.columns);
   fmt::print(stderr, "ddlsim: merged {} file(s) into {}: {} row(s)\n", a.files.size(), a.output, ordered.size());
+  return exit_ok;
+}
+
+// ---- report: the best points of a CSV, readable (experiments/Report.hpp) ---------------------
+
+struct ReportArgs {
+  std::string file;
+  int top = 10;
+};
+
+int cmd_report(const ReportArgs& a)
+{
+  fmt::print("{}", experiments::report_csv(a.file, {.top = static_cast<std::size_t>(a.top)}));
   return exit_ok;
 }
 
@@ -1262,7 +1289,19 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
         ->add_option("--trace-dir", a.options.evaluate.trace_dir,
                      "write a Chrome-trace timeline per point (open in Perfetto) and a per-device CSV next to it")
         ->type_name("DIR");
-    c.app->add_flag("--quiet", a.quiet, "no progress or summary on stderr");
+    c.app->add_flag("--quiet", a.quiet, "no summary on stderr, and no progress unless --progress says so");
+    std::string progress_help = "progress on stderr (default auto; never under --quiet)";
+    for (const auto& mode : cli::progress_mode_table.entries)
+      progress_help += fmt::format("; {}: {}", mode.name, mode.help);
+    c.app->add_option("--progress", a.progress, progress_help)
+        ->check(
+            [](const std::string& v) {
+              return cli::progress_mode_table.parse(v)
+                         ? std::string()
+                         : "expects one of " + cli::progress_mode_table.names() + ", not '" + v + "'";
+            },
+            "", "")
+        ->type_name("auto|always|never");
     c.app->add_flag("--plot", a.plot,
                     "also draw the experiment's figure (output.plot, a script of plots/) next to the CSV as .png, "
                     "with a python3 that has matplotlib");
@@ -1314,6 +1353,18 @@ void define_commands(cli::CommandTable& table, const std::string& command_line)
     c.app->add_option("CSV", c.args.files, "the parts")->required()->type_name("...");
     c.app->add_option("-o,--output", c.args.output, "the merged CSV")->required()->type_name("OUT.csv");
     add_columns(c.app, c.args.columns);
+  }
+  {
+    auto c = table.add<ReportArgs>(root, "report", "the best points of a result CSV as a readable table",
+                                   cmd_report);
+    c.app->footer("Ranks the ok rows by throughput and prints the best with their breakdown: iteration time, "
+                  "samples/s, tokens/s per GPU, MFU, compute, bubble, exposed communication, memory per GPU of "
+                  "its capacity, after the layout columns that differ between them (those equal are named once "
+                  "above). docs/running.md");
+    c.app->add_option("CSV", c.args.file, "a CSV that ddlsim run, execute or a search wrote")
+        ->required()
+        ->type_name("");
+    cli::add_int(c.app, "--top", c.args.top, 1, 1 << 30, "rows shown (default 10)");
   }
   {
     CLI::App* search = root.add_subcommand("search", "find the best micro-batch, grid or parallel layout");

@@ -28,19 +28,21 @@ namespace ddlsim::experiments {
 namespace {
 
 // Per simulated device of a point, next to its timeline (<dir>/<experiment>_<id>_devices.csv):
-// the numbers the CSV row averages. `memory` gives a device's peak memory (empty: not known).
+// the numbers the CSV row averages, one row per GPU in rank order. A device is one GPU, and its
+// index is the GPU's global rank (tp innermost, then cp, dp, pp: Megatron's order) and its index in
+// the cluster. `memory` gives a device's peak memory (empty: not known).
 void write_device_table(const PointConfig& point, const sim::ReplayResult& result, const std::string& dir,
                         const std::function<double(int)>& memory)
 {
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/" + point.experiment + "_" + std::to_string(point.index) + "_devices.csv";
   std::ofstream out(path);
-  out << "device,gpus,compute_time_s,exposed_comm_time_s,idle_time_s,utilization,comm_bytes,inter_node_bytes,"
-         "peak_memory_bytes\n";
+  out << "rank,node,device,gpus,compute_time_s,exposed_comm_time_s,idle_time_s,utilization,comm_bytes,"
+         "inter_node_bytes,peak_memory_bytes\n";
   const double t = result.makespan_s;
   for (std::size_t d = 0; d < result.devices.size(); ++d) {
     const auto& s = result.devices[d];
-    out << d << ",1," << format_number(s.compute_s) << ',' << format_number(s.exposed_comm_s)
+    out << d << ',' << point.cluster.node_of(static_cast<int>(d)) << ',' << d << ",1," << format_number(s.compute_s) << ',' << format_number(s.exposed_comm_s)
         << ',' << format_number(s.idle_s) << ',' << format_number(t > 0 ? s.compute_s / t : 0) << ','
         << format_number(s.bytes_sent) << ',' << format_number(s.bytes_sent_inter)
         << ',' << (memory ? format_number(memory(static_cast<int>(d))) : std::string()) << '\n';
@@ -98,16 +100,23 @@ double rank_capacity(const PointConfig& point, int rank)
 }
 
 
-// tokens_per_s and mfu of an iteration of t seconds. Model flop as PaLM counts them (appendix B):
-// per token 6 N + 12 l h s for a transformer; a network without attention counts its forward and
-// backward flop per sample. MFU divides by the GPUs' dense peak for the training dtype (the profile's
+// tokens_per_s, model_tflops_per_gpu and mfu of an iteration of t seconds (and tokens per second per
+// GPU). Model flop as PaLM counts them (appendix B): per token 6 N + 12 l h s for a transformer; a
+// network without attention counts its forward and backward flop per sample. MFU divides the model
+// flop per second and GPU by the dense peak for the training dtype (the profile's
 // peak_flops_<dtype>); left empty when the profile has none.
 void fill_model_flop_columns(ResultRow& row, const PointConfig& point, double t)
 {
   const WorkloadFlop flop = workload_flop(point);
   const double samples_per_s = static_cast<double>(point.training.global_batch) / t;
-  if (flop.tokens > 0)
+  const double gpus = point.parallelism.gpus();
+  if (flop.tokens > 0) {
     row.set("tokens_per_s", samples_per_s * flop.tokens);
+    row.set("tokens_per_s_per_gpu", samples_per_s * flop.tokens / gpus);
+  }
+  const double model_flop_per_s_per_gpu = samples_per_s * flop.model_per_sample / gpus;
+  if (model_flop_per_s_per_gpu > 0)
+    row.set("model_tflops_per_gpu", model_flop_per_s_per_gpu / 1e12);
   const calibration::Parameter* peak =
       point.profile.find("peak_flops_" + std::string(dtype_table.name(point.training.dtype)));
   if (peak != nullptr && peak->value > 0)
@@ -377,9 +386,15 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   return row;
 }
 
-// Mean per GPU of the time its expert all-to-alls are in flight while it does not compute.
-double exposed_all_to_all_seconds(const sim::TaskGraph& graph, const sim::ReplayResult& result,
-                                  const sim::Fold* fold = nullptr)
+// Means per GPU of the time its expert all-to-alls are in flight: while it does not compute (exposed),
+// and in all (total: the union of their intervals, overlapping ones counted once).
+struct AllToAllSeconds {
+  double exposed_s = 0;
+  double total_s = 0;
+};
+
+AllToAllSeconds all_to_all_seconds(const sim::TaskGraph& graph, const sim::ReplayResult& result,
+                                   const sim::Fold* fold = nullptr)
 {
   const auto n = static_cast<std::size_t>(graph.device_count());
   // Under a fold, a device's intervals are its representative's (an image of each task runs there).
@@ -396,14 +411,26 @@ double exposed_all_to_all_seconds(const sim::TaskGraph& graph, const sim::Replay
           exchange[rep(d)].push_back(iv);
     }
   }
-  std::vector<double> uncovered(n, 0.0);
+  std::vector<double> uncovered(n, 0.0), in_flight(n, 0.0);
   for (std::size_t d = 0; d < n; ++d)
-    if (rep(static_cast<int>(d)) == d)
+    if (rep(static_cast<int>(d)) == d) {
       uncovered[d] = sim::uncovered_length(exchange[d], compute[d]);
-  double total = 0;
-  for (std::size_t d = 0; d < n; ++d)
-    total += uncovered[rep(static_cast<int>(d))];
-  return total / static_cast<double>(n);
+      in_flight[d] = sim::union_length(exchange[d]);
+    }
+  AllToAllSeconds out;
+  for (std::size_t d = 0; d < n; ++d) {
+    out.exposed_s += uncovered[rep(static_cast<int>(d))];
+    out.total_s += in_flight[rep(static_cast<int>(d))];
+  }
+  out.exposed_s /= static_cast<double>(n);
+  out.total_s /= static_cast<double>(n);
+  return out;
+}
+
+void set_all_to_all_columns(ResultRow& row, const AllToAllSeconds& seconds)
+{
+  row.set("all_to_all_time_s", seconds.exposed_s);
+  row.set("total_a2a_s", seconds.total_s);
 }
 
 // The configuration columns of an imported Chakra workload: ddlsim's own export carries its point's
@@ -458,7 +485,7 @@ ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions&
   for (sim::TaskId id = 0; id < built.graph.size(); ++id)
     if (built.graph.kind(id) == sim::TaskKind::collective &&
         built.graph.collective(id).kind == sim::CollectiveKind::all_to_all) {
-      row.set("all_to_all_time_s", exposed_all_to_all_seconds(built.graph, result));
+      set_all_to_all_columns(row, all_to_all_seconds(built.graph, result));
       break;
     }
   if (!options.trace_dir.empty())
@@ -1236,7 +1263,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
         row.set("gpu_busy_fraction", host.gpu_s / (host.gpus * result.makespan_s));
       }
       if (point.model.has(models::LayerKind::moe))
-        row.set("all_to_all_time_s", exposed_all_to_all_seconds(graph, result, pipe.fold));
+        set_all_to_all_columns(row, all_to_all_seconds(graph, result, pipe.fold));
       for (const auto& l : point.model.layers())
         if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
           row.set("message", "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +

@@ -52,7 +52,8 @@ const std::vector<std::string>& csv_columns()
       "active_parameters", "ep",                 "ep_collective",
       "all_to_all_time_s", "dropped_tokens",     "load_imbalance",
       "capacity_factor",  "measured_peak_memory_bytes", "collective_algorithms",
-      "framework",        "host_busy_fraction",  "gpu_busy_fraction"};
+      "framework",        "host_busy_fraction",  "gpu_busy_fraction",
+      "tokens_per_s_per_gpu", "model_tflops_per_gpu", "total_a2a_s"};
   return columns;
 }
 
@@ -80,7 +81,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
       {"identity", identity_columns()},
       {"memory", {"peak_memory_bytes", "memory_capacity_bytes", "activation_memory_bytes", "memory_reserve_bytes"}},
       {"throughput",
-       {"iteration_time_s", "throughput_samples_per_s", "tokens_per_s", "mfu", "bubble_fraction", "gpu_utilization"}},
+       {"iteration_time_s", "throughput_samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
+        "model_tflops_per_gpu", "bubble_fraction", "gpu_utilization"}},
       {"measured",
        {"backend", "device", "measured_iteration_time_s", "measured_min_s", "measured_max_s",
         "measured_throughput_samples_per_s", "error_pct", "work_scale", "measured_peak_memory_bytes"}},
@@ -88,8 +90,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
       {"framework", {"framework", "host_busy_fraction", "gpu_busy_fraction", "gpu_utilization", "compute_time_s"}},
       {"llm", {"seq", "attention", "cp", "zero", "zero_group", "sequence_parallel", "active_parameters"}},
       {"moe",
-       {"ep", "ep_collective", "all_to_all_time_s", "dropped_tokens", "load_imbalance", "capacity_factor",
-        "active_parameters", "collective_algorithms"}},
+       {"ep", "ep_collective", "all_to_all_time_s", "total_a2a_s", "dropped_tokens", "load_imbalance",
+        "capacity_factor", "active_parameters", "collective_algorithms"}},
       {"simulation",
        {"sim_activities", "sim_activities_estimate", "sim_wall_time_s", "sim_memory_estimate_bytes",
         "collective_fidelity", "collective_algorithms", "compute_costs", "collective_times"}},

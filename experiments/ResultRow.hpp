@@ -78,7 +78,8 @@ std::string format_number(double value);
 ///   contract          ARCHITECTURE.md's contract columns
 ///   identity          the columns that say which point a row is (what --resume and merge match)
 ///   memory            peak, capacity, activation and reserve bytes
-///   throughput        iteration time, samples/s, tokens/s, MFU, bubble, GPU utilization
+///   throughput        iteration time, samples/s, tokens/s (and per GPU), MFU, model TFLOP/s per GPU,
+///                     bubble, GPU utilization
 ///   measured          what `ddlsim execute` adds (backend, device, measured times, error_pct)
 ///   parameter_server  the parameter-server settings and staleness
 ///   llm               seq, attention, cp, zero, zero_group, sequence_parallel, active_parameters

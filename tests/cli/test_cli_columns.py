@@ -65,7 +65,8 @@ sel = os.path.join(tmp, "sel.csv")
 rc, _, err = run(binary, "run", demo, "-o", sel, "--columns", "identity,throughput,-tokens_per_s,bn_batch", "--quiet")
 checks += 1
 identity = "experiment config_id model cluster calibration schedule pp dp tp gpus global_batch micro_batch dtype".split()
-want = identity + ["iteration_time_s", "throughput_samples_per_s", "mfu", "bubble_fraction", "gpu_utilization", "bn_batch"]
+want = identity + ["iteration_time_s", "throughput_samples_per_s", "tokens_per_s_per_gpu", "mfu", "model_tflops_per_gpu",
+                   "bubble_fraction", "gpu_utilization", "bn_batch"]
 check(rc == 0 and header(sel) == want, f"identity,throughput,-tokens_per_s,bn_batch: {header(sel)} {err}")
 checks += 1
 check(all(r[c] == a[c] for r, a in zip(read_csv(sel), all_rows) for c in want), "the selected cells are the full CSV's")

@@ -1,7 +1,10 @@
-"""`ddlsim run`'s progress line (issue 18, item 5): on a terminal (a pseudo-terminal here), a point
-running for over 2 s shows its simulated time, the share of its estimated activities simulated,
-its elapsed time and an ETA; nothing of it in a pipe or with --quiet. The 2 s threshold is lowered
-through DDLSIM_PROGRESS_AFTER_SECONDS so that the test does not depend on the machine's speed."""
+"""`ddlsim run`'s progress (issue 18, item 5; issue 31, item 5): on a terminal (a pseudo-terminal here),
+one line rewritten in place where a point running for over 2 s shows its simulated time, the share
+of its estimated activities simulated, its elapsed time and an ETA. In a pipe (CI's logs), `--progress
+auto` (the default) and `always` write a plain line every 5 s instead, `never` and --quiet nothing;
+`always` writes plain lines on a terminal too. The 2 s threshold and the 5 s interval are lowered
+through DDLSIM_PROGRESS_AFTER_SECONDS and DDLSIM_PROGRESS_INTERVAL_SECONDS so that the test does not
+depend on the machine's speed."""
 import os
 import pty
 import re
@@ -67,9 +70,70 @@ rc, text = on_terminal("run", *point, "-o", os.path.join(out_dir, "q.csv"), "--q
                        env={"DDLSIM_PROGRESS_AFTER_SECONDS": "0"})
 checks += 1
 check(rc == 0 and text == "", f"--quiet writes nothing on the terminal: {text[:200]!r}")
-rc, _, err = run(binary, "run", *point, "-o", os.path.join(out_dir, "p.csv"))
+
+
+def piped(*args, env):
+    """Runs ddlsim with stderr a pipe; returns (exit code, stderr)."""
+    p = subprocess.run([binary, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **env})
+    return p.returncode, p.stderr
+
+
+# In a pipe: plain lines, one every DDLSIM_PROGRESS_INTERVAL_SECONDS (5 s by default), for a sweep of
+# 16 points and for one long point (its simulated time, share and ETA). The demo's sweep unfolded takes
+# a second or two here: a line every 0.2 s gives several (elapsed is printed to 0.1 s).
+demo = os.path.join(ROOT, "experiments", "demo.yaml")
+plain = re.compile(r"^ddlsim: progress \[(\d+)/16\] (\d+)%, elapsed ([\d.]+)s(, eta [\d.]+s)?$")
+for mode in ("auto", "always"):
+    rc, err = piped("run", demo, "-o", os.path.join(out_dir, f"{mode}.csv"), "--progress", mode, "--set",
+                    "parallelism.fold_replicas=false", env={"DDLSIM_PROGRESS_INTERVAL_SECONDS": "0.2"})
+    lines = [line for line in err.splitlines() if line.startswith("ddlsim: progress")]
+    matched = [plain.match(line) for line in lines]
+    checks += 1
+    check(rc == 0 and len(lines) >= 2 and all(matched) and "\r" not in err and "\x1b" not in err,
+          f"--progress {mode} in a pipe: plain lines: {err[-400:]!r}")
+    done = [int(m.group(1)) for m in matched if m]
+    elapsed = [float(m.group(3)) for m in matched if m]
+    checks += 1
+    check(done == sorted(done) and elapsed == sorted(elapsed) and done and done[-1] == 16 and
+          all(b - a >= 0.09 for a, b in zip(elapsed, elapsed[1:-1])),
+          f"--progress {mode}: the sweep's progress, at most one line per interval, the last at 16/16: {lines}")
+    checks += 1
+    check(err.splitlines()[-1].startswith("ddlsim: wrote 16 row(s)"), f"the summary follows: {err[-200:]!r}")
+# The default is auto; at the default interval a sweep this short writes no progress line at all.
+rc, err = piped("run", demo, "-o", os.path.join(out_dir, "default.csv"), env={"DDLSIM_PROGRESS_INTERVAL_SECONDS": "0.1"})
 checks += 1
-check(rc == 0 and "\r" not in err and "simulated" not in err and "elapsed" not in err,
-      f"no progress line in a pipe: {err[:200]!r}")
+check(rc == 0 and "ddlsim: progress [" in err, f"auto by default: {err[-300:]!r}")
+rc, err = piped("run", demo, "-o", os.path.join(out_dir, "short.csv"), "--shard", "0/16", env={})
+checks += 1
+check(rc == 0 and "progress" not in err, f"a sweep shorter than the interval writes no progress line: {err!r}")
+for args in (["--progress", "never"], ["--quiet"]):
+    rc, err = piped("run", demo, "-o", os.path.join(out_dir, "never.csv"), *args,
+                    env={"DDLSIM_PROGRESS_INTERVAL_SECONDS": "0.1"})
+    checks += 1
+    check(rc == 0 and "progress" not in err and "elapsed" not in err, f"{args}: no progress: {err[-300:]!r}")
+# --quiet --progress always: the progress lines without the summary.
+rc, err = piped("run", demo, "-o", os.path.join(out_dir, "qa.csv"), "--quiet", "--progress", "always",
+                env={"DDLSIM_PROGRESS_INTERVAL_SECONDS": "0.1"})
+checks += 1
+check(rc == 0 and "ddlsim: progress [" in err and "wrote" not in err, f"--quiet --progress always: {err[-300:]!r}")
+# One long point, by default in a pipe: its own progress on plain lines, never the terminal's line.
+rc, err = piped("run", *point, "-o", os.path.join(out_dir, "long.csv"),
+                env={"DDLSIM_PROGRESS_INTERVAL_SECONDS": "0.2", "DDLSIM_PROGRESS_AFTER_SECONDS": "0"})
+checks += 1
+check(rc == 0 and re.search(r"^ddlsim: progress \[0/1\] 0%, elapsed [\d.]+s; point 0: [\d.e+-]+ s simulated, "
+                            r"\d+% of ~[\d.e+]+ activities, [\d.]+s, eta [\d.]+s$", err, re.M),
+      f"a running point's progress on a plain line: {err[-400:]!r}")
+checks += 1
+check(rc == 0 and "\r" not in err and "\x1b" not in err, f"a pipe never gets the terminal's line: {err[-200:]!r}")
+# always on a terminal: plain lines, no carriage return.
+rc, text = on_terminal("run", demo, "-o", os.path.join(out_dir, "t.csv"), "--progress", "always",
+                       env={"DDLSIM_PROGRESS_INTERVAL_SECONDS": "0.1"})
+checks += 1
+check(rc == 0 and "ddlsim: progress [" in text and "\r[" not in text and "\x1b[K" not in text,
+      f"--progress always on a terminal: plain lines: {text[-300:]!r}")
+rc, _, err = run(binary, "run", demo, "-o", os.path.join(out_dir, "bad.csv"), "--progress", "sometimes")
+checks += 1
+check(rc == 2 and "auto, always, never" in err, f"--progress sometimes: a usage error: {rc} {err!r}")
 
 finish("cli_progress", checks)
