@@ -41,10 +41,15 @@ rc, out, err = run(binary, "execute", os.path.join(ROOT, "experiments", "crossch
                    "-o", scaled_csv, "--iterations", "3", "--scale", "0.5", "--set", "sweep.training.micro_batch=[32]",
                    "--set", "sweep.parallelism.schedule=[gpipe]")
 scaled = read_csv(scaled_csv) if rc == 0 else []
-checks += 2
+checks += 1
 check(len(scaled) == 2 and all(r["work_scale"] == "0.5" and r["status"] == "ok" for r in scaled), f"--scale 0.5 rows: {err}")
-check(scaled and all(float(s["iteration_time_s"]) < float(r["iteration_time_s"]) for s, r in zip(scaled, rows)),
-      "half the rows simulate faster than the full step")
+# Each run calibrates the host anew, so the two runs price kernels with separately measured tables:
+# a factor of two apart normally, but not under the sanitizer (instrumented, unevenly slower; see below).
+sanitized = os.environ.get("DDLSIM_SANITIZED") == "1"
+if not sanitized:
+    checks += 1
+    check(scaled and all(float(s["iteration_time_s"]) < float(r["iteration_time_s"]) for s, r in zip(scaled, rows)),
+          "half the rows simulate faster than the full step")
 rc, out, err = run(binary, "execute", os.path.join(ROOT, "experiments", "crosscheck_host.yaml"), "--backend", "host",
                    "--scale", "1.5")
 checks += 1
@@ -58,7 +63,6 @@ checks += 1
 check(rc == 0 and "gemm" in out and "measured" in out, f"the host profile reads back: {err}")
 # Under `make sanitize` the code is instrumented (several times slower, unevenly), so the accuracy
 # bounds below do not apply; everything else is checked all the same.
-sanitized = os.environ.get("DDLSIM_SANITIZED") == "1"
 # A loose bound here (this machine is shared with other tests); the shipped 16-point run is the measured claim.
 if not sanitized:
     checks += 1
