@@ -3,7 +3,8 @@
 // valid name), generated help per subcommand, and the exit codes:
 //   0 ok, 1 bad input (ddlsim::Error, ConfigError naming file:line: key), 2 usage error.
 //
-// Adding a subcommand is one block in define_commands() (cli/main.cpp):
+// Adding a subcommand is one block in its family's add_* function (cli/Commands.hpp lists them; a
+// new family is a cli/<Family>Command.cpp that main.cpp calls):
 //
 //   struct GreetArgs { std::string name; int times = 1; };
 //   int cmd_greet(const GreetArgs& a) { ... return exit_ok; }

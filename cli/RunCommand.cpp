@@ -1,0 +1,373 @@
+// ddlsim run, validate, merge and report: a sweep simulated into one CSV, checked without simulating,
+// joined from its shards, and read back as a table.
+#include "cli/Commands.hpp"
+#include "cli/MpiSweep.hpp"
+#include "cli/Plot.hpp"
+#include "cli/Progress.hpp"
+#include "common/Error.hpp"
+#include "experiments/Evaluate.hpp"
+#include "experiments/Experiment.hpp"
+#include "experiments/Report.hpp"
+#include "experiments/SweepRunner.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace ddlsim::cli {
+
+namespace {
+
+std::string axis_text(const experiments::Experiment& exp, std::size_t index)
+{
+  std::string text;
+  for (const auto& [key, value] : exp.axis_values(index))
+    text += (text.empty() ? "" : ", ") + key + "=" + value;
+  return text;
+}
+
+// ---- validate -------------------------------------------------------------------------------
+
+struct ValidateArgs {
+  std::string file;
+  std::vector<std::string> sets;
+  bool allow_oom = false;
+};
+
+int cmd_validate(const ValidateArgs& a)
+{
+  const auto exp    = experiments::Experiment::load(a.file, a.sets);
+  const auto points = exp.points();
+  std::size_t valid = 0, oom = 0;
+  for (const auto& p : points) {
+    if (p.is_valid()) {
+      ++valid;
+      // Memory is checked as `run` would, without simulating: partition and memory model only.
+      if (const auto verdict = experiments::check_memory(p); !verdict.fits()) {
+        ++oom;
+        fmt::print(stderr, "oom point {} ({}): {}\n", p.index, axis_text(exp, p.index), verdict.message);
+      }
+      continue;
+    }
+    for (const auto& d : p.problems)
+      fmt::print(stderr, "invalid point {} ({}): {}\n", p.index, axis_text(exp, p.index), d.to_string());
+  }
+  fmt::print("{}: {} point(s), {} valid ({} of them out of memory), {} invalid\n", a.file, points.size(), valid, oom,
+             points.size() - valid);
+  if (valid == 0) {
+    if (points.size() == 1)
+      print_diagnostics(points[0].problems);
+    return exit_bad_input;
+  }
+  return oom > 0 && !a.allow_oom ? exit_bad_input : exit_ok;
+}
+
+// ---- run ------------------------------------------------------------------------------------
+
+struct RunArgs {
+  std::string file;
+  std::optional<std::string> output;
+  std::vector<std::string> sets;
+  experiments::SweepOptions options;
+  experiments::ColumnSelection columns;
+  bool quiet = false, resume = false, mpi = false, plot = false;
+  std::optional<std::string> shard;
+  double point_timeout_s = 0;
+  std::optional<std::string> progress; ///< --progress; by default auto, never under --quiet
+};
+
+// Test hooks (tests/cli/test_cli_progress.py): DDLSIM_PROGRESS_AFTER_SECONDS=S shows points from S
+// seconds (default 2), DDLSIM_PROGRESS_INTERVAL_SECONDS=S writes plain lines every S (default 5).
+double progress_setting(const char* variable, double fallback)
+{
+  const char* value = std::getenv(variable);
+  return value ? std::atof(value) : fallback;
+}
+
+int cmd_run(const RunArgs& a)
+{
+  experiments::SweepOptions options = a.options;
+  int shard_index = 0, shard_count = 1;
+  if (a.shard) {
+    const auto slash = a.shard->find('/');
+    if (slash == std::string::npos)
+      throw UsageError{"--shard expects I/N, e.g. --shard 0/4"};
+    shard_count = cli::parse_int(a.shard->substr(slash + 1), "--shard N", 1, 1 << 20);
+    shard_index = cli::parse_int(a.shard->substr(0, slash), "--shard I", 0, shard_count - 1);
+  }
+  options.point_timeout_s = a.point_timeout_s;
+
+  const auto exp    = experiments::Experiment::load(a.file, a.sets);
+  const auto points = exp.points();
+  if (nothing_valid(points))
+    return exit_bad_input;
+  const std::string csv = a.output ? *a.output : exp.output_csv().value_or("results/" + exp.get_name() + ".csv");
+
+  const cli::ProgressMode mode                  = a.progress ? *cli::progress_mode_table.parse(*a.progress)
+                                                  : a.quiet  ? cli::ProgressMode::never
+                                                             : cli::ProgressMode::automatic;
+  const std::optional<cli::ProgressStyle> style = cli::progress_style(mode, ::isatty(STDERR_FILENO) != 0);
+  const bool show_progress                      = style.has_value();
+  std::optional<cli::ProgressLine> progress; // over this rank's points (set once they are known)
+  if (show_progress)
+    options.on_progress = [&](std::size_t done, std::size_t) { progress->sweep(done); };
+  // Under MPI each rank takes every size-th point of the shard, and rank 0 writes the CSV.
+  cli::MpiWorld world;
+  if (a.mpi)
+    world = cli::mpi_start();
+  // This shard's points; with --resume, the rows the CSV already holds for them are kept.
+  std::vector<experiments::PointConfig> todo;
+  std::vector<std::size_t> todo_index;                // into `points`
+  std::map<std::size_t, experiments::ResultRow> done; // by point index
+  std::vector<std::size_t> todo_elsewhere;            // under MPI: points other ranks simulate
+  std::size_t to_simulate = 0;
+  std::vector<experiments::ResultRow> previous;
+  if (a.resume && std::filesystem::exists(csv)) {
+    auto table = experiments::read_csv_table(csv);
+    experiments::require_identity_columns(csv, table, "--resume matches rows to points by it");
+    previous = std::move(table.rows);
+  }
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (static_cast<int>(i % static_cast<std::size_t>(shard_count)) != shard_index)
+      continue;
+    const experiments::ResultRow fresh = experiments::describe_point(points[i]);
+    auto kept                          = std::find_if(previous.begin(), previous.end(),
+                                                      [&](const experiments::ResultRow& r) { return experiments::same_point(r, fresh); });
+    if (kept != previous.end()) {
+      done.emplace(i, *kept);
+      continue;
+    }
+    // Every rank counts the same points to simulate, so they agree on who takes which.
+    if (static_cast<int>(to_simulate++ % static_cast<std::size_t>(world.size)) == world.rank) {
+      todo.push_back(points[i]);
+      todo_index.push_back(i);
+    } else {
+      todo_elsewhere.push_back(i);
+    }
+  }
+  auto rows_so_far = [&] {
+    std::vector<experiments::ResultRow> rows;
+    for (const auto& [i, row] : done)
+      rows.push_back(row);
+    return rows;
+  };
+  // Rewritten atomically as rows arrive (at most every checkpoint_s seconds), so that a killed
+  // sweep leaves a valid CSV of what it finished, for --resume.
+  const char* every         = std::getenv("DDLSIM_CHECKPOINT_SECONDS");
+  const double checkpoint_s = every ? std::atof(every) : 2.0;
+  auto last_write           = std::chrono::steady_clock::now();
+  options.on_row            = [&](std::size_t k, const experiments::ResultRow& row) {
+    done.emplace(todo_index[k], row);
+    if (progress)
+      progress->finished(todo_index[k]);
+    const auto now = std::chrono::steady_clock::now();
+    if (!a.mpi && std::chrono::duration<double>(now - last_write).count() >= checkpoint_s) {
+      experiments::write_csv(csv, rows_so_far(), a.columns);
+      last_write = now;
+    }
+  };
+  if (!todo.empty()) {
+    progress.emplace(stderr, todo.size(), style.value_or(cli::ProgressStyle::terminal),
+                     progress_setting("DDLSIM_PROGRESS_AFTER_SECONDS", 2.0),
+                     progress_setting("DDLSIM_PROGRESS_INTERVAL_SECONDS", 5.0));
+    experiments::PointProgressCallback on_point;
+    if (show_progress)
+      on_point = [&](std::size_t k, const experiments::PointProgress& p) { progress->point(todo_index[k], p); };
+    experiments::run_sweep(todo, options, on_point);
+  }
+  if (a.mpi) {
+    std::map<std::size_t, std::string> mine;
+    for (std::size_t i : todo_index)
+      mine[i] = done.at(i).serialize();
+    const auto gathered = cli::mpi_gather(mine, world);
+    cli::mpi_stop();
+    if (world.rank != 0)
+      return exit_ok; // rank 0 writes the CSV
+    for (const auto& [i, text] : gathered)
+      if (auto row = experiments::ResultRow::deserialize(text))
+        done.emplace(i, std::move(*row));
+    for (std::size_t i : todo_elsewhere)
+      if (!done.count(i))
+        throw Error("MPI: no row came back for point " + std::to_string(i));
+  }
+  const auto rows = rows_so_far();
+  experiments::write_csv(csv, rows, a.columns);
+
+  if (!a.quiet) {
+    std::string line = fmt::format("ddlsim: wrote {} row(s) ({}) to {}", rows.size(), status_counts(rows), csv);
+    if (rows.size() > todo.size() + todo_elsewhere.size())
+      line += fmt::format("; {} kept from the earlier run", rows.size() - todo.size() - todo_elsewhere.size());
+    if (shard_count > 1)
+      line += fmt::format("; shard {}/{} of {} points", shard_index, shard_count, points.size());
+    if (a.mpi)
+      line += fmt::format("; {} MPI ranks", world.size);
+    fmt::print(stderr, "{}\n", line);
+  }
+  if (a.plot) {
+    const std::string png = std::filesystem::path(csv).replace_extension(".png").string();
+    cli::draw_plot(exp.output_plot(), csv, png);
+    fmt::print("{}\n", png);
+  }
+  return exit_ok;
+}
+
+// ---- merge: the CSVs of a sharded sweep, joined in point order -------------------------------
+
+struct MergeArgs {
+  std::vector<std::string> files;
+  std::string output;
+  experiments::ColumnSelection columns;
+};
+
+int cmd_merge(const MergeArgs& a)
+{
+  // (experiment, config_id) -> row; a point in two parts must have the same configuration.
+  std::map<std::pair<std::string, long long>, experiments::ResultRow> rows;
+  for (const auto& f : a.files) {
+    auto table = experiments::read_csv_table(f);
+    experiments::require_identity_columns(f, table, "merge matches rows to points by it");
+    for (auto& row : table.rows) {
+      long long id = 0;
+      try {
+        id = std::stoll(row.get("config_id"));
+      } catch (const std::exception&) {
+        throw Error(f + ": a row whose config_id is '" + row.get("config_id") + "'");
+      }
+      const auto key   = std::make_pair(row.get("experiment"), id);
+      auto [it, added] = rows.emplace(key, row);
+      if (!added && !experiments::same_point(it->second, row))
+        throw Error(f + ": point " + std::to_string(id) + " of " + key.first +
+                    " differs from the same point in another part");
+    }
+  }
+  std::vector<experiments::ResultRow> ordered;
+  for (auto& [key, row] : rows)
+    ordered.push_back(std::move(row));
+  experiments::write_csv(a.output, ordered, a.columns);
+  fmt::print(stderr, "ddlsim: merged {} file(s) into {}: {} row(s)\n", a.files.size(), a.output, ordered.size());
+  return exit_ok;
+}
+
+// ---- report: the best points of a CSV, readable (experiments/Report.hpp) ---------------------
+
+struct ReportArgs {
+  std::string file;
+  int top = 10;
+};
+
+int cmd_report(const ReportArgs& a)
+{
+  fmt::print("{}", experiments::report_csv(a.file, {.top = static_cast<std::size_t>(a.top)}));
+  return exit_ok;
+}
+
+void add_run(CommandTable& table)
+{
+  CLI::App& root = table.root();
+  auto c = table.add<RunArgs>(root, "run", "simulate every point of the experiment's sweep and write one CSV", cmd_run);
+  auto& a = c.args;
+  add_experiment(c.app, a.file);
+  add_output(c.app, a.output, "CSV path (default: the file's output.csv, else results/<name>.csv)");
+  cli::add_int(c.app, "-j,--jobs", a.options.jobs, 1, 1024, "simulate N points at once, one process each (default 1)");
+  add_sets(c.app, a.sets,
+           "override a key, e.g. --set training.micro_batch=4 (repeatable); --set sweep.KEY=[v1,v2] replaces a "
+           "sweep axis");
+  add_columns(c.app, a.columns);
+  c.app
+      ->add_option("--trace-dir", a.options.evaluate.trace_dir,
+                   "write a Chrome-trace timeline per point (open in Perfetto) and a per-device CSV next to it")
+      ->type_name("DIR");
+  c.app->add_flag("--quiet", a.quiet, "no summary on stderr, and no progress unless --progress says so");
+  std::string progress_help = "progress on stderr (default auto; never under --quiet)";
+  for (const auto& mode : cli::progress_mode_table.entries)
+    progress_help += fmt::format("; {}: {}", mode.name, mode.help);
+  c.app->add_option("--progress", a.progress, progress_help)
+      ->check(
+          [](const std::string& v) {
+            return cli::progress_mode_table.parse(v)
+                       ? std::string()
+                       : "expects one of " + cli::progress_mode_table.names() + ", not '" + v + "'";
+          },
+          "", "")
+      ->type_name("auto|always|never");
+  c.app->add_flag("--plot", a.plot,
+                  "also draw the experiment's figure (output.plot, a script of plots/) next to the CSV as .png, "
+                  "with a python3 that has matplotlib");
+  c.app->add_flag("--resume", a.resume,
+                  "keep the rows of the CSV already at -o that belong to this sweep (same point, same "
+                  "configuration) and simulate only the rest");
+  c.app
+      ->add_option("--shard", a.shard,
+                   "only the points whose index mod N is I (0 <= I < N), for job arrays; join the parts with "
+                   "`ddlsim merge`")
+      ->type_name("I/N");
+  c.app
+      ->add_option_function<std::string>(
+          "--point-timeout",
+          [&a](const std::string& t) {
+            char* end         = nullptr;
+            a.point_timeout_s = std::strtod(t.c_str(), &end);
+            if (end == t.c_str() || *end != '\0' || !(a.point_timeout_s > 0))
+              throw CLI::ValidationError("--point-timeout needs a positive number of seconds, not '" + t + "'");
+          },
+          "kill a point still simulating after S seconds: an `error` row, and the sweep goes on (a crashing "
+          "point is an `error` row too)")
+      ->type_name("S");
+  c.app->add_flag("--mpi", a.mpi,
+                  "under mpirun: the ranks share the points, rank 0 writes the CSV (built when MPI is found: "
+                  "libopenmpi-dev)");
+  c.app->add_flag("--no-stream-chains{false}", a.options.evaluate.replay.chain_stream,
+                  "a timer per stream task instead of one per run of a GPU's consecutive tasks (slower; the same "
+                  "numbers: for checking the fast path)");
+  c.app->add_option("--cfg", a.options.evaluate.replay.simgrid_config, "pass a setting to SimGrid (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME:VALUE");
+  c.app->add_option("--log", a.options.evaluate.replay.simgrid_log, "pass a log setting to SimGrid (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("SETTING");
+}
+
+} // namespace
+
+void add_run_commands(CommandTable& table)
+{
+  CLI::App& root = table.root();
+  add_run(table);
+  {
+    auto c = table.add<ValidateArgs>(
+        root, "validate", "check the file and every point, memory included, without simulating", cmd_validate);
+    c.app->footer("Prints every problem, and every point that does not fit in GPU memory (its stage, every term and "
+                  "the largest); exits 1 on an out-of-memory point unless --allow-oom.");
+    add_experiment(c.app, c.args.file);
+    c.app->add_flag("--allow-oom", c.args.allow_oom, "report out-of-memory points but exit 0");
+    add_sets(c.app, c.args.sets);
+  }
+  {
+    auto c = table.add<MergeArgs>(root, "merge", "join the CSVs of a sharded sweep, in point order", cmd_merge);
+    c.app->footer("A point present in two parts must agree; CSVs of other ddlsim versions are refused.");
+    c.app->add_option("CSV", c.args.files, "the parts")->required()->type_name("...");
+    c.app->add_option("-o,--output", c.args.output, "the merged CSV")->required()->type_name("OUT.csv");
+    add_columns(c.app, c.args.columns);
+  }
+  {
+    auto c = table.add<ReportArgs>(root, "report", "the best points of a result CSV as a readable table", cmd_report);
+    c.app->footer("Ranks the ok rows by throughput and prints the best with their breakdown: iteration time, "
+                  "samples/s, tokens/s per GPU, MFU, compute, bubble, exposed communication, memory per GPU of "
+                  "its capacity, after the layout columns that differ between them (those equal are named once "
+                  "above). docs/running.md");
+    c.app->add_option("CSV", c.args.file, "a CSV that ddlsim run, execute or a search wrote")
+        ->required()
+        ->type_name("");
+    cli::add_int(c.app, "--top", c.args.top, 1, 1 << 30, "rows shown (default 10)");
+  }
+}
+
+} // namespace ddlsim::cli

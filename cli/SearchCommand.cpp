@@ -1,0 +1,274 @@
+// ddlsim search microbatch|grid|parallel: the searches of experiments/Search.hpp over one point, their
+// rankings printed and every point tried written as a CSV.
+#include "cli/Commands.hpp"
+#include "experiments/Experiment.hpp"
+#include "experiments/Search.hpp"
+#include "models/Layer.hpp"
+#include "sim/Schedules.hpp"
+
+#include <fmt/core.h>
+
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ddlsim::cli {
+
+namespace {
+
+constexpr double gib = 1024.0 * 1024 * 1024;
+
+// An experiment that resolves to one point, for the searches.
+experiments::Experiment load_one_point(const std::string& file, const std::vector<std::string>& sets,
+                                       const std::string& search)
+{
+  auto exp = experiments::Experiment::load(file, sets);
+  if (exp.point_count() != 1)
+    throw UsageError{"search " + search + " searches one configuration: fix the swept keys with --set (the file has " +
+                     std::to_string(exp.point_count()) + " points)"};
+  return exp;
+}
+
+// ---- search: what every search takes --------------------------------------------------------
+
+struct SearchArgs {
+  std::string file; // resolving to one point
+  std::optional<std::string> output;
+  std::vector<std::string> sets;
+  experiments::ColumnSelection columns;
+};
+
+void add_search_options(CLI::App* app, SearchArgs& a, int& jobs, const std::string& csv_help)
+{
+  add_experiment(app, a.file);
+  add_output(app, a.output, csv_help);
+  cli::add_int(app, "-j,--jobs", jobs, 1, 1024, "parallel simulations");
+  add_sets(app, a.sets, "as for run (the file must resolve to one point)");
+  add_columns(app, a.columns);
+}
+
+// ---- search grid: every pp x tp x dp shape of the cluster's GPUs, ranked (experiments/Search.hpp)
+
+struct SearchGridArgs : SearchArgs {
+  experiments::GridSearchOptions options;
+};
+
+int cmd_search_grid(const SearchGridArgs& a)
+{
+  const auto exp                      = load_one_point(a.file, a.sets, "grid");
+  const experiments::PointConfig base = exp.point(0);
+  // The experiment's context parallelism, ZeRO stage and sequence parallelism stay: the grid is
+  // the cluster's GPUs over cp, written as pp x tp x dp.
+  const int gpus  = base.cluster.gpu_count() / base.parallelism.cp;
+  auto make_point = [&](int pp, int tp, int dp) {
+    std::vector<std::string> shape = a.sets;
+    shape.push_back("parallelism.pp=" + std::to_string(pp));
+    shape.push_back("parallelism.tp=" + std::to_string(tp));
+    shape.push_back("parallelism.dp=" + std::to_string(dp));
+    return experiments::Experiment::load(a.file, shape).point(0);
+  };
+  const experiments::GridSearch search = experiments::search_grid(gpus, make_point, a.options);
+  const std::string csv                = a.output ? *a.output : "results/" + exp.get_name() + "-grid.csv";
+  experiments::write_csv(csv, search.rows, a.columns);
+  fmt::print("grid search: {} on {} ({} GPUs), {}; pp x tp (P_r) x dp (P_c) = {}{}\n", base.model_label,
+             base.cluster_label, base.cluster.gpu_count(), sim::schedule_table.name(base.parallelism.schedule), gpus,
+             base.parallelism.cp > 1 ? fmt::format(" (x cp {})", base.parallelism.cp) : "");
+  fmt::print("{:>5} {:>5} {:>5} {:>5} {:>14} {:>10} {:>16} {:>14} {:>10}  \n", "rank", "pp", "tp", "dp", "samples/s",
+             "vs best", "comm_bytes/GPU", "exposed_comm_s", "memory");
+  const double best =
+      search.ranking.empty() ? 0 : std::stod(search.rows[search.ranking.front()].get("throughput_samples_per_s"));
+  auto label = [&](const experiments::ResultRow& row) {
+    const int pp = std::stoi(row.get("pp")), tp = std::stoi(row.get("tp")), dp = std::stoi(row.get("dp"));
+    if (dp == gpus)
+      return "pure data parallel";
+    if (tp == gpus)
+      return "pure model parallel (tensor)";
+    if (pp == gpus)
+      return "pure model parallel (pipeline)";
+    return "";
+  };
+  int rank = 0;
+  for (std::size_t r : search.ranking) {
+    const auto& row = search.rows[r];
+    const double t  = std::stod(row.get("throughput_samples_per_s"));
+    fmt::print("{:5} {:>5} {:>5} {:>5} {:14.6g} {:9.1f}% {:16.4g} {:14.4g} {:7.1f}GiB  {}\n", ++rank, row.get("pp"),
+               row.get("tp"), row.get("dp"), t, 100 * (t / best - 1), std::stod(row.get("comm_bytes_per_gpu")),
+               std::stod(row.get("exposed_comm_time_s")), std::stod(row.get("peak_memory_bytes")) / gib, label(row));
+  }
+  std::size_t others = 0;
+  for (const auto& row : search.rows)
+    if (row.get("status") != "ok") {
+      ++others;
+      fmt::print("{:>5} {:>5} {:>5} {:>5} {:>14}  {}\n", "-", row.get("pp"), row.get("tp"), row.get("dp"),
+                 row.get("status"), label(row));
+    }
+  fmt::print("{} shapes, {} ok; every shape: {}\n", search.rows.size(), search.rows.size() - others, csv);
+  return exit_ok;
+}
+
+// ---- search parallel: every layout of the cluster, screened, the best simulated ---------------
+
+struct SearchParallelArgs : SearchArgs {
+  experiments::ParallelSearchOptions options;
+  std::optional<std::string> zero, ep;
+  int top = 16;
+};
+
+int cmd_search_parallel(const SearchParallelArgs& a)
+{
+  experiments::ParallelSearchOptions options = a.options;
+  options.top                                = static_cast<std::size_t>(a.top);
+  if (a.zero) {
+    options.zero_stages.clear();
+    std::stringstream in(*a.zero);
+    for (std::string stage; std::getline(in, stage, ',');)
+      options.zero_stages.push_back(cli::parse_int(stage, "--zero", 0, 3));
+  }
+  if (a.ep) {
+    std::stringstream in(*a.ep);
+    for (std::string size; std::getline(in, size, ',');)
+      options.expert_parallel.push_back(cli::parse_int(size, "--ep", 1, 1 << 20));
+  }
+  const auto exp                      = load_one_point(a.file, a.sets, "parallel");
+  const experiments::PointConfig base = exp.point(0);
+  auto make_point                     = [&](const experiments::ParallelLayout& l) {
+    std::vector<std::string> layout = a.sets;
+    layout.push_back("parallelism.tp=" + std::to_string(l.tp));
+    layout.push_back("parallelism.pp=" + std::to_string(l.pp));
+    layout.push_back("parallelism.dp=" + std::to_string(l.dp));
+    layout.push_back("parallelism.cp=" + std::to_string(l.cp));
+    layout.push_back("parallelism.zero=" + std::to_string(l.zero));
+    layout.push_back(std::string("parallelism.sequence_parallel=") + (l.sequence_parallel ? "true" : "false"));
+    layout.push_back("training.micro_batch=" + std::to_string(l.micro_batch));
+    layout.push_back("parallelism.ep=" + std::to_string(l.ep));
+    if (l.zero == 0)
+      layout.push_back("parallelism.zero_group=0");
+    return experiments::Experiment::load(a.file, layout).point(0);
+  };
+  const experiments::ParallelSearch search = experiments::search_parallel(base, make_point, options);
+  const std::string csv                    = a.output ? *a.output : "results/" + exp.get_name() + "-parallel.csv";
+  experiments::write_csv(csv, search.rows, a.columns);
+  fmt::print("parallel search: {} on {} ({} GPUs), global batch {}, {}\n", base.model.get_name(), base.cluster_label,
+             base.cluster.gpu_count(), base.training.global_batch, sim::schedule_table.name(base.parallelism.schedule));
+  fmt::print(
+      "{} layouts, {} valid, {} fit in memory; screened in {:.1f} s; the {} best estimates simulated in {:.1f} s\n",
+      search.enumerated, search.valid, search.fitting, search.screen_s, search.rows.size(), search.simulate_s);
+  const bool tokens = base.model.has(models::LayerKind::attention);
+  fmt::print("{:>4} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>3} {:>4} {:>5} {:>10} {:>11} {:>11} {:>13} {:>7}\n", "rank",
+             "tp", "pp", "dp", "cp", "ep", "zero", "sp", "mb", "M", "memory", "estimate_s", "simulated_s",
+             tokens ? "tokens/s" : "samples/s", "mfu");
+  int rank = 0;
+  for (std::size_t r : search.ranking) {
+    const auto& row       = search.rows[r];
+    const auto& l         = search.simulated[r].layout;
+    const std::string mfu = row.get("mfu").empty() ? "-" : fmt::format("{:.1f}%", 100 * std::stod(row.get("mfu")));
+    fmt::print("{:4} {:3} {:3} {:4} {:3} {:3} {:4} {:>3} {:4} {:>5} {:7.1f}GiB {:11.4g} {:11.4g} {:13.6g} {:>7}\n",
+               ++rank, l.tp, l.pp, l.dp, l.cp, l.ep, l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch,
+               row.get("num_micro_batches"), std::stod(row.get("peak_memory_bytes")) / gib,
+               search.simulated[r].estimate_s, std::stod(row.get("iteration_time_s")),
+               std::stod(row.get(tokens ? "tokens_per_s" : "throughput_samples_per_s")), mfu);
+  }
+  for (const auto& row : search.rows)
+    if (row.get("status") != "ok")
+      fmt::print("   - {}: {}\n", row.get("status"), row.get("message"));
+  fmt::print("every simulated layout: {}\n", csv);
+  return exit_ok;
+}
+
+// ---- search microbatch: the memory-aware micro-batch size search (experiments/Search.hpp) ------
+
+struct SearchMicrobatchArgs : SearchArgs {
+  experiments::MicrobatchSearchOptions options;
+};
+
+int cmd_search_microbatch(const SearchMicrobatchArgs& a)
+{
+  const auto exp    = load_one_point(a.file, a.sets, "microbatch");
+  const auto points = exp.points();
+  if (nothing_valid(points))
+    return exit_bad_input;
+  const experiments::PointConfig& base       = points.front();
+  const experiments::MicrobatchSearch search = experiments::search_microbatch(base, a.options);
+  const std::string csv                      = a.output ? *a.output : "results/" + exp.get_name() + "-microbatch.csv";
+  experiments::write_csv(csv, search.rows, a.columns);
+
+  const int pp = base.parallelism.pp, dp = base.parallelism.dp;
+  fmt::print("micro-batch search: {} on {}, {}, pp {}, dp {}, tp {}; baseline M = {} x pp = {}\n", base.model_label,
+             base.cluster_label, sim::schedule_table.name(base.parallelism.schedule), pp, dp, base.parallelism.tp,
+             a.options.baseline_factor, a.options.baseline_factor * pp);
+  fmt::print("{:>12} | {:>8} {:>8} {:>14} {:>10} | {:>8} {:>8} {:>14} {:>10} | {:>8}\n", "mini-batch", "best b", "M",
+             "samples/s", "memory", "base b", "M", "samples/s", "memory", "gain");
+  auto cells = [&](const std::optional<std::size_t>& r) {
+    if (!r)
+      return fmt::format("{:>8} {:>8} {:>14} {:>10}", "-", "-", "-", "-");
+    const auto& row          = search.rows[*r];
+    const std::string memory = row.get("peak_memory_bytes");
+    const double mem_gib     = memory.empty() ? 0.0 : std::stod(memory) / gib;
+    if (row.get("status") != "ok")
+      return fmt::format("{:>8} {:>8} {:>14} {:7.1f}GiB", row.get("micro_batch"), row.get("num_micro_batches"),
+                         row.get("status"), mem_gib);
+    return fmt::format("{:>8} {:>8} {:14.6g} {:7.1f}GiB", row.get("micro_batch"), row.get("num_micro_batches"),
+                       std::stod(row.get("throughput_samples_per_s")), mem_gib);
+  };
+  for (const auto& b : search.batches) {
+    std::string gain = "-";
+    if (b.best && b.baseline && search.rows[*b.baseline].get("status") == "ok")
+      gain = fmt::format("{:+.1f}%", 100 * (std::stod(search.rows[*b.best].get("throughput_samples_per_s")) /
+                                                std::stod(search.rows[*b.baseline].get("throughput_samples_per_s")) -
+                                            1));
+    fmt::print("{:12} | {} | {} | {:>8}\n", b.global_batch, cells(b.best), cells(b.baseline), gain);
+  }
+  fmt::print("largest trainable mini-batch: {} with the search, {} with the baseline", search.largest_batch,
+             search.largest_baseline_batch);
+  if (search.largest_baseline_batch > 0)
+    fmt::print(
+        " ({:+.0f}%)",
+        100.0 * (static_cast<double>(search.largest_batch) / static_cast<double>(search.largest_baseline_batch) - 1));
+  if (search.stopped_at_max)
+    fmt::print(" (the search stopped at --max-batch with points still fitting)");
+  fmt::print("\n{} points simulated; every point: {}\n", search.rows.size(), csv);
+  return exit_ok;
+}
+
+} // namespace
+
+void add_search_commands(CommandTable& table)
+{
+  CLI::App& root   = table.root();
+  CLI::App* search = root.add_subcommand("search", "find the best micro-batch, grid or parallel layout");
+  search->require_subcommand(1);
+  auto m = table.add<SearchMicrobatchArgs>(
+      *search, "microbatch", "the best micro-batch size and count per mini-batch, and the largest trainable mini-batch",
+      cmd_search_microbatch);
+  m.app->footer("The memory-aware micro-batch size search: per mini-batch (doubling from the experiment's), the "
+                "fastest micro-batch size and count against GPipe's M = 4 x pp, and the largest trainable "
+                "mini-batch of each. docs/search.md");
+  add_search_options(m.app, m.args, m.args.options.jobs, "every point tried (default results/NAME-microbatch.csv)");
+  cli::add_int(m.app, "--max-batch", m.args.options.max_batch, 1, 1 << 30,
+               "the largest mini-batch tried (default 16 x the experiment's)");
+
+  auto g = table.add<SearchGridArgs>(
+      *search, "grid", "every pp x tp x dp shape of the cluster's GPUs, ranked by throughput", cmd_search_grid);
+  g.app->footer("Every pp x tp (P_r) x dp (P_c) shape of the cluster's GPUs, ranked by throughput, with pure data "
+                "and pure model parallelism marked (the experiment's cp, zero and sequence_parallel stay: dp = GPUs "
+                "/ (pp tp cp)). docs/search.md");
+  add_search_options(g.app, g.args, g.args.options.jobs, "every shape (default results/NAME-grid.csv)");
+  g.app->add_flag_callback(
+      "--no-pipeline", [&o = g.args.options] { o.pipeline = false; }, "only pp = 1: the P_r x P_c grid");
+
+  auto p = table.add<SearchParallelArgs>(
+      *search, "parallel", "every tp, pp, dp, cp, ep, ZeRO stage and micro-batch: screened, the best simulated",
+      cmd_search_parallel);
+  p.app->footer("Every tp x pp x dp x cp, ep (mixtures of experts), ZeRO stage and micro-batch of the cluster for the "
+                "experiment's model and "
+                "global batch: those that fit in memory ranked by a closed form, the best simulated and ranked by "
+                "throughput. docs/search.md");
+  add_search_options(p.app, p.args, p.args.options.jobs, "the simulated layouts (default results/NAME-parallel.csv)");
+  cli::add_int(p.app, "--top", p.args.top, 1, 100000, "layouts simulated in full (default 16)");
+  p.app->add_option("--zero", p.args.zero, "ZeRO stages tried, e.g. 1,3 (default 0,1,2,3)")->type_name("LIST");
+  p.app->add_option("--ep", p.args.ep, "expert-parallel sizes tried, e.g. 1,8 (default: every one that fits)")
+      ->type_name("LIST");
+}
+
+} // namespace ddlsim::cli
