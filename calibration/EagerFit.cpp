@@ -1,6 +1,7 @@
 #include "calibration/EagerFit.hpp"
 
 #include "calibration/TableCostModel.hpp"
+#include "common/Statistics.hpp"
 
 #include <fmt/core.h>
 
@@ -17,13 +18,6 @@ constexpr std::array<const char*, memory_access_count> access_names{"contiguous"
 constexpr double least_seconds = 10e-6;  // shorter kernels are launch-bound: their bandwidth says nothing
 
 bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
-
-double median(std::vector<double> v)
-{
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // A traced GEMM record ("m=8192 n=50257 k=768 batch=1") that unaligned_gemm() says is.
 bool unaligned_record(const traces::KernelRecord& k)

@@ -1,6 +1,7 @@
 #include "calibration/HostFit.hpp"
 
 #include "calibration/HostModel.hpp"
+#include "common/Statistics.hpp"
 
 #include <fmt/core.h>
 
@@ -15,13 +16,6 @@ namespace {
 
 // A host-bound trace leaves the GPU idle at least half its span: its host span is the step's time.
 constexpr double host_bound_busy = 0.5;
-
-double median(std::vector<double> v)
-{
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 

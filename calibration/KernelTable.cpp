@@ -1,5 +1,7 @@
 #include "calibration/KernelTable.hpp"
 
+#include "common/Statistics.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -21,13 +23,6 @@ double interpolate(const std::vector<WorkTime>& points, double work)
   const WorkTime& lo = *(upper - 1);
   const double f = std::log(work / lo.work) / std::log(hi.work / lo.work);
   return lo.seconds * std::pow(hi.seconds / lo.seconds, f);
-}
-
-double median(std::vector<double> v)
-{
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

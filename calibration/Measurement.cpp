@@ -1,21 +1,13 @@
 #include "calibration/Measurement.hpp"
 
+#include "common/Statistics.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
 namespace ddlsim::calibration {
-namespace {
-
-double median(std::vector<double> v)
-{
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 L2Isolation plan_l2_isolation(double footprint_bytes, double l2_bytes, double budget_bytes, int max_sets)
 {

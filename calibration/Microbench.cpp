@@ -1,5 +1,7 @@
 #include "calibration/Microbench.hpp"
 
+#include "common/Dtype.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -88,14 +90,7 @@ const char* conv_pass_name(ConvPass pass)
   return "?";
 }
 
-double BenchPoint::element_bytes() const
-{
-  if (dtype == "fp16" || dtype == "bf16")
-    return 2.0;
-  if (dtype == "fp8")
-    return 1.0;
-  return 4.0;
-}
+double BenchPoint::element_bytes() const { return dtype_bytes(dtype); }
 
 std::array<std::size_t, 3> BenchPoint::operand_bytes() const
 {

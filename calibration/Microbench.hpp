@@ -69,7 +69,7 @@ struct BenchPoint {
   double flop() const;
   /// Bytes one run reads and writes in device memory, at the point's dtype (operands once).
   double traffic_bytes() const;
-  /// Element size of the point's dtype (tf32 is stored as fp32).
+  /// Element size of the point's dtype (common/Dtype's dtype_bytes: tf32 is stored as fp32, none counts as fp32).
   double element_bytes() const;
   /// Bytes of the three operands one run works on, in the executors' order: gemm A, B, C (each batch times);
   /// conv2d x, w, y; pointwise x, 0, y (fp32, half of `bytes` each, at least one element); zeros for copies and

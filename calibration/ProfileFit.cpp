@@ -5,6 +5,7 @@
 #include "calibration/KernelModel.hpp"
 #include "calibration/KernelTable.hpp"
 #include "common/Error.hpp"
+#include "common/Statistics.hpp"
 
 #include <fmt/core.h>
 #include <algorithm>
@@ -17,13 +18,6 @@
 
 namespace ddlsim::calibration {
 namespace {
-
-double median(std::vector<double> v)
-{
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Kernel records that know their work, one per microbenchmark point (median of its runs) or per
 // record when it names no point.

@@ -4,6 +4,8 @@
 
 #include "common/EnumTable.hpp"
 
+#include <string_view>
+
 namespace ddlsim {
 
 enum class Dtype { fp32, tf32, fp16, bf16, fp8 };
@@ -27,6 +29,14 @@ constexpr double dtype_bytes(Dtype d)
   case Dtype::fp8: return 1.0;
   }
   return 4.0;
+}
+
+/// Bytes per stored element of a dtype by name, as plan points and workloads carry it ("bf16": 2); a name the
+/// table does not know, or none (a copy's), counts as fp32 (4).
+inline double dtype_bytes(std::string_view name)
+{
+  const auto d = dtype_table.parse(name);
+  return d ? dtype_bytes(*d) : 4.0;
 }
 
 }  // namespace ddlsim

@@ -1,25 +1,24 @@
 #include "calibration/collector/Collector.hpp"
 
 #include "calibration/Measurement.hpp"
-#include "calibration/collector/Benchmarks.hpp"
-#include "calibration/collector/CudaCheck.hpp"
-#include "calibration/collector/CuptiTracer.hpp"
-#include "calibration/collector/GpuClocks.hpp"
-#include "calibration/collector/Kernels.hpp"
+#include "gpu/Benchmarks.hpp"
+#include "gpu/CudaCheck.hpp"
+#include "gpu/CuptiTracer.hpp"
+#include "gpu/GpuClocks.hpp"
+#include "gpu/Kernels.hpp"
+#include "gpu/Provenance.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
-#include <cublas_v2.h>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
-#include <unistd.h>
 
 namespace ddlsim::collector {
+using namespace ddlsim::gpu; // the op library, tracer and clocks this loop drives
 namespace {
 
 using calibration::BenchOp;
@@ -254,11 +253,6 @@ double measure_graph_kernel_gap(GpuContext& gpus, CuptiTracer* tracer, std::stri
   }
 }
 
-std::string version_text(int major, int minor, int patch = -1)
-{
-  return std::to_string(major) + "." + std::to_string(minor) + (patch >= 0 ? "." + std::to_string(patch) : "");
-}
-
 int device_attribute(cudaDeviceAttr attribute, int device)
 {
   int value = 0;
@@ -286,32 +280,10 @@ void describe_setup(std::map<std::string, std::string>& p, int gpus)
   p["memory_clock_mhz"]      = std::to_string(device_attribute(cudaDevAttrMemoryClockRate, 0) / 1000);
   p["memory_bus_width_bits"] = std::to_string(device_attribute(cudaDevAttrGlobalMemoryBusWidth, 0));
 
-  int v = 0;
-  if (cudaDriverGetVersion(&v) == cudaSuccess) // 13000 -> "13.0"
-    p["driver"] = version_text(v / 1000, v % 1000 / 10);
-  if (cudaRuntimeGetVersion(&v) == cudaSuccess)
-    p["cuda_runtime"] = version_text(v / 1000, v % 1000 / 10);
-  int major = 0, minor = 0, patch = 0;
-  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
-    p["cublas"] = version_text(major, minor, patch);
-  const auto cudnn = static_cast<int>(cudnnGetVersion()); // 91900 -> 9.19.0 (cuDNN 9 numbering)
-  p["cudnn"]       = cudnn >= 90000 ? version_text(cudnn / 10000, cudnn % 10000 / 100, cudnn % 100)
-                                    : version_text(cudnn / 1000, cudnn % 1000 / 100, cudnn % 100);
-  if (ncclGetVersion(&v) == ncclSuccess) // 22809 -> 2.28.9 (2.9 and later; 2708 -> 2.7.8 before)
-    p["nccl_version"] = v >= 10000 ? version_text(v / 10000, v % 10000 / 100, v % 100)
-                                   : version_text(v / 1000, v % 1000 / 100, v % 100);
-
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  p["date"]      = date;
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) == 0)
-    p["host"] = host;
+  add_software_provenance(p);
+  if (const std::string cublas = cublas_version(); !cublas.empty())
+    p["cublas"] = cublas;
+  add_date_and_host(p);
 }
 
 // Runs the points and turns their runs into records.
@@ -551,17 +523,6 @@ private:
 
 } // namespace
 
-VisibleGpus visible_gpus()
-{
-  int count                = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    return {0, cuda_error_text(status)};
-  }
-  return {count, ""};
-}
-
 CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
 {
   const Clock::time_point origin = Clock::now();
@@ -571,8 +532,7 @@ CollectResult collect(const CollectOptions& options, const CollectHooks& hooks)
   };
   const VisibleGpus visible = visible_gpus();
   if (visible.count <= 0)
-    throw DeviceFailed("no CUDA GPU is visible (" +
-                       (visible.error.empty() ? std::string("cudaGetDeviceCount found none") : visible.error) + ")");
+    throw DeviceFailed(visible.why_none());
   int gpus = std::min(visible.count, max_gpus);
   if (options.gpus > 0) {
     if (options.gpus > gpus)

@@ -1,10 +1,10 @@
 // Runs the microbenchmark plan on the visible GPUs and returns one trace record per timed run.
 //
-// Each point is prepared (Benchmarks.hpp), warmed up, then run at least RepeatPolicy::min_repeats times and until
+// Each point is prepared (gpu/Benchmarks.hpp), warmed up, then run at least RepeatPolicy::min_repeats times and until
 // min_seconds have passed, at most max_repeats; runs are queued back to back and waited for in batches. Every run
 // starts with a cold L2 (calibration::plan_l2_isolation: rotating operand copies, or a 2 x L2 memset before it,
 // which is not timed). Timing of kernels and copies:
-//   cupti        CUPTI activity records (CuptiTracer.hpp): a run lasts from its first kernel or copy's start to
+//   cupti        CUPTI activity records (gpu/CuptiTracer.hpp): a run lasts from its first kernel or copy's start to
 //                its last one's end, on the GPU's own clock; kernel records name the kernels. A run that lost
 //                records is left out (calibration::check_runs) and counted in the provenance
 //   cuda_events  when CUPTI cannot be used (another profiler attached, no permission): cudaEventRecord before
@@ -13,7 +13,7 @@
 // per call, CUPTI paused (calibration/Measurement.hpp). Kernel, copy and pointwise points give traces::KernelRecord
 // (op, flop, bytes, dtype, point filled in); collectives give traces::CollectiveRecord (group size, nccl-tests'
 // size and type name, source "host"). GPU clocks and power state are read through NVML at the start and at the
-// end (GpuClocks.hpp). A point that fails (out of memory, a shape a library rejects) is skipped and named through
+// end (gpu/GpuClocks.hpp). A point that fails (out of memory, a shape a library rejects) is skipped and named through
 // on_warning_cb; the run goes on. Library code: nothing is printed, the hooks report.
 //
 //   CollectOptions options;
@@ -86,15 +86,9 @@ struct CollectResult {
   std::string timing; ///< "cupti" or "cuda_events (<why>)"
 };
 
-/// The number of CUDA GPUs this process sees, or why it sees none.
-struct VisibleGpus {
-  int count = 0;
-  std::string error; ///< cudaGetDeviceCount's error text when it failed; empty otherwise
-};
-VisibleGpus visible_gpus();
-
-/// Measures the plan. Needs at least one visible GPU. Throws DeviceFailed (CudaCheck.hpp) when a GPU becomes
-/// unusable, CuptiUnavailable (CuptiTracer.hpp) under Timing::cupti when CUPTI cannot trace.
+/// Measures the plan. Needs at least one visible GPU (gpu::visible_gpus). Throws gpu::DeviceFailed
+/// (gpu/CudaCheck.hpp) when a GPU becomes unusable, gpu::CuptiUnavailable (gpu/CuptiTracer.hpp) under Timing::cupti
+/// when CUPTI cannot trace.
 CollectResult collect(const CollectOptions& options, const CollectHooks& hooks);
 
 } // namespace ddlsim::collector

@@ -4,11 +4,13 @@
 //   not be written), 2 usage error.
 #include "calibration/Microbench.hpp"
 #include "calibration/collector/Collector.hpp"
-#include "calibration/collector/CudaCheck.hpp"
-#include "calibration/collector/CuptiTracer.hpp"
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
 #include "common/Text.hpp"
+#include "gpu/CommandLine.hpp"
+#include "gpu/CudaCheck.hpp"
+#include "gpu/CuptiTracer.hpp"
+#include "gpu/Provenance.hpp"
 #include "sim/backends/Workload.hpp"
 #include "traces/TraceRecords.hpp"
 
@@ -24,6 +26,7 @@ namespace {
 
 using namespace ddlsim;
 using calibration::BenchOp;
+using gpu::UsageError;
 
 constexpr int exit_ok        = 0;
 constexpr int exit_failed    = 1;
@@ -64,10 +67,6 @@ options:
   -h, --help           this text
 )";
 
-struct UsageError {
-  std::string message;
-};
-
 struct Args {
   bool help = false;
   bool plan = false;
@@ -90,8 +89,8 @@ std::vector<BenchOp> parse_ops(const std::string& list)
       if (name == calibration::bench_op_name(candidate))
         op = candidate;
     if (!op)
-      throw UsageError{"--only: unknown op '" + name +
-                       "' (gemm, batched_gemm, conv2d, pointwise, copy_d2d, copy_h2d, copy_d2h, collective)"};
+      throw UsageError("--only: unknown op '" + name +
+                       "' (gemm, batched_gemm, conv2d, pointwise, copy_d2d, copy_h2d, copy_d2h, collective)");
     out.push_back(*op);
     from = comma + 1;
   }
@@ -101,83 +100,50 @@ std::vector<BenchOp> parse_ops(const std::string& list)
 Args parse(int argc, char** argv)
 {
   Args args;
-  std::string command;
-  for (int i = 0; i < argc; ++i)
-    command += (i > 0 ? " " : "") + std::string(argv[i]);
-  args.options.command = command;
-
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::optional<std::string> inline_value; // --name=value
-    if (arg.rfind("--", 0) == 0) {
-      if (const std::size_t eq = arg.find('='); eq != std::string::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg          = arg.substr(0, eq);
-      }
-    }
-    auto value = [&]() -> std::string {
-      if (inline_value)
-        return *inline_value;
-      if (i + 1 >= argc)
-        throw UsageError{arg + " needs a value"};
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (inline_value)
-        throw UsageError{arg + " takes no value"};
-    };
-    if (arg == "-h" || arg == "--help") {
-      no_value();
-      args.help = true;
-    } else if (arg == "--plan") {
-      no_value();
-      args.plan = true;
-    } else if (arg == "--quick") {
-      no_value();
-      args.options.plan.quick = true;
-    } else if (arg == "-o" || arg == "--output") {
-      args.output = value();
-      if (args.output.empty())
-        throw UsageError{arg + " needs a file name"};
-    } else if (arg == "--workload") {
-      args.workloads.push_back(value());
-      if (args.workloads.back().empty())
-        throw UsageError{arg + " needs a file name"};
-    } else if (arg == "--provenance") {
-      const std::string v  = value();
+  gpu::CommandLine line(argc, argv);
+  args.options.command = line.command();
+  while (line.next()) {
+    if (line.is("--plan")) {
+      args.plan = line.flag();
+    } else if (line.is("--quick")) {
+      args.options.plan.quick = line.flag();
+    } else if (line.is("-o", "--output")) {
+      args.output = line.file_value();
+    } else if (line.is("--workload")) {
+      args.workloads.push_back(line.file_value());
+    } else if (line.is("--provenance")) {
+      const std::string v  = line.value();
       const std::size_t eq = v.find('=');
       if (eq == std::string::npos || eq == 0)
-        throw UsageError{"--provenance: expected KEY=VALUE, got '" + v + "'"};
+        throw UsageError("--provenance: expected KEY=VALUE, got '" + v + "'");
       args.options.provenance[v.substr(0, eq)] = v.substr(eq + 1);
-    } else if (arg == "--only") {
-      args.options.plan.only = parse_ops(value());
-    } else if (arg == "--gpus") {
-      const std::string v = value();
+    } else if (line.is("--only")) {
+      args.options.plan.only = parse_ops(line.value());
+    } else if (line.is("--gpus")) {
+      const std::string v = line.value();
       const std::optional<int> n =
           whole_number<int>(v, [](const std::string& t, std::size_t* used) { return std::stoi(t, used); });
       if (!n || *n < 1 || *n > 8)
-        throw UsageError{"--gpus: expected a number of GPUs from 1 to 8, got '" + v + "'"};
+        throw UsageError("--gpus: expected a number of GPUs from 1 to 8, got '" + v + "'");
       args.options.gpus = *n;
-    } else if (arg == "--workloads-only") {
-      no_value();
-      args.options.extra_points_only = true;
-    } else if (arg == "--l2") {
-      const std::string v = value();
+    } else if (line.is("--workloads-only")) {
+      args.options.extra_points_only = line.flag();
+    } else if (line.is("--l2")) {
+      const std::string v = line.value();
       if (v != "cold" && v != "warm")
-        throw UsageError{"--l2: expected cold or warm, got '" + v + "'"};
+        throw UsageError("--l2: expected cold or warm, got '" + v + "'");
       args.options.warm_l2 = v == "warm";
-    } else if (arg == "--workloads-first") {
-      no_value();
-      args.options.extra_points_first = true;
-    } else if (arg == "--time-limit") {
-      const std::string v = value();
+    } else if (line.is("--workloads-first")) {
+      args.options.extra_points_first = line.flag();
+    } else if (line.is("--time-limit")) {
+      const std::string v = line.value();
       const std::optional<double> s =
           whole_number<double>(v, [](const std::string& t, std::size_t* used) { return std::stod(t, used); });
       if (!s || !(*s > 0))
-        throw UsageError{"--time-limit: expected a positive number of seconds, got '" + v + "'"};
+        throw UsageError("--time-limit: expected a positive number of seconds, got '" + v + "'");
       args.options.time_limit_s = *s;
-    } else if (arg == "--timing") {
-      const std::string v = value();
+    } else if (line.is("--timing")) {
+      const std::string v = line.value();
       if (v == "auto")
         args.options.timing = collector::Timing::automatic;
       else if (v == "cupti")
@@ -185,17 +151,18 @@ Args parse(int argc, char** argv)
       else if (v == "events")
         args.options.timing = collector::Timing::events;
       else
-        throw UsageError{"--timing: expected auto, cupti or events, got '" + v + "'"};
-    } else if (arg.rfind("-", 0) == 0) {
-      throw UsageError{"unknown option '" + arg + "'"};
+        throw UsageError("--timing: expected auto, cupti or events, got '" + v + "'");
+    } else if (line.arg().rfind("-", 0) == 0) {
+      line.unknown_option();
     } else {
-      throw UsageError{"unexpected argument '" + arg + "'"};
+      throw UsageError("unexpected argument '" + line.arg() + "'");
     }
   }
+  args.help = line.help();
   if (args.options.extra_points_only && args.workloads.empty())
-    throw UsageError{"--workloads-only needs at least one --workload FILE"};
+    throw UsageError("--workloads-only needs at least one --workload FILE");
   if (args.options.extra_points_only && args.options.extra_points_first)
-    throw UsageError{"--workloads-only and --workloads-first exclude each other"};
+    throw UsageError("--workloads-only and --workloads-first exclude each other");
   args.options.plan_name = args.options.extra_points_only ? "none (the workloads' launches only)"
                            : args.options.plan.quick      ? "quick"
                                                           : "full";
@@ -229,11 +196,9 @@ void print_plan(const collector::CollectOptions& options)
 int run(const Args& args)
 {
   // Checked here, before anything else touches CUDA, so that a machine without a GPU gets one plain line.
-  const collector::VisibleGpus visible = collector::visible_gpus();
+  const gpu::VisibleGpus visible = gpu::visible_gpus();
   if (visible.count <= 0) {
-    std::cerr << prefix << "no CUDA GPU is visible ("
-              << (visible.error.empty() ? "cudaGetDeviceCount found none" : visible.error)
-              << "); nothing was measured\n";
+    std::cerr << prefix << visible.why_none() << "; nothing was measured\n";
     return exit_failed;
   }
   collector::CollectHooks hooks;
@@ -273,9 +238,9 @@ int main(int argc, char** argv)
   try {
     args = parse(argc, argv);
     if (!args.help && !args.plan && args.output.empty())
-      throw UsageError{"-o FILE is required (or --plan to print the plan)"};
+      throw UsageError("-o FILE is required (or --plan to print the plan)");
   } catch (const UsageError& e) {
-    std::cerr << prefix << e.message << " (see ddlsim-collect --help)\n";
+    std::cerr << prefix << e.what() << " (see ddlsim-collect --help)\n";
     return exit_usage;
   }
   if (args.help) {
@@ -289,10 +254,10 @@ int main(int argc, char** argv)
       return exit_ok;
     }
     return run(args);
-  } catch (const collector::CuptiUnavailable& e) {
+  } catch (const gpu::CuptiUnavailable& e) {
     std::cerr << prefix << "CUPTI cannot trace here: " << e.what()
               << "; nothing was measured (--timing auto falls back to CUDA events)\n";
-  } catch (const collector::DeviceFailed& e) {
+  } catch (const gpu::DeviceFailed& e) {
     std::cerr << prefix << "error: " << e.what() << "; nothing was written\n";
   } catch (const Error& e) {
     std::cerr << prefix << "error: " << e.what() << '\n';

@@ -1,6 +1,7 @@
 #include "sim/backends/Workload.hpp"
 
 #include "common/Error.hpp"
+#include "common/Statistics.hpp"
 #include "traces/ChromeTrace.hpp"
 #include "traces/Json.hpp"
 
@@ -295,15 +296,7 @@ Workload parse_workload(const std::string& text, const std::string& origin)
   return w;
 }
 
-double ExecutionResult::median_s() const
-{
-  if (iterations_s.empty())
-    return 0.0;
-  std::vector<double> v = iterations_s;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double ExecutionResult::median_s() const { return median(iterations_s); }
 
 double ExecutionResult::min_s() const { return iterations_s.empty() ? 0.0 : *std::min_element(iterations_s.begin(), iterations_s.end()); }
 double ExecutionResult::max_s() const { return iterations_s.empty() ? 0.0 : *std::max_element(iterations_s.begin(), iterations_s.end()); }

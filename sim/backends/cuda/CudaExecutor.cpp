@@ -1,11 +1,13 @@
 #include "sim/backends/cuda/CudaExecutor.hpp"
 
 #include "calibration/Measurement.hpp"
-#include "calibration/collector/Benchmarks.hpp"
-#include "calibration/collector/CudaCheck.hpp"
-#include "calibration/collector/CuptiTracer.hpp"
-#include "calibration/collector/Kernels.hpp"
 #include "common/Error.hpp"
+#include "gpu/Benchmarks.hpp"
+#include "gpu/CudaCheck.hpp"
+#include "gpu/CuptiTracer.hpp"
+#include "gpu/Kernels.hpp"
+#include "gpu/LibraryTypes.hpp"
+#include "gpu/Provenance.hpp"
 #include "sim/backends/cuda/ExecutionPlan.hpp"
 
 #include <algorithm>
@@ -16,7 +18,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -26,7 +27,6 @@
 #include <mutex>
 #include <nccl.h>
 #include <thread>
-#include <unistd.h>
 #include <utility>
 
 namespace ddlsim::backends::cuda {
@@ -34,14 +34,15 @@ namespace {
 
 using calibration::BenchOp;
 using calibration::BenchPoint;
-using collector::check_cublas;
-using collector::check_cuda;
-using collector::check_cudnn;
-using collector::ComputeOp;
-using collector::DeviceBuffer;
-using collector::FillType;
-using collector::OpBuffers;
-using collector::OpStream;
+using gpu::check_cublas;
+using gpu::check_cuda;
+using gpu::check_cudnn;
+using gpu::ComputeOp;
+using gpu::DeviceBuffer;
+using gpu::fill_element_bytes;
+using gpu::FillType;
+using gpu::OpBuffers;
+using gpu::OpStream;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t cublas_workspace_bytes = 32u << 20; // as the collector's handle: what cuBLAS asks for on Hopper
@@ -69,42 +70,12 @@ std::size_t whole_bytes(double bytes)
   return bytes > 0 ? static_cast<std::size_t>(std::llround(bytes)) : 0;
 }
 
-FillType fill_type_of(const std::string& dtype)
-{
-  if (dtype == "fp16")
-    return FillType::f16;
-  if (dtype == "bf16")
-    return FillType::bf16;
-  return FillType::f32;
-}
-
-std::size_t fill_element_bytes(FillType type)
-{
-  return type == FillType::f32 ? 4 : 2;
-}
-
-ncclDataType_t nccl_type(const std::string& dtype)
-{
-  if (dtype == "fp16")
-    return ncclFloat16;
-  if (dtype == "bf16")
-    return ncclBfloat16;
-  if (dtype == "fp8")
-    return ncclInt8; // the same bytes on the wire; the sum's value does not matter here
-  return ncclFloat32;
-}
-
 std::string nccl_text(ncclResult_t status, ncclComm_t comm)
 {
   std::string text = ncclGetErrorString(status);
   if (const char* detail = ncclGetLastError(comm); detail != nullptr && *detail != '\0')
     text += std::string(" (") + detail + ")";
   return text;
-}
-
-std::string version_text(int major, int minor, int patch = -1)
-{
-  return std::to_string(major) + "." + std::to_string(minor) + (patch >= 0 ? "." + std::to_string(patch) : "");
 }
 
 std::string launch_text(const Workload& w, int task, int launch)
@@ -333,7 +304,7 @@ private:
       gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(mine.back().second);
       // Checked before the group call: inside it, a member left out would keep the others waiting for it.
       if (const cudaError_t set = cudaSetDevice(mine.back().second); set != cudaSuccess)
-        return "cudaSetDevice(" + std::to_string(mine.back().second) + "): " + collector::cuda_error_text(set);
+        return "cudaSetDevice(" + std::to_string(mine.back().second) + "): " + gpu::cuda_error_text(set);
     }
     if (mine.empty())
       return {};
@@ -369,14 +340,14 @@ struct TraceSlot {
   std::function<void(const std::string&)> warn;
   std::function<void()> on_made_cb; // notes that it traced
   Clock::time_point origin;
-  std::unique_ptr<collector::CuptiTracer> tracer;
+  std::unique_ptr<gpu::CuptiTracer> tracer;
   void start()
   {
     try {
-      tracer = std::make_unique<collector::CuptiTracer>(origin);
+      tracer = std::make_unique<gpu::CuptiTracer>(origin);
       if (on_made_cb)
         on_made_cb();
-    } catch (const collector::CuptiUnavailable& e) {
+    } catch (const gpu::CuptiUnavailable& e) {
       if (warn)
         warn(std::string("CUPTI cannot trace here (") + e.what() + "); no trace");
     }
@@ -619,7 +590,7 @@ void GpuWorker::hold_busy(const SimDevice& d, FillType fill, double seconds)
   const Clock::time_point start = Clock::now();
   while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
     for (unsigned k = 0; k < 16; ++k)
-      check_cuda(collector::launch_fill(largest->get(), largest->bytes() / fill_element_bytes(fill), fill, 100 + k,
+      check_cuda(gpu::launch_fill(largest->get(), largest->bytes() / fill_element_bytes(fill), fill, 100 + k,
                                         d.compute),
                  where() + ": warming the GPU up");
     check_cuda(cudaStreamSynchronize(d.compute), where() + ": warming the GPU up");
@@ -661,7 +632,7 @@ void GpuWorker::setup_launches()
       const std::string what =
           std::string("the ") + region_name(static_cast<Region>(r)) + " of device " + std::to_string(d->device);
       d->regions[r] = DeviceBuffer(m.region_bytes[r], cuda_, what);
-      check_cuda(collector::launch_fill(d->regions[r].get(), d->regions[r].bytes() / fill_element_bytes(fill), fill,
+      check_cuda(gpu::launch_fill(d->regions[r].get(), d->regions[r].bytes() / fill_element_bytes(fill), fill,
                                         static_cast<unsigned>(r) + 1, d->compute),
                  where() + ": filling " + what);
     }
@@ -751,8 +722,8 @@ void GpuWorker::setup_communication()
   const std::string gpu_name = where();
   send_                      = DeviceBuffer(bytes, cuda_, "the send buffer");
   recv_                      = DeviceBuffer(bytes, cuda_, "the receive buffer");
-  const FillType fill        = fill_type_of(w_.dtype);
-  check_cuda(collector::launch_fill(send_.get(), bytes / fill_element_bytes(fill), fill, 3, devices_.front()->compute),
+  const FillType fill        = gpu::fill_type(w_.dtype);
+  check_cuda(gpu::launch_fill(send_.get(), bytes / fill_element_bytes(fill), fill, 3, devices_.front()->compute),
              gpu_name + ": filling the send buffer");
   comm_.send[static_cast<std::size_t>(gpu_)] = send_.get();
   comm_.recv[static_cast<std::size_t>(gpu_)] = recv_.get();
@@ -833,7 +804,7 @@ void GpuWorker::issue_compute(int task, int iteration, int traced_iteration)
     const OpBuffers& buffers     = task_buffers_[i][l];
     try {
       if (trace_.tracer && traced_iteration >= 0) {
-        const collector::ExternalIdScope scope(*trace_.tracer, trace_id(task, static_cast<int>(l), traced_iteration));
+        const gpu::ExternalIdScope scope(*trace_.tracer, trace_id(task, static_cast<int>(l), traced_iteration));
         launch.op->launch(d.where, buffers);
       } else {
         launch.op->launch(d.where, buffers);
@@ -849,7 +820,7 @@ void GpuWorker::check(cudaError_t status, int task, const char* call) const
 {
   // The message is only built on failure: this runs for every task of every timed iteration.
   if (status != cudaSuccess)
-    throw ExecutionError(describe_task(w_, task) + ": " + call + ": " + collector::cuda_error_text(status));
+    throw ExecutionError(describe_task(w_, task) + ": " + call + ": " + gpu::cuda_error_text(status));
 }
 
 void GpuWorker::copy(void* dst, int dst_gpu, const void* src, int src_gpu, std::size_t bytes, cudaStream_t stream,
@@ -917,7 +888,7 @@ void GpuWorker::issue_collective(int task, int iteration)
       wait_for(plan_.waits[i][k], stream, iteration, task);
       if (c.count > 0) {
         const ncclComm_t comm     = comms_.get(c.communicator, k);
-        const ncclDataType_t type = nccl_type(w_.dtype);
+        const ncclDataType_t type = gpu::nccl_type(dtype_table.parse(w_.dtype).value_or(Dtype::fp32));
         ncclResult_t status       = ncclSuccess;
         const char* call          = "ncclAllReduce";
         if (t.collective == "all_reduce") {
@@ -977,7 +948,7 @@ void GpuWorker::synchronize(int iteration, int warmup, int timed)
         throw ExecutionError(
             where() + ", " + when + ": the GPU reported an error running its work" +
             (last_task_ >= 0 ? " (the last task it was given: " + describe_task(w_, last_task_) + ")" : std::string()) +
-            ": " + collector::cuda_error_text(status));
+            ": " + gpu::cuda_error_text(status));
       if (co_.failed())
         throw Aborted{};
       std::this_thread::yield();
@@ -1037,9 +1008,8 @@ std::string describe_gpus(const ExecutionPlan& plan)
     out += (out.empty() ? "" : " + ") + name + " x" + std::to_string(count);
   if (plan.ranks > 1)
     out += " per rank x " + std::to_string(plan.ranks) + " ranks";
-  int v = 0;
-  if (cudaDriverGetVersion(&v) == cudaSuccess) // 13000 -> "13.0"
-    out += " (driver " + version_text(v / 1000, v % 1000 / 10) + ")";
+  if (const std::string driver = gpu::driver_version(); !driver.empty())
+    out += " (driver " + driver + ")";
   return out;
 }
 
@@ -1072,12 +1042,12 @@ void enable_peer_access(const ExecutionPlan& plan, std::vector<std::string>& not
 }
 
 // One record per launch of a timed iteration: its kernels' span, as the collector times a microbenchmark run.
-void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
-                        const std::vector<collector::GpuActivity>& activities, traces::TraceSet& out)
+void add_kernel_records(const Workload& w, const gpu::CuptiTracer& tracer,
+                        const std::vector<gpu::GpuActivity>& activities, traces::TraceSet& out)
 {
-  std::map<std::uint64_t, std::vector<const collector::GpuActivity*>> runs;
-  for (const collector::GpuActivity& a : activities)
-    if (a.kind == collector::GpuActivity::Kind::kernel && a.external_id != 0)
+  std::map<std::uint64_t, std::vector<const gpu::GpuActivity*>> runs;
+  for (const gpu::GpuActivity& a : activities)
+    if (a.kind == gpu::GpuActivity::Kind::kernel && a.external_id != 0)
       runs[a.external_id].push_back(&a);
   // A launch runs the same kernels in every traced iteration: one that lost records is left out.
   std::map<std::uint64_t, std::vector<std::uint64_t>> by_launch; // (task, launch) -> ids of its iterations
@@ -1101,7 +1071,7 @@ void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
       continue; // not one of ours
     const BenchPoint& p = w.tasks[task].launches[launch];
     std::stable_sort(run.begin(), run.end(), [](const auto* x, const auto* y) { return x->start_ns < y->start_ns; });
-    const collector::RunSpan span = collector::run_span(run);  // every activity here is a kernel
+    const gpu::RunSpan span = gpu::run_span(run);  // every activity here is a kernel
     traces::KernelRecord k;
     k.name       = span.names;
     k.start_s    = tracer.host_seconds(span.first_ns);
@@ -1128,11 +1098,11 @@ void add_kernel_records(const Workload& w, const collector::CuptiTracer& tracer,
 // A graph's kernels carry no launch's id, so no record names its launch; the eager iteration traced before them
 // says how many kernels each launch ran, in the same order. The trace times the step's kernels and the gaps
 // between them as the timed replays ran them (docs/crosscheck-gpu.md).
-void graph_kernel_records(const collector::CuptiTracer& tracer, const std::vector<collector::GpuActivity>& activities,
+void graph_kernel_records(const gpu::CuptiTracer& tracer, const std::vector<gpu::GpuActivity>& activities,
                           traces::TraceSet& out)
 {
-  for (const collector::GpuActivity& a : activities) {
-    if (a.kind != collector::GpuActivity::Kind::kernel || a.external_id != 0)
+  for (const gpu::GpuActivity& a : activities) {
+    if (a.kind != gpu::GpuActivity::Kind::kernel || a.external_id != 0)
       continue;
     traces::KernelRecord k;
     k.name       = a.name;
@@ -1149,7 +1119,7 @@ void graph_kernel_records(const collector::CuptiTracer& tracer, const std::vecto
 }
 
 void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunOptions& options,
-                    const collector::CuptiTracer& tracer, const std::string& device, traces::TraceSet& out)
+                    const gpu::CuptiTracer& tracer, const std::string& device, traces::TraceSet& out)
 {
   // Several ranks: each traces its own GPUs, as CUDA numbers them on its machine, into a file of its own.
   auto& p     = out.provenance;
@@ -1169,26 +1139,8 @@ void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunO
   p["devices"]           = device;
   p["workload"]          = w.label;
   p["simulated_devices"] = std::to_string(w.devices);
-  int v                  = 0;
-  if (cudaDriverGetVersion(&v) == cudaSuccess)
-    p["driver"] = version_text(v / 1000, v % 1000 / 10);
-  if (cudaRuntimeGetVersion(&v) == cudaSuccess)
-    p["cuda_runtime"] = version_text(v / 1000, v % 1000 / 10);
-  const auto cudnn = static_cast<int>(cudnnGetVersion()); // 91900 -> 9.19.0 (cuDNN 9 numbering)
-  p["cudnn"]       = cudnn >= 90000 ? version_text(cudnn / 10000, cudnn % 10000 / 100, cudnn % 100)
-                                    : version_text(cudnn / 1000, cudnn % 1000 / 100, cudnn % 100);
-  if (ncclGetVersion(&v) == ncclSuccess) // 22809 -> 2.28.9
-    p["nccl_version"] = v >= 10000 ? version_text(v / 10000, v % 10000 / 100, v % 100)
-                                   : version_text(v / 1000, v % 1000 / 100, v % 100);
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  p["date"]      = date;
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) == 0)
-    p["host"] = host;
+  gpu::add_software_provenance(p);
+  gpu::add_date_and_host(p);
   p["command"]    = options.command;
   p["timing"]     = "cupti";
   p["iterations"] = (options.cuda_graph ? "1 eager and " + std::to_string(traced_iterations) + " graph replays"
@@ -1206,17 +1158,6 @@ void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunO
 
 } // namespace
 
-GpuCount count_visible_gpus()
-{
-  int count                = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    return {0, collector::cuda_error_text(status)};
-  }
-  return {count, ""};
-}
-
 CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, const CudaRunHooks& hooks,
                           ProcessGroup* ranks)
 {
@@ -1228,10 +1169,9 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
     throw ExecutionError("iterations must lie in [1, " + std::to_string(id_field_limit - 1) +
                          "] and warm-up iterations must not be negative");
   const Clock::time_point origin = Clock::now();
-  const GpuCount visible         = count_visible_gpus();
+  const gpu::VisibleGpus visible = gpu::visible_gpus();
   if (visible.count < 1)
-    throw ExecutionError("no CUDA GPU is visible (" +
-                         (visible.error.empty() ? std::string("cudaGetDeviceCount found none") : visible.error) + ")");
+    throw ExecutionError(visible.why_none());
   if (ranks != nullptr && ranks->size() > 1) {
     // Every rank must plan alike, and a rank that throws here has not yet made anything the others wait for.
     const std::int64_t fewest = ranks->min_over_ranks(visible.count), most = ranks->max_over_ranks(visible.count);
@@ -1357,7 +1297,7 @@ CudaRunResult run_on_gpus(const Workload& w, const CudaRunOptions& options, cons
     notes.push_back("CUPTI traced " + std::to_string(traced_iterations) +
                     " more iteration(s) after the timed ones (--trace); their times are not in the result");
     traces::TraceSet set;
-    const std::vector<collector::GpuActivity> activities = tracer->take();
+    const std::vector<gpu::GpuActivity> activities = tracer->take();
     add_kernel_records(w, *tracer, activities, set);
     if (options.cuda_graph)
       graph_kernel_records(*tracer, activities, set);

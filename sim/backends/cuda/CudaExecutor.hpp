@@ -6,7 +6,7 @@
 // each other as in the simulator, NCCL per distinct group or copies that emulate it). Everything a step needs is
 // made before the first timed iteration: per simulated device, the memory the memory model holds (weights,
 // gradients, optimizer state, activations) with every launch's operands placed in it, cuBLAS and cuDNN handles,
-// each convolution's algorithm (timed search) and workspace (collector::ComputeOp, the code the microbenchmarks
+// each convolution's algorithm (timed search) and workspace (gpu::ComputeOp, the code the microbenchmarks
 // time), the NCCL communicators, the events; nothing is allocated while timing. Each iteration starts once every
 // GPU has finished the previous one and every thread has met at a barrier, and lasts, in host wall time, until the
 // last GPU has finished. `warmup` untimed iterations come first. The device memory in use (cudaMemGetInfo) is read
@@ -67,13 +67,6 @@ struct CudaRunResult {
   ExecutionResult execution;
   std::optional<traces::TraceSet> trace; ///< with options.trace, unless CUPTI could not trace
 };
-
-/// The CUDA GPUs this process sees, or why it sees none.
-struct GpuCount {
-  int count = 0;
-  std::string error; ///< cudaGetDeviceCount's error text when it failed ("... (cudaErrorNoDevice)"); else empty
-};
-GpuCount count_visible_gpus();
 
 /// Runs `workload` options.warmup + options.iterations times. Throws ExecutionError with one line naming what failed
 /// (a task and launch: "task 12 (compute on device 1), launch 3 gemm bf16 m=4096 n=1024 k=1024: cublasGemmEx: ...";

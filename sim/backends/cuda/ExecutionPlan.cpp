@@ -1,5 +1,6 @@
 #include "sim/backends/cuda/ExecutionPlan.hpp"
 
+#include "common/Dtype.hpp"
 #include "common/Error.hpp"
 
 #include <algorithm>
@@ -141,15 +142,6 @@ std::array<Region, 3> launch_operand_regions(const calibration::BenchPoint& p, c
   default:
     return {act, act, act};
   }
-}
-
-double dtype_bytes(const std::string& dtype)
-{
-  if (dtype == "fp16" || dtype == "bf16")
-    return 2.0;
-  if (dtype == "fp8")
-    return 1.0;
-  return 4.0;
 }
 
 std::string describe_task(const Workload& w, int task)

@@ -179,9 +179,6 @@ std::string cuda_graph_refusal(const Workload& workload, const ExecutionPlan& pl
 /// activations.
 std::array<Region, 3> launch_operand_regions(const calibration::BenchPoint& launch, const std::string& phase);
 
-/// Bytes of one element of a dtype as workloads name it (fp16, bf16: 2; fp8: 1; fp32, tf32 and others: 4).
-double dtype_bytes(const std::string& dtype);
-
 /// "task 12 (compute on device 1)", "task 3 (transfer of 4194304 B from device 0 to device 1)",
 /// "task 9 (all_reduce of 1e+08 B over devices 0,1)": how errors name a task.
 std::string describe_task(const Workload& workload, int task);

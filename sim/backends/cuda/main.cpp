@@ -10,6 +10,8 @@
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
 #include "common/Text.hpp"
+#include "gpu/CommandLine.hpp"
+#include "gpu/Provenance.hpp"
 #include "sim/backends/Workload.hpp"
 #include "sim/backends/cuda/CudaExecutor.hpp"
 #include "sim/backends/cuda/MpiBootstrap.hpp"
@@ -29,6 +31,7 @@
 namespace {
 
 using namespace ddlsim;
+using gpu::UsageError;
 
 constexpr int exit_ok        = 0;
 constexpr int exit_failed    = 1;
@@ -75,10 +78,6 @@ exit status: 0 success; 1 a bad workload file, no GPU, too few GPUs, a CUDA, cuB
 --mpi on any rank (no result file then); 2 usage error, or --mpi in a build without MPI
 )";
 
-struct UsageError {
-  std::string message;
-};
-
 struct Args {
   bool help = false;
   bool mpi  = false;
@@ -93,92 +92,64 @@ int parse_count(const std::string& option, const std::string& text, int min)
   const std::optional<long> value =
       whole_number<long>(text, [](const std::string& t, std::size_t* used) { return std::stol(t, used); });
   if (!value || *value < min || *value > max_iterations)
-    throw UsageError{option + ": expected a whole number from " + std::to_string(min) + " to " +
-                     std::to_string(max_iterations) + ", got '" + text + "'"};
+    throw UsageError(option + ": expected a whole number from " + std::to_string(min) + " to " +
+                     std::to_string(max_iterations) + ", got '" + text + "'");
   return static_cast<int>(*value);
 }
 
 Args parse(int argc, char** argv)
 {
   Args args;
-  for (int i = 0; i < argc; ++i)
-    args.options.command += (i > 0 ? " " : "") + std::string(argv[i]);
-
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::optional<std::string> inline_value; // --name=value
-    if (arg.rfind("--", 0) == 0) {
-      if (const std::size_t eq = arg.find('='); eq != std::string::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg          = arg.substr(0, eq);
-      }
-    }
-    auto value = [&]() -> std::string {
-      if (inline_value)
-        return *inline_value;
-      if (i + 1 >= argc)
-        throw UsageError{arg + " needs a value"};
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (inline_value)
-        throw UsageError{arg + " takes no value"};
-    };
-    if (arg == "-h" || arg == "--help") {
-      no_value();
-      args.help = true;
-    } else if (arg == "-o" || arg == "--output") {
-      args.output = value();
-      if (args.output.empty())
-        throw UsageError{arg + " needs a file name"};
-    } else if (arg == "--warmup") {
-      args.options.warmup = parse_count(arg, value(), 0);
-    } else if (arg == "--iterations") {
-      args.options.iterations = parse_count(arg, value(), 1);
-    } else if (arg == "--map-devices") {
-      no_value();
-      args.options.map_devices = true;
-    } else if (arg == "--cuda-graph") {
-      no_value();
-      args.options.cuda_graph = true;
-    } else if (arg == "--mpi") {
-      no_value();
-      args.mpi = true;
-    } else if (arg == "--trace") {
-      args.trace = value();
-      if (args.trace.empty())
-        throw UsageError{arg + " needs a file name"};
+  gpu::CommandLine line(argc, argv);
+  args.options.command = line.command();
+  while (line.next()) {
+    const std::string& arg = line.arg();
+    if (line.is("-o", "--output")) {
+      args.output = line.file_value();
+    } else if (line.is("--warmup")) {
+      args.options.warmup = parse_count(arg, line.value(), 0);
+    } else if (line.is("--iterations")) {
+      args.options.iterations = parse_count(arg, line.value(), 1);
+    } else if (line.is("--map-devices")) {
+      args.options.map_devices = line.flag();
+    } else if (line.is("--cuda-graph")) {
+      args.options.cuda_graph = line.flag();
+    } else if (line.is("--mpi")) {
+      args.mpi = line.flag();
+    } else if (line.is("--trace")) {
+      args.trace         = line.file_value();
       args.options.trace = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
-      throw UsageError{"unknown option '" + arg + "'"};
+      line.unknown_option();
     } else if (args.workload.empty()) {
       args.workload = arg;
     } else {
-      throw UsageError{"unexpected argument '" + arg + "' (one workload file per run)"};
+      throw UsageError("unexpected argument '" + arg + "' (one workload file per run)");
     }
   }
+  args.help = line.help();
   if (args.help)
     return args;
   if (args.workload.empty())
-    throw UsageError{"a WORKLOAD.json file is required"};
+    throw UsageError("a WORKLOAD.json file is required");
   if (args.output.empty())
-    throw UsageError{"-o RESULT.json is required"};
+    throw UsageError("-o RESULT.json is required");
   if (args.options.cuda_graph && args.options.warmup < 1)
-    throw UsageError{"--cuda-graph needs at least one warm-up iteration (the step is captured after them)"};
+    throw UsageError("--cuda-graph needs at least one warm-up iteration (the step is captured after them)");
   if (args.mpi && args.options.cuda_graph)
-    throw UsageError{"--cuda-graph is for one device on one GPU, not --mpi"};
+    throw UsageError("--cuda-graph is for one device on one GPU, not --mpi");
   if (args.mpi && args.options.map_devices)
-    throw UsageError{"--map-devices cannot be combined with --mpi (across machines, every device runs on a GPU of its "
-                     "own)"};
+    throw UsageError("--map-devices cannot be combined with --mpi (across machines, every device runs on a GPU of its "
+                     "own)");
   // The outputs are removed before the run: they must not be the workload, nor each other.
   auto same = [](const std::string& a, const std::string& b) {
     std::error_code ec;
     return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
   };
   if (same(args.output, args.workload) || (!args.trace.empty() && same(args.trace, args.workload)))
-    throw UsageError{"the output files must differ from the workload file"};
+    throw UsageError("the output files must differ from the workload file");
   if (!args.trace.empty() && same(args.trace, args.output))
-    throw UsageError{"--trace and -o must name different files"};
+    throw UsageError("--trace and -o must name different files");
   return args;
 }
 
@@ -192,10 +163,9 @@ std::string error_text(const std::exception& e)
   return std::string("internal error: ") + e.what();
 }
 
-std::string no_gpu_text(const backends::cuda::GpuCount& visible)
+std::string no_gpu_text(const gpu::VisibleGpus& visible)
 {
-  return "no CUDA GPU is visible (" +
-         (visible.error.empty() ? std::string("cudaGetDeviceCount found none") : visible.error) + "); nothing was run";
+  return visible.why_none() + "; nothing was run";
 }
 
 // FILE.jsonl on rank 0, FILE.jsonl.rank<r> on the others: one trace per rank, which may share a folder.
@@ -235,7 +205,7 @@ int run(const Args& args)
   const backends::Workload workload = backends::read_workload(args.workload); // TraceError naming the file
 
   // Checked here, before anything else touches CUDA, so that a machine without a GPU gets one plain line.
-  const backends::cuda::GpuCount visible = backends::cuda::count_visible_gpus();
+  const gpu::VisibleGpus visible = gpu::visible_gpus();
   if (visible.count <= 0) {
     std::cerr << prefix << no_gpu_text(visible) << '\n';
     return exit_failed;
@@ -309,7 +279,7 @@ int run_rank(const Args& args, backends::cuda::ProcessGroup& ranks)
                                "needs the same WORKLOAD.json and options"));
     return exit_failed;
   }
-  const backends::cuda::GpuCount visible = backends::cuda::count_visible_gpus();
+  const gpu::VisibleGpus visible = gpu::visible_gpus();
   if (visible.count <= 0)
     say(me + no_gpu_text(visible));
   const std::int64_t fewest = ranks.min_over_ranks(visible.count), most = ranks.max_over_ranks(visible.count);
@@ -408,7 +378,7 @@ int main(int argc, char** argv)
   try {
     args = parse(argc, argv);
   } catch (const UsageError& e) {
-    std::cerr << prefix << e.message << " (see ddlsim-run-cuda --help)\n";
+    std::cerr << prefix << e.what() << " (see ddlsim-run-cuda --help)\n";
     return exit_usage;
   }
   if (args.help) {

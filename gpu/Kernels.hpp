@@ -1,7 +1,7 @@
-// The collector's own device kernels, the only code nvcc compiles (Kernels.cu): the memory-bound
+// The GPU library's own device kernels, the only code nvcc compiles (Kernels.cu): the memory-bound
 // "pointwise" microbenchmark, and a fill that gives every benchmark operand non-trivial values (a GEMM
 // over zeros draws less power and runs faster than one over real data, so zeros would flatter the GPU).
-// Plain C++ declarations, so the rest of the collector is compiled by the host compiler.
+// Plain C++ declarations, so the rest of the library is compiled by the host compiler.
 //
 //   check_cuda(launch_fill(buffer, count, FillType::bf16, 1, stream), "filling A");
 //   check_cuda(launch_axpb(x, y, n, 2.0f, 1.0f, 8 * sm_count, stream), "pointwise kernel");
@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cuda_runtime_api.h>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 
 enum class FillType { f32, f16, bf16 };
 
@@ -28,4 +28,4 @@ cudaError_t launch_axpb(const float* x, float* y, std::size_t n, float a, float 
 /// without the host's cost of issuing each launch (tens of microseconds for a cuDNN call). Returns the launch status.
 cudaError_t launch_spin(double seconds, cudaStream_t stream);
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

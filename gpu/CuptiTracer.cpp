@@ -1,7 +1,7 @@
-#include "calibration/collector/CuptiTracer.hpp"
+#include "gpu/CuptiTracer.hpp"
 
 #include "calibration/Measurement.hpp"
-#include "calibration/collector/CudaCheck.hpp"
+#include "gpu/CudaCheck.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,7 +9,7 @@
 #include <cxxabi.h>
 #include <memory>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 namespace {
 
 // CUPTI writes the newest record layout of its own version; the fields read here (start, end, ids, grid, block,
@@ -314,4 +314,4 @@ RunSpan run_span(const std::vector<const GpuActivity*>& run)
   return span;
 }
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

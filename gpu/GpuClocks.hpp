@@ -13,10 +13,10 @@
 
 #include <vector>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 
 /// One reading per CUDA device 0 .. devices-1. A reading NVML cannot give is `valid = false` with the reason
 /// (no libnvidia-ml, nvmlInit failed, no such device, ...); nothing throws.
 std::vector<calibration::GpuClockReading> read_gpu_clocks(int devices);
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

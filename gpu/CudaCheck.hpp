@@ -1,4 +1,4 @@
-// The collector's two errors, and the status checks of CUDA, cuBLAS, cuDNN and NCCL that throw them.
+// The GPU programs' two errors, and the status checks of CUDA, cuBLAS, cuDNN and NCCL that throw them.
 //
 // A point that cannot be measured (out of memory, a shape a library rejects) throws PointFailed: the
 // collector names the point, counts it as skipped and carries on. A GPU that cannot be used any more (a
@@ -18,7 +18,7 @@
 #include <nccl.h>
 #include <string>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 
 /// One microbenchmark point cannot be measured; the others can.
 class PointFailed : public Error {
@@ -41,4 +41,4 @@ void check_cublas(cublasStatus_t status, const std::string& what);
 void check_cudnn(cudnnStatus_t status, const std::string& what);
 void check_nccl(ncclResult_t status, const std::string& what);
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

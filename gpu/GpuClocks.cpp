@@ -1,10 +1,10 @@
-#include "calibration/collector/GpuClocks.hpp"
+#include "gpu/GpuClocks.hpp"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <string>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 namespace {
 
 // The few NVML entry points read here, declared as nvml.h declares them (its ABI is stable; the toolkit here may
@@ -127,4 +127,4 @@ std::vector<calibration::GpuClockReading> read_gpu_clocks(int devices)
   return out;
 }
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

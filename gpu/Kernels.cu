@@ -1,10 +1,10 @@
-#include "calibration/collector/Kernels.hpp"
+#include "gpu/Kernels.hpp"
 
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 namespace {
 
 constexpr int threads_per_block = 256;
@@ -100,4 +100,4 @@ cudaError_t launch_spin(double seconds, cudaStream_t stream)
   return cudaGetLastError();
 }
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

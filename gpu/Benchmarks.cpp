@@ -1,8 +1,9 @@
-#include "calibration/collector/Benchmarks.hpp"
+#include "gpu/Benchmarks.hpp"
 
 #include "calibration/Measurement.hpp"
-#include "calibration/collector/CudaCheck.hpp"
-#include "calibration/collector/Kernels.hpp"
+#include "gpu/CudaCheck.hpp"
+#include "gpu/Kernels.hpp"
+#include "gpu/LibraryTypes.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -11,10 +12,11 @@
 #include <cublas_v2.h>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 namespace {
 
 using calibration::BenchOp;
@@ -63,20 +65,11 @@ private:
   void* data_ = nullptr;
 };
 
-FillType fill_type(const std::string& dtype)
-{
-  if (dtype == "fp16")
-    return FillType::f16;
-  if (dtype == "bf16")
-    return FillType::bf16;
-  return FillType::f32;
-}
-
 void fill(const DeviceBuffer& buffer, FillType type, int device, cudaStream_t stream, unsigned seed)
 {
-  const std::size_t element = type == FillType::f32 ? 4 : 2;
   DeviceScope scope(device);
-  check_cuda(launch_fill(buffer.get(), buffer.bytes() / element, type, seed, stream), "filling an operand");
+  check_cuda(launch_fill(buffer.get(), buffer.bytes() / fill_element_bytes(type), type, seed, stream),
+             "filling an operand");
 }
 
 int to_int(long long v, const char* what)
@@ -249,15 +242,13 @@ Collective collective_kind(const std::string& name)
   throw PointFailed("unknown collective '" + name + "'");
 }
 
+// The types nccl-tests runs in: fp32 (a point naming none too), fp16, bf16.
 ncclDataType_t nccl_data_type(const std::string& dtype)
 {
-  if (dtype == "bf16")
-    return ncclBfloat16;
-  if (dtype == "fp16")
-    return ncclFloat16;
-  if (dtype == "fp32" || dtype.empty())
-    return ncclFloat32;
-  throw PointFailed("no NCCL type for dtype '" + dtype + "'");
+  const std::optional<Dtype> d = dtype.empty() ? Dtype::fp32 : dtype_table.parse(dtype);
+  if (!d || *d == Dtype::tf32 || *d == Dtype::fp8)
+    throw PointFailed("no NCCL type for dtype '" + dtype + "'");
+  return nccl_type(*d);
 }
 
 class CollectiveBench final : public Benchmark {
@@ -282,7 +273,7 @@ public:
       streams_.push_back(gpus.stream(d));
       send_.emplace_back(to_size(element * static_cast<double>(b.send_count)), d, "the send buffer");
       recv_.emplace_back(to_size(element * static_cast<double>(b.recv_count)), d, "the receive buffer");
-      fill(send_.back(), collector::fill_type(p.dtype), d, streams_.back(), static_cast<unsigned>(d) + 1);
+      fill(send_.back(), gpu::fill_type(p.dtype), d, streams_.back(), static_cast<unsigned>(d) + 1);
     }
   }
 
@@ -484,7 +475,7 @@ int ComputeOp::written_operand() const
 
 FillType ComputeOp::fill_type() const
 {
-  return point_.op == BenchOp::pointwise ? FillType::f32 : collector::fill_type(point_.dtype);
+  return point_.op == BenchOp::pointwise ? FillType::f32 : gpu::fill_type(point_.dtype);
 }
 
 void ComputeOp::choose_algorithm(const OpStream& where, const OpBuffers& buffers,
@@ -886,4 +877,4 @@ std::unique_ptr<Benchmark> make_benchmark(const BenchPoint& point, GpuContext& g
   throw PointFailed("no executor for op '" + std::string(calibration::bench_op_name(point.op)) + "'");
 }
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

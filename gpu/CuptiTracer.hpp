@@ -1,5 +1,5 @@
-// CUPTI activity tracing for the collector: the GPU-side start and end of every kernel and memory copy,
-// each tied to the microbenchmark run that launched it.
+// CUPTI activity tracing for ddlsim-collect and ddlsim-run-cuda --trace: the GPU-side start and end of every
+// kernel and memory copy, each tied to the microbenchmark run (or workload launch) that launched it.
 //
 // The records come from CUPTI's asynchronous Activity API. Kinds enabled: CONCURRENT_KERNEL (never KERNEL,
 // which serialises kernels and would change what is measured), MEMCPY, EXTERNAL_CORRELATION, and the API
@@ -41,7 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 
 /// The external correlation id of one timed run of a point: point * 65536 + run (run < 65536).
 constexpr std::uint64_t external_id(int point, int run)
@@ -168,4 +168,4 @@ private:
   CuptiTracer& tracer_;
 };
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

@@ -1,6 +1,6 @@
-#include "calibration/collector/CudaCheck.hpp"
+#include "gpu/CudaCheck.hpp"
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 
 std::string cuda_error_text(cudaError_t status)
 {
@@ -31,4 +31,4 @@ void check_nccl(ncclResult_t status, const std::string& what)
     throw PointFailed(what + ": " + ncclGetErrorString(status));
 }
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu

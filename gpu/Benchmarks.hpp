@@ -37,7 +37,7 @@
 #pragma once
 
 #include "calibration/Microbench.hpp"
-#include "calibration/collector/Kernels.hpp"
+#include "gpu/Kernels.hpp"
 
 #include <array>
 #include <cstddef>
@@ -51,7 +51,7 @@
 #include <string>
 #include <vector>
 
-namespace ddlsim::collector {
+namespace ddlsim::gpu {
 
 /// The GPUs the collector drives: device 0 runs the kernel and copy points, devices 0..group-1 the collectives,
 /// each GPU with one non-blocking stream. Library handles and communicators are created on first use.
@@ -82,7 +82,7 @@ public:
   /// what the L2 cache held. CUPTI's kernel and copy records do not include it. Throws PointFailed when the buffer
   /// cannot be allocated.
   void flush_l2(double bytes);
-  /// Keeps GPU 0's stream busy for `seconds` (collector::launch_spin), so that the runs issued next queue up
+  /// Keeps GPU 0's stream busy for `seconds` (gpu::launch_spin), so that the runs issued next queue up
   /// behind it and run back to back, however long the host takes to issue each.
   void hold(double seconds);
 
@@ -226,4 +226,4 @@ std::unique_ptr<Benchmark> make_benchmark(const calibration::BenchPoint& point, 
 /// calibration::plan_l2_isolation keeps out of L2.
 double footprint_bytes(const calibration::BenchPoint& point);
 
-} // namespace ddlsim::collector
+} // namespace ddlsim::gpu
