@@ -150,15 +150,16 @@ void fill_timing_columns(ResultRow& row, const PointConfig& point, const sim::Re
 }
 
 // What the tuner chose, per use and algorithm/protocol: "dp ring/simple 4, ep direct/simple 8, tp nvls/simple 96"
-// (ep: expert parallelism's all-to-alls; dp: every other collective beside the tensor-parallel ones).
+// (ep: expert parallelism's all-to-alls; cp: context parallelism's K/V all-gathers and dK/dV
+// reduce-scatters; dp: every other collective beside the tensor-parallel ones).
 struct ChoiceCount {
-  // (group kind: 0 tp, 1 ep, 2 dp; algorithm; protocol) -> collectives
+  // (group kind: 0 tp, 1 ep, 2 dp, 3 cp; algorithm; protocol) -> collectives
   std::map<std::tuple<int, sim::CollectiveAlgorithm, sim::CollectiveProtocol>, std::size_t> counts;
   void add(const sim::CollectiveTask& c, std::size_t images = 1)
   {
     const bool tp = c.role == sim::CollectiveRole::tensor_parallel;
     const bool ep = c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine;
-    counts[{tp ? 0 : ep ? 1 : 2, c.algorithm, c.protocol}] += images;
+    counts[{tp ? 0 : ep ? 1 : c.role == sim::CollectiveRole::context ? 3 : 2, c.algorithm, c.protocol}] += images;
   }
   /// "dp ring/simple 128, tp nvls/simple 889344": by name.
   std::string text() const
@@ -166,7 +167,7 @@ struct ChoiceCount {
     std::map<std::string, std::size_t> named;
     for (const auto& [key, n] : counts) {
       const auto& [group, algorithm, protocol] = key;
-      named[std::string(group == 0 ? "tp " : group == 1 ? "ep " : "dp ") +
+      named[std::string(group == 0 ? "tp " : group == 1 ? "ep " : group == 3 ? "cp " : "dp ") +
             std::string(sim::collective_algorithm_table.name(algorithm)) + "/" +
             std::string(sim::collective_protocol_table.name(protocol))] += n;
     }
@@ -558,6 +559,12 @@ bool apply_measured_transfer(sim::TransferTask& t, const sim::ClusterSpec& clust
 }
 
 
+double kv_elements_per_rank(const models::Layer& l, int tp)
+{
+  const double kv_per_rank = std::max(1.0, static_cast<double>(l.kv_heads) / tp);
+  return 2 * kv_per_rank * (l.output.features / l.heads) * l.output.tokens;
+}
+
 // The tensor-parallel collectives of a stage, from each layer's role (models::TpRole): row layers
 // all-reduce their output in forward; column layers all-reduce their input gradient in backward;
 // gathered layers (the grid's) all-gather their output in forward and all-reduce the input
@@ -676,6 +683,7 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.schedule = par.schedule;
   pipe.dp = par.replicas();
   pipe.cp = par.cp;
+  pipe.cp_algorithm = par.cp_algorithm;
   pipe.zero = par.zero;
   pipe.shard = par.shard_group();
   pipe.virtual_stages = par.virtual_stages;
@@ -952,8 +960,9 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
         stage.sync_points.push_back({.layer = i + 1, .bytes = 2 * model.layers()[i].norm_channels * 4});
     if (par.dp_bucket > 0)
       stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp, par.ep > 1);
+    // A tensor-parallel group works on its cp rank's s/cp tokens: its collectives carry those.
     if (par.tp > 1)
-      stage.tp_collectives = tensor_collectives(model, layers, d, par.sequence_parallel, par.ep,
+      stage.tp_collectives = tensor_collectives(model, layers, d * token_share, par.sequence_parallel, par.ep,
                                                 point.training.recompute == models::Recompute::full);
     // ZeRO units (blocks): gathered with stage 3, and the reduce-scatter units of stages 2-3 (FSDP
     // reduces per wrapped module; with dp_bucket, stage 2 reduces in those buckets instead).
@@ -969,11 +978,8 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     if (par.cp > 1)
       for (std::size_t i = layers.begin; i < layers.end; ++i)
         if (const models::Layer& l = model.layers()[i]; l.kind == models::LayerKind::attention) {
-          // K and V of every token on this tensor rank: kv_heads / tp heads (one when replicated).
-          const double kv_per_rank = std::max(1.0, static_cast<double>(l.kv_heads) / par.tp);
-          const double head_dim = l.output.features / l.heads;
           // Recomputed (full, or selective on an eager attention core): its backward reruns the ring.
-          stage.rings.push_back({.layer = i, .kv_bytes_per_sample = 2 * kv_per_rank * head_dim * l.output.tokens * d,
+          stage.rings.push_back({.layer = i, .kv_bytes_per_sample = kv_elements_per_rank(l, par.tp) * d,
                                  .recomputed = models::reruns_forward(point.training.recompute, l)});
         }
     if (par.ep > 1)
@@ -1103,6 +1109,8 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dp", static_cast<long long>(p.parallelism.dp));
   row.set("tp", static_cast<long long>(p.parallelism.tp));
   row.set("cp", static_cast<long long>(p.parallelism.cp));
+  if (p.parallelism.cp > 1)
+    row.set("cp_algorithm", std::string(sim::cp_algorithm_table.name(p.parallelism.cp_algorithm)));
   row.set("zero", static_cast<long long>(p.parallelism.zero));
   row.set("sequence_parallel", std::string(p.parallelism.sequence_parallel ? "true" : "false"));
   if (p.parallelism.zero > 0)

@@ -131,6 +131,11 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
                                                   double dtype_bytes, bool sequence_parallel = false, int ep = 1,
                                                   bool full_recompute = false);
 
+/// Elements of K and V of one sample's whole sequence on one tensor-parallel rank of attention layer
+/// `l`: 2 x (kv_heads / tp heads, one when tp > kv_heads: Megatron replicates them) x head_dim x
+/// tokens. What context parallelism exchanges per sample (sim::RingAttention).
+double kv_elements_per_rank(const models::Layer& l, int tp);
+
 /// The expert load of a point's mixture of experts over its ep ranks (its first experts layer's:
 /// the generators make them all alike); nullopt for a dense model.
 std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point);

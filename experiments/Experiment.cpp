@@ -495,6 +495,9 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem(blame({"training.seq", "parallelism.cp"}),
             "the sequence of " + format_count(tokens) + " tokens is not divisible by 2 x cp = " +
                 std::to_string(2 * par.cp) + " (ring attention balances the causal mask with 2 cp chunks)");
+  if (par.cp_algorithm != sim::CpAlgorithm::ring && par.cp == 1)
+    problem("parallelism.cp_algorithm", "cp_algorithm: " + std::string(sim::cp_algorithm_table.name(par.cp_algorithm)) +
+                                            " needs cp > 1 (no sequence is split)");
   for (const auto& l : p.model.layers()) {
     if (l.kind != models::LayerKind::attention || par.tp == 1)
       continue;
@@ -660,6 +663,7 @@ PointConfig Experiment::point(std::size_t index) const
     }
     p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
     p.parallelism.cp = static_cast<int>(par->integer("cp", 1, 1, 1 << 20));
+    p.parallelism.cp_algorithm = par->choice("cp_algorithm", sim::cp_algorithm_table, sim::CpAlgorithm::ring);
     p.parallelism.zero = static_cast<int>(par->integer("zero", 0, 0, 3));
     p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 0, 1 << 20));
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);

@@ -12,6 +12,7 @@
 //              load_imbalance: 1.5, capacity_factor: 1.25} # and a mixture of experts' routing
 //   parallelism: {schedule: 1f1b, pp: 4, dp: 4, tp: 1,     # dp: auto = GPUs / (pp x tp x cp)
 //                 cp: 1,                                   # context parallelism (ring attention)
+//                 cp_algorithm: ring,                      # ring | all_gather (Llama 3's; needs cp > 1)
 //                 sequence_parallel: false,                # Megatron SP inside each tp group
 //                 zero: 0,                                 # 0-3: sharded data parallelism (ZeRO/FSDP)
 //                 zero_group: 0,                           # GPUs per shard group (HSDP); 0 = dp x cp
@@ -117,6 +118,7 @@ struct ParallelismSpec {
   int dp = 1;
   int tp = 1;
   int cp = 1;              ///< context parallelism: each sample's sequence split over cp GPUs (ring attention)
+  sim::CpAlgorithm cp_algorithm = sim::CpAlgorithm::ring;  ///< how the cp GPUs exchange K/V: ring | all_gather
   int zero = 0;            ///< sharded data parallelism: 1 optimizer states, 2 + gradients, 3 + parameters
   int zero_group = 0;      ///< GPUs a ZeRO shard group spans (hybrid sharding); 0 means dp x cp
   /// Expert parallelism: a mixture of experts' experts spread over ep GPUs carved out of the dp x cp

@@ -203,14 +203,34 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
         groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
                               d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C)) / shard_h;
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
+    const double cp_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;  // its s/cp tokens
     for (const sim::TpCollective& c : tensor)
       tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster,
-                              c.bytes_per_sample * d * point.training.micro_batch) / fold.tp;
+                              c.bytes_per_sample * d * cp_share * point.training.micro_batch) / fold.tp;
     // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 once after the step.
     const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : C;
     // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
-    // and cp - 1 transfers per GPU.
-    const double ring_layers = par.cp > 1 ? attention_layers : 0;
+    // and cp - 1 transfers per GPU. Llama 3's all-gather: the layer's segment becomes 3 (before, the
+    // layer, after), and per micro-batch each cp group (of each tensor rank) all-gathers K/V before the
+    // forward and the backward (twice there when the layer reruns its forward) and reduce-scatters dK/dV.
+    const bool all_gather = par.cp_algorithm == sim::CpAlgorithm::all_gather;
+    const double ring_layers = par.cp > 1 && !all_gather ? attention_layers : 0;
+    double cp_collectives = 0, cp_messages = 0;  // per micro-batch and cp group
+    if (par.cp > 1 && all_gather) {
+      std::vector<int> cp_group;
+      for (int c = 0; c < par.cp; ++c)
+        cp_group.push_back(c * tp);
+      for (const models::Layer& l : model.layers())
+        if (l.kind == models::LayerKind::attention) {
+          const double kv = kv_elements_per_rank(l, tp) * d * point.training.micro_batch;
+          const double kv_gathers = models::reruns_forward(point.training.recompute, l) ? 3 : 2;
+          cp_collectives += kv_gathers + 1;
+          cp_messages +=
+              kv_gathers * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, cp_group, cluster, kv) +
+              messages(sim::CollectiveKind::reduce_scatter, par.dp_collective, par.dp_fidelity, cp_group, cluster, kv);
+        }
+    }
+    const double cp_groups_sim = std::max(1.0, R_sim / par.cp) * tp_sim;
 
     // Expert parallelism: per experts layer and micro-batch, four all-to-alls (dispatch and combine,
     // forward and backward; six with full recomputation) in each of the R / ep groups, per tensor rank; each splits the pass unless
@@ -275,7 +295,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
                                  d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
 
     const double passes = members * M * (2 * C + 2 * sync_points + static_cast<double>(splits.size()) +
-                                         2 * ring_layers * (par.cp + 1) +
+                                         2 * ring_layers * (par.cp + 1) + (all_gather ? 4 * attention_layers : 0) +
                                          (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
     const double bucket_splits =
         bucketed && par.zero < 3
@@ -290,19 +310,20 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     const double expert_tasks = exchanges + expert_reductions * (expert_groups + expert_hybrid) +
                                 expert_gathers * expert_groups;
     const double collectives     = (R > 1 ? tp_sim * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +
-                               R_sim * M * tp_collectives + expert_tasks;
+                               R_sim * M * tp_collectives + expert_tasks + cp_groups_sim * M * cp_collectives;
     e.devices    = static_cast<double>(par.pp) * members;
     e.tasks      = passes + bucket_splits + optimizer + transfers + collectives;
     e.activities = passes + bucket_splits + optimizer + transfers +
                    (R > 1 ? tp_sim * M * 2 * sync_messages : 0) + tp_sim * reductions * reduction_messages +
                    tp_sim * tree_messages +
                    tp_sim * gathers * gather_messages + R_sim * M * tp_messages + M * (R / ep) * tp_sim * a2a_messages +
-                   expert_reductions * expert_reduction_messages + expert_gathers * expert_gather_messages;
+                   expert_reductions * expert_reduction_messages + expert_gathers * expert_gather_messages +
+                   cp_groups_sim * M * cp_messages;
     // Every task waits for about two others (stream order and one transfer or collective); a
     // collective waits for each of its representative members.
     e.edges = 2 * e.tasks + (R > 1 ? tp_sim * M * 2 * sync_points * R_sim : 0) + R_sim * M * tp_collectives * tp_sim +
               (reduction_tasks + gather_tasks) * std::min<double>(shard, R_sim) + exchanges * ep +
-              (expert_tasks - exchanges) * std::max(1, expert_shard);
+              (expert_tasks - exchanges) * std::max(1, expert_shard) + cp_groups_sim * M * cp_collectives * par.cp;
     const double in_flight =
         e.devices * std::max({1.0, sync_messages / std::max(1.0, sync_points) / std::max(1.0, R_sim),
                               reduction_messages / std::max(1.0, R_sim),

@@ -256,6 +256,9 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
   const int shard = par.zero > 0 ? par.shard_group() : par.replicas();
   for (int r = 0; r < shard; ++r)
     shard_group.push_back(pipe.device(0, r, 0));
+  std::vector<int> cp_group;  // context rank c of replica 0: replica c (a cp group is contiguous)
+  for (int c = 0; c < pipe.cp; ++c)
+    cp_group.push_back(pipe.device(0, c, 0));
   for (int r = 0; r < par.replicas(); r += shard)
     across_group.push_back(pipe.device(0, r, 0));
   // Expert parallelism: the ep group's all-to-alls (at their member loads) and the experts' gradients
@@ -280,6 +283,16 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
                                        cost) / (par.zero > 0 ? shard : 1);
     for (const sim::TpCollective& tc : stage.tp_collectives)
       tensor[r] += collective_seconds(point, tc.kind, pipe.tp_algorithm, tp_group, tc.bytes_per_sample * mb);
+    // Context parallelism: the ring hides under the attention compute; Llama 3's all-gather blocks
+    // the stream: K/V gathered before the forward and the backward (and its recomputed forward),
+    // dK/dV reduce-scattered after the backward.
+    if (pipe.cp > 1 && pipe.cp_algorithm == sim::CpAlgorithm::all_gather)
+      for (const sim::RingAttention& ring : stage.rings)
+        tensor[r] += (ring.recomputed ? 3 : 2) * collective_seconds(point, sim::CollectiveKind::all_gather,
+                                                                    pipe.dp_algorithm, cp_group,
+                                                                    ring.kv_bytes_per_sample * mb) +
+                     collective_seconds(point, sim::CollectiveKind::reduce_scatter, pipe.dp_algorithm, cp_group,
+                                        ring.kv_bytes_per_sample * mb);
     gradients[r] += stage.gradient_bytes;
     experts[r] += stage.expert_gradient_bytes;
     const double passes = pipe.expert_recompute ? 3 : 2;  // forward, backward, and the recomputed forward

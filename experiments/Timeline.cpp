@@ -45,6 +45,7 @@ const char* collective_role_name(sim::CollectiveRole role)
   case sim::CollectiveRole::parameters: return "parameters";
   case sim::CollectiveRole::expert_dispatch: return "expert_dispatch";
   case sim::CollectiveRole::expert_combine: return "expert_combine";
+  case sim::CollectiveRole::context: return "context";
   }
   return "";
 }

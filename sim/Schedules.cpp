@@ -302,6 +302,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                      .role = tensor                                ? CollectiveRole::tensor_parallel
                              : expert                              ? step.role
                              : step.kind == Step::Kind::dp_sync ? CollectiveRole::sync_batch_norm
+                             : step.kind == Step::Kind::ring    ? CollectiveRole::context
                                                                  : CollectiveRole::gradients};
     if (devices != nullptr) {
       c.group = *devices;
@@ -478,6 +479,11 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         case Step::Kind::expert_bucket: collectives += ranks_here * per_reduction; break;
         case Step::Kind::gather: collectives += ranks_here * static_cast<std::size_t>(families * max_groups); break;
         case Step::Kind::ring:
+          if (plan.cp_algorithm == CpAlgorithm::all_gather) {
+            computes += members_here;
+            collectives += members_here * 3;  // at most: two gathers and a reduce-scatter per cp group
+            break;
+          }
           computes += members_here * static_cast<std::size_t>(cp);
           transfers += members_here * static_cast<std::size_t>(cp);
           break;
@@ -568,6 +574,32 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           // once more: 3 blocks a step. A pass sends (cp - 1) K/V blocks forward, (cp - 1) x 2 + 1 in
           // backward, (cp - 1) x 3 + 1 recomputed: the forward ring's cp - 1 more.
           const bool backward = p.phase == Phase::backward;
+          if (plan.cp_algorithm == CpAlgorithm::all_gather) {
+            // Llama 3's all-gather (Transformer Engine's AttnFuncWithCPAndKVAllGather): the layer runs
+            // whole on the GPU's queries once the K/V of every chunk are gathered over its cp group;
+            // its backward gathers them again (first once more for the recomputed forward, which
+            // Megatron's checkpoint reruns) and reduce-scatters dK/dV after it. Blocking collectives
+            // over each cp group (tensor rank t of replicas g cp ... g cp + cp - 1): none overlaps.
+            auto over_cp_groups = [&](CollectiveKind kind) {
+              Step x = step;
+              x.collective = kind;
+              for (int first = 0; first < dp; first += cp)
+                for (int t = 0; t < tp; ++t) {
+                  std::vector<int> group;
+                  for (int c = 0; c < cp; ++c)
+                    group.push_back((first + c) * tp + t);
+                  if (keeps_any(s, group))
+                    add_group_collective(s, p, x, group);
+                }
+            };
+            for (int gathers = !backward ? 1 : step.recomputed ? 2 : 1; gathers > 0; --gathers)
+              over_cp_groups(CollectiveKind::all_gather);
+            for (int q : kept_members[static_cast<std::size_t>(s)])
+              add_compute(s, q, p, step.begin, step.end, 1.0);
+            if (backward)
+              over_cp_groups(CollectiveKind::reduce_scatter);
+            break;
+          }
           const double block = step.bytes / cp;  // one K/V (or dK/dV) block
           const double blocks_per_step = !backward ? 1 : step.recomputed ? 3 : 2;
           auto ring_next = [&](int q, int by) {

@@ -59,6 +59,18 @@ inline constexpr EnumTable<ScheduleKind, 3> schedule_table{{{
      "interleaved 1F1B (Megatron-LM): v model chunks per device, bubble (K-1)/(vM) of the ideal time"},
 }}};
 
+/// How context parallelism exchanges K/V (RingAttention): `parallelism.cp_algorithm`.
+enum class CpAlgorithm { ring, all_gather };
+
+inline constexpr EnumTable<CpAlgorithm, 2> cp_algorithm_table{{{
+    {"ring", CpAlgorithm::ring,
+     "ring attention (Megatron-Core, torchtitan): cp - 1 K/V blocks passed around the cp ring, each "
+     "overlapping the attention over the block already held"},
+    {"all_gather", CpAlgorithm::all_gather,
+     "Llama 3's all-gather: the K/V of every chunk gathered over the cp group before the attention (not "
+     "overlapped), dK/dV reduce-scattered after its backward"},
+}}};
+
 /// Micro-batches whose activations stage `stage` of `stages` holds at its peak (GPipe, 1F1B).
 int in_flight_micro_batches(ScheduleKind schedule, int stages, int stage, int micro_batches);
 
@@ -138,6 +150,9 @@ struct ShardUnit {
 /// also reruns its forward (`recomputed`), each backward step carries the K/V block once more, for
 /// the recomputed forward's ring: 3 blocks a step instead of 2 (Transformer Engine's
 /// AttnFuncWithCPAndKVP2P runs its forward ring again when Megatron's checkpoint reruns the layer).
+/// With CpAlgorithm::all_gather (Llama 3, Transformer Engine's AttnFuncWithCPAndKVAllGather) the layer
+/// runs whole: its forward waits for an all-gather of the K/V over the cp group; its backward
+/// all-gathers them again (once more for the recomputed forward), then reduce-scatters dK/dV.
 struct RingAttention {
   std::size_t layer = 0;
   double kv_bytes_per_sample = 0;  ///< K and V of the whole sequence on one tensor-parallel rank
@@ -186,6 +201,7 @@ struct PipelinePlan {
   /// order tp-cp-dp-pp); gradients are reduced over all dp x cp replicas.
   int dp = 1;
   int cp = 1;                 ///< context-parallel ranks sharing each sequence (a divisor of dp)
+  CpAlgorithm cp_algorithm = CpAlgorithm::ring;  ///< how the cp ranks exchange K/V (RingAttention)
   /// Sharded data parallelism (ZeRO) over groups of `shard` consecutive replicas (all dp x cp, or
   /// fewer: hybrid sharding, with an all-reduce of each shard across the groups):
   ///   0  gradients all-reduced (bucketed in the last backward pass), every replica steps the optimizer

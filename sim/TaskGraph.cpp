@@ -115,6 +115,9 @@ std::string TaskGraph::label(TaskId id) const
     case CollectiveRole::parameters: return "zero param all_gather" + where;
     case CollectiveRole::expert_dispatch: return "moe dispatch" + where;
     case CollectiveRole::expert_combine: return "moe combine" + where;
+    case CollectiveRole::context:
+      return std::string(c.kind == CollectiveKind::all_gather ? "cp kv " : "cp dkv ") +
+             std::string(collective_kind_table.name(c.kind)) + where;
     case CollectiveRole::gradients: break;
     }
     if (c.kind == CollectiveKind::reduce_scatter)

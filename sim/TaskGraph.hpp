@@ -49,7 +49,8 @@ enum class CollectiveRole : std::uint8_t {
   barrier,
   parameters,
   expert_dispatch,
-  expert_combine
+  expert_combine,
+  context  ///< context parallelism's all-gather of K/V, reduce-scatter of dK/dV (cp_algorithm all_gather)
 };
 
 inline constexpr EnumTable<Phase, 3> phase_table{{{
