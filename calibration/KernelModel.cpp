@@ -41,8 +41,7 @@ std::optional<KernelModel> KernelModel::from_profile(const CalibrationProfile& p
   KernelModel m;
   m.profile_name_ = profile.name;
   for (const auto& entry : dtype_table.entries)
-    m.peak_[static_cast<std::size_t>(entry.value)] =
-        optional_value(profile, "peak_flops_" + std::string(entry.name), 0.0);
+    m.peak_[static_cast<std::size_t>(entry.value)] = profile.sustained_peak(entry.value);
   m.tiles_ = profile.gemm_tiles.tiles;
   // profile.value() throws CalibrationError naming the profile and the missing parameter.
   const double sms = profile.value("sm_count");
@@ -60,7 +59,7 @@ std::optional<KernelModel> KernelModel::from_profile(const CalibrationProfile& p
   m.floor_              = optional_value(profile, "kernel_launch_floor", 0.0);
   if (profile.find("attention_efficiency") && profile.find("special_function_rate")) {
     m.attention_efficiency_     = profile.value("attention_efficiency");
-    m.special_function_rate_    = profile.value("special_function_rate");
+    m.special_function_rate_    = profile.value("special_function_rate") * optional_value(profile, "sustained_clock", 1.0);
     m.attention_block_          = optional_value(profile, "attention_block", 128.0);
     m.attention_block_overhead_ = optional_value(profile, "attention_block_overhead", 0.0);
     m.attention_backward_       = optional_value(profile, "attention_backward_efficiency", 1.0);
@@ -192,7 +191,7 @@ GemmEstimate estimate_gemm(const CalibrationProfile& profile, const GemmDims& di
     return model->gemm(dims, dtype);
   // The flat roofline of a profile without gemm_tiles.
   GemmEstimate e;
-  const double peak = optional_value(profile, "peak_flops_" + std::string(dtype_table.name(dtype)), 0.0);
+  const double peak = profile.sustained_peak(dtype);
   if (peak <= 0)
     throw CalibrationError("calibration profile '" + profile.name + "' has no peak_flops_" +
                            std::string(dtype_table.name(dtype)) + " for this dtype");

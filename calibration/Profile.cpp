@@ -14,12 +14,14 @@
 namespace ddlsim::calibration {
 namespace {
 
-constexpr std::array<ParameterSpec, 45> specs{{
+constexpr std::array<ParameterSpec, 46> specs{{
     {"peak_flops_fp32", Dimension::flop_rate, false, "peak FP32 rate (CUDA cores)"},
     {"peak_flops_tf32", Dimension::flop_rate, false, "peak dense TF32 tensor-core rate"},
     {"peak_flops_fp16", Dimension::flop_rate, false, "peak dense FP16 tensor-core rate"},
     {"peak_flops_bf16", Dimension::flop_rate, false, "peak dense BF16 tensor-core rate"},
     {"peak_flops_fp8", Dimension::flop_rate, false, "peak dense FP8 tensor-core rate"},
+    {"sustained_clock", Dimension::count, true,
+     "share of the clock the peaks are rated at that the SMs hold under sustained training load (power and thermal limits): scales every peak_flops_<dtype> and the special-function rate"},
     {"compute_efficiency", Dimension::count, true, "fraction of the peak rate that layer kernels reach"},
     {"memory_bandwidth", Dimension::bandwidth, false, "device memory bandwidth"},
     {"memory_efficiency", Dimension::count, true, "fraction of the memory bandwidth that kernels reach"},
@@ -177,6 +179,13 @@ double CalibrationProfile::value(const std::string& parameter) const
   if (const Parameter* p = find(parameter))
     return p->value;
   throw CalibrationError("calibration profile '" + name + "' has no parameter '" + parameter + "'");
+}
+
+double CalibrationProfile::sustained_peak(Dtype dtype) const
+{
+  const Parameter* peak = find("peak_flops_" + std::string(dtype_table.name(dtype)));
+  const Parameter* clock = find("sustained_clock");
+  return peak ? peak->value * (clock ? clock->value : 1.0) : 0.0;
 }
 
 CalibrationProfile parse_profile(YamlMap& top)

@@ -31,6 +31,7 @@
 
 #include "calibration/Fitter.hpp"
 #include "calibration/KernelTable.hpp"
+#include "common/Dtype.hpp"
 #include "common/Units.hpp"
 #include "common/YamlReader.hpp"
 
@@ -122,6 +123,9 @@ struct CalibrationProfile {
   std::optional<MeasuredTime> measured_time(const std::string& collective, int group_size, int nodes, double bytes) const;
   /// Value of a parameter; throws CalibrationError naming the profile when it is missing.
   double value(const std::string& parameter) const;
+  /// The tensor-core (or CUDA-core, fp32) rate kernels of `dtype` compute at: peak_flops_<dtype> times
+  /// sustained_clock (1 when absent); 0 when the profile has no peak for `dtype`.
+  double sustained_peak(Dtype dtype) const;
 };
 
 /// Reads a profile from a YAML mapping, recording problems in the map's Diagnostics.

@@ -21,7 +21,7 @@ RooflineCostModel::RooflineCostModel(const CalibrationProfile& profile) : profil
   const double compute_eff = optional_value(profile, "compute_efficiency", 1.0);
   bool any_peak = false;
   for (const auto& entry : dtype_table.entries) {
-    double peak = optional_value(profile, "peak_flops_" + std::string(entry.name), 0.0);
+    double peak = profile.sustained_peak(entry.value);
     flop_rate_[static_cast<std::size_t>(entry.value)] = peak * compute_eff;
     unaligned_rate_[static_cast<std::size_t>(entry.value)] = peak * optional_value(profile, "gemm_unaligned_efficiency", 0.0);
     any_peak = any_peak || peak > 0;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -105,6 +106,18 @@ double rank_capacity(const PointConfig& point, int rank)
 // network without attention counts its forward and backward flop per sample. MFU divides the model
 // flop per second and GPU by the dense peak for the training dtype (the profile's
 // peak_flops_<dtype>); left empty when the profile has none.
+// Adds `text` to the row's message (after what is there, "; " between).
+void add_message(ResultRow& row, const std::string& text)
+{
+  const std::string& now = row.get("message");
+  row.set("message", now.empty() ? text : now + "; " + text);
+}
+
+// The highest MFU any dense transformer training run is published to reach: 65.3%, MegaScale's 175B on
+// 256 Ampere GPUs (Jiang et al., NSDI 2024, Table 2; experiments/validation/published.csv). A simulated
+// point above it is more likely a model or calibration error than a discovery: its message says so.
+constexpr double published_mfu_bound = 0.653;
+
 void fill_model_flop_columns(ResultRow& row, const PointConfig& point, double t)
 {
   const WorkloadFlop flop = workload_flop(point);
@@ -119,8 +132,16 @@ void fill_model_flop_columns(ResultRow& row, const PointConfig& point, double t)
     row.set("model_tflops_per_gpu", model_flop_per_s_per_gpu / 1e12);
   const calibration::Parameter* peak =
       point.profile.find("peak_flops_" + std::string(dtype_table.name(point.training.dtype)));
-  if (peak != nullptr && peak->value > 0)
-    row.set("mfu", samples_per_s * flop.model_per_sample / (point.parallelism.gpus() * peak->value));
+  if (peak == nullptr || !(peak->value > 0))
+    return;
+  const double mfu = samples_per_s * flop.model_per_sample / (point.parallelism.gpus() * peak->value);
+  row.set("mfu", mfu);
+  if (mfu > published_mfu_bound && point.model.has(models::LayerKind::attention)) {
+    char percent[32];
+    std::snprintf(percent, sizeof percent, "%.1f%%", 100 * mfu);
+    add_message(row, "MFU " + std::string(percent) + " is above the highest published for transformer training (65.3%, "
+                     "MegaScale 2024): check the profile and the layout (docs/validation.md)");
+  }
 }
 
 // Result columns of a replay covering `iterations` iterations (devices: every GPU's statistics).
@@ -676,6 +697,14 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
   return out;
 }
 
+sim::StepDtypes point_dtypes(const PointConfig& point)
+{
+  sim::StepDtypes dt = sim::step_dtypes(point.training.framework, point.training.dtype);
+  if (point.training.grad_dtype)
+    dt.gradients = *point.training.grad_dtype;
+  return dt;
+}
+
 sim::PipelinePlan pipeline_layout(const PointConfig& point)
 {
   const auto& par = point.parallelism;
@@ -686,6 +715,8 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.cp_algorithm = par.cp_algorithm;
   pipe.zero = par.zero;
   pipe.shard = par.shard_group();
+  const sim::StepDtypes dt = point_dtypes(point);
+  pipe.gather_per_gradient_byte = dtype_bytes(dt.weights) / dtype_bytes(dt.gradients);
   pipe.virtual_stages = par.virtual_stages;
   pipe.tp = par.tp;
   pipe.dp_algorithm = par.dp_collective;
@@ -869,10 +900,13 @@ models::MemoryOptions memory_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
   const auto load = point_expert_load(point);
-  return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
+  const sim::StepDtypes dt = point_dtypes(point);
+  return {.dtype = dt.activations, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
           .reserve_bytes = point.training.memory_reserve, .tp = par.tp, .sequence_parallel = par.sequence_parallel,
           .cp = par.cp, .zero = par.zero, .shard = par.shard_group(), .ep = par.ep,
-          .expert_shard = par.expert_shard_group(), .expert_load = load ? load->busiest() : 1.0};
+          .expert_shard = par.expert_shard_group(), .expert_load = load ? load->busiest() : 1.0,
+          .gradient_bytes = dtype_bytes(dt.gradients),
+          .weight_copy_bytes = dt.gemm == Dtype::fp8 && dt.weights != Dtype::fp8 ? 2 * dtype_bytes(Dtype::fp8) : 0.0};
 }
 
 double model_flop_per_token(const models::Model& model)
@@ -888,8 +922,10 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
 {
   const models::Model& model = point.model;
   const int mb = point.training.micro_batch;
-  const Dtype dtype = point.training.dtype;
-  const double d = dtype_bytes(dtype);
+  // Bytes of an activation (sends, tensor and context-parallel collectives, expert dispatch), of a
+  // gradient (reductions) and of a weight (ZeRO-3 gathers): the training dtype's, or Megatron's.
+  const sim::StepDtypes dt = point_dtypes(point);
+  const double d = dtype_bytes(dt.activations), grad_d = dtype_bytes(dt.gradients), weight_d = dtype_bytes(dt.weights);
   const auto& par = point.parallelism;
   const sim::ComputeOptions compute = compute_options(point);
 
@@ -950,16 +986,16 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
     // Each context-parallel rank holds and sends its s/cp tokens of the tensors crossing the cut.
     const double token_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;
     stage.activation_bytes = s + 1 < ranges.size() ? model.crossing_elements(layers.end) * d * token_share : 0.0;
-    stage.gradient_bytes = memory.parameters(ranges[s]) * d;
+    stage.gradient_bytes = memory.parameters(ranges[s]) * grad_d;
     if (par.ep > 1) {  // the experts' gradients go to their own groups
-      stage.expert_gradient_bytes = memory.expert_parameters(ranges[s]) * d;
+      stage.expert_gradient_bytes = memory.expert_parameters(ranges[s]) * grad_d;
       stage.gradient_bytes -= stage.expert_gradient_bytes;
     }
     for (std::size_t i = layers.begin; i < layers.end; ++i)
       if (model.layers()[i].norm_channels > 0)  // sum and sum of squares per channel, fp32
         stage.sync_points.push_back({.layer = i + 1, .bytes = 2 * model.layers()[i].norm_channels * 4});
     if (par.dp_bucket > 0)
-      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, d, par.tp, par.ep > 1);
+      stage.buckets = gradient_buckets(model, layers, par.dp_bucket, grad_d, par.tp, par.ep > 1);
     // A tensor-parallel group works on its cp rank's s/cp tokens: its collectives carry those.
     if (par.tp > 1)
       stage.tp_collectives = tensor_collectives(model, layers, d * token_share, par.sequence_parallel, par.ep,
@@ -973,7 +1009,8 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
         for (std::size_t i = unit.begin; i < unit.end; ++i)
           (par.ep > 1 && model.layers()[i].kind == models::LayerKind::moe ? experts : params) +=
               model.held_parameters(i, layers, par.tp) / (model.layers()[i].kind == models::LayerKind::moe ? par.ep : 1);
-        stage.units.push_back({.begin = unit.begin, .end = unit.end, .bytes = params * d, .expert_bytes = experts * d});
+        stage.units.push_back(
+            {.begin = unit.begin, .end = unit.end, .bytes = params * weight_d, .expert_bytes = experts * weight_d});
       }
     if (par.cp > 1)
       for (std::size_t i = layers.begin; i < layers.end; ++i)
@@ -1208,8 +1245,10 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     const MemoryVerdict verdict = stage_memory_verdict(point, plan);
     row.set("peak_memory_bytes", verdict.peak_bytes);
     row.set("activation_memory_bytes", verdict.activation_bytes);
-    if (!verdict.fits())
+    if (!verdict.fits() && !point.training.simulate_oom)
       return fail(Status::oom, verdict.message);
+    if (!verdict.fits())
+      add_message(row, "does not fit, simulated (memory_check: warn): " + verdict.message);
 
     const auto& par = point.parallelism;
     sim::PipelinePlan pipe = plan.pipeline;
@@ -1274,8 +1313,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
         set_all_to_all_columns(row, all_to_all_seconds(graph, result, pipe.fold));
       for (const auto& l : point.model.layers())
         if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
-          row.set("message", "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +
-                                 " K/V heads, each GPU computes one (Megatron); their weights are counted at 1/tp");
+          add_message(row, "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +
+                               " K/V heads, each GPU computes one (Megatron); their weights are counted at 1/tp");
           break;
         }
       if (!options.trace_dir.empty()) {

@@ -633,6 +633,13 @@ PointConfig Experiment::point(std::size_t index) const
     p.training.recompute = training->choice("recompute", models::recompute_table, models::Recompute::none);
     p.training.memory_reserve =
         training->quantity("memory_reserve", Dimension::bytes, p.training.memory_reserve, Bound::non_negative);
+    if (training->has("grad_dtype"))
+      p.training.grad_dtype = training->choice("grad_dtype", dtype_table, Dtype::fp32);
+    if (const auto check = training->string("memory_check")) {
+      if (*check != "refuse" && *check != "warn")
+        training->report("memory_check", "expected refuse or warn, got '" + *check + "'");
+      p.training.simulate_oom = *check == "warn";
+    }
     p.training.seq = static_cast<int>(training->integer("seq", 0, 1, 1 << 26));
     p.training.framework = training->choice("framework", sim::framework_table, sim::Framework::ideal);
     if (training->has("attention"))

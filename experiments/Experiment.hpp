@@ -77,6 +77,13 @@ struct TrainingSpec {
   models::Optimizer optimizer = models::Optimizer::adam;
   models::Recompute recompute = models::Recompute::none;
   double memory_reserve = 1024.0 * 1024 * 1024;  ///< bytes per GPU kept for CUDA context, NCCL and the allocator
+  /// A point that does not fit in its GPUs' memory: false, status oom and not simulated; true
+  /// (`memory_check: warn`), simulated all the same, its message saying by how much (for timing runs that
+  /// did fit, where the memory model is the one in doubt: experiments/validation.yaml)
+  bool simulate_oom = false;
+  /// Gradients accumulated and reduced in this dtype instead of the framework's (sim::step_dtypes):
+  /// Megatron's --grad-reduce-in-bf16, or NeMo 1's distributed_fused_adam with grad_sync_dtype bf16
+  std::optional<Dtype> grad_dtype;
   int seq = 0;  ///< tokens per sample set by the run (0: the model's own); the model is built with it
   std::optional<models::AttentionKind> attention;  ///< set by the run; else the model's own
   /// Whose step is simulated: the simulator's own kernel list, or eager PyTorch's with its host (sim/Framework.hpp)

@@ -32,13 +32,18 @@ double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype)
 
 TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard)
 {
+  return training_state(parameters, dtype, optimizer, zero_stage, shard, dtype_bytes(dtype), 0);
+}
+
+TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard,
+                             double gradient_bytes, double weight_copy_bytes)
+{
   if (zero_stage < 0 || zero_stage > 3 || shard < 1)
     throw std::invalid_argument("ZeRO stage must be 0-3 and the shard group >= 1 GPU");
-  const double d = dtype_bytes(dtype);
   const double n = shard;
   TrainingState s;
-  s.weights = parameters * d / (zero_stage >= 3 ? n : 1.0);
-  s.gradients = parameters * d / (zero_stage >= 2 ? n : 1.0);
+  s.weights = parameters * (dtype_bytes(dtype) + weight_copy_bytes) / (zero_stage >= 3 ? n : 1.0);
+  s.gradients = parameters * gradient_bytes / (zero_stage >= 2 ? n : 1.0);
   s.optimizer_state = parameters * optimizer_bytes_per_parameter(optimizer, dtype) / (zero_stage >= 1 ? n : 1.0);
   return s;
 }
@@ -159,10 +164,11 @@ MemoryBreakdown StageMemoryModel::stage(StageRange blocks, int in_flight) const
   m.parameters = parameters(blocks);
   // Dense weights are sharded over the shard group, the experts' over their own.
   const double experts = expert_parameters(blocks);
-  const TrainingState state =
-      training_state(m.parameters - experts, options_.dtype, options_.optimizer, options_.zero, options_.shard);
-  const TrainingState expert_state =
-      training_state(experts, options_.dtype, options_.optimizer, options_.zero, options_.expert_shard);
+  const double g = options_.gradient_bytes > 0 ? options_.gradient_bytes : d;
+  const TrainingState state = training_state(m.parameters - experts, options_.dtype, options_.optimizer, options_.zero,
+                                             options_.shard, g, options_.weight_copy_bytes);
+  const TrainingState expert_state = training_state(experts, options_.dtype, options_.optimizer, options_.zero,
+                                                    options_.expert_shard, g, options_.weight_copy_bytes);
   m.weights = state.weights + expert_state.weights;
   m.gradients = state.gradients + expert_state.gradients;
   m.optimizer_state = state.optimizer_state + expert_state.optimizer_state;

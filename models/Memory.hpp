@@ -96,6 +96,10 @@ struct MemoryOptions {
   /// (models::ExpertLoad: its busiest rank, or its kept share with ep 1): scales their stash, and
   /// with ep > 1 the dispatch buffers
   double expert_load = 1;
+  /// Bytes of a gradient element (0: the dtype's): Megatron accumulates bf16 weights' gradients in fp32
+  double gradient_bytes = 0;
+  /// Bytes per weight held beside it (0: none): Transformer Engine's FP8 copy and its transpose (2)
+  double weight_copy_bytes = 0;
 };
 
 /// Parts of the training state a GPU keeps under ZeRO `stage` with a shard group of `shard` GPUs,
@@ -107,6 +111,10 @@ struct TrainingState {
   double total() const { return weights + gradients + optimizer_state; }
 };
 TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard);
+/// The same with gradients of `gradient_bytes` per element and `weight_copy_bytes` more per weight
+/// (MemoryOptions::gradient_bytes, weight_copy_bytes).
+TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard,
+                             double gradient_bytes, double weight_copy_bytes);
 
 struct MemoryBreakdown {
   double weights = 0;          ///< bytes

@@ -412,6 +412,79 @@ std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size
   return out;
 }
 
+StepDtypes step_dtypes(Framework framework, Dtype training)
+{
+  if (!is_megatron(framework))
+    return {training, training, training, training};
+  const Dtype weights = training == Dtype::fp8 ? Dtype::bf16 : training;  // TE keeps bf16 weights under FP8
+  return {.gemm = training,
+          .activations = weights,
+          .weights = weights,
+          .gradients = weights == Dtype::bf16 ? Dtype::fp32 : weights};
+}
+
+std::vector<KernelLaunch> megatron_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
+                                            int samples, const ComputeOptions& options)
+{
+  const StepDtypes dt = step_dtypes(options.framework, options.dtype);
+  const bool fp8 = dt.gemm == Dtype::fp8;
+  ComputeOptions bf16 = options;
+  bf16.framework = Framework::ideal;
+  bf16.dtype = dt.activations;
+  if (phase == Phase::optimizer) {
+    // The distributed optimizer's step over fp32 master weights, moments and gradients (read the gradient,
+    // read and write master weight and moments, write the bf16 weight: the ideal update with fp32 gradients),
+    // the gradient norm for clipping (a read of the gradients) and the gradient buffer zeroed (a write);
+    // with FP8 GEMMs, Transformer Engine's cast and transpose of each weight, once per step.
+    std::vector<KernelLaunch> out = range_launches(model, begin, end, phase, samples, bf16);
+    if (out.empty())
+      return out;
+    KernelLaunch& update = out.front();  // the ideal list's one fused update
+    const double params = update.work.flop / 10;
+    update.work.bytes += params * (dtype_bytes(dt.gradients) - dtype_bytes(dt.activations));  // fp32 gradients read
+    KernelLaunch norm = update;
+    norm.work.flop = 0;
+    norm.work.bytes = params * dtype_bytes(dt.gradients);
+    KernelLaunch zero = norm;
+    KernelLaunch cast = norm;
+    cast.work.bytes = params * (dtype_bytes(dt.weights) + 2 * dtype_bytes(Dtype::fp8));
+    out.push_back(norm);
+    out.push_back(zero);
+    if (fp8)
+      out.push_back(cast);
+    return out;
+  }
+  std::vector<KernelLaunch> out;
+  for (KernelLaunch& launch : range_launches(model, begin, end, phase, samples, bf16)) {
+    const bool gemm = launch.kind == models::KernelKind::gemm && launch.work.kind != calibration::WorkKind::attention;
+    if (!fp8 || !gemm || launch.layer == nullptr || launch.layer->kind == models::LayerKind::softmax_loss) {
+      out.push_back(launch);
+      continue;
+    }
+    // An FP8 GEMM: its inputs a byte each, at the FP8 rate. Transformer Engine casts the activation it
+    // reads (forward: the input, cast and transposed for the weight gradient; backward: the output
+    // gradient, cast and transposed, before the data-gradient GEMM): read bf16, write two FP8 copies.
+    const double ratio = dtype_bytes(Dtype::fp8) / dtype_bytes(dt.activations);
+    launch.work.dtype = Dtype::fp8;
+    launch.work.bytes *= ratio;
+    const models::GemmShape g = launch.gemm;
+    const double cast_elements = launch.pass == LaunchPass::forward         ? g.m * g.k * g.batch
+                                 : launch.pass == LaunchPass::backward_data ? g.m * g.k * g.batch
+                                                                            : 0;  // the weight gradient reuses them
+    out.push_back(launch);
+    if (cast_elements > 0) {
+      KernelLaunch cast;
+      cast.kind = models::KernelKind::pointwise;
+      cast.pass = launch.pass;
+      cast.layer = launch.layer;
+      cast.work = {.flop = 0, .bytes = cast_elements * (dtype_bytes(dt.activations) + 2 * dtype_bytes(Dtype::fp8)),
+                   .dtype = dt.activations, .kind = calibration::WorkKind::memory, .shape = {}};
+      out.push_back(cast);
+    }
+  }
+  return out;
+}
+
 HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase)
 {
   const auto& layers = model.layers();

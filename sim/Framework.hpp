@@ -28,12 +28,44 @@
 
 namespace ddlsim::sim {
 
-inline constexpr EnumTable<Framework, 2> framework_table{{{
+inline constexpr EnumTable<Framework, 4> framework_table{{{
     {"ideal", Framework::ideal,
      "the simulator's own kernel list (library GEMMs and convolutions, one fused memory-bound kernel per layer); no host"},
     {"pytorch", Framework::pytorch,
      "eager PyTorch, autocast over fp32 weights: every kernel and host operator of the step (docs/frameworks.md)"},
+    {"megatron", Framework::megatron,
+     "Megatron-Core with Transformer Engine: fused kernels, fp32 gradients and master weights, FP8 GEMMs as TE runs them"},
+    {"megatron-2021", Framework::megatron_2021,
+     "Megatron-LM as of SC'21 (Narayanan et al.): apex fused kernels, fp32 master weights, gradients in the training dtype"},
 }}};
+
+/// The dtypes of a step's parts under a framework (docs/frameworks.md#dtypes). Under `ideal` and
+/// `pytorch` every part is the training dtype (fp8 halves weights, activations and every transfer).
+/// Megatron keeps bf16 weights whatever the GEMMs run in: with `dtype: fp8` Transformer Engine runs
+/// the GEMMs in FP8 (their inputs cast per GEMM) and everything else in bf16; gradients are accumulated
+/// and reduced in fp32 whenever the weights are bf16 (megatron/training/arguments.py: "bfloat16
+/// requires gradient accumulation and all-reduce to be done in fp32").
+struct StepDtypes {
+  Dtype gemm = Dtype::bf16;         ///< the GEMMs' inputs and rate
+  Dtype activations = Dtype::bf16;  ///< activations and their stash, every other kernel, pipeline and tp/cp transfers
+  Dtype weights = Dtype::bf16;      ///< the weights a GPU holds and gathers
+  Dtype gradients = Dtype::bf16;    ///< gradients accumulated and reduced
+};
+StepDtypes step_dtypes(Framework framework, Dtype training);
+
+/// Whether `framework` is one of Megatron's.
+inline bool is_megatron(Framework framework)
+{
+  return framework == Framework::megatron || framework == Framework::megatron_2021;
+}
+
+/// Megatron's launches of layers [begin, end) in `phase` (docs/frameworks.md#megatron): the ideal list's
+/// fused kernels in bf16 and its GEMMs in StepDtypes::gemm; with FP8 GEMMs, Transformer Engine's casts
+/// (each GEMM input cast and transposed in forward, its output gradient in backward; the weights once
+/// per step, in the optimizer phase); the optimizer phase is the distributed optimizer's step over
+/// fp32 master weights and gradients, the gradient norm for clipping and the gradient buffer zeroed.
+std::vector<KernelLaunch> megatron_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
+                                            int samples, const ComputeOptions& options);
 
 /// Host operators of one layer pass: how many of each kind (calibration::HostOpKind, in its order); the
 /// profile prices one of each (calibration::host_parameter).

@@ -225,6 +225,8 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
 {
   if (options.framework == Framework::pytorch)
     return pytorch_launches(model, begin, end, phase, samples, options);
+  if (is_megatron(options.framework))
+    return megatron_launches(model, begin, end, phase, samples, options);
   const auto& layers = model.layers();
   if (phase == Phase::optimizer) {
     // One fused (multi-tensor) update, as PyTorch's foreach optimizers do. Memory-bound: it reads

@@ -28,7 +28,7 @@
 namespace ddlsim::sim {
 
 /// Whose step a point simulates (Framework.hpp, docs/frameworks.md).
-enum class Framework : std::uint8_t { ideal, pytorch };
+enum class Framework : std::uint8_t { ideal, pytorch, megatron, megatron_2021 };
 
 struct ComputeOptions {
   Dtype dtype = Dtype::bf16;
@@ -49,7 +49,8 @@ struct ComputeOptions {
   /// batch, at least 1; memory-bound kernels' per-sample bytes): a smaller step with the same
   /// layers, for executing a large model on a small machine (`ddlsim execute --scale`). Weights stay.
   double scale = 1;
-  /// ideal: the simulator's own kernel list; pytorch: eager PyTorch's (Framework.hpp)
+  /// ideal: the simulator's own kernel list; pytorch: eager PyTorch's; megatron, megatron-2021:
+  /// Megatron's (Framework.hpp)
   Framework framework = Framework::ideal;
 };
 

@@ -755,7 +755,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             if (group.size() < 2 || (f > 0 && experts <= 0) || !keeps_any(s, group))
               continue;
             CollectiveTask c{.kind = CollectiveKind::all_gather, .algorithm = plan.dp_algorithm,
-                             .fidelity = plan.dp_fidelity, .group = {}, .bytes = f == 0 ? dense : experts, .stage = s,
+                             .fidelity = plan.dp_fidelity, .group = {},
+                             .bytes = (f == 0 ? dense : experts) * plan.gather_per_gradient_byte, .stage = s,
                              .micro_batch = -1, .phase = Phase::optimizer, .role = CollectiveRole::parameters};
             for (int q : group)
               c.group.push_back(device(s, q));

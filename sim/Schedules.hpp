@@ -213,6 +213,9 @@ struct PipelinePlan {
   ///      (FSDP FULL_SHARD, ZeRO-3); no gather after the step
   int zero = 0;
   int shard = 1;
+  /// Bytes of the parameters all-gathered after the step (ZeRO 1, 2) per byte of gradient reduced: 1 when
+  /// both are in the training dtype, 0.5 under Megatron (bf16 weights, fp32 gradients)
+  double gather_per_gradient_byte = 1;
   /// Expert parallelism: replicas r = g ep + e form ep group g (ep consecutive replicas, Megatron-Core's
   /// order); ep rank e holds 1/ep of every mixture of experts' experts. Its expert gradients are
   /// reduced over the replicas with the same e; with ZeRO in groups of `expert_shard` of them.

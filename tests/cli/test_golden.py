@@ -32,6 +32,7 @@ DROP_BENCH = {"wall_time_s", "max_rss_bytes", "activities_per_s", "bare_wall_tim
 # index mod N is I, with their config_id). tests/golden/README.md says which and why; keep the two in step.
 SUBSET = {
     "bench/llama3-405b-16k-sweep.yaml": ["--shard", "19/23"],
+    "experiments/validation.yaml": ["--shard", "0/8"],
 }
 
 # The slowest cases start first, so that the two workers end together (CPU seconds on a busy 2-core machine):

@@ -13,6 +13,7 @@ SHIPPED_POINTS = {
     "llama3_recipes.yaml": [5, 11, 14],  # tp 8 folded with ZeRO-1; ZeRO-3 with cp 2; 405B, pp 16 on 1,024 GPUs
     "normalization.yaml": [0, 4],        # batch norm; synchronized batch norm
     "sync_async.yaml": [0, 3],           # parameter servers (BSP); ring all-reduce
+    "validation.yaml": [11],             # framework megatron, FP8, cp 2 on 8 GPUs (NeMo's Llama 3 8B)
 }
 ONE_POINT = 1 << 20  # a shard count past any sweep's size: shard K of it is point K
 

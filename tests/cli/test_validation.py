@@ -1,0 +1,78 @@
+"""Published runs (docs/validation.md): experiments/validation.yaml simulated and compared by
+plots/validation.py with experiments/validation/published.csv. Fails when the MAPE of the fit rows or
+of the held-out rows rises above what docs/validation.md reports, when the order of a source's layouts
+is lost, or when a shipped *-megatron profile is not what its fit produced (its fit_mape_pct). A
+corrupted measurement must make the comparison fail, and a layout that differs from the CSV's must be
+refused. Skipped under the sanitizer build (minutes of simulation, the same numbers)."""
+import csv
+import os
+import re
+import subprocess
+import sys
+
+from common import ROOT, check, finish, read_csv, run, workdir
+
+if os.environ.get("DDLSIM_SANITIZED") == "1":
+    print("validation: skipped under the sanitizer build (DDLSIM_SANITIZED=1)")
+    sys.exit(77)
+
+binary = sys.argv[1]
+checks = 0
+d = workdir()
+results = os.path.join(d, "validation.csv")
+rc, out, err = run(binary, "run", os.path.join(ROOT, "experiments", "validation.yaml"), "-o", results, "--quiet",
+                   "-j", "2")
+checks += 1
+check(rc == 0, f"ddlsim run experiments/validation.yaml: {rc} {err}")
+script = os.path.join(ROOT, "plots", "validation.py")
+published = os.path.join(ROOT, "experiments", "validation", "published.csv")
+
+# The bounds docs/validation.md states (fit 2.35%, held out 14.75%, largest 58.7%), with a little room.
+bounds = ["--max-mape-fit", "2.6", "--max-mape-holdout", "15.0", "--max-error", "60", "--min-spearman", "0.9"]
+p = subprocess.run([sys.executable, script, results, "--markdown", os.path.join(d, "table.md")] + bounds,
+                   capture_output=True, text=True)
+print(p.stdout[-1500:])
+checks += 1
+check(p.returncode == 0, f"validation within its bounds: {p.stderr.strip()}")
+
+# Each *-megatron profile's provenance records the MAPE of its fit rows; the run reproduces it.
+rows = {r["config_id"]: r for r in read_csv(results)} if rc == 0 else {}
+with open(published, newline="") as f:
+    pub = [r for r in csv.DictReader(f) if not r["set"].startswith("excluded")]
+for name in ("h100-megatron", "a100-megatron"):
+    with open(os.path.join(ROOT, "calibration", "profiles", name + ".yaml")) as f:
+        profile = f.read()
+    recorded = float(re.search(r'fit_mape_pct: "([0-9.]+)"', profile).group(1))
+    ids = re.search(r'fit_rows: "([^"]*)"', profile).group(1).split()
+    errors = [abs(float(rows[str(i)]["iteration_time_s"]) / float(r["derived_iteration_time_s"]) - 1)
+              for i, r in enumerate(pub) if r["id"] in ids and str(i) in rows]
+    mape = 100 * sum(errors) / len(errors) if errors else float("nan")
+    checks += 1
+    check(len(errors) == len(ids) and abs(mape - recorded) < 0.01,
+          f"{name}: fit rows' MAPE {mape:.2f}% as its provenance records ({recorded}%)")
+
+# The comparison can fail: one measurement off by half makes its row (and the MAPE) miss the bounds.
+bad = os.path.join(d, "bad.csv")
+with open(published, newline="") as f:
+    table = list(csv.DictReader(f))
+row = next(r for r in table if r["set"] == "holdout")
+row["derived_iteration_time_s"] = str(float(row["derived_iteration_time_s"]) * 0.5)
+with open(bad, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(table[0].keys()))
+    w.writeheader()
+    w.writerows(table)
+p = subprocess.run([sys.executable, script, results, "--published", bad] + bounds, capture_output=True, text=True)
+checks += 1
+check(p.returncode == 1 and row["id"] in p.stderr, f"a halved measurement fails the bounds: {p.returncode} {p.stderr}")
+# A layout that is not the CSV's is refused (exit 2), naming the row.
+row["derived_iteration_time_s"] = str(float(row["derived_iteration_time_s"]) * 2)
+row["tp"] = str(int(row["tp"]) * 2)
+with open(bad, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(table[0].keys()))
+    w.writeheader()
+    w.writerows(table)
+p = subprocess.run([sys.executable, script, results, "--published", bad], capture_output=True, text=True)
+checks += 1
+check(p.returncode == 2 and row["id"] in p.stderr and "tp" in p.stderr, f"a different layout is refused: {p.stderr}")
+
+finish("validation", checks)
