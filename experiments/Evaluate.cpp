@@ -697,14 +697,6 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
   return out;
 }
 
-sim::StepDtypes point_dtypes(const PointConfig& point)
-{
-  sim::StepDtypes dt = sim::step_dtypes(point.training.framework, point.training.dtype);
-  if (point.training.grad_dtype)
-    dt.gradients = *point.training.grad_dtype;
-  return dt;
-}
-
 sim::PipelinePlan pipeline_layout(const PointConfig& point)
 {
   const auto& par = point.parallelism;
@@ -870,6 +862,14 @@ HostIssue issue_from_host(const sim::TaskGraph& graph, const PointConfig& point,
 }
 
 }  // namespace
+
+sim::StepDtypes point_dtypes(const PointConfig& point)
+{
+  sim::StepDtypes dt = sim::step_dtypes(point.training.framework, point.training.dtype);
+  if (point.training.grad_dtype)
+    dt.gradients = *point.training.grad_dtype;
+  return dt;
+}
 
 sim::ComputeOptions compute_options(const PointConfig& point)
 {

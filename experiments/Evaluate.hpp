@@ -15,6 +15,7 @@
 #include "models/ExpertLoad.hpp"
 #include "models/Memory.hpp"
 #include "sim/Fold.hpp"
+#include "sim/Framework.hpp"
 #include "sim/OpCosts.hpp"
 #include "sim/Replay.hpp"
 #include "sim/Schedules.hpp"
@@ -113,6 +114,10 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point);
 /// `dtype_bytes` per element); the rest, down to the first layer, is the last bucket (a cut at the
 /// first layer itself extends the bucket above it). With `without_experts` the experts layers'
 /// gradients are left out (expert parallelism reduces them over their own group). Backward order.
+/// The dtypes of the point's step (sim::step_dtypes of its framework and dtype, with training.grad_dtype
+/// when set): what plan_point and the resource estimate size activations, gradients and weights in.
+sim::StepDtypes point_dtypes(const PointConfig& point);
+
 std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, models::StageRange layers, double cap,
                                                   double dtype_bytes, int tp, bool without_experts);
 

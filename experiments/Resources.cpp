@@ -74,7 +74,9 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     const FoldPlan fold = planned != nullptr ? *planned : plan_fold(point);
     const int tp       = par.tp;
     const sim::ClusterSpec& cluster = point.cluster;
-    const double d = dtype_bytes(point.training.dtype);
+    // Bytes of an activation, a gradient and a weight, as plan_point sizes them (Megatron: bf16, fp32, bf16).
+    const sim::StepDtypes dt = point_dtypes(point);
+    const double d = dtype_bytes(dt.activations), grad_d = dtype_bytes(dt.gradients), weight_d = dtype_bytes(dt.weights);
     const double M = point.micro_batches(), C = static_cast<double>(par.pp) * par.virtual_stages;
     const int R = par.replicas();  // replicas of a stage: dp x cp
     const double tp_sim = static_cast<double>(tp) / fold.tp;
@@ -126,7 +128,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     double buckets = C;
     double shared_places = 0;  // bucket boundaries where a tensor-parallel collective splits the backward already
     if (R > 1 && par.dp_bucket > 0)
-      for (const sim::GradientBucket& b : gradient_buckets(model, all, par.dp_bucket, d, par.tp, par.ep > 1))
+      for (const sim::GradientBucket& b : gradient_buckets(model, all, par.dp_bucket, grad_d, par.tp, par.ep > 1))
         if (b.layer > all.begin) {  // a cut (the last bucket, from the first layer, is the chunk's)
           buckets += 1;
           shared_places += places.count({1, b.layer}) != 0 ? 1 : 0;
@@ -158,7 +160,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     double held = 0;
     for (std::size_t i = 0; i < model.size(); ++i)
       held += model.held_parameters(i, all, par.tp);
-    const double reduced_bytes = d *
+    const double reduced_bytes = grad_d *
                                  (per_unit ? held / std::max(1.0, B) : par.dp_bucket > 0 ? par.dp_bucket : held / C);
     // One reduction: a collective per shard group, and with hybrid sharding an all-reduce per shard.
     const double hybrid = par.zero > 0 && groups > 1 ? shard : 0;
@@ -190,7 +192,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     if (trees_apart && R > 1 && par.zero == 0 && groups == 1 && !per_unit && !model.blocks().empty())
       for (const models::StageRange& blocks : models::partition_uniform(model.blocks().size(), par.pp * par.virtual_stages))
         for (const sim::GradientBucket& b : gradient_buckets(model, model.layer_range(blocks),
-                                                             par.dp_bucket > 0 ? par.dp_bucket : 1e300, d, par.tp,
+                                                             par.dp_bucket > 0 ? par.dp_bucket : 1e300, grad_d, par.tp,
                                                              par.ep > 1))
           tree_messages += apart(shard_group, b.bytes);
     double sync_messages = 0;  // every synchronised norm's all-reduce of its per-channel sums (fp32)
@@ -201,7 +203,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
                          apart(dp_group, 2 * l.norm_channels * 4);
     const double gather_messages =
         groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
-                              d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C)) / shard_h;
+                              weight_d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C)) / shard_h;
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
     const double cp_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;  // its s/cp tokens
     for (const sim::TpCollective& c : tensor)
@@ -279,7 +281,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     const double expert_hybrid = par.zero > 0 && expert_groups > 1 ? expert_shard : 0;
     const double expert_reductions =
         expert_layers > 0 && expert_replicas > 1 ? C * (par.zero >= 2 ? M : 1) * ep * tp_sim : 0;  // per family and rank
-    const double expert_reduced_bytes = d * held_experts / C;
+    const double expert_reduced_bytes = grad_d * held_experts / C;
     const double expert_reduction_messages =
         expert_groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, expert_group, cluster,
                                  expert_reduced_bytes) +
@@ -292,7 +294,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
                                                : 0;
     const double expert_gather_messages =
         expert_groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, expert_group, cluster,
-                                 d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
+                                 weight_d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
 
     const double passes = members * M * (2 * C + 2 * sync_points + static_cast<double>(splits.size()) +
                                          2 * ring_layers * (par.cp + 1) + (all_gather ? 4 * attention_layers : 0) +

@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from common import FIXTURES, ROOT, SKIP, check, finish, run, workdir
+from common import FIXTURES, ROOT, SKIP, check, failures, finish, run, workdir
 
 binary = sys.argv[1]
 checks = 0
