@@ -467,19 +467,11 @@ std::vector<KernelLaunch> megatron_launches(const models::Model& model, std::siz
     const double ratio = dtype_bytes(Dtype::fp8) / dtype_bytes(dt.activations);
     launch.work.dtype = Dtype::fp8;
     launch.work.bytes *= ratio;
-    const models::GemmShape g = launch.gemm;
-    const double cast_elements = launch.pass == LaunchPass::forward         ? g.m * g.k * g.batch
-                                 : launch.pass == LaunchPass::backward_data ? g.m * g.k * g.batch
-                                                                            : 0;  // the weight gradient reuses them
     out.push_back(launch);
-    if (cast_elements > 0) {
-      KernelLaunch cast;
-      cast.kind = models::KernelKind::pointwise;
-      cast.pass = launch.pass;
-      cast.layer = launch.layer;
-      cast.work = {.flop = 0, .bytes = cast_elements * (dtype_bytes(dt.activations) + 2 * dtype_bytes(Dtype::fp8)),
-                   .dtype = dt.activations, .kind = calibration::WorkKind::memory, .shape = {}};
-      out.push_back(cast);
+    if (launch.pass != LaunchPass::backward_weight) {  // the weight gradient reuses the other two's casts
+      const double elements = launch.gemm.m * launch.gemm.k * launch.gemm.batch;
+      const double bytes = elements * (dtype_bytes(dt.activations) + 2 * dtype_bytes(Dtype::fp8));
+      Launches{launch.layer, launch.pass, 0, out}.add(0, bytes);
     }
   }
   return out;
