@@ -32,6 +32,12 @@ sim::CollectiveFidelity auto_tp_fidelity(const ParallelismSpec& par, const sim::
 }
 namespace {
 
+// training.memory_check: whether a point that does not fit in its GPUs is simulated all the same.
+constexpr EnumTable<bool, 2> memory_check_table{{{
+    {"refuse", false, "a point that does not fit is oom, not simulated"},
+    {"warn", true, "simulated all the same, its message saying by how much"},
+}}};
+
 std::vector<std::string> split_key(const std::string& key)
 {
   std::vector<std::string> parts;
@@ -635,11 +641,7 @@ PointConfig Experiment::point(std::size_t index) const
         training->quantity("memory_reserve", Dimension::bytes, p.training.memory_reserve, Bound::non_negative);
     if (training->has("grad_dtype"))
       p.training.grad_dtype = training->choice("grad_dtype", dtype_table, Dtype::fp32);
-    if (const auto check = training->string("memory_check")) {
-      if (*check != "refuse" && *check != "warn")
-        training->report("memory_check", "expected refuse or warn, got '" + *check + "'");
-      p.training.simulate_oom = *check == "warn";
-    }
+    p.training.simulate_oom = training->choice("memory_check", memory_check_table, false);
     p.training.seq = static_cast<int>(training->integer("seq", 0, 1, 1 << 26));
     p.training.framework = training->choice("framework", sim::framework_table, sim::Framework::ideal);
     if (training->has("attention"))
