@@ -98,7 +98,10 @@ ExecutionResult execute_on_host(const Workload& w, const HostOptions& options)
     }
   }
   use_single_threaded_blas();
-  for (std::size_t d = 0; d < devices.size(); ++d) {
+  // Each device's thread allocates and first touches its own buffers, after it is pinned, as a GPU
+  // holds its own memory: buffers the main thread filled sit where it ran (another core's caches,
+  // another memory node of the host under a virtual machine), and cost the device a remote read.
+  auto allocate = [&](std::size_t d) {
     std::vector<calibration::BenchPoint> points;
     for (int i : devices[d].tasks)
       for (const auto& p : w.tasks[static_cast<std::size_t>(i)].launches)
@@ -106,7 +109,7 @@ ExecutionResult execute_on_host(const Workload& w, const HostOptions& options)
     devices[d].buffers = std::make_unique<HostBuffers>(points);
     devices[d].send.assign(static_cast<std::size_t>(largest_message / 4) + 1, 1.0f);
     devices[d].receive.assign(devices[d].send.size(), 0.0f);
-  }
+  };
 
   Progress progress(n);
   std::barrier start(static_cast<std::ptrdiff_t>(devices.size()) + 1);
@@ -157,6 +160,7 @@ ExecutionResult execute_on_host(const Workload& w, const HostOptions& options)
     Device& self = devices[static_cast<std::size_t>(device)];
     if (options.pin)
       pin_to_core(device);
+    allocate(static_cast<std::size_t>(device));  // before the first start barrier: others read its buffers
     for (int iteration = 0; iteration < total; ++iteration) {
       start.arrive_and_wait();
       started[static_cast<std::size_t>(device)] = clock::now();
