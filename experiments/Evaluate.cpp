@@ -599,6 +599,13 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
   // its output gradient before its backward; a column layer all-gathers its input before its
   // forward and reduce-scatters its input gradient. Same bytes as the all-reduces they replace.
   const bool sp = sequence_parallel && model.has(models::LayerKind::attention);
+  // Transformer Engine's linear layers are those of the transformer blocks (a block holding an
+  // attention layer): their sequence-parallel collectives are the ones its userbuffers overlap. The
+  // LM head is Megatron's own ColumnParallelLinear, outside them.
+  std::vector<char> te_block(model.blocks().size(), 0);
+  for (const models::Layer& l : model.layers())
+    if (l.kind == models::LayerKind::attention)
+      te_block[l.block] = 1;
   for (std::size_t i = layers.begin; i < layers.end; ++i) {
     const models::Layer& l = model.layers()[i];
     double input = 0;
@@ -643,13 +650,14 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
       }
       continue;
     }
+    const bool te = sp && l.kind == models::LayerKind::linear && te_block[l.block] != 0;
     switch (l.tp) {
     case models::TpRole::row:
       if (sp) {
         out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::reduce_scatter,
-                       .bytes_per_sample = l.output_elements() * d});
+                       .bytes_per_sample = l.output_elements() * d, .overlappable = te});
         out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
-                       .bytes_per_sample = l.output_elements() * d, .before = true});
+                       .bytes_per_sample = l.output_elements() * d, .before = true, .overlappable = te});
         break;
       }
       out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_reduce,
@@ -660,11 +668,11 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
         // Forward all-gathers the input; backward gathers it again for the weight gradient (only the
         // s/tp shard was kept: Korthikanti's 34 s h / t) and reduce-scatters the input gradient.
         out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
-                       .bytes_per_sample = input * d, .before = true});
+                       .bytes_per_sample = input * d, .before = true, .overlappable = te});
         out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
-                       .bytes_per_sample = input * d, .before = true});
+                       .bytes_per_sample = input * d, .before = true, .overlappable = te});
         out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
-                       .bytes_per_sample = input * d});
+                       .bytes_per_sample = input * d, .overlappable = te});
         break;
       }
       if (!first)
@@ -705,6 +713,7 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.dp = par.replicas();
   pipe.cp = par.cp;
   pipe.cp_algorithm = par.cp_algorithm;
+  pipe.tp_comm_overlap = par.tp_comm_overlap;
   pipe.zero = par.zero;
   pipe.shard = par.shard_group();
   const sim::StepDtypes dt = point_dtypes(point);
@@ -839,7 +848,7 @@ struct HostIssue {
 HostIssue issue_from_host(const sim::TaskGraph& graph, const PointConfig& point, const std::vector<double>& seconds,
                           sim::ReplayOptions& replay)
 {
-  const std::vector<double> host = sim::host_durations(graph, point.model, point.profile);
+  const std::vector<double> host = sim::host_durations(graph, point.model, point.training.dtype, point.profile);
   replay.host_start_s.assign(graph.size(), 0.0);
   replay.host_end_s.assign(graph.size(), 0.0);
   std::vector<double> clock(static_cast<std::size_t>(graph.device_count()), -1.0);
@@ -1150,6 +1159,8 @@ ResultRow describe_point(const PointConfig& p)
     row.set("cp_algorithm", std::string(sim::cp_algorithm_table.name(p.parallelism.cp_algorithm)));
   row.set("zero", static_cast<long long>(p.parallelism.zero));
   row.set("sequence_parallel", std::string(p.parallelism.sequence_parallel ? "true" : "false"));
+  if (p.parallelism.tp_comm_overlap)
+    row.set("tp_comm_overlap", std::string("true"));
   if (p.parallelism.zero > 0)
     row.set("zero_group", static_cast<long long>(p.parallelism.shard_group()));
   if (p.model.has(models::LayerKind::attention)) {

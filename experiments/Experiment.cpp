@@ -501,6 +501,19 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem(blame({"training.seq", "parallelism.cp"}),
             "the sequence of " + format_count(tokens) + " tokens is not divisible by 2 x cp = " +
                 std::to_string(2 * par.cp) + " (ring attention balances the causal mask with 2 cp chunks)");
+  // Megatron asserts both: userbuffers are Transformer Engine's, and overlap the all-gathers and
+  // reduce-scatters of sequence parallelism (megatron/training/arguments.py).
+  if (par.tp_comm_overlap && !sim::is_megatron(p.training.framework))
+    problem(blame({"parallelism.tp_comm_overlap", "training.framework"}),
+            "tp_comm_overlap is Transformer Engine's userbuffers: it needs framework megatron, not " +
+                std::string(sim::framework_table.name(p.training.framework)));
+  else if (par.tp_comm_overlap && p.training.framework != sim::Framework::megatron)
+    problem(blame({"parallelism.tp_comm_overlap", "training.framework"}),
+            "tp_comm_overlap: Megatron-LM 2021 (framework megatron-2021) had no userbuffers; use framework megatron");
+  else if (par.tp_comm_overlap && par.tp > 1 && !par.sequence_parallel)
+    problem(blame({"parallelism.tp_comm_overlap", "parallelism.sequence_parallel"}),
+            "tp_comm_overlap overlaps sequence parallelism's all-gathers and reduce-scatters: it needs "
+            "sequence_parallel: true (as Megatron asserts)");
   if (par.cp_algorithm != sim::CpAlgorithm::ring && par.cp == 1)
     problem("parallelism.cp_algorithm", "cp_algorithm: " + std::string(sim::cp_algorithm_table.name(par.cp_algorithm)) +
                                             " needs cp > 1 (no sequence is split)");
@@ -676,6 +689,7 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.zero = static_cast<int>(par->integer("zero", 0, 0, 3));
     p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 0, 1 << 20));
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
+    p.parallelism.tp_comm_overlap = par->boolean("tp_comm_overlap", false);
     p.parallelism.ep = static_cast<int>(par->integer("ep", 1, 1, 1 << 20));
     p.parallelism.ep_collective =
         par->choice("ep_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);

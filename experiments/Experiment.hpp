@@ -14,6 +14,7 @@
 //                 cp: 1,                                   # context parallelism (ring attention)
 //                 cp_algorithm: ring,                      # ring | all_gather (Llama 3's; needs cp > 1)
 //                 sequence_parallel: false,                # Megatron SP inside each tp group
+//                 tp_comm_overlap: false,                  # TE userbuffers (framework megatron, SP)
 //                 zero: 0,                                 # 0-3: sharded data parallelism (ZeRO/FSDP)
 //                 zero_group: 0,                           # GPUs per shard group (HSDP); 0 = dp x cp
 //                 ep: 8, ep_collective: auto,              # expert parallelism (mixtures of experts) and
@@ -135,6 +136,9 @@ struct ParallelismSpec {
   sim::CollectiveAlgorithm ep_collective = sim::CollectiveAlgorithm::automatic;  ///< auto | direct | hierarchical
   sim::CollectiveFidelity ep_fidelity = sim::CollectiveFidelity::flow;
   bool sequence_parallel = false;  ///< Megatron sequence parallelism inside each tensor-parallel group
+  /// Transformer Engine's userbuffers overlap each linear layer's tensor-parallel all-gather and
+  /// reduce-scatter with its GEMM (Megatron's --tp-comm-overlap; sim::PipelinePlan::tp_comm_overlap)
+  bool tp_comm_overlap = false;
   int virtual_stages = 1;  ///< model chunks per device (interleaved schedule)
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::automatic;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;

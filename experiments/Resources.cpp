@@ -91,7 +91,9 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     const auto tensor = tp < 2 ? std::vector<sim::TpCollective>{}
                                : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep,
                                                     point.training.recompute == models::Recompute::full);
-    const double tp_collectives = static_cast<double>(tensor.size());
+    // Overlapped (parallelism.tp_comm_overlap): each is two tasks, beside its layer and after it.
+    const auto overlapped = [&](const sim::TpCollective& c) { return par.tp_comm_overlap && c.overlappable; };
+    const double tp_collectives = static_cast<double>(tensor.size() + std::count_if(tensor.begin(), tensor.end(), overlapped));
     // Each splits its pass where it sits, unless another sits there too (sequence parallelism: a
     // row layer's reduce-scatter and the next column layer's all-gather): distinct places count.
     std::set<std::pair<int, std::size_t>> places;
@@ -104,8 +106,13 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // collectives' positions and, with expert parallelism, both sides of every experts layer; two at
     // one place split it once (pass_steps in sim/Schedules.cpp).
     std::set<std::tuple<bool, std::size_t>> splits;
-    for (const sim::TpCollective& c : tensor)
+    for (const sim::TpCollective& c : tensor) {
       splits.emplace(c.phase == sim::Phase::forward, c.position());
+      if (overlapped(c)) {  // its layer is a compute task of its own
+        splits.emplace(c.phase == sim::Phase::forward, c.layer);
+        splits.emplace(c.phase == sim::Phase::forward, c.layer + 1);
+      }
+    }
     double sync_points          = 0;
     double attention_layers     = 0;
     double expert_layers        = 0;  // with expert parallelism: the experts layers, and the blocks holding them

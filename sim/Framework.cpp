@@ -318,7 +318,9 @@ double parameter_tensors(const models::Model& model, const Layer& l)
 // The operators an eager layer dispatches (forward) and the autograd nodes of its backward, by kind, as
 // Hugging Face's GPT-2 and torchvision's ResNet issue them (counted in their profiler traces,
 // docs/frameworks.md).
-HostOps layer_host_ops(const models::Model& model, const Layer& l, bool fp32_in, Phase phase)
+// `autocast`: bf16/fp16 training under torch.autocast, whose casts of the weights are operators of
+// their own; fp32 training runs none.
+HostOps layer_host_ops(const models::Model& model, const Layer& l, bool fp32_in, bool autocast, Phase phase)
 {
   HostOps ops{};
   auto put = [&](HostOpKind kind, double n) { ops[static_cast<std::size_t>(kind)] += n; };
@@ -329,14 +331,14 @@ HostOps layer_host_ops(const models::Model& model, const Layer& l, bool fp32_in,
     put(HostOpKind::gemm, 1);
     put(HostOpKind::view, fwd ? 2 : 4);
     if (!fwd) {
-      put(HostOpKind::elementwise, tensors + (fp32_in ? 1 : 0));
+      put(HostOpKind::elementwise, autocast ? tensors + (fp32_in ? 1 : 0) : 0);
       put(HostOpKind::accumulate, tensors);
     }
     break;
   case LayerKind::conv2d:
     put(HostOpKind::conv, 1);
     if (!fwd) {
-      put(HostOpKind::elementwise, tensors);
+      put(HostOpKind::elementwise, autocast ? tensors : 0);
       put(HostOpKind::accumulate, tensors);
     }
     break;
@@ -477,16 +479,16 @@ std::vector<KernelLaunch> megatron_launches(const models::Model& model, std::siz
   return out;
 }
 
-HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase)
+HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, Dtype dtype)
 {
   const auto& layers = model.layers();
   HostOps ops{};
   if (phase == Phase::optimizer)  // optimizer.step and zero_grad are priced per tensor (host_durations)
     return ops;
-  const std::vector<char> fp32_out = fp32_outputs(model, end, Dtype::bf16);
+  const std::vector<char> fp32_out = fp32_outputs(model, end, dtype);
   for (std::size_t l = begin; l < end; ++l) {
     const bool fp32_in = layers[l].inputs.empty() || fp32_out[layers[l].inputs.front()] != 0;
-    const HostOps one = layer_host_ops(model, layers[l], fp32_in, phase);
+    const HostOps one = layer_host_ops(model, layers[l], fp32_in, dtype != Dtype::fp32, phase);
     for (std::size_t k = 0; k < ops.size(); ++k)
       ops[k] += one[k];
   }
@@ -510,7 +512,7 @@ double host_seconds(const HostOps& ops, Phase phase, const calibration::Calibrat
   return s;
 }
 
-std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model,
+std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model, Dtype dtype,
                                    const calibration::CalibrationProfile& profile)
 {
   std::vector<double> seconds(graph.size(), 0.0);
@@ -524,7 +526,7 @@ std::vector<double> host_durations(const TaskGraph& graph, const models::Model& 
     if (it == memo.end()) {
       const double s = c.phase == Phase::optimizer
                            ? optimizer_tensors(model, c.layer_begin, c.layer_end) * profile.value("host_optimizer_tensor_s")
-                           : host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase), c.phase, profile);
+                           : host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, dtype), c.phase, profile);
       it = memo.emplace(key, s).first;
     }
     seconds[id] = it->second;

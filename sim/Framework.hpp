@@ -76,8 +76,9 @@ using HostOps = std::array<double, calibration::host_op_kinds.size()>;
 std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
                                            int samples, const ComputeOptions& options);
 
-/// The host operators of layers [begin, end) in `phase` (the optimizer: one per parameter tensor).
-HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase);
+/// The host operators of layers [begin, end) in `phase` (the optimizer: one per parameter tensor), trained
+/// in `dtype` (bf16 and fp16 under autocast, with its casts; fp32 without).
+HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, Dtype dtype);
 
 /// Parameter tensors of layers [begin, end): what optimizer.step and zero_grad go through one by one.
 double optimizer_tensors(const models::Model& model, std::size_t begin, std::size_t end);
@@ -87,7 +88,7 @@ double optimizer_tensors(const models::Model& model, std::size_t begin, std::siz
 double host_seconds(const HostOps& ops, Phase phase, const calibration::CalibrationProfile& profile);
 
 /// Host seconds of every task of `graph` (0 for transfers and collectives) under framework pytorch.
-std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model,
+std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model, Dtype dtype,
                                    const calibration::CalibrationProfile& profile);
 
 }  // namespace ddlsim::sim

@@ -1,6 +1,7 @@
 #include "sim/Schedules.hpp"
 
 #include "sim/Fold.hpp"
+#include "sim/PassSteps.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -12,144 +13,6 @@ namespace {
 constexpr TaskId no_task = std::numeric_limits<TaskId>::max();
 
 int chunks_of(const PipelinePlan& plan) { return static_cast<int>(plan.stages.size()); }
-
-// One pass of a stage as compute segments and collectives: blocking ones (synchronized batch norm
-// across the replicas, tensor-parallel ones inside the group), gradient buckets (not blocking),
-// ZeRO-3 parameter gathers (not blocking; the next compute segment waits for them) and ring
-// attention (a compute segment of one layer run in cp chunks with K/V transfers between them), the
-// all-to-alls of expert parallelism (blocking), and the expert gradients' reduction (expert_bucket,
-// not blocking).
-struct Step {
-  enum class Kind { compute, dp_sync, tp_sync, bucket, gather, ring, expert, expert_bucket } kind = Kind::compute;
-  std::size_t begin = 0, end = 0;  // compute and ring: layers [begin, end)
-  CollectiveKind collective = CollectiveKind::all_reduce;
-  double bytes = 0;                // collectives: total bytes (per-sample sizes already scaled); ring: the
-                                   // micro-batch's K/V on one tensor rank (a step sends 1/cp of it per block)
-  CollectiveRole role = CollectiveRole::gradients;  // expert: dispatch or combine
-  bool at_source = false;                           // expert: the busiest rank sends (combine direction)
-  bool recomputed = false;                          // expert: the recomputed forward's, in backward;
-                                                    // ring: the backward reruns the forward's ring too
-  double expert_bytes = 0;                          // gather: the unit's experts' parameters
-};
-
-std::vector<Step> pass_steps(const StagePlan& stage, Phase phase, const PipelinePlan& plan, bool last_backward)
-{
-  // An event at position p happens, in forward, once the layers before p are done; in backward,
-  // once the layers at and after p are done.
-  struct Event {
-    std::size_t position;
-    Step step;
-  };
-  std::vector<Event> events;
-  const double b = plan.micro_batch_size;
-  const bool forward = phase == Phase::forward;
-  if (plan.dp > 1) {
-    for (const SyncPoint& p : stage.sync_points)
-      events.push_back({p.layer, {Step::Kind::dp_sync, 0, 0, CollectiveKind::all_reduce, p.bytes}});
-    // ZeRO 2 and 3 reduce-scatter every micro-batch's gradients; otherwise the last backward's only.
-    const CollectiveKind reduce = plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
-    if (!forward && (last_backward || plan.zero >= 2)) {
-      if (plan.zero >= 2 && !stage.units.empty() && (plan.zero >= 3 || stage.buckets.empty()))
-        for (const ShardUnit& u : stage.units)  // per unit, as FSDP reduces each wrapped module
-          events.push_back({u.begin, {Step::Kind::bucket, 0, 0, reduce, u.bytes}});
-      else if (!stage.buckets.empty())
-        for (const GradientBucket& g : stage.buckets)
-          events.push_back({g.layer, {Step::Kind::bucket, 0, 0, reduce, g.bytes}});
-      else if (plan.zero == 2)
-        events.push_back({stage.layers.begin, {Step::Kind::bucket, 0, 0, reduce, stage.gradient_bytes}});
-      // ZeRO 2 and 3 reduce-scatter the experts' gradients after every backward, over their own groups.
-      if (plan.zero >= 2 && stage.expert_gradient_bytes > 0)
-        events.push_back({stage.layers.begin, {.kind = Step::Kind::expert_bucket, .collective = reduce,
-                                               .bytes = stage.expert_gradient_bytes}});
-    }
-    if (plan.zero >= 3)
-      for (const ShardUnit& u : stage.units)
-        if ((plan.shard > 1 && u.bytes > 0) || (plan.expert_shard > 1 && u.expert_bytes > 0))
-          events.push_back({forward ? u.begin : u.end,
-                            {.kind = Step::Kind::gather, .begin = u.begin, .end = u.end,
-                             .collective = CollectiveKind::all_gather, .bytes = plan.shard > 1 ? u.bytes : 0.0,
-                             .expert_bytes = plan.expert_shard > 1 ? u.expert_bytes : 0.0}});
-  }
-  if (plan.ep > 1)
-    for (const ExpertExchange& x : stage.exchanges) {
-      // Forward: dispatch before the experts, combine after. Backward: the combine's backward (the
-      // output gradients to the experts, in the dispatch's direction) before their backward, the
-      // dispatch's backward (the input gradients home) after it.
-      const double bytes = x.bytes_per_sample * b;
-      events.push_back({forward ? x.layer : x.layer + 1,
-                        {.kind = Step::Kind::expert, .begin = x.layer, .end = x.layer + 1,
-                         .collective = CollectiveKind::all_to_all, .bytes = bytes,
-                         .role = forward ? CollectiveRole::expert_dispatch : CollectiveRole::expert_combine}});
-      events.push_back({forward ? x.layer + 1 : x.layer,
-                        {.kind = Step::Kind::expert, .begin = x.layer, .end = x.layer + 1,
-                         .collective = CollectiveKind::all_to_all, .bytes = bytes,
-                         .role = forward ? CollectiveRole::expert_combine : CollectiveRole::expert_dispatch,
-                         .at_source = true}});
-      // Full recomputation: the forward's dispatch and combine again, before the combine's backward
-      // (the experts' recomputed forward is part of their backward compute task, as in OpCosts).
-      if (!forward && plan.expert_recompute)
-        for (const bool combine : {false, true})
-          events.push_back({x.layer + 1,
-                            {.kind = Step::Kind::expert, .begin = x.layer, .end = x.layer + 1,
-                             .collective = CollectiveKind::all_to_all, .bytes = bytes,
-                             .role = combine ? CollectiveRole::expert_combine : CollectiveRole::expert_dispatch,
-                             .at_source = combine, .recomputed = true}});
-    }
-  if (plan.tp > 1)
-    for (const TpCollective& c : stage.tp_collectives)
-      if (c.phase == phase) {
-        events.push_back({c.position(), {Step::Kind::tp_sync, 0, 0, c.kind, c.bytes_per_sample * b}});
-      }
-  if (plan.cp > 1)
-    for (const RingAttention& r : stage.rings)
-      events.push_back({forward ? r.layer : r.layer + 1,
-                        {.kind = Step::Kind::ring, .begin = r.layer, .end = r.layer + 1,
-                         .collective = CollectiveKind::all_gather, .bytes = r.kv_bytes_per_sample * b,
-                         .recomputed = !forward && r.recomputed}});
-  // Forward: increasing position; backward: decreasing. At one position: a bucket first (it closes
-  // the work before it), then a gather (it opens the work after it), a ring last (it is that work).
-  // An all-to-all towards the experts precedes the tensor-parallel gather of what it brought (Megatron-
-  // Core's order); one away from them follows the tensor-parallel reduce-scatter before it. The
-  // recomputed dispatch and combine come first, the dispatch before the combine.
-  auto rank = [](const Step& s) {
-    switch (s.kind) {
-    case Step::Kind::bucket:
-    case Step::Kind::expert_bucket: return 0.0;
-    case Step::Kind::gather: return 2.0;
-    case Step::Kind::ring: return 3.0;
-    case Step::Kind::expert: return s.recomputed ? (s.at_source ? 0.3 : 0.2) : s.at_source ? 1.5 : 0.5;
-    default: return 1.0;
-    }
-  };
-  std::stable_sort(events.begin(), events.end(), [&](const Event& x, const Event& y) {
-    if (x.position != y.position)
-      return forward ? x.position < y.position : x.position > y.position;
-    return rank(x.step) < rank(y.step);
-  });
-  std::vector<Step> steps;
-  if (forward) {
-    std::size_t start = stage.layers.begin;
-    for (const Event& e : events) {
-      if (e.position > start)
-        steps.push_back({Step::Kind::compute, start, e.position, CollectiveKind::all_reduce, 0});
-      steps.push_back(e.step);
-      start = std::max(start, e.step.kind == Step::Kind::ring ? e.step.end : e.position);
-    }
-    if (start < stage.layers.end)
-      steps.push_back({Step::Kind::compute, start, stage.layers.end, CollectiveKind::all_reduce, 0});
-  } else {
-    std::size_t end = stage.layers.end;
-    for (const Event& e : events) {
-      if (e.position < end)
-        steps.push_back({Step::Kind::compute, e.position, end, CollectiveKind::all_reduce, 0});
-      steps.push_back(e.step);
-      end = std::min(end, e.step.kind == Step::Kind::ring ? e.step.begin : e.position);
-    }
-    if (end > stage.layers.begin)
-      steps.push_back({Step::Kind::compute, stage.layers.begin, end, CollectiveKind::all_reduce, 0});
-  }
-  return steps;
-}
 
 TaskGraph build_pipeline(const PipelinePlan& plan)
 {
@@ -286,11 +149,13 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
 
   // A collective over `group` (member indices) of chunk s that waits for each member's program.
   // `devices` and `running` (optional): the group's devices and its members that run tasks, when known.
-  auto add_group_collective = [&](int s, const PipelinePass& p, const Step& step, const std::vector<int>& group,
-                                  const std::vector<int>* devices = nullptr, const std::vector<int>* running = nullptr) {
-    const bool tensor = step.kind == Step::Kind::tp_sync;
-    const bool expert = step.kind == Step::Kind::expert;
-    const bool reduction = step.kind == Step::Kind::bucket || step.kind == Step::Kind::expert_bucket;
+  // `blocking` false: it waits for each member's program but the program does not wait for it.
+  auto add_group_collective = [&](int s, const PipelinePass& p, const PassStep& step, const std::vector<int>& group,
+                                  const std::vector<int>* devices = nullptr, const std::vector<int>* running = nullptr,
+                                  bool blocking = true) {
+    const bool tensor = step.kind == PassStep::Kind::tp_sync;
+    const bool expert = step.kind == PassStep::Kind::expert;
+    const bool reduction = step.kind == PassStep::Kind::bucket || step.kind == PassStep::Kind::expert_bucket;
     CollectiveTask c{.kind = step.collective,
                      .algorithm = tensor ? plan.tp_algorithm : expert ? plan.ep_algorithm : plan.dp_algorithm,
                      .fidelity = tensor ? plan.tp_fidelity : expert ? plan.ep_fidelity : plan.dp_fidelity,
@@ -301,8 +166,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                      .phase = p.phase,
                      .role = tensor                                ? CollectiveRole::tensor_parallel
                              : expert                              ? step.role
-                             : step.kind == Step::Kind::dp_sync ? CollectiveRole::sync_batch_norm
-                             : step.kind == Step::Kind::ring    ? CollectiveRole::context
+                             : step.kind == PassStep::Kind::dp_sync ? CollectiveRole::sync_batch_norm
+                             : step.kind == PassStep::Kind::ring    ? CollectiveRole::context
                                                                  : CollectiveRole::gradients};
     if (devices != nullptr) {
       c.group = *devices;
@@ -322,7 +187,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       TaskId& before = last[static_cast<std::size_t>(device(s, q))];
       if (before != no_task)
         g.add_dependency(before, id);
-      if (!reduction) {
+      if (!reduction && blocking) {
         before = id;
         pass(s, q, p.micro_batch, p.phase).push_back(id);
       }
@@ -374,7 +239,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   // A gradient reduction of `bytes` for chunk s and tensor rank t over every reduction group (plus,
   // with hybrid sharding, the all-reduce of each shard across the groups): its tasks, on each
   // group's communication stream. `wait` (if any) must finish first.
-  auto reduce_family = [&](int s, int t, int f, const PipelinePass& p, const Step& step, std::vector<TaskId>& done) {
+  auto reduce_family = [&](int s, int t, int f, const PipelinePass& p, const PassStep& step, std::vector<TaskId>& done) {
     if (family_shard(f) * family_groups(f) < 2)
       return;  // one replica holds these weights: nothing to reduce
     std::vector<TaskId> scattered;
@@ -390,7 +255,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     }
     done.insert(done.end(), scattered.begin(), scattered.end());
     if (plan.zero > 0 && family_groups(f) > 1 && family_shard(f) > 0) {
-      Step across = step;
+      PassStep across = step;
       across.collective = CollectiveKind::all_reduce;
       across.bytes = step.bytes / family_shard(f);
       for (int i = 0; i < family_shard(f); ++i) {
@@ -403,9 +268,9 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       }
     }
   };
-  auto reduce_gradients = [&](int s, int t, const PipelinePass& p, const Step& step) {
+  auto reduce_gradients = [&](int s, int t, const PipelinePass& p, const PassStep& step) {
     std::vector<TaskId> done;
-    if (step.kind == Step::Kind::expert_bucket) {
+    if (step.kind == PassStep::Kind::expert_bucket) {
       for (int f = 1; f < families; ++f)
         reduce_family(s, t, f, p, step, done);
     } else {
@@ -437,8 +302,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
 
   // A pass's steps depend only on its chunk, its phase and whether it is the chunk's last backward:
   // computed once each. Every rank's program in order, with each pass's steps.
-  std::vector<std::vector<Step>> steps_of(static_cast<std::size_t>(chunks) * 3);
-  auto steps_for = [&](int s, Phase phase, bool last_backward) -> const std::vector<Step>& {
+  std::vector<std::vector<PassStep>> steps_of(static_cast<std::size_t>(chunks) * 3);
+  auto steps_for = [&](int s, Phase phase, bool last_backward) -> const std::vector<PassStep>& {
     const std::size_t at = static_cast<std::size_t>(s) * 3 + (phase == Phase::forward ? 0 : last_backward ? 2 : 1);
     if (steps_of[at].empty())
       steps_of[at] = pass_steps(plan.stages[static_cast<std::size_t>(s)], phase, plan, last_backward);
@@ -446,7 +311,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   };
   struct Program {
     std::vector<PipelinePass> order;
-    std::vector<const std::vector<Step>*> steps;  // per pass
+    std::vector<const std::vector<PassStep>*> steps;  // per pass
   };
   std::vector<Program> programs(static_cast<std::size_t>(k));
   // Room for about every task at once, counted as the steps below add them (most steps exactly;
@@ -469,16 +334,20 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       const auto s = static_cast<std::size_t>(p.chunk);
       program.steps.push_back(&steps_for(p.chunk, p.phase, i == last_backward[s]));
       const std::size_t members_here = kept_members[s].size(), ranks_here = kept_ranks[s].size();
-      for (const Step& step : *program.steps.back())
+      for (const PassStep& step : *program.steps.back())
         switch (step.kind) {
-        case Step::Kind::compute: computes += members_here; break;
-        case Step::Kind::tp_sync: collectives += kept_replicas[s].size(); break;
-        case Step::Kind::dp_sync: collectives += ranks_here; break;
-        case Step::Kind::expert: collectives += ranks_here * static_cast<std::size_t>(dp / ep); break;
-        case Step::Kind::bucket:
-        case Step::Kind::expert_bucket: collectives += ranks_here * per_reduction; break;
-        case Step::Kind::gather: collectives += ranks_here * static_cast<std::size_t>(families * max_groups); break;
-        case Step::Kind::ring:
+        case PassStep::Kind::compute: computes += members_here; break;
+        case PassStep::Kind::tp_sync: collectives += kept_replicas[s].size(); break;
+        case PassStep::Kind::tp_overlap:
+          computes += members_here;
+          collectives += kept_replicas[s].size() * 2 * step.overlapped.size();
+          break;
+        case PassStep::Kind::dp_sync: collectives += ranks_here; break;
+        case PassStep::Kind::expert: collectives += ranks_here * static_cast<std::size_t>(dp / ep); break;
+        case PassStep::Kind::bucket:
+        case PassStep::Kind::expert_bucket: collectives += ranks_here * per_reduction; break;
+        case PassStep::Kind::gather: collectives += ranks_here * static_cast<std::size_t>(families * max_groups); break;
+        case PassStep::Kind::ring:
           if (plan.cp_algorithm == CpAlgorithm::all_gather) {
             computes += members_here;
             collectives += members_here * 3;  // at most: two gathers and a reduce-scatter per cp group
@@ -500,32 +369,54 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       const PipelinePass& p = program.order[i];
       const int s = p.chunk;
       const StagePlan& stage = plan.stages[static_cast<std::size_t>(s)];
-      for (const Step& step : *program.steps[i]) {
+      for (const PassStep& step : *program.steps[i]) {
         switch (step.kind) {
-        case Step::Kind::dp_sync:
+        case PassStep::Kind::dp_sync:
           for (int t : kept_ranks[static_cast<std::size_t>(s)])
             add_group_collective(s, p, step, dp_group(t));
           break;
-        case Step::Kind::tp_sync:
+        case PassStep::Kind::tp_sync:
           for (int r : kept_replicas[static_cast<std::size_t>(s)])
             add_group_collective(s, p, step, tp_group(r), &tp_devices[static_cast<std::size_t>(s * dp + r)],
                                  &tp_kept[static_cast<std::size_t>(s * dp + r)]);
           break;
-        case Step::Kind::bucket:
-        case Step::Kind::expert_bucket:
+        case PassStep::Kind::tp_overlap: {
+          // Transformer Engine's userbuffers: (tp - 1) / tp of each collective beside the layer's
+          // compute, the last chunk after it (blocking, once the chunks before it are through).
+          std::vector<TaskId> beside;
+          for (int r : kept_replicas[static_cast<std::size_t>(s)])
+            for (const auto& [kind, bytes] : step.overlapped)
+              beside.push_back(add_group_collective(
+                  s, p, {.kind = PassStep::Kind::tp_sync, .collective = kind, .bytes = bytes * (tp - 1) / tp}, tp_group(r),
+                  &tp_devices[static_cast<std::size_t>(s * dp + r)], &tp_kept[static_cast<std::size_t>(s * dp + r)],
+                  false));
+          for (int q : kept_members[static_cast<std::size_t>(s)])
+            add_compute(s, q, p, step.begin, step.end, 1.0);
+          std::size_t next = 0;
+          for (int r : kept_replicas[static_cast<std::size_t>(s)])
+            for (const auto& [kind, bytes] : step.overlapped) {
+              const TaskId tail = add_group_collective(
+                  s, p, {.kind = PassStep::Kind::tp_sync, .collective = kind, .bytes = bytes / tp}, tp_group(r),
+                  &tp_devices[static_cast<std::size_t>(s * dp + r)], &tp_kept[static_cast<std::size_t>(s * dp + r)]);
+              g.add_dependency(beside[next++], tail);
+            }
+          break;
+        }
+        case PassStep::Kind::bucket:
+        case PassStep::Kind::expert_bucket:
           for (int t : kept_ranks[static_cast<std::size_t>(s)]) {
-            auto& buckets = (step.kind == Step::Kind::bucket ? bucket_tasks : expert_bucket_tasks)[static_cast<std::size_t>(s * tp + t)];
+            auto& buckets = (step.kind == PassStep::Kind::bucket ? bucket_tasks : expert_bucket_tasks)[static_cast<std::size_t>(s * tp + t)];
             for (TaskId id : reduce_gradients(s, t, p, step))
               buckets.push_back(id);
           }
           break;
-        case Step::Kind::expert:
+        case PassStep::Kind::expert:
           for (int t : kept_ranks[static_cast<std::size_t>(s)])
             for (int e = 0; e < dp / ep; ++e)
               if (keeps_any(s, expert_group(t, e)))
                 add_group_collective(s, p, step, expert_group(t, e));
           break;
-        case Step::Kind::gather: {
+        case PassStep::Kind::gather: {
           // ZeRO-3: the unit's parameters (dense, then the experts' over their own groups), gathered on
           // each group's gather stream once the compute before the previous gather is done; the unit's
           // first compute task waits for them.
@@ -564,7 +455,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             at_previous_gather[static_cast<std::size_t>(device(s, q))] = last[static_cast<std::size_t>(device(s, q))];
           break;
         }
-        case Step::Kind::ring: {
+        case PassStep::Kind::ring: {
           // Ring attention: chunk 0 on the GPU's own K/V; before chunk j it receives the block the
           // GPU before it in the cp ring received at step j - 1 (its own block at step 1). Forward
           // passes K/V on as they arrive; backward passes K/V with the dK/dV accumulated so far, so a
@@ -581,7 +472,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             // Megatron's checkpoint reruns) and reduce-scatters dK/dV after it. Blocking collectives
             // over each cp group (tensor rank t of replicas g cp ... g cp + cp - 1): none overlaps.
             auto over_cp_groups = [&](CollectiveKind kind) {
-              Step x = step;
+              PassStep x = step;
               x.collective = kind;
               for (int first = 0; first < dp; first += cp)
                 for (int t = 0; t < tp; ++t) {
@@ -650,7 +541,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             }
           break;
         }
-        case Step::Kind::compute: {
+        case PassStep::Kind::compute: {
           // The experts layer on its own (between its all-to-alls) runs at its ep rank's load.
           const bool experts =
               ep > 1 && !plan.expert_compute.empty() &&
@@ -704,7 +595,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       const PipelinePass p{Phase::backward, -1, s};
       if (dp > 1 && !bucketed) {
         // One reduction after the last backward: it waits for every member's program.
-        const Step flush{Step::Kind::bucket, 0, 0,
+        const PassStep flush{PassStep::Kind::bucket, 0, 0,
                          plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                          stage.gradient_bytes};
         for (int q : dp_group(t))
@@ -714,7 +605,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       }
       std::vector<TaskId> expert_reduced = expert_bucket_tasks[static_cast<std::size_t>(s * tp + t)];
       if (experts > 0 && plan.zero < 2) {
-        const Step flush{.kind = Step::Kind::expert_bucket,
+        const PassStep flush{.kind = PassStep::Kind::expert_bucket,
                          .collective = plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                          .bytes = experts};
         for (TaskId id : reduce_gradients(s, t, p, flush))

@@ -108,7 +108,8 @@ struct GradientBucket {
 
 /// A tensor-parallel collective inside a stage's passes, over the tp GPUs of one replica: in
 /// forward it follows layer `layer`; in backward it follows that layer's backward. It blocks the
-/// stream (the next layer needs its result), as Megatron-LM's synchronous all-reduces do.
+/// stream (the next layer needs its result), as Megatron-LM's synchronous all-reduces do; with
+/// PipelinePlan::tp_comm_overlap, an `overlappable` one runs beside its own layer's GEMMs instead.
 struct TpCollective {
   std::size_t layer = 0;
   Phase phase = Phase::forward;
@@ -121,6 +122,9 @@ struct TpCollective {
   /// true: full recomputation's rerun of a forward collective (phase backward), just before the
   /// layer's backward, whose compute task holds the recomputed forward (sim/OpCosts)
   bool recomputed = false;
+  /// true: Transformer Engine's userbuffers can overlap it with its layer's GEMM (the all-gathers and
+  /// reduce-scatters of a transformer block's linear layers under sequence parallelism)
+  bool overlappable = false;
 
   /// The pass boundary it sits at, as pass_steps numbers them (forward: before layer i is i, after it
   /// i + 1; backward, which runs the layers in reverse: before layer i's backward is i + 1, after it i).
@@ -241,6 +245,11 @@ struct PipelinePlan {
   CollectiveFidelity dp_fidelity = CollectiveFidelity::flow;
   CollectiveAlgorithm tp_algorithm = CollectiveAlgorithm::ring;
   CollectiveFidelity tp_fidelity = CollectiveFidelity::flow;
+  /// Transformer Engine's userbuffers (`parallelism.tp_comm_overlap`): each overlappable tensor-parallel
+  /// collective is split in tp chunks that pipeline with its layer's GEMM. All but the last chunk run
+  /// beside the layer's compute; the last follows it and blocks, so a layer costs about
+  /// max(GEMM, (tp - 1) / tp of the collective) + 1 / tp of it.
+  bool tp_comm_overlap = false;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
   /// When set (over devices()), only the fold's representatives get tasks, and only the
   /// collectives that have a representative member (Fold.hpp): the graph a folded replay runs.

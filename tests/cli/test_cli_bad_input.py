@@ -151,6 +151,18 @@ CASES = [
      {"exp.yaml": exp("cluster: node4.yaml", inline_cluster(1, 5)).replace("pp: 2, dp: 2", "pp: 1, dp: 1, tp: 5")
       .replace("global_batch: 16", "global_batch: 2")}, 1,
      ["exp.yaml:6: parallelism.tp: tp = 5 does not divide the 12 attention heads"]),
+    ("tp_comm_overlap without Transformer Engine", RUN,
+     {"exp.yaml": exp("dp: 2}", "dp: 1, tp: 2, sequence_parallel: true, tp_comm_overlap: true}")}, 1,
+     ["exp.yaml:6: parallelism.tp_comm_overlap: tp_comm_overlap is Transformer Engine's userbuffers: it needs "
+      "framework megatron, not ideal"]),
+    ("tp_comm_overlap under Megatron-LM 2021", RUN,
+     {"exp.yaml": exp("dp: 2}", "dp: 1, tp: 2, sequence_parallel: true, tp_comm_overlap: true}")
+      .replace("dtype: bf16}", "dtype: bf16, framework: megatron-2021}")}, 1,
+     ["exp.yaml:6: parallelism.tp_comm_overlap: tp_comm_overlap: Megatron-LM 2021 (framework megatron-2021) had no userbuffers"]),
+    ("tp_comm_overlap without sequence parallelism", RUN,
+     {"exp.yaml": exp("dp: 2}", "dp: 1, tp: 2, tp_comm_overlap: true}").replace("dtype: bf16}", "dtype: bf16, framework: megatron}")}, 1,
+     ["exp.yaml:6: parallelism.tp_comm_overlap: tp_comm_overlap overlaps sequence parallelism's all-gathers and reduce-scatters: "
+      "it needs sequence_parallel: true"]),
     ("parameter servers with a pipeline", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, ps: {servers: 1}}")}, 1,
      ["exp.yaml:6: parallelism.ps: parameter servers are simulated for pure data parallelism"]),
     ("virtual stages without interleaving", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, virtual_stages: 2}")}, 1,

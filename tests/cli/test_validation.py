@@ -27,13 +27,20 @@ check(rc == 0, f"ddlsim run experiments/validation.yaml: {rc} {err}")
 script = os.path.join(ROOT, "plots", "validation.py")
 published = os.path.join(ROOT, "experiments", "validation", "published.csv")
 
-# The bounds docs/validation.md states (fit 2.35%, held out 14.75%, largest 58.7%), with a little room.
-bounds = ["--max-mape-fit", "2.6", "--max-mape-holdout", "15.0", "--max-error", "60", "--min-spearman", "0.9"]
+# The bounds docs/validation.md states (fit 2.35%, held out 15.61%, largest 73.9%), with a little room.
+bounds = ["--max-mape-fit", "2.6", "--max-mape-holdout", "16.0", "--max-error", "75", "--min-spearman", "0.9"]
 p = subprocess.run([sys.executable, script, results, "--markdown", os.path.join(d, "table.md")] + bounds,
                    capture_output=True, text=True)
 print(p.stdout[-1500:])
 checks += 1
 check(p.returncode == 0, f"validation within its bounds: {p.stderr.strip()}")
+
+# The runs whose configurations overlap tensor-parallel communication (MLPerf v3.1, NeMo's and
+# Megatron-Bridge's GPT-3 and Llama 3 recipes) are simulated with it, and say so in the CSV.
+overlapped = [r for r in read_csv(results) if r.get("tp_comm_overlap") == "true"] if rc == 0 else []
+checks += 1
+check(len(overlapped) == 16 and all(r["framework"] == "megatron" and r["sequence_parallel"] == "true" for r in overlapped),
+      f"16 rows with tp_comm_overlap, all megatron with sequence parallelism: {len(overlapped)}")
 
 # Each *-megatron profile's provenance records the MAPE of its fit rows; the run reproduces it.
 rows = {r["config_id"]: r for r in read_csv(results)} if rc == 0 else {}

@@ -11,15 +11,15 @@
 //     AG + t_b + RS.
 // AG and RS are the collectives' own time (analytic fidelity: a timer of the closed form
 // sim::analytic_seconds gives); the rest comes from the formulas. One engine per process.
-#include "sim/Collectives.hpp"
+#include "ClosedForm.hpp"
 #include "sim/Replay.hpp"
-#include "sim/Schedules.hpp"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
 using namespace ddlsim::sim;
+using namespace ddlsim::sim::testing;
 
 namespace {
 constexpr double B = 100e9;       // B/s
@@ -34,14 +34,10 @@ struct Spans {
 
 Spans run(int cp, CpAlgorithm algorithm, double t_f)
 {
-  PipelinePlan plan;
-  plan.schedule = ScheduleKind::gpipe;
+  PipelinePlan plan = one_micro_batch();
   plan.dp = cp;  // the replicas: one cp group
   plan.cp = cp;
   plan.cp_algorithm = algorithm;
-  plan.micro_batches = 1;
-  plan.micro_batch_size = 1;
-  plan.optimizer_step = false;
   plan.dp_algorithm = CollectiveAlgorithm::ring;
   plan.dp_fidelity = CollectiveFidelity::analytic;
   StagePlan& stage = plan.stages.emplace_back();
@@ -49,22 +45,10 @@ Spans run(int cp, CpAlgorithm algorithm, double t_f)
   stage.rings = {{.layer = 1, .kv_bytes_per_sample = KV}};
   TaskGraph g = build_schedule(plan);
 
-  ClusterSpec cluster;
-  cluster.name = "test";
-  cluster.gpus_per_node = cp;
-  cluster.gpu_memory = 1e12;
-  cluster.intra_node = {.bandwidth = B, .latency = 0.0};
-  std::vector<double> seconds(g.size(), 0.0);
-  for (TaskId id = 0; id < g.size(); ++id) {
-    if (g.kind(id) == TaskKind::collective)
-      resolve_collective(g.collective(id), cluster);
-    if (g.kind(id) != TaskKind::compute)
-      continue;
-    const ComputeTask& c = g.compute(id);
+  const ReplayResult r = replay_closed(g, one_node(cp, B), [&](const ComputeTask& c) {
     const double attention = (c.phase == Phase::forward ? t_f : t_b_of_f * t_f) * c.share;
-    seconds[id] = c.layer_begin == 0 ? t0 : attention;
-  }
-  const ReplayResult r = replay(g, cluster, seconds);
+    return c.layer_begin == 0 ? t0 : attention;
+  });
   double layer0_forward_end = 0, attention_forward_end = 0, layer0_backward_start = 0;
   for (TaskId id = 0; id < g.size(); ++id) {
     if (g.kind(id) != TaskKind::compute || g.compute(id).device != 0)
@@ -80,19 +64,7 @@ Spans run(int cp, CpAlgorithm algorithm, double t_f)
   return {attention_forward_end - layer0_forward_end, layer0_backward_start - attention_forward_end};
 }
 
-double collective_seconds(CollectiveKind kind, int cp)
-{
-  ClusterSpec cluster;
-  cluster.name = "test";
-  cluster.gpus_per_node = cp;
-  cluster.intra_node = {.bandwidth = B, .latency = 0.0};
-  CollectiveTask c{.kind = kind, .algorithm = CollectiveAlgorithm::ring, .fidelity = CollectiveFidelity::analytic,
-                   .group = {}, .bytes = KV};
-  for (int d = 0; d < cp; ++d)
-    c.group.push_back(d);
-  resolve_collective(c, cluster);
-  return analytic_seconds(c, cluster);
-}
+double collective_seconds(CollectiveKind kind, int cp) { return analytic_collective(kind, cp, KV, B); }
 
 void check_ring(int cp, double t_f)
 {

@@ -128,8 +128,8 @@ TEST_CASE("GPT-2's operators per block add up to the page's table")
   const auto& blocks = m.blocks();
   const auto block = std::find_if(blocks.begin(), blocks.end(), [](const models::Block& b) { return b.name == "layer5"; });
   REQUIRE(block != blocks.end());
-  const HostOps f = pytorch_host_ops(m, block->layers.begin, block->layers.end, Phase::forward);
-  const HostOps b = pytorch_host_ops(m, block->layers.begin, block->layers.end, Phase::backward);
+  const HostOps f = pytorch_host_ops(m, block->layers.begin, block->layers.end, Phase::forward, Dtype::bf16);
+  const HostOps b = pytorch_host_ops(m, block->layers.begin, block->layers.end, Phase::backward, Dtype::bf16);
   // forward: 2 layer norms, 4 linears (gemm + 2 views), attention (2 gemm, 15 view, 9 elementwise, 1
   // reduction), Python GELU (8), 2 dropouts, 2 residual adds
   CHECK(count(f, HostOpKind::gemm) == 6);
@@ -143,6 +143,12 @@ TEST_CASE("GPT-2's operators per block add up to the page's table")
   // a cast node per linear parameter (8) and per fp32 input (qkv and fc1 read the layer norms' output,
   // fc2 the GELU's: autocast's pow makes it fp32), attention's 8, the GELU's 8, 2 dropouts, 2 adds
   CHECK(count(b, HostOpKind::elementwise) == 8 + 3 + 8 + 8 + 2 + 2);
+  // fp32 training runs no autocast: no cast nodes, the rest alike
+  const HostOps f32 = pytorch_host_ops(m, block->layers.begin, block->layers.end, Phase::forward, Dtype::fp32);
+  const HostOps b32 = pytorch_host_ops(m, block->layers.begin, block->layers.end, Phase::backward, Dtype::fp32);
+  CHECK(f32 == f);
+  CHECK(count(b32, HostOpKind::elementwise) == 8 + 8 + 2 + 2);
+  CHECK(count(b32, HostOpKind::accumulate) == 12);
 }
 
 TEST_CASE("the host prices each operator with the profile's parameter, and names a missing one")
