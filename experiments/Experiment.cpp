@@ -858,6 +858,11 @@ PointConfig Experiment::point(std::size_t index) const
   const int chunks = par.pp * par.virtual_stages;
   if (par.virtual_stages > 1 && par.schedule != sim::ScheduleKind::interleaved)
     problem("parallelism.virtual_stages", "virtual_stages > 1 needs schedule: interleaved");
+  else if (par.virtual_stages > 1 && par.pp == 1)
+    problem(blame({"parallelism.virtual_stages", "parallelism.pp"}),
+            "virtual_stages = " + std::to_string(par.virtual_stages) +
+                " interleaves model chunks over pipeline stages, and pp = 1 has one (Megatron-Core needs pp > 1 "
+                "for virtual stages); set virtual_stages: 1 or pp > 1");
   if (par.schedule == sim::ScheduleKind::interleaved && diags.empty() && p.micro_batches() % par.pp != 0)
     problem(blame({"parallelism.schedule", "training.micro_batch", "training.global_batch", "parallelism.pp"}),
             "the interleaved schedule needs the number of micro-batches (" + std::to_string(p.micro_batches()) +

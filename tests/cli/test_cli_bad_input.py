@@ -165,6 +165,10 @@ CASES = [
       "it needs sequence_parallel: true"]),
     ("parameter servers with a pipeline", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, ps: {servers: 1}}")}, 1,
      ["exp.yaml:6: parallelism.ps: parameter servers are simulated for pure data parallelism"]),
+    ("virtual stages over one stage", RUN,
+     {"exp.yaml": exp("schedule: gpipe, pp: 2, dp: 2}", "schedule: interleaved, pp: 1, dp: 4, virtual_stages: 2}")}, 1,
+     ["exp.yaml:6: parallelism.virtual_stages: virtual_stages = 2 interleaves model chunks over pipeline stages, "
+      "and pp = 1 has one"]),
     ("virtual stages without interleaving", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, virtual_stages: 2}")}, 1,
      ["exp.yaml:6: parallelism.virtual_stages: virtual_stages > 1 needs schedule: interleaved"]),
     ("balance of the wrong length", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, partition: explicit, balance: [1, 2, 3]}")}, 1,
