@@ -31,9 +31,11 @@ public:
     if (batch % dp_ != 0)
       return result;
     const long long per_replica = batch / dp_;
-    std::set<long long> sizes;  // powers of two dividing B / dp (up to the M cap), and the baseline's
+    // Every size that divides B / dp into whole micro-batches (up to the M cap: not only powers of
+    // two, so that 6 is tried where 8 does not fit), and the baseline's.
+    std::set<long long> sizes;
     if (!baseline_only)
-      for (long long b = 1; b <= per_replica; b *= 2)
+      for (long long b = 1; b <= per_replica; ++b)
         if (per_replica % b == 0 && per_replica / b <= options_.max_micro_batches)
           sizes.insert(b);
     const bool has_baseline = per_replica % baseline_m_ == 0;

@@ -25,6 +25,16 @@ for line in out.splitlines():
         table[int(m.group(1))] = (m.group(2).split(), m.group(3).split(), m.group(4))
 checks += 1
 check(len(table) >= 5, f"one table line per mini-batch: {sorted(table)}")
+# Every size that divides B / dp is tried, not powers of two only: at each mini-batch, exactly its
+# divisors within the M cap (and the baseline's); the baseline's own bisection tries its b alone.
+for batch in sorted({int(r["global_batch"]) for r in rows}):
+    per_replica = batch // 4
+    tried = {int(r["micro_batch"]) for r in rows if int(r["global_batch"]) == batch}
+    if tried == {per_replica // 16}:
+        continue
+    divisors = {b for b in range(1, per_replica + 1) if per_replica % b == 0 and per_replica // b <= 1024}
+    checks += 1
+    check(divisors <= tried <= divisors | {per_replica // 16}, f"B={batch}: tried {sorted(tried)}, divisors {sorted(divisors)}")
 dp, k = 4, 4
 gains = {}
 for batch, (best, base, gain) in table.items():
