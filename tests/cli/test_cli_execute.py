@@ -43,13 +43,8 @@ rc, out, err = run(binary, "execute", os.path.join(ROOT, "experiments", "crossch
 scaled = read_csv(scaled_csv) if rc == 0 else []
 checks += 1
 check(len(scaled) == 2 and all(r["work_scale"] == "0.5" and r["status"] == "ok" for r in scaled), f"--scale 0.5 rows: {err}")
-# Each run calibrates the host anew, so the two runs price kernels with separately measured tables:
-# a factor of two apart normally, but not under the sanitizer (instrumented, unevenly slower; see below).
 sanitized = os.environ.get("DDLSIM_SANITIZED") == "1"
-if not sanitized:
-    checks += 1
-    check(scaled and all(float(s["iteration_time_s"]) < float(r["iteration_time_s"]) for s, r in zip(scaled, rows)),
-          "half the rows simulate faster than the full step")
+smoke_rows = rows
 rc, out, err = run(binary, "execute", os.path.join(ROOT, "experiments", "crosscheck_host.yaml"), "--backend", "host",
                    "--scale", "1.5")
 checks += 1
@@ -101,6 +96,15 @@ if not sanitized:
     checks += 1
     check(mape <= bound and f"mean absolute error {mape:.2f}%" in out,
           f"mean absolute error at most {bound:.1f}%: {mape:.2f}% ({out.strip()})")
+# Each run calibrates the host anew, so the full and the --scale 0.5 smoke runs price kernels with
+# separately measured tables: a factor of two apart where the machine holds still. Judged there only
+# (not under the sanitizer, instrumented unevenly, nor where identical steps drift apart by over 5%).
+if not sanitized and floor <= 5.0:
+    checks += 1
+    check(scaled and all(float(s["iteration_time_s"]) < float(r["iteration_time_s"]) for s, r in zip(scaled, smoke_rows)),
+          "half the rows simulate faster than the full step")
+elif not sanitized:
+    print(f"--scale 0.5 against the full step: not judged, identical steps measured {floor:.1f}% apart")
 if importlib.util.find_spec("matplotlib") is not None:
     png = os.path.join(d, "full.png")
     p = subprocess.run([sys.executable, os.path.join(ROOT, "plots", "plot_crosscheck.py"), full_csv, "-o", png],
