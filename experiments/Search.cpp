@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace ddlsim::experiments {
@@ -283,18 +284,24 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
                sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::backward, mb, compute, cost);
     optimizer[r] += sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::optimizer, mb, compute,
                                        cost) / (par.zero > 0 ? shard : 1);
+    // Userbuffers (sim::PipelinePlan::tp_comm_overlap), as the graph runs them: a layer's overlapped
+    // collectives run beside its compute at once, so what the longest of their (tp - 1) / tp leaves
+    // unhidden is exposed, then each one's last chunk.
+    std::map<std::pair<std::size_t, sim::Phase>, double> beside;  // per layer and pass: the longest
+    const double tp_n = pipe.tp;
     for (const sim::TpCollective& tc : stage.tp_collectives) {
       const double comm = collective_seconds(point, tc.kind, pipe.tp_algorithm, tp_group, tc.bytes_per_sample * mb);
       if (!pipe.tp_comm_overlap || !tc.overlappable) {
         tensor[r] += comm;
         continue;
       }
-      // Userbuffers (sim::PipelinePlan::tp_comm_overlap): what the layer's compute does not hide, and
-      // the last chunk (as the graph does; two collectives of one layer share its compute here).
-      const double tp_n = pipe.tp;
-      const double layer = sim::range_seconds(point.model, tc.layer, tc.layer + 1, tc.phase, mb, compute, cost);
-      tensor[r] += std::max(0.0, comm * (tp_n - 1) / tp_n - layer) + comm / tp_n;
+      double& longest = beside[{tc.layer, tc.phase}];
+      longest = std::max(longest, comm * (tp_n - 1) / tp_n);
+      tensor[r] += comm / tp_n;
     }
+    for (const auto& [at, longest] : beside)
+      tensor[r] += std::max(0.0, longest - sim::range_seconds(point.model, at.first, at.first + 1, at.second, mb,
+                                                              compute, cost));
     // Context parallelism: the ring hides under the attention compute; Llama 3's all-gather blocks
     // the stream: K/V gathered before the forward and the backward (and its recomputed forward),
     // dK/dV reduce-scattered after the backward.

@@ -160,7 +160,13 @@ ExecutionResult execute_on_host(const Workload& w, const HostOptions& options)
     Device& self = devices[static_cast<std::size_t>(device)];
     if (options.pin)
       pin_to_core(device);
-    allocate(static_cast<std::size_t>(device));  // before the first start barrier: others read its buffers
+    // Before the first start barrier (others read its buffers); a failure fails the run there, before
+    // any device runs a task, instead of ending the process from this thread.
+    try {
+      allocate(static_cast<std::size_t>(device));
+    } catch (const std::exception& e) {
+      progress.fail("device " + std::to_string(device) + ": its buffers: " + e.what());
+    }
     for (int iteration = 0; iteration < total; ++iteration) {
       start.arrive_and_wait();
       started[static_cast<std::size_t>(device)] = clock::now();
