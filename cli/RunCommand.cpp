@@ -9,10 +9,12 @@
 #include "experiments/Experiment.hpp"
 #include "experiments/Report.hpp"
 #include "experiments/SweepRunner.hpp"
+#include "experiments/TimelineView.hpp"
 
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -82,6 +84,7 @@ struct RunArgs {
   std::optional<std::string> shard;
   double point_timeout_s = 0;
   std::optional<std::string> progress; ///< --progress; by default auto, never under --quiet
+  std::string trace_ranks, trace_window, trace_counters;  ///< experiments/TimelineView.hpp
 };
 
 // Test hooks (tests/cli/test_cli_progress.py): DDLSIM_PROGRESS_AFTER_SECONDS=S shows points from S
@@ -95,6 +98,7 @@ double progress_setting(const char* variable, double fallback)
 int cmd_run(const RunArgs& a)
 {
   experiments::SweepOptions options = a.options;
+  options.evaluate.trace_view = experiments::parse_timeline_view(a.trace_ranks, a.trace_window, a.trace_counters);
   int shard_index = 0, shard_count = 1;
   if (a.shard) {
     const auto slash = a.shard->find('/');
@@ -281,10 +285,43 @@ void add_run(CommandTable& table)
            "override a key, e.g. --set training.micro_batch=4 (repeatable); --set sweep.KEY=[v1,v2] replaces a "
            "sweep axis");
   add_columns(c.app, a.columns);
-  c.app
-      ->add_option("--trace-dir", a.options.evaluate.trace_dir,
-                   "write a Chrome-trace timeline per point (open in Perfetto) and a per-device CSV next to it")
-      ->type_name("DIR");
+  CLI::Option* trace_dir =
+      c.app
+          ->add_option("--trace-dir", a.options.evaluate.trace_dir,
+                       "write a Chrome-trace timeline per point (open in Perfetto) and a per-device CSV next to it")
+          ->type_name("DIR");
+  // What the timeline draws (experiments/TimelineView.hpp): each option checked alone at parse time
+  // (a usage error), the three read together by cmd_run.
+  struct ViewOption {
+    const char* name;
+    std::string* value;
+    const char* help;
+    const char* type;
+  };
+  const std::array<ViewOption, 3> view_options{{
+      {"--trace-ranks", &a.trace_ranks,
+       "GPUs the timeline draws: auto (every GPU up to ~50 MB, else the fold's representatives or replica 0), all, "
+       "replica0, or ranks and ranges such as 0-7,64",
+       "auto|all|replica0|LIST"},
+      {"--trace-window", &a.trace_window,
+       "draw only the tasks that overlap T0:T1 (seconds, or with a unit: 200ms:1.5s; either side may be left out)",
+       "T0:T1"},
+      {"--trace-counters", &a.trace_counters, "the timeline's per-GPU counters (default all)", "all|memory|links|none"},
+  }};
+  for (std::size_t i = 0; i < view_options.size(); ++i) {
+    auto check = [i](const std::string& v) {
+      try {
+        experiments::parse_timeline_view(i == 0 ? v : "", i == 1 ? v : "", i == 2 ? v : "");
+        return std::string();
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+    };
+    c.app->add_option(view_options[i].name, *view_options[i].value, view_options[i].help)
+        ->check(check, "", "")
+        ->needs(trace_dir)
+        ->type_name(view_options[i].type);
+  }
   c.app->add_flag("--quiet", a.quiet, "no summary on stderr, and no progress unless --progress says so");
   std::string progress_help = "progress on stderr (default auto; never under --quiet)";
   for (const auto& mode : cli::progress_mode_table.entries)

@@ -113,6 +113,21 @@ void add_message(ResultRow& row, const std::string& text)
   row.set("message", now.empty() ? text : now + "; " + text);
 }
 
+namespace {
+
+// The timeline of a point simulated without a fold (a parameter-server point, a custom graph).
+void write_unfolded_timeline(ResultRow& row, const PointConfig& point, const sim::TaskGraph& graph,
+                             const sim::ReplayResult& result, const TimelineMemory& memory, const EvaluateOptions& options)
+{
+  const TimelineChoice drawn = choose_timeline(point, options.trace_view, graph, nullptr);
+  if (!drawn.note.empty())
+    add_message(row, drawn.note);
+  if (drawn.draw)
+    write_timeline(point, graph, result, point.cluster, memory, options.trace_dir, nullptr, drawn.scope);
+}
+
+}  // namespace
+
 // The highest MFU any dense transformer training run is published to reach: 65.3%, MegaScale's 175B on
 // 256 Ampere GPUs (Jiang et al., NSDI 2024, Table 2; experiments/validation/published.csv). A simulated
 // point above it is more likely a model or calibration error than a discovery: its message says so.
@@ -402,8 +417,7 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   row.set("staleness_max", staleness.max);
   row.set("staleness_mean", staleness.mean);
   if (!options.trace_dir.empty()) {
-    write_timeline(point, g.graph, result, point.cluster, parameter_server_timeline_memory(point, g.graph),
-                   options.trace_dir);
+    write_unfolded_timeline(row, point, g.graph, result, parameter_server_timeline_memory(point, g.graph), options);
     write_device_table(point, result, options.trace_dir, {});
   }
   return row;
@@ -512,7 +526,7 @@ ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions&
       break;
     }
   if (!options.trace_dir.empty())
-    write_timeline(point, built.graph, result, point.cluster, TimelineMemory{}, options.trace_dir);
+    write_unfolded_timeline(row, point, built.graph, result, TimelineMemory{}, options);
   return row;
 }
 
@@ -1330,18 +1344,23 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
           break;
         }
       if (!options.trace_dir.empty()) {
-        if (pipe.fold != nullptr && static_cast<double>(graph.size()) * fold.order() > full_timeline_tasks) {
+        const TimelineChoice drawn =
+            choose_timeline(point, options.trace_view, graph, pipe.fold != nullptr ? &fold : nullptr);
+        if (!drawn.note.empty())
+          add_message(row, drawn.note);
+        if (!drawn.draw) {
+        } else if (pipe.fold != nullptr && drawn.folded) {
           write_timeline(point, graph, result, point.cluster, pipeline_timeline_memory(point, plan, graph),
-                         options.trace_dir, &fold);
+                         options.trace_dir, &fold, drawn.scope);
         } else if (pipe.fold != nullptr) {
           const auto [whole, timings] = sim::unfold(graph, result.timings, fold);
           sim::ReplayResult unfolded = result;
           unfolded.timings = timings;
           write_timeline(point, whole, unfolded, point.cluster, pipeline_timeline_memory(point, plan, whole),
-                         options.trace_dir);
+                         options.trace_dir, nullptr, drawn.scope);
         } else {
           write_timeline(point, graph, result, point.cluster, pipeline_timeline_memory(point, plan, graph),
-                         options.trace_dir);
+                         options.trace_dir, nullptr, drawn.scope);
         }
         // Device (s, r, t) holds pipeline rank s mod pp.
         const int members = par.replicas() * par.tp;

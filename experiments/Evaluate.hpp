@@ -12,6 +12,7 @@
 #include "calibration/CostModel.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/ResultRow.hpp"
+#include "experiments/TimelineView.hpp"
 #include "models/ExpertLoad.hpp"
 #include "models/Memory.hpp"
 #include "sim/Fold.hpp"
@@ -42,6 +43,7 @@ struct EvaluateOptions {
   /// its activities (ReplayProgress::estimated_activities).
   sim::ReplayOptions replay;
   std::string trace_dir;  ///< when set, write <trace_dir>/<experiment>_<config_id>.json (Chrome trace)
+  TimelineView trace_view;  ///< what that timeline draws (--trace-ranks, --trace-window, --trace-counters)
   /// Every kernel at this fraction of its rows, activation transfers likewise (sim::ComputeOptions::scale).
   double work_scale = 1;
   /// When set, evaluate_point hands the point's workload to it instead of replaying it (no SimGrid

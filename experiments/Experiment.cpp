@@ -209,10 +209,6 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
       top.report("where", e.what());
     }
   }
-  for (const auto& o : exp.overrides_)
-    for (const auto& axis : exp.axes_)
-      if (axis.zip >= 0 && std::find(axis.keys.begin(), axis.keys.end(), o.key) != axis.keys.end())
-        diags.error_at_line(0, o.key, "a key of a zip group cannot be fixed by --set: edit the zip group");
   exp.name_ = top.required_string("name");
   exp.description_ = top.string("description", "");
   if (auto output = top.map("output")) {
@@ -351,6 +347,36 @@ std::vector<std::pair<std::string, std::string>> Experiment::axis_values(std::si
 }
 
 // The point's document: the file, then the overrides, then (unless index is max) the axis values.
+namespace {
+
+// Takes `key` out of the zip groups of `sweep` (sweep.zip: one mapping, or a list of them), dropping
+// a group it leaves empty: the other keys of its group still vary together.
+void unzip_key(YAML::Node sweep, const std::string& key)
+{
+  YAML::Node zip = sweep["zip"];
+  if (zip.IsMap()) {
+    zip.remove(key);
+    if (zip.size() == 0)
+      sweep.remove("zip");
+    return;
+  }
+  if (!zip.IsSequence())
+    return;
+  YAML::Node kept(YAML::NodeType::Sequence);
+  for (YAML::Node group : zip) {
+    if (group.IsMap())
+      group.remove(key);
+    if (!group.IsMap() || group.size() > 0)
+      kept.push_back(group);
+  }
+  if (kept.size() == 0)
+    sweep.remove("zip");
+  else
+    sweep["zip"] = kept;
+}
+
+}  // namespace
+
 YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
 {
   YAML::Node doc = YAML::Load(text_);
@@ -366,6 +392,8 @@ YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
     set_path(doc, o.key, value, diags, o.origin);
     if (doc["sweep"].IsMap() && doc["sweep"][o.key].IsDefined())
       doc["sweep"].remove(o.key);  // --set fixes a swept key to one value
+    if (doc["sweep"].IsMap() && doc["sweep"]["zip"].IsDefined())
+      unzip_key(doc["sweep"], o.key);  // and takes a zipped key out of its group
   }
   if (index == std::numeric_limits<std::size_t>::max())
     return doc;

@@ -1,6 +1,7 @@
 #include "experiments/Timeline.hpp"
 
 #include "common/Error.hpp"
+#include "common/Units.hpp"
 #include "models/Memory.hpp"
 #include "sim/Collectives.hpp"
 #include "sim/Fold.hpp"
@@ -8,9 +9,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -129,16 +132,30 @@ public:
       return;
     samples_.emplace_back(ns, std::move(values));
   }
-  void write_to(traces::ChromeTrace& trace) const
+  /// The samples inside [begin_ns, end_ns], the value held at begin_ns sampled there.
+  void write_to(traces::ChromeTrace& trace, std::int64_t begin_ns = 0,
+                std::int64_t end_ns = std::numeric_limits<std::int64_t>::max()) const
   {
-    for (const auto& [ns, values] : samples_)
+    auto add = [&](std::int64_t ns, const auto& values) {
       trace.add_counter({.pid = pid_, .name = name_, .time_s = static_cast<double>(ns) * 1e-9, .values = values});
+    };
+    for (std::size_t i = 0; i < samples_.size() && samples_[i].first <= end_ns; ++i) {
+      const bool next_inside = i + 1 < samples_.size() && samples_[i + 1].first <= begin_ns;
+      if (!next_inside)
+        add(std::max(samples_[i].first, begin_ns), samples_[i].second);
+    }
   }
 
 private:
   int pid_;
   std::string name_;
   std::vector<std::pair<std::int64_t, std::vector<std::pair<std::string, double>>>> samples_;
+};
+
+// The part of the run a timeline draws, in whole nanoseconds.
+struct Window {
+  std::int64_t begin_ns = 0;
+  std::int64_t end_ns   = std::numeric_limits<std::int64_t>::max();
 };
 
 // A task's slice (its track left to the caller): name, category and arguments.
@@ -193,7 +210,7 @@ traces::TraceEvent slice_of(const sim::TaskGraph& graph, sim::TaskId id, const s
 // peak whenever the counts do.
 void add_memory_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
                          const sim::Timings& timings, std::int64_t end_ns, const TimelineMemory& memory,
-                         const std::function<bool(int)>& shown)
+                         const std::function<bool(int)>& shown, Window window)
 {
   if (memory.peak_bytes.size() != static_cast<std::size_t>(graph.device_count()))
     return;
@@ -254,15 +271,74 @@ void add_memory_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph
       series.sample(ns, value());
     }
     series.sample(std::max<std::int64_t>(end_ns, 0), value());
-    series.write_to(trace);
+    series.write_to(trace, window.begin_ns, window.end_ns);
   }
 }
 
+// A rate in steps: rate[i].second bytes/s from rate[i].first ns until the next step (the last
+// one on forever).
+using RateSteps = std::vector<std::pair<std::int64_t, double>>;
+
+// What a link of `capacity` bytes/s sends, asked for `demand`: the demand while it fits, else the
+// capacity, the excess queued and sent as soon as the link has room (a fluid queue). Bytes are kept
+// (the output integrates to the demand's integral) and no step exceeds the capacity: the averages
+// of concurrent tasks may, where the simulation shared the link among them in turn.
+RateSteps served(const RateSteps& demand, double capacity)
+{
+  if (capacity <= 0)
+    return demand;
+  RateSteps out;
+  double backlog = 0;  // bytes asked for and not yet sent
+  for (std::size_t i = 0; i < demand.size(); ++i) {
+    const auto [t, asked] = demand[i];
+    const std::int64_t next = i + 1 < demand.size() ? demand[i + 1].first : std::numeric_limits<std::int64_t>::max();
+    if (asked >= capacity) {
+      out.emplace_back(t, capacity);
+      backlog += (asked - capacity) * static_cast<double>(next - t) * 1e-9;
+      continue;
+    }
+    if (backlog <= 0) {
+      out.emplace_back(t, asked);
+      continue;
+    }
+    // Drain at the room left, to the first whole nanosecond that sends the backlog.
+    const double drain_ns = std::max(1.0, std::ceil(backlog / (capacity - asked) * 1e9));
+    const bool drained = static_cast<double>(next - t) > drain_ns;
+    const std::int64_t until = drained ? t + static_cast<std::int64_t>(drain_ns) : next;
+    const double rate = std::min(capacity, asked + backlog / (static_cast<double>(until - t) * 1e-9));
+    out.emplace_back(t, rate);
+    if (drained) {
+      out.emplace_back(until, asked);
+      backlog = 0;
+    } else {
+      backlog = std::max(0.0, backlog - (rate - asked) * static_cast<double>(next - t) * 1e-9);
+    }
+  }
+  return out;
+}
+
+// The "link send" counter of a GPU: both classes sampled at every step of either.
+void write_link_series(traces::ChromeTrace& trace, int pid, const RateSteps& intra, const RateSteps& inter,
+                       Window window)
+{
+  CounterSeries series(pid, "link send");
+  std::size_t i = 0, j = 0;
+  while (i < intra.size() || j < inter.size()) {
+    const std::int64_t ns = std::min(i < intra.size() ? intra[i].first : std::numeric_limits<std::int64_t>::max(),
+                                     j < inter.size() ? inter[j].first : std::numeric_limits<std::int64_t>::max());
+    for (; i < intra.size() && intra[i].first == ns; ++i) {}
+    for (; j < inter.size() && inter[j].first == ns; ++j) {}
+    series.sample(ns, {{"intra_node_Bps", intra[i - 1].second}, {"inter_node_Bps", inter[j - 1].second}});
+  }
+  series.write_to(trace, window.begin_ns, window.end_ns);
+}
+
 // Link counters: each sending task's rate per link class while it runs (its bytes over its
-// duration, per GPU of the device), summed per device at every change.
+// duration, per GPU of the device), summed per device at every change, through the GPU's link of
+// that class (served: its NVLink/PCIe link to the node switch, its NIC).
 void add_link_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
                        const sim::Timings& timings, const sim::ClusterSpec& cluster,
-                       const std::function<bool(int)>& shown)
+                       const std::function<bool(int)>& shown, Window window)
 {
   using traces::ChromeTrace;
   const int devices = graph.device_count();
@@ -307,16 +383,7 @@ void add_link_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
              std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
     });
     std::map<sim::TaskId, Rate> active;
-    CounterSeries series(pid_of(device), "link send");
-    auto sample = [&](std::int64_t ns) {
-      Rate sum;
-      for (const auto& [id, r] : active) {
-        sum.intra += r.intra;
-        sum.inter += r.inter;
-      }
-      series.sample(ns, {{"intra_node_Bps", sum.intra}, {"inter_node_Bps", sum.inter}});
-    };
-    sample(0);
+    RateSteps intra{{0, 0.0}}, inter{{0, 0.0}};  // what the tasks ask of each link class
     for (std::size_t i = 0; i < list.size();) {
       const std::int64_t ns = std::get<0>(list[i]);
       for (; i < list.size() && std::get<0>(list[i]) == ns; ++i) {
@@ -325,9 +392,16 @@ void add_link_counters(traces::ChromeTrace& trace, const sim::TaskGraph& graph,
         else
           active.erase(std::get<2>(list[i]));
       }
-      sample(ns);
+      Rate sum;
+      for (const auto& [id, r] : active) {
+        sum.intra += r.intra;
+        sum.inter += r.inter;
+      }
+      intra.emplace_back(ns, sum.intra);
+      inter.emplace_back(ns, sum.inter);
     }
-    series.write_to(trace);
+    write_link_series(trace, pid_of(device), served(intra, cluster.intra_node.bandwidth),
+                      served(inter, cluster.nic.bandwidth), window);
   }
 }
 
@@ -391,18 +465,31 @@ TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const 
 
 traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const sim::Timings& timings,
                                    double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
-                                   const sim::Fold* fold)
+                                   const sim::Fold* fold, const TimelineScope& scope)
 {
   using traces::ChromeTrace;
   const int devices = graph.device_count();
   auto node_of      = [&](int d) { return cluster.node_of(d); };
-  const std::function<bool(int)> shown = [fold](int d) { return fold == nullptr || fold->is_representative(d); };
+  std::vector<bool> drawn(static_cast<std::size_t>(devices), scope.gpus.empty());
+  for (int d = 0; d < devices && d < static_cast<int>(scope.gpus.size()); ++d)
+    if (scope.gpus[static_cast<std::size_t>(d)])
+      drawn[static_cast<std::size_t>(fold != nullptr ? fold->representative(d) : d)] = true;
+  const std::function<bool(int)> shown = [&](int d) {
+    return (fold == nullptr || fold->is_representative(d)) && drawn[static_cast<std::size_t>(d)];
+  };
+  const Window window{ChromeTrace::nanoseconds(scope.view.begin_s),
+                      std::isinf(scope.view.end_s) ? std::numeric_limits<std::int64_t>::max()
+                                                   : ChromeTrace::nanoseconds(scope.view.end_s)};
 
   // Every slice: where it goes.
   std::vector<Placement> placements;
   std::vector<std::size_t> first_placement(graph.size() + 1, 0);
   for (sim::TaskId id = 0; id < graph.size(); ++id) {
     first_placement[id] = placements.size();
+    const std::int64_t start = ChromeTrace::nanoseconds(timings[id].start_s);
+    const std::int64_t end   = ChromeTrace::nanoseconds(timings[id].end_s);
+    if (end < window.begin_ns || start > window.end_ns)
+      continue;  // outside the window
     std::vector<std::pair<int, Track>> where;  // (device, track) of each of its slices
     switch (graph.kind(id)) {
     case sim::TaskKind::compute: {
@@ -427,8 +514,6 @@ traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const sim::Timin
       break;
     }
     }
-    const std::int64_t start = ChromeTrace::nanoseconds(timings[id].start_s);
-    const std::int64_t end   = ChromeTrace::nanoseconds(timings[id].end_s);
     int member = 0;
     for (const auto& [device, track] : where)
       if (shown(device))
@@ -484,22 +569,111 @@ traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const sim::Timin
     }
   }
 
-  add_memory_counters(trace, graph, timings, ChromeTrace::nanoseconds(makespan_s), memory, shown);
-  add_link_counters(trace, graph, timings, cluster, shown);
+  if (scope.view.memory_counters)
+    add_memory_counters(trace, graph, timings, ChromeTrace::nanoseconds(makespan_s), memory, shown, window);
+  if (scope.view.link_counters) {
+    add_link_counters(trace, graph, timings, cluster, shown, window);
+    trace.add_metadata("intra_node_link_Bps", cluster.intra_node.bandwidth);  // the link counters' ceilings
+    trace.add_metadata("inter_node_link_Bps", cluster.nic.bandwidth);
+  }
   return trace;
 }
 
 void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
                     const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir,
-                    const sim::Fold* fold)
+                    const sim::Fold* fold, const TimelineScope& scope)
 {
-  const traces::ChromeTrace trace = build_timeline(graph, result.timings, result.makespan_s, cluster, memory, fold);
+  const traces::ChromeTrace trace =
+      build_timeline(graph, result.timings, result.makespan_s, cluster, memory, fold, scope);
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/" + point.experiment + "_" + std::to_string(point.index) + ".json";
   std::ofstream out(path);
   trace.write(out);
   if (!out)
     throw Error("cannot write timeline " + path);
+}
+
+std::vector<double> timeline_slices(const sim::TaskGraph& graph)
+{
+  std::vector<double> slices(static_cast<std::size_t>(graph.device_count()), 0.0);
+  auto add = [&](int d) {
+    if (d >= 0 && d < graph.device_count())
+      slices[static_cast<std::size_t>(d)] += 1;
+  };
+  for (sim::TaskId id = 0; id < graph.size(); ++id)
+    switch (graph.kind(id)) {
+    case sim::TaskKind::compute: add(graph.compute(id).device); break;
+    case sim::TaskKind::transfer:
+      add(graph.transfer(id).src);
+      add(graph.transfer(id).dst);
+      break;
+    case sim::TaskKind::collective:
+      for (int d : graph.collective(id).group)
+        add(d);
+      break;
+    }
+  return slices;
+}
+
+TimelineChoice choose_timeline(const PointConfig& point, const TimelineView& view, const sim::TaskGraph& graph,
+                               const sim::Fold* fold)
+{
+  const int gpus    = std::min(point.parallelism.gpus(), graph.device_count());
+  const int order   = fold != nullptr ? fold->order() : 1;
+  const auto counts = timeline_slices(graph);
+  auto rep          = [&](int d) { return fold != nullptr ? fold->representative(d) : d; };
+  auto slices_of    = [&](const std::vector<bool>& drawn) {  // drawn whole: each GPU as its representative
+    double n = 0;
+    for (int d = 0; d < gpus; ++d)
+      n += drawn[static_cast<std::size_t>(d)] ? counts[static_cast<std::size_t>(rep(d))] : 0.0;
+    return n;
+  };
+  double reps = 0;
+  for (int d = 0; d < gpus; ++d)
+    reps += fold == nullptr || fold->is_representative(d) ? counts[static_cast<std::size_t>(d)] : 0.0;
+  const double whole        = reps * order;
+  const bool too_many_tasks = fold != nullptr && static_cast<double>(graph.size()) * order > full_timeline_tasks;
+
+  TimelineChoice out;
+  out.scope.view = view;
+  switch (view.ranks.kind) {
+  case TraceRanks::Kind::automatic: {
+    if (whole <= timeline_budget_slices)
+      break;
+    const std::string size = "the whole timeline holds about " + format_count(whole) + " slices, over " +
+                             format_count(timeline_budget_slices) + " (~50 MB); --trace-ranks draws others";
+    if (fold != nullptr && reps <= timeline_budget_slices) {
+      out.folded = true;
+      out.note   = "timeline: the fold's representatives only (" + size + ")";
+      return out;
+    }
+    out.scope.gpus = drawn_ranks({.kind = TraceRanks::Kind::replica0, .ranges = {}}, point.parallelism, gpus);
+    out.folded     = too_many_tasks;
+    const double drawn = slices_of(out.scope.gpus);
+    out.note = "timeline: data-parallel replica 0's GPUs only (" + size + ")" +
+               (drawn > timeline_budget_slices
+                    ? "; they alone hold about " + format_count(drawn) + " slices: --trace-window narrows it"
+                    : "");
+    return out;
+  }
+  case TraceRanks::Kind::all: break;
+  case TraceRanks::Kind::replica0:
+  case TraceRanks::Kind::list:
+    out.scope.gpus = drawn_ranks(view.ranks, point.parallelism, gpus);
+    if (std::none_of(out.scope.gpus.begin(), out.scope.gpus.end(), [](bool b) { return b; })) {
+      out.draw = false;
+      out.note = "timeline: --trace-ranks names none of this point's " + std::to_string(gpus) + " GPUs; not written";
+      return out;
+    }
+    break;
+  }
+  if (too_many_tasks) {
+    out.folded = true;
+    out.note   = "timeline: representatives of the GPUs asked for (the whole graph has about " +
+               format_count(static_cast<double>(graph.size()) * order) + " tasks, over " +
+               format_count(full_timeline_tasks) + ")";
+  }
+  return out;
 }
 
 }  // namespace ddlsim::experiments

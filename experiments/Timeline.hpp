@@ -3,9 +3,10 @@
 // Perfetto (ui.perfetto.dev) and chrome://tracing.
 //
 // One process per GPU ("gpu<d> (node <n>)", pid d + 1: Perfetto keeps pid 0 for the kernel's
-// swapper), with these tracks (threads, from tid 1). A folded point (sim/Fold.hpp) is drawn whole
-// (every GPU, as unfolded) up to `full_timeline_tasks` tasks, beyond that its representatives only:
-// "gpu<d> (node <n>), 1 of <k> alike".
+// swapper), with these tracks (threads, from tid 1). Which GPUs, which part of the run and which
+// counters: TimelineView (experiments/TimelineView.hpp, choose_timeline below). A folded point
+// (sim/Fold.hpp) is drawn as unfolded up to `full_timeline_tasks` tasks, beyond that (or where the
+// view asks for it) by its representatives: "gpu<d> (node <n>), 1 of <k> alike".
 //   compute stream     its forward, backward and optimizer tasks (complete slices, "ph": "X")
 //   off-stream work    parameter-server updates, applied one at a time beside the stream
 //   intra-node links   transfers and collectives inside its node: a transfer on its sender and its
@@ -32,9 +33,15 @@
 //                                parameter-server workers with several micro-batches (the model
 //                                counts them all; a worker runs each forward and backward in turn)
 //   link send intra_node_Bps,    bytes per second the GPU sends over each link class: a transfer's
-//   link send inter_node_Bps     bytes, and the GPU's messages of a collective, spread evenly over
-//                                the task's interval. Integrated over the run they give the device
-//                                table's comm_bytes and inter_node_bytes
+//   link send inter_node_Bps     bytes, and the GPU's messages of a collective (sim::for_each_send:
+//                                a hop between nodes over the rails leaves from every GPU of its
+//                                node), spread evenly over the task's interval, through the GPU's
+//                                link of that class (its NVLink or PCIe link, its NIC): never above
+//                                the link's bandwidth, what concurrent tasks ask beyond it queued
+//                                and sent as soon as there is room (the simulation shared the link
+//                                among them in turn). Integrated over the run they give the device
+//                                table's comm_bytes and inter_node_bytes. The file's "otherData"
+//                                gives the ceilings: intra_node_link_Bps, inter_node_link_Bps
 //
 // Times are whole nanoseconds. Size: about 170 bytes per slice (one per compute task, two per
 // transfer, one per collective member) and 100 per flow event or counter sample, which come to
@@ -46,6 +53,7 @@
 #pragma once
 
 #include "experiments/Evaluate.hpp"
+#include "experiments/TimelineView.hpp"
 #include "sim/ClusterSpec.hpp"
 #include "sim/Replay.hpp"
 #include "sim/TaskGraph.hpp"
@@ -81,18 +89,44 @@ TimelineMemory pipeline_timeline_memory(const PointConfig& point, const PointPla
 /// a worker's memory where they share its GPU). As the CSV's peak_memory_bytes counts it.
 TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const sim::TaskGraph& graph);
 
+/// What a timeline draws of its graph: the GPUs (empty: every one; with a fold, the representatives
+/// of those given), the window and the counters of `view` (experiments/TimelineView.hpp).
+struct TimelineScope {
+  std::vector<bool> gpus;
+  TimelineView view;
+};
+
 /// The timeline of a replayed graph (see above); node of GPU g: g / gpus_per_node. With `fold`,
 /// `graph` is the folded graph and only its representatives are drawn, each named "gpu<d> (node
 /// <n>), 1 of <|G|> alike" (the others do the same at the same times; sim::unfold gives the whole
 /// graph, what a point small enough to draw whole is drawn from).
 traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const sim::Timings& timings,
                                    double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
-                                   const sim::Fold* fold = nullptr);
+                                   const sim::Fold* fold = nullptr, const TimelineScope& scope = {});
 
 /// Writes the timeline of a point to <dir>/<experiment>_<config_id>.json (creating dir). Throws
 /// Error when the file cannot be written.
 void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
                     const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir,
-                    const sim::Fold* fold = nullptr);
+                    const sim::Fold* fold = nullptr, const TimelineScope& scope = {});
+
+/// How a point's timeline is drawn (TimelineView's rules): whether at all, from the folded graph
+/// (its representatives) or the whole one, which GPUs, and what the row's message says of it.
+struct TimelineChoice {
+  bool draw   = true;
+  bool folded = false;  ///< from the folded graph: its representatives only
+  TimelineScope scope;
+  std::string note;  ///< for the row's message ("" when the timeline is what was asked)
+};
+/// For `graph` (folded by `fold` when given): auto draws every GPU when the whole timeline holds at
+/// most timeline_budget_slices slices, else the fold's representatives when they fit, else the GPUs
+/// of data-parallel replica 0; a fold whose whole graph has over full_timeline_tasks tasks is drawn
+/// by the representatives of the GPUs chosen.
+TimelineChoice choose_timeline(const PointConfig& point, const TimelineView& view, const sim::TaskGraph& graph,
+                               const sim::Fold* fold);
+
+/// Slices a timeline of `graph` draws on each device (one per compute task, two per transfer, one
+/// per collective member).
+std::vector<double> timeline_slices(const sim::TaskGraph& graph);
 
 }  // namespace ddlsim::experiments

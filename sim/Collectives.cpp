@@ -1345,6 +1345,73 @@ std::uint64_t message_count(const CollectiveTask& c, int gpus_per_node)
   return 0;
 }
 
+namespace {
+
+// A hop between nodes over the rails (a channel group's, Message::rails) loads all of its nodes'
+// NICs together: NCCL's channels cross between nodes at every member's rail, not at one GPU. So
+// its bytes are reported as leaving from each member of the source node in equal parts, each to
+// the member in the same place on the destination node.
+class RailSends {
+public:
+  RailSends(const CollectiveTask& c, int gpus_per_node) : gpn_(gpus_per_node)
+  {
+    if (c.channels > 1)
+      nodes_ = by_node(c.group, gpus_per_node);
+  }
+
+  void send(int src, int dst, double bytes, bool rails, const std::function<void(int, int, double)>& out) const
+  {
+    const std::vector<int>* from = rails ? members_of(src) : nullptr;
+    const std::vector<int>* to   = from && dst / gpn_ != src / gpn_ ? members_of(dst) : nullptr;
+    if (!to) {
+      out(src, dst, bytes);
+      return;
+    }
+    for (std::size_t k = 0; k < from->size(); ++k)
+      out((*from)[k], (*to)[k], bytes / static_cast<double>(from->size()));
+  }
+
+private:
+  const std::vector<int>* members_of(int gpu) const
+  {
+    if (gpu < 0)
+      return nullptr;
+    const auto it = std::lower_bound(nodes_.begin(), nodes_.end(), gpu / gpn_,
+                                     [&](const std::vector<int>& m, int node) { return m.front() / gpn_ < node; });
+    return it != nodes_.end() && it->front() / gpn_ == gpu / gpn_ ? &*it : nullptr;
+  }
+
+  int gpn_;
+  std::vector<std::vector<int>> nodes_;  // by_node: nodes in increasing order, equal counts (empty: no rails)
+};
+
+// A ring between nodes over the rails (several channels), visiting each node's k members in one
+// run: NCCL's channels each enter and leave a node at other members, so that, over the channels,
+// every member sends its hop's bytes, 1/k of them to its peer on the next node (its own NIC) and the
+// rest to the next member of its node. Returns false for any other ring.
+bool ring_over_rails(const CollectiveTask& c, int gpn, double per_hop, const std::function<void(int, int, double)>& send)
+{
+  if (c.channels <= 1 ||
+      !std::is_sorted(c.group.begin(), c.group.end(), [&](int a, int b) { return a / gpn < b / gpn; }))
+    return false;
+  const auto nodes = by_node(c.group, gpn);
+  if (nodes.size() < 2)
+    return false;
+  for (std::size_t v = 0; v < nodes.size(); ++v) {
+    const auto& here = nodes[v];
+    const auto& next = nodes[(v + 1) % nodes.size()];
+    const auto k     = static_cast<double>(here.size());
+    for (std::size_t j = 0; j < here.size(); ++j) {
+      if (here.size() > 1)
+        send(here[j], here[(j + 1) % here.size()], per_hop * (k - 1) / k);
+      send(here[j], next[j], per_hop / k);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send)
 {
   const std::size_t n = c.group.size();
@@ -1354,8 +1421,11 @@ void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::functi
     a2a_sends_by_node(c, gpus_per_node, send);
     return;
   }
+  const RailSends rails(c, gpus_per_node);
   if (effective_algorithm(c, gpus_per_node) == CollectiveAlgorithm::ring && c.kind != CollectiveKind::broadcast) {
     const double per_hop = ring_steps(c.kind, n) * c.bytes / static_cast<double>(n);
+    if (ring_over_rails(c, gpus_per_node, per_hop, send))
+      return;
     for (std::size_t i = 0; i < n; ++i)
       send(c.group[i], c.group[(i + 1) % n], per_hop);
     return;
@@ -1368,7 +1438,7 @@ void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::functi
       dst = (m.src / gpus_per_node + 1) * gpus_per_node;  // into the network
     else if (is_switch_endpoint(dst))
       dst = node_of_switch_endpoint(dst) * gpus_per_node;  // into the node's switch
-    send(m.src, dst, m.bytes);
+    rails.send(m.src, dst, m.bytes, m.rails, send);
   }
 }
 

@@ -176,7 +176,10 @@ std::uint64_t message_count(const CollectiveTask& c, int gpus_per_node);
 /// NVSwitch, another node for the fabric); what switches send is not reported. A direct all-to-all
 /// gives, per member, the bytes of its own blocks it sends to each node at once (PXN's relay left
 /// out), addressed to that node's first other member (O(n x nodes) instead of O(n^2)): per-member
-/// totals and node crossings are exact, the peer inside a node is a representative.
+/// totals and node crossings are exact, the peer inside a node is a representative. Between nodes
+/// over the rails (several channels), as NCCL's channels cross at every GPU's own NIC: a ring's
+/// members each send their hop's bytes, 1/k of them (k members per node) to the next node; another
+/// algorithm's hop between nodes leaves from every member of its node in equal parts.
 void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send);
 
 /// Closed-form duration of `c` on `cluster` (see above), with c's protocol and calibration.

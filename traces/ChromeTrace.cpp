@@ -131,7 +131,16 @@ void ChromeTrace::write(std::ostream& out) const
       out << (i ? "," : "") << '"' << json_escape(c.values[i].first) << "\":" << json_number(c.values[i].second);
     out << "}}";
   }
-  out << "\n]}\n";
+  out << "\n]";
+  if (!metadata_.empty()) {
+    out << ",\"otherData\":{";
+    for (std::size_t i = 0; i < metadata_.size(); ++i) {
+      out << (i ? "," : "") << '"' << json_escape(metadata_[i].first) << "\":";
+      write_value(out, metadata_[i].second);
+    }
+    out << '}';
+  }
+  out << "}\n";
 }
 
 }  // namespace ddlsim::traces

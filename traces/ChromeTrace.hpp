@@ -14,6 +14,7 @@
 //              .args = {{"samples", 8.0}}});
 //   trace.add_flow({.phase = FlowPhase::start, .id = 7, .pid = 1, .tid = 1, .time_s = 0.11, .name = "transfer"});
 //   trace.add_counter({.pid = 1, .name = "memory", .time_s = 0.1, .values = {{"bytes", 2e9}}});
+//   trace.add_metadata("intra_node_link_Bps", 450e9);
 //   trace.write(out_stream);
 #pragma once
 
@@ -71,6 +72,9 @@ public:
   void add(TraceEvent event) { events_.push_back(std::move(event)); }
   void add_flow(TraceFlow flow) { flows_.push_back(std::move(flow)); }
   void add_counter(TraceCounter counter) { counters_.push_back(std::move(counter)); }
+  /// A fact about the whole trace, written in "otherData" (the format's metadata, which viewers
+  /// show and do not draw), in insertion order.
+  void add_metadata(std::string key, TraceValue value) { metadata_.emplace_back(std::move(key), std::move(value)); }
   /// Slices added so far.
   std::size_t size() const { return events_.size(); }
   /// Writes the whole trace as one JSON object: names, then slices, flows and counters, each in
@@ -86,6 +90,7 @@ private:
   std::vector<TraceEvent> events_;
   std::vector<TraceFlow> flows_;
   std::vector<TraceCounter> counters_;
+  std::vector<std::pair<std::string, TraceValue>> metadata_;
 };
 
 /// Escapes a string for a JSON string literal (without the quotes).

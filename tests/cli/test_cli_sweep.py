@@ -149,6 +149,13 @@ checks += 2
 check(len(zrows) == 12 and all(int(r["pp"]) * int(r["dp"]) * int(r["tp"]) == 16 for r in zrows),
       f"where keeps the 12 points of 16 GPUs out of 24: {len(zrows)} {err}")
 check([int(r["config_id"]) for r in zrows] == list(range(0, 24, 2)), "kept points keep their full-product ids")
+# --set pins a key of a zip group: it leaves the group, whose other keys still vary together.
+rc, _, err = run(binary, "run", zipped, "-o", zcsv, "--quiet", "--set", "parallelism.dp=8")
+zrows = read_csv(zcsv) if rc == 0 else []
+checks += 1
+check(rc == 0 and sorted((int(r["micro_batch"]), int(r["pp"]), int(r["tp"])) for r in zrows) ==
+      sorted((b, p, t) for b in (1, 2, 4) for p, t in ((1, 2), (2, 1))) and all(r["dp"] == "8" for r in zrows),
+      f"--set parallelism.dp=8 pins a zipped key, pp still swept: {rc} {err} {len(zrows)}")
 with open(zipped, "a") as f:
     f.write("output: {csv: x.csv}\n")
 rc, _, err = run(binary, "run", zipped, "-o", zcsv, "--set", "where=gpus > 100")

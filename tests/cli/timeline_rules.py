@@ -1,7 +1,7 @@
 """The rules of the Trace Event Format that ddlsim's timelines keep, so that Perfetto and
 chrome://tracing draw them as meant (experiments/Timeline.hpp): slices on a track nest, numbers are
 JSON numbers, flows have a start and an end bound inside slices, and each GPU has memory and link
-counters that agree with the CSV. `timeline_problems` returns what is wrong (empty: nothing)."""
+counters that agree with the CSV, its link counters never above the link's bandwidth. `timeline_problems` returns what is wrong (empty: nothing)."""
 import bisect
 import os
 import re
@@ -220,6 +220,33 @@ def timeline_problems(trace, row, devices, peak_is_bound=False):
             want = float(d[column])
             if abs(got - want) > 1e-6 * max(want, 1.0):
                 problems.append(f"gpu {pid}: link counters integrate to {got:.6g} B, device table {column} {want:.6g}")
+    # Links: no sample above the link's bandwidth (the file's otherData gives it; 0: no such link),
+    # and every byte sent by the time the last task ends, which flow-level collectives guarantee (the
+    # closed forms run as timers beside each other, which may ask more of a link than it has).
+    ceilings = trace.get("otherData", {})
+    end = max((ns(e["ts"]) + ns(e["dur"]) for e in slices), default=0)
+    timers = any(e["args"].get("fidelity") == "analytic" for e in slices if "args" in e)
+    for key in ("intra_node_Bps", "inter_node_Bps"):
+        ceiling = ceilings.get(key.replace("_Bps", "_link_Bps"))
+        if not is_number(ceiling) or ceiling < 0:
+            problems.append(f"otherData has no {key.replace('_Bps', '_link_Bps')}: {ceilings}")
+            continue
+        for pid in sorted(processes):
+            samples = series.get((pid, "link send", key), [])
+            top = max((v for _, v in samples), default=0)
+            if top > ceiling * (1 + 1e-9):
+                problems.append(f"gpu {gpu_of[pid]}: {key} reaches {top:.6g} B/s, above its link's {ceiling:.6g}")
+            if samples and not timers and ns(samples[-1][0]) > end:
+                problems.append(f"gpu {gpu_of[pid]}: {key} still sending at {samples[-1][0]} us, after the last task")
+    # Each GPU's bytes of the device table fit its links over the run (a ring crossing nodes at one
+    # GPU instead of every GPU's rail gives that GPU the bytes of all of them).
+    links = {"inter_node_Bps": ceilings.get("inter_node_link_Bps"), "intra_node_Bps": ceilings.get("intra_node_link_Bps")}
+    for d in devices:
+        inter = float(d["inter_node_bytes"])
+        for sent, key in ((inter, "inter_node_Bps"), (float(d["comm_bytes"]) - inter, "intra_node_Bps")):
+            if is_number(links[key]) and sent > links[key] * end * 1e-9 * (1 + 1e-9):
+                problems.append(f"gpu {d['device']}: {sent:.6g} B over {key[:10]} links in {end * 1e-9:.6g} s, "
+                                f"more than {links[key]:.6g} B/s allows")
     summary = {"slices": len(slices), "flows": len(by_id), "joined": joined, "counters": len(counters), "memory_peaks": peaks,
                "lanes": len(threads)}
     return problems, summary

@@ -231,3 +231,49 @@ TEST_CASE("collective_hash: equal collectives hash alike, and what the tuner rea
   CHECK(collective_hash(other_bytes) != collective_hash(a));
   CHECK(collective_hash(other_kind) != collective_hash(a));
 }
+
+TEST_CASE("for_each_send: a ring over the rails crosses nodes at every member's NIC, not at one GPU")
+{
+  // 4 nodes x 2 members (GPUs 0, 4 | 8, 12 | ...), 2 channels (NICs 0 and 4): each member sends its
+  // ring hop's bytes, half of them to its peer on the next node.
+  const double S = 8000;
+  CollectiveTask ring{.kind = CollectiveKind::all_reduce, .algorithm = CollectiveAlgorithm::ring,
+                      .group = {0, 4, 8, 12, 16, 20, 24, 28}, .bytes = S};
+  ring.channels = 2;
+  const double per_member = 2.0 * 7 / 8 * S;
+  std::map<int, double> all, between;
+  for_each_send(ring, 8, [&](int src, int dst, double bytes) {
+    all[src] += bytes;
+    between[src] += src / 8 != dst / 8 ? bytes : 0.0;
+  });
+  REQUIRE(all.size() == 8);
+  for (int d : ring.group) {
+    CHECK(all[d] == doctest::Approx(per_member));
+    CHECK(between[d] == doctest::Approx(per_member / 2));
+  }
+  // One channel (one NIC in use per node): the ring crosses at the last member of each node.
+  ring.channels = 1;
+  between.clear();
+  for_each_send(ring, 8, [&](int src, int dst, double bytes) { between[src] += src / 8 != dst / 8 ? bytes : 0.0; });
+  CHECK(between[0] == 0);
+  CHECK(between[4] == doctest::Approx(per_member));
+  // A double tree over the rails: every hop between nodes leaves from each member of its node alike.
+  CollectiveTask tree{.kind = CollectiveKind::all_reduce, .algorithm = CollectiveAlgorithm::double_tree,
+                      .group = ring.group, .bytes = S};
+  tree.channels = 2;
+  between.clear();
+  double total = 0;
+  for_each_send(tree, 8, [&](int src, int dst, double bytes) {
+    if (src / 8 != dst / 8) {
+      between[src] += bytes;
+      total += bytes;
+    }
+  });
+  for (int node = 0; node < 4; ++node)
+    CHECK(between[8 * node] == doctest::Approx(between[8 * node + 4]));
+  double decomposed = 0;
+  for (const Message& m : decompose(tree, 8))
+    if (m.src >= 0 && m.src / 8 != m.dst / 8)
+      decomposed += m.bytes;
+  CHECK(total == doctest::Approx(decomposed));
+}
