@@ -219,12 +219,15 @@ int cmd_search_microbatch(const SearchMicrobatchArgs& a)
                                             1));
     fmt::print("{:12} | {} | {} | {:>8}\n", b.global_batch, cells(b.best), cells(b.baseline), gain);
   }
-  fmt::print("largest trainable mini-batch: {} with the search, {} with the baseline", search.largest_batch,
-             search.largest_baseline_batch);
   if (search.largest_baseline_batch > 0)
     fmt::print(
-        " ({:+.0f}%)",
+        "largest trainable mini-batch: {} with the search, {} with the baseline ({:+.0f}%)", search.largest_batch,
+        search.largest_baseline_batch,
         100.0 * (static_cast<double>(search.largest_batch) / static_cast<double>(search.largest_baseline_batch) - 1));
+  else if (!search.batches.empty())
+    fmt::print("largest trainable mini-batch: {} with the search; the baseline's {} micro-batches fit none of the "
+               "mini-batches tried (from {})",
+               search.largest_batch, a.options.baseline_factor * pp, search.batches.front().global_batch);
   if (search.stopped_at_max)
     fmt::print(" (the search stopped at --max-batch with points still fitting)");
   fmt::print("\n{} points simulated; every point: {}\n", search.rows.size(), csv);

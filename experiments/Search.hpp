@@ -5,7 +5,7 @@
 // throughput at each mini-batch size B, and what is the largest mini-batch that trains at all,
 // both against the conventional rule of GPipe (M = 4 K micro-batches for K stages). Mini-batches
 // double from the experiment's global batch until no micro-batch size fits in memory (or until
-// `max_batch`); each is tried with every power-of-two micro-batch size that divides B / dp (up to
+// `max_batch`); each is tried with every micro-batch size that divides B / dp (up to
 // `max_micro_batches` micro-batches), and with the baseline's. Between the last mini-batch that
 // trains and the first that does not, a bisection in steps of dp x the baseline's M finds each
 // largest trainable mini-batch (the search's and the baseline's) more finely.

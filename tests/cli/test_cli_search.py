@@ -149,4 +149,14 @@ checks += 1
 check(rc == 0 and len(table) == 4 and all(t[5] == "8" and t[6] == "3" for t in table)
       and all(abs(float(t[11]) / float(t[12]) - 1) < 0.024 for t in table),
       f"ZeRO-3 expert gathers: the estimate within 2.4% of the simulation: {rc} {err} {table}")
+# One GPU, GPT-2 large from B = 512: the baseline's b = B / 4 is out of memory at every mini-batch
+# tried. The summary says so instead of "0 with the baseline" (issue 31, item 5).
+rc, out, err = run(binary, "search", "microbatch", exp, "-o", os.path.join(d, "one.csv"), "--set", "cluster=h100-1gpu",
+                   "--set", "parallelism.pp=1", "--set", "parallelism.dp=1", "--set", "model=gpt2-large",
+                   "--set", "training.global_batch=512")
+checks += 1
+check(rc == 0 and re.search(r"largest trainable mini-batch: \d+ with the search; the baseline's 4 micro-batches fit "
+                            r"none of the mini-batches tried \(from 512\)", out) and "0 with the baseline" not in out,
+      f"a baseline that never fits is named, not counted as 0: {rc} {out[-300:]} {err}")
+
 finish("cli_search", checks)
