@@ -10,7 +10,10 @@
   experiment keys alone (a sweep, a where) is validated on top of a small base experiment.
 - Every line of a fenced `sh` block that starts with `ddlsim` runs, in order, one scratch folder per
   page holding copies of experiments/, bench/ and tests/fixtures/, and must exit 0. A line whose
-  comment starts with `slow:` or `GPU:` is not run; the shipped files it names must exist. A `make TARGET` line must name a target of the Makefile. Blocks in other
+  comment starts with `slow:` or `GPU:` is not run; the shipped files it names must exist. A block
+  (untyped or `text`) that follows an `sh` block after prose beginning "prints" is what its last
+  `ddlsim` line printed: every line of it ("..." aside) must be a line of that output now, so that
+  the figures a page quotes cannot drift from the command (issue 31, item 8). A `make TARGET` line must name a target of the Makefile. Blocks in other
   languages (`text` synopses, `bash` scripts) are not run.
 """
 import glob
@@ -194,13 +197,29 @@ for page in pages:
 shutil.rmtree(yaml_dir)
 
 # --- sh blocks: run every ddlsim line --------------------------------------------------------
+def shown_output(md, page_blocks, index):
+    """The lines a page shows as sh block `index`'s output: the next block, untyped or `text`, when
+    the prose between them begins with "prints" ("..." lines stand for left-out rows); else None."""
+    if index + 1 >= len(page_blocks):
+        return None
+    lang, start, body = page_blocks[index + 1]
+    sh_start, sh_body = page_blocks[index][1], page_blocks[index][2]
+    between = "\n".join(md.split("\n")[sh_start + len(sh_body) + 1:start - 1]).strip()
+    if lang not in ("", "text") or not between.startswith("prints"):
+        return None
+    return [b for b in body if b.strip() and b.strip() != "..."]
+
+
 makefile = open(os.path.join(ROOT, "Makefile")).read()
 ran = 0
+figures = 0  # output blocks compared with what their command prints now
 for page in pages:
     work = None
-    for lang, line, body in blocks(text[page]):
+    page_blocks = blocks(text[page])
+    for index, (lang, line, body) in enumerate(page_blocks):
         if lang != "sh":
             continue
+        printed = None  # stdout of the block's last ddlsim line that ran
         for k, raw in enumerate(body):
             where = f"{rel(page)}:{line + k + 1}"
             command, _, comment = raw.partition(" #")
@@ -229,10 +248,20 @@ for page in pages:
             ran += 1
             checks += 1
             check(p.returncode == 0, f"{where}: `{command}` exits {p.returncode}: {p.stderr.strip()[-400:]}")
+            printed = (command, p.stdout)
+        shown = shown_output(text[page], page_blocks, index)
+        if shown is not None and printed is not None:
+            missing = [s for s in shown if " ".join(s.split()) not in {" ".join(o.split()) for o in printed[1].splitlines()}]
+            checks += 1
+            check(not missing, f"{rel(page)}:{line}: the page shows what `{printed[0]}` printed, but it prints "
+                               f"otherwise now: {missing[:3]}")
+            figures += 1
     if work:
         shutil.rmtree(work)
 checks += 1
 check(ran >= 20, f"only {ran} ddlsim lines ran")
-print(f"ran {ran} ddlsim lines of the manual")
+checks += 1
+check(figures >= 1, f"only {figures} output blocks compared")
+print(f"ran {ran} ddlsim lines of the manual; {figures} output blocks match what their commands print")
 
 finish("cli_docs", checks)
