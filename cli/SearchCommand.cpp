@@ -8,6 +8,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include <optional>
 #include <sstream>
 #include <string>
@@ -219,15 +221,26 @@ int cmd_search_microbatch(const SearchMicrobatchArgs& a)
                                             1));
     fmt::print("{:12} | {} | {} | {:>8}\n", b.global_batch, cells(b.best), cells(b.baseline), gain);
   }
-  if (search.largest_baseline_batch > 0)
+  const int baseline_m      = a.options.baseline_factor * pp;
+  const bool baseline_tried = std::any_of(search.batches.begin(), search.batches.end(),
+                                          [](const auto& b) { return b.baseline.has_value(); });
+  if (search.batches.empty())
+    fmt::print("no mini-batch tried (--max-batch is below the experiment's global batch)");
+  else if (search.largest_batch == 0)
+    fmt::print("no mini-batch tried trains: nothing fits from {}", search.batches.front().global_batch);
+  else if (search.largest_baseline_batch > 0)
     fmt::print(
         "largest trainable mini-batch: {} with the search, {} with the baseline ({:+.0f}%)", search.largest_batch,
         search.largest_baseline_batch,
         100.0 * (static_cast<double>(search.largest_batch) / static_cast<double>(search.largest_baseline_batch) - 1));
-  else if (!search.batches.empty())
+  else if (baseline_tried)
     fmt::print("largest trainable mini-batch: {} with the search; the baseline's {} micro-batches fit none of the "
                "mini-batches tried (from {})",
-               search.largest_batch, a.options.baseline_factor * pp, search.batches.front().global_batch);
+               search.largest_batch, baseline_m, search.batches.front().global_batch);
+  else
+    fmt::print("largest trainable mini-batch: {} with the search; the baseline's {} micro-batches divide none of the "
+               "mini-batches tried",
+               search.largest_batch, baseline_m);
   if (search.stopped_at_max)
     fmt::print(" (the search stopped at --max-batch with points still fitting)");
   fmt::print("\n{} points simulated; every point: {}\n", search.rows.size(), csv);

@@ -650,7 +650,9 @@ TimelineChoice choose_timeline(const PointConfig& point, const TimelineView& vie
     out.scope.gpus = drawn_ranks({.kind = TraceRanks::Kind::replica0, .ranges = {}}, point.parallelism, gpus);
     out.folded     = too_many_tasks;
     const double drawn = slices_of(out.scope.gpus);
-    out.note = "timeline: data-parallel replica 0's GPUs only (" + size + ")" +
+    const bool every   = std::all_of(out.scope.gpus.begin(), out.scope.gpus.end(), [](bool b) { return b; });
+    out.note = std::string(every ? "timeline: every GPU, as replica 0 (" : "timeline: data-parallel replica 0's GPUs only (") +
+               size + ")" +
                (drawn > timeline_budget_slices
                     ? "; they alone hold about " + format_count(drawn) + " slices: --trace-window narrows it"
                     : "");

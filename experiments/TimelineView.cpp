@@ -51,8 +51,8 @@ double parse_time(std::string_view text, const std::string& spec)
 {
   try {
     const double t = parse_quantity(text, Dimension::time);
-    if (t < 0)
-      throw UnitError("negative");
+    if (t < 0 || t > 1e9)  // beyond 1e9 s whole nanoseconds leave int64 soon: no run is that long
+      throw UnitError("out of range");
     return t;
   } catch (const UnitError&) {
     throw Error("--trace-window " + spec + ": '" + std::string(text) +

@@ -1426,8 +1426,8 @@ void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::functi
     const double per_hop = ring_steps(c.kind, n) * c.bytes / static_cast<double>(n);
     if (ring_over_rails(c, gpus_per_node, per_hop, send))
       return;
-    for (std::size_t i = 0; i < n; ++i)
-      send(c.group[i], c.group[(i + 1) % n], per_hop);
+    for (std::size_t i = 0; i < n; ++i)  // a ring that visits nodes more than once: its hops over the rails spread
+      rails.send(c.group[i], c.group[(i + 1) % n], per_hop, c.channels > 1, send);
     return;
   }
   for (const Message& m : decompose(c, gpus_per_node)) {

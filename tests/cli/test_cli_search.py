@@ -158,5 +158,11 @@ checks += 1
 check(rc == 0 and re.search(r"largest trainable mini-batch: \d+ with the search; the baseline's 4 micro-batches fit "
                             r"none of the mini-batches tried \(from 512\)", out) and "0 with the baseline" not in out,
       f"a baseline that never fits is named, not counted as 0: {rc} {out[-300:]} {err}")
+# From a mini-batch nothing fits: said so, not "0 with the search".
+rc, out, err = run(binary, "search", "microbatch", exp, "-o", os.path.join(d, "none.csv"), "--set", "cluster=h100-1gpu",
+                   "--set", "parallelism.pp=1", "--set", "parallelism.dp=1", "--set", "training.global_batch=65536")
+checks += 1
+check(rc == 0 and "no mini-batch tried trains: nothing fits from 65536" in out and "with the search" not in out,
+      f"nothing trainable is said plainly: {rc} {out[-300:]} {err}")
 
 finish("cli_search", checks)

@@ -257,6 +257,21 @@ TEST_CASE("for_each_send: a ring over the rails crosses nodes at every member's 
   for_each_send(ring, 8, [&](int src, int dst, double bytes) { between[src] += src / 8 != dst / 8 ? bytes : 0.0; });
   CHECK(between[0] == 0);
   CHECK(between[4] == doctest::Approx(per_member));
+  // A ring that visits its nodes more than once (0, 8, 4, 12: every hop crosses): each hop over the
+  // rails still leaves from both members of its node, and no byte is lost.
+  CollectiveTask zigzag{.kind = CollectiveKind::all_reduce, .algorithm = CollectiveAlgorithm::ring,
+                        .group = {0, 8, 4, 12}, .bytes = S};
+  zigzag.channels = 2;
+  std::map<int, double> zig;
+  double zig_total = 0;
+  for_each_send(zigzag, 8, [&](int src, int dst, double bytes) {
+    CHECK(src / 8 != dst / 8);
+    zig[src] += bytes;
+    zig_total += bytes;
+  });
+  for (int d : zigzag.group)
+    CHECK(zig[d] == doctest::Approx(2.0 * 3 / 4 * S));
+  CHECK(zig_total == doctest::Approx(4 * 2.0 * 3 / 4 * S));
   // A double tree over the rails: every hop between nodes leaves from each member of its node alike.
   CollectiveTask tree{.kind = CollectiveKind::all_reduce, .algorithm = CollectiveAlgorithm::double_tree,
                       .group = ring.group, .bytes = S};
