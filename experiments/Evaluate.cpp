@@ -1348,17 +1348,16 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
             choose_timeline(point, options.trace_view, graph, pipe.fold != nullptr ? &fold : nullptr);
         if (!drawn.note.empty())
           add_message(row, drawn.note);
-        if (!drawn.draw) {
-        } else if (pipe.fold != nullptr && drawn.folded) {
+        if (drawn.draw && pipe.fold != nullptr && drawn.folded) {
           write_timeline(point, graph, result, point.cluster, pipeline_timeline_memory(point, plan, graph),
                          options.trace_dir, &fold, drawn.scope);
-        } else if (pipe.fold != nullptr) {
+        } else if (drawn.draw && pipe.fold != nullptr) {
           const auto [whole, timings] = sim::unfold(graph, result.timings, fold);
           sim::ReplayResult unfolded = result;
           unfolded.timings = timings;
           write_timeline(point, whole, unfolded, point.cluster, pipeline_timeline_memory(point, plan, whole),
                          options.trace_dir, nullptr, drawn.scope);
-        } else {
+        } else if (drawn.draw) {
           write_timeline(point, graph, result, point.cluster, pipeline_timeline_memory(point, plan, graph),
                          options.trace_dir, nullptr, drawn.scope);
         }

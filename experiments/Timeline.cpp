@@ -95,6 +95,39 @@ void assign_lanes(std::vector<Placement>& placements, int devices, std::vector<s
           static_cast<int>(lane_ends[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)].size());
 }
 
+// (device, track) of each slice of task `id`: a compute task on its device's stream (or off it), a
+// transfer on its sender and receiver, a collective on every member; inter-node when the transfer or
+// the collective's group spans nodes.
+std::vector<std::pair<int, Track>> slice_places(const sim::TaskGraph& graph, sim::TaskId id, int gpus_per_node)
+{
+  auto node_of = [&](int d) { return d / std::max(1, gpus_per_node); };
+  std::vector<std::pair<int, Track>> where;
+  switch (graph.kind(id)) {
+  case sim::TaskKind::compute: {
+    const auto& c = graph.compute(id);
+    where.emplace_back(c.device, c.on_stream ? compute : off_stream);
+    break;
+  }
+  case sim::TaskKind::transfer: {
+    const auto& x     = graph.transfer(id);
+    const Track track = node_of(x.src) == node_of(x.dst) ? intra : inter;
+    where.emplace_back(x.src, track);
+    where.emplace_back(x.dst, track);
+    break;
+  }
+  case sim::TaskKind::collective: {
+    const auto& c = graph.collective(id);
+    bool spans    = false;
+    for (int d : c.group)
+      spans = spans || node_of(d) != node_of(c.group.front());
+    for (int d : c.group)
+      where.emplace_back(d, spans ? inter : intra);
+    break;
+  }
+  }
+  return where;
+}
+
 // Process of a device: pid 0 and tid 0 are Linux's swapper, which Perfetto treats apart.
 int pid_of(int device) { return device + 1; }
 
@@ -490,32 +523,8 @@ traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const sim::Timin
     const std::int64_t end   = ChromeTrace::nanoseconds(timings[id].end_s);
     if (end < window.begin_ns || start > window.end_ns)
       continue;  // outside the window
-    std::vector<std::pair<int, Track>> where;  // (device, track) of each of its slices
-    switch (graph.kind(id)) {
-    case sim::TaskKind::compute: {
-      const auto& c = graph.compute(id);
-      where.emplace_back(c.device, c.on_stream ? compute : off_stream);
-      break;
-    }
-    case sim::TaskKind::transfer: {
-      const auto& x     = graph.transfer(id);
-      const Track track = node_of(x.src) == node_of(x.dst) ? intra : inter;
-      where.emplace_back(x.src, track);
-      where.emplace_back(x.dst, track);
-      break;
-    }
-    case sim::TaskKind::collective: {
-      const auto& c = graph.collective(id);
-      bool spans    = false;
-      for (int d : c.group)
-        spans = spans || node_of(d) != node_of(c.group.front());
-      for (int d : c.group)
-        where.emplace_back(d, spans ? inter : intra);
-      break;
-    }
-    }
     int member = 0;
-    for (const auto& [device, track] : where)
+    for (const auto& [device, track] : slice_places(graph, id, cluster.gpus_per_node))
       if (shown(device))
         placements.push_back(Placement{id, member++, device, track, start, end});
   }
@@ -596,22 +605,10 @@ void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const
 std::vector<double> timeline_slices(const sim::TaskGraph& graph)
 {
   std::vector<double> slices(static_cast<std::size_t>(graph.device_count()), 0.0);
-  auto add = [&](int d) {
-    if (d >= 0 && d < graph.device_count())
-      slices[static_cast<std::size_t>(d)] += 1;
-  };
   for (sim::TaskId id = 0; id < graph.size(); ++id)
-    switch (graph.kind(id)) {
-    case sim::TaskKind::compute: add(graph.compute(id).device); break;
-    case sim::TaskKind::transfer:
-      add(graph.transfer(id).src);
-      add(graph.transfer(id).dst);
-      break;
-    case sim::TaskKind::collective:
-      for (int d : graph.collective(id).group)
-        add(d);
-      break;
-    }
+    for (const auto& [device, track] : slice_places(graph, id, 1))  // the track is not needed here
+      if (device >= 0 && device < graph.device_count())
+        slices[static_cast<std::size_t>(device)] += 1;
   return slices;
 }
 

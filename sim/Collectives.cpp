@@ -1359,6 +1359,29 @@ public:
       nodes_ = by_node(c.group, gpus_per_node);
   }
 
+  /// A ring between nodes over the rails, visiting each node's k members in one run: NCCL's channels
+  /// each enter and leave a node at other members, so that, over the channels, every member sends
+  /// its hop's bytes, 1/k of them to its peer on the next node (its own NIC) and the rest to the next
+  /// member of its node. Returns false (nothing sent) for any other ring.
+  bool ring(const std::vector<int>& group, double per_hop, const std::function<void(int, int, double)>& out) const
+  {
+    if (nodes_.size() < 2 ||
+        !std::is_sorted(group.begin(), group.end(), [&](int a, int b) { return a / gpn_ < b / gpn_; }))
+      return false;
+    for (std::size_t v = 0; v < nodes_.size(); ++v) {
+      const auto& here = nodes_[v];
+      const auto& next = nodes_[(v + 1) % nodes_.size()];
+      const auto k     = static_cast<double>(here.size());
+      for (std::size_t j = 0; j < here.size(); ++j) {
+        if (here.size() > 1)
+          out(here[j], here[(j + 1) % here.size()], per_hop * (k - 1) / k);
+        out(here[j], next[j], per_hop / k);
+      }
+    }
+    return true;
+  }
+
+  /// One hop: spread over the source node's members when it goes between nodes over the rails.
   void send(int src, int dst, double bytes, bool rails, const std::function<void(int, int, double)>& out) const
   {
     const std::vector<int>* from = rails ? members_of(src) : nullptr;
@@ -1385,31 +1408,6 @@ private:
   std::vector<std::vector<int>> nodes_;  // by_node: nodes in increasing order, equal counts (empty: no rails)
 };
 
-// A ring between nodes over the rails (several channels), visiting each node's k members in one
-// run: NCCL's channels each enter and leave a node at other members, so that, over the channels,
-// every member sends its hop's bytes, 1/k of them to its peer on the next node (its own NIC) and the
-// rest to the next member of its node. Returns false for any other ring.
-bool ring_over_rails(const CollectiveTask& c, int gpn, double per_hop, const std::function<void(int, int, double)>& send)
-{
-  if (c.channels <= 1 ||
-      !std::is_sorted(c.group.begin(), c.group.end(), [&](int a, int b) { return a / gpn < b / gpn; }))
-    return false;
-  const auto nodes = by_node(c.group, gpn);
-  if (nodes.size() < 2)
-    return false;
-  for (std::size_t v = 0; v < nodes.size(); ++v) {
-    const auto& here = nodes[v];
-    const auto& next = nodes[(v + 1) % nodes.size()];
-    const auto k     = static_cast<double>(here.size());
-    for (std::size_t j = 0; j < here.size(); ++j) {
-      if (here.size() > 1)
-        send(here[j], here[(j + 1) % here.size()], per_hop * (k - 1) / k);
-      send(here[j], next[j], per_hop / k);
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::function<void(int, int, double)>& send)
@@ -1424,7 +1422,7 @@ void for_each_send(const CollectiveTask& c, int gpus_per_node, const std::functi
   const RailSends rails(c, gpus_per_node);
   if (effective_algorithm(c, gpus_per_node) == CollectiveAlgorithm::ring && c.kind != CollectiveKind::broadcast) {
     const double per_hop = ring_steps(c.kind, n) * c.bytes / static_cast<double>(n);
-    if (ring_over_rails(c, gpus_per_node, per_hop, send))
+    if (rails.ring(c.group, per_hop, send))
       return;
     for (std::size_t i = 0; i < n; ++i)  // a ring that visits nodes more than once: its hops over the rails spread
       rails.send(c.group[i], c.group[(i + 1) % n], per_hop, c.channels > 1, send);
