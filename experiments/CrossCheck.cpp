@@ -407,7 +407,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
   }
   if (options.on_status)
     options.on_status("simulating " + std::to_string(points.size()) + " points");
-  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {.replay = {}, .trace_dir = {}, .work_scale = options.scale, .on_workload = {}},
+  result.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {.replay = {}, .trace_dir = {}, .trace_view = {}, .work_scale = options.scale, .on_workload = {}},
                                    .on_progress = {}, .on_row = {}});
 
   double total_error = 0;

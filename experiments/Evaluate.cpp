@@ -729,6 +729,7 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.cp = par.cp;
   pipe.cp_algorithm = par.cp_algorithm;
   pipe.tp_comm_overlap = par.tp_comm_overlap;
+  pipe.overlap_param_gather = par.overlap_param_gather;
   pipe.zero = par.zero;
   pipe.shard = par.shard_group();
   const sim::StepDtypes dt = point_dtypes(point);
@@ -1176,6 +1177,8 @@ ResultRow describe_point(const PointConfig& p)
   row.set("sequence_parallel", std::string(p.parallelism.sequence_parallel ? "true" : "false"));
   if (p.parallelism.tp_comm_overlap)
     row.set("tp_comm_overlap", std::string("true"));
+  if (p.parallelism.overlap_param_gather)
+    row.set("overlap_param_gather", std::string("true"));
   if (p.parallelism.zero > 0)
     row.set("zero_group", static_cast<long long>(p.parallelism.shard_group()));
   if (p.model.has(models::LayerKind::attention)) {

@@ -458,6 +458,16 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem(blame({"parallelism.tp_comm_overlap", "parallelism.sequence_parallel"}),
             "tp_comm_overlap overlaps sequence parallelism's all-gathers and reduce-scatters: it needs "
             "sequence_parallel: true (as Megatron asserts)");
+  // Megatron asserts both (megatron/training/arguments.py): the gathers are the distributed
+  // optimizer's, and they use the gradient buckets of overlap_grad_reduce.
+  if (par.overlap_param_gather && par.zero != 1 && par.zero != 2)
+    problem(blame({"parallelism.overlap_param_gather", "parallelism.zero"}),
+            "overlap_param_gather moves the distributed optimizer's parameter gather into the forward: it needs "
+            "zero 1 or 2 (zero " + std::to_string(par.zero) + (par.zero == 3 ? " gathers in the forward already)" : " gathers nothing)"));
+  else if (par.overlap_param_gather && par.dp_bucket <= 0)
+    problem(blame({"parallelism.overlap_param_gather", "parallelism.dp_bucket"}),
+            "overlap_param_gather gathers in the gradient buckets (Megatron asserts --overlap-grad-reduce): it "
+            "needs dp_bucket > 0");
   if (par.cp_algorithm != sim::CpAlgorithm::ring && par.cp == 1)
     problem("parallelism.cp_algorithm", "cp_algorithm: " + std::string(sim::cp_algorithm_table.name(par.cp_algorithm)) +
                                             " needs cp > 1 (no sequence is split)");
@@ -634,6 +644,7 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 0, 1 << 20));
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
     p.parallelism.tp_comm_overlap = par->boolean("tp_comm_overlap", false);
+    p.parallelism.overlap_param_gather = par->boolean("overlap_param_gather", false);
     p.parallelism.ep = static_cast<int>(par->integer("ep", 1, 1, 1 << 20));
     p.parallelism.ep_collective =
         par->choice("ep_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);

@@ -21,6 +21,7 @@
 //                 ep_fidelity: flow,                       #   its all-to-alls: auto | direct | hierarchical
 //                 dp_collective: auto, dp_fidelity: flow,  # auto | ring | tree | double_tree | hierarchical | nvls | sharp; flow | analytic
 //                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
+//                 overlap_param_gather: false,             # ZeRO 1-2: gather in the next forward
 //                 tp_collective: auto, tp_fidelity: flow,  # tensor-parallel collectives
 //                 partition: optimal,   # optimal | balanced | uniform | explicit (with balance: [..])
 //                 ps: {servers: 2, placement: dedicated, consistency: ssp, staleness: 2, iterations: 8}}
@@ -139,6 +140,9 @@ struct ParallelismSpec {
   /// Transformer Engine's userbuffers overlap each linear layer's tensor-parallel all-gather and
   /// reduce-scatter with its GEMM (Megatron's --tp-comm-overlap; sim::PipelinePlan::tp_comm_overlap)
   bool tp_comm_overlap = false;
+  /// ZeRO 1-2: gather the parameters bucket by bucket during the next forward instead of after the
+  /// step (Megatron's --overlap-param-gather; sim::PipelinePlan::overlap_param_gather)
+  bool overlap_param_gather = false;
   int virtual_stages = 1;  ///< model chunks per device (interleaved schedule)
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::automatic;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;

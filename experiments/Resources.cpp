@@ -208,16 +208,20 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
         sync_messages += messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, dp_group, cluster,
                                   2 * l.norm_channels * 4) / fold.replicas +
                          apart(dp_group, 2 * l.norm_channels * 4);
+    // ZeRO 1-2 gather once per chunk after the step, or with overlap_param_gather once per gradient
+    // bucket in the forward (about the held gradients over dp_bucket, at least one per chunk).
+    const double param_gathers =
+        par.overlap_param_gather && par.dp_bucket > 0 ? std::max(C, std::ceil(grad_d * held / par.dp_bucket)) : C;
     const double gather_messages =
         groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
-                              weight_d * (par.zero >= 3 ? held / std::max(1.0, B) : held / C)) / shard_h;
+                              weight_d * (par.zero >= 3 ? held / std::max(1.0, B) : held / param_gathers)) / shard_h;
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
     const double cp_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;  // its s/cp tokens
     for (const sim::TpCollective& c : tensor)
       tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster,
                               c.bytes_per_sample * d * cp_share * point.training.micro_batch) / fold.tp;
-    // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 once after the step.
-    const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : C;
+    // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 as above.
+    const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : param_gathers;
     // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
     // and cp - 1 transfers per GPU. Llama 3's all-gather: the layer's segment becomes 3 (before, the
     // layer, after), and per micro-batch each cp group (of each tensor rank) all-gathers K/V before the

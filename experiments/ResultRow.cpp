@@ -53,7 +53,8 @@ const std::vector<std::string>& csv_columns()
       "all_to_all_time_s", "dropped_tokens",     "load_imbalance",
       "capacity_factor",  "measured_peak_memory_bytes", "collective_algorithms",
       "framework",        "host_busy_fraction",  "gpu_busy_fraction",
-      "tokens_per_s_per_gpu", "model_tflops_per_gpu", "total_a2a_s", "cp_algorithm", "tp_comm_overlap"};
+      "tokens_per_s_per_gpu", "model_tflops_per_gpu", "total_a2a_s", "cp_algorithm", "tp_comm_overlap",
+      "overlap_param_gather"};
   return columns;
 }
 
@@ -90,7 +91,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
       {"framework", {"framework", "host_busy_fraction", "gpu_busy_fraction", "gpu_utilization", "compute_time_s"}},
       {"llm",
        {"seq", "attention", "cp", "cp_algorithm", "zero", "zero_group", "sequence_parallel", "tp_comm_overlap",
-        "active_parameters"}},
+        "overlap_param_gather", "active_parameters"}},
       {"moe",
        {"ep", "ep_collective", "all_to_all_time_s", "total_a2a_s", "dropped_tokens", "load_imbalance",
         "capacity_factor", "active_parameters", "collective_algorithms"}},

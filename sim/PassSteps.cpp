@@ -4,8 +4,9 @@
 
 namespace ddlsim::sim {
 
-std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const PipelinePlan& plan, bool last_backward)
+std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const PipelinePlan& plan, bool edge)
 {
+  const bool last_backward = edge && phase == Phase::backward;
   // An event at position p happens, in forward, once the layers before p are done; in backward,
   // once the layers at and after p are done.
   struct Event {
@@ -41,6 +42,20 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
                             {.kind = PassStep::Kind::gather, .begin = u.begin, .end = u.end,
                              .collective = CollectiveKind::all_gather, .bytes = plan.shard > 1 ? u.bytes : 0.0,
                              .expert_bytes = plan.expert_shard > 1 ? u.expert_bytes : 0.0}});
+    // Overlapped ZeRO 1-2 gathers: per gradient bucket (listed from the stage's end), before its
+    // first layer; the experts' parameters with the first bucket the forward reaches.
+    if (forward && edge && plan.overlap_param_gather && (plan.zero == 1 || plan.zero == 2))
+      for (std::size_t i = 0; i < stage.buckets.size(); ++i) {
+        const GradientBucket& g = stage.buckets[i];
+        const std::size_t end = i == 0 ? stage.layers.end : stage.buckets[i - 1].layer;
+        const bool first = i + 1 == stage.buckets.size();
+        const double bytes = plan.shard > 1 ? g.bytes * plan.gather_per_gradient_byte : 0.0;
+        const double experts = first && plan.expert_shard > 1 ? stage.expert_gradient_bytes * plan.gather_per_gradient_byte : 0.0;
+        if (bytes > 0 || experts > 0)
+          events.push_back({g.layer, {.kind = PassStep::Kind::gather, .begin = g.layer, .end = end,
+                                      .collective = CollectiveKind::all_gather, .bytes = bytes,
+                                      .expert_bytes = experts}});
+      }
   }
   if (plan.ep > 1)
     for (const ExpertExchange& x : stage.exchanges) {

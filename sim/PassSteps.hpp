@@ -11,7 +11,7 @@ namespace ddlsim::sim {
 
 // One pass of a stage as compute segments and collectives: blocking ones (synchronized batch norm
 // across the replicas, tensor-parallel ones inside the group), gradient buckets (not blocking),
-// ZeRO-3 parameter gathers (not blocking; the next compute segment waits for them) and ring
+// ZeRO-3 parameter gathers and overlapped ZeRO 1-2 ones (not blocking; the next compute segment waits for them) and ring
 // attention (a compute segment of one layer run in cp chunks with K/V transfers between them), the
 // all-to-alls of expert parallelism (blocking), the expert gradients' reduction (expert_bucket,
 // not blocking), and a layer whose tensor-parallel collectives overlap its GEMMs (tp_overlap: the
@@ -30,8 +30,9 @@ struct PassStep {
   std::vector<std::pair<CollectiveKind, double>> overlapped{};  // tp_overlap: its collectives and their bytes
 };
 
-/// The steps of one pass of `stage` in `phase`; `last_backward`: the stage's last backward pass of the
-/// iteration (where the gradient reduction happens without ZeRO 2 or 3).
-std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const PipelinePlan& plan, bool last_backward);
+/// The steps of one pass of `stage` in `phase`; `edge`: the stage's last backward pass of the
+/// iteration (where the gradient reduction happens without ZeRO 2 or 3), or its first forward pass
+/// (where PipelinePlan::overlap_param_gather gathers the parameters).
+std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const PipelinePlan& plan, bool edge);
 
 }  // namespace ddlsim::sim

@@ -112,17 +112,25 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   auto family_replica = [&](int f, int index) { return f == 0 ? index : (f - 1) + index * ep; };
   auto family_shard = [&](int f) { return f == 0 ? shard : expert_shard; };
   auto family_groups = [&](int f) { return f == 0 ? groups : expert_groups; };
-  // One communication stream per reduction group: its reductions run one after another, and so do
-  // its ZeRO-3 gathers (on their own stream). Keyed by (chunk, tensor rank, family, group).
+  // One communication stream per reduction group: its reductions and ZeRO 1-2 parameter gathers run
+  // one after another, and so do its ZeRO-3 gathers (on their own stream). The model chunks of one
+  // pipeline rank share their devices' groups (one communicator per data-parallel group, as in
+  // Megatron-LM), so their collectives queue on one stream rather than share the links unpriced.
+  // Keyed by (pipeline rank, tensor rank, family, group).
+  const int ranks = plan.pp();
   auto chain_index = [&](int s, int t, int f, int j) {
-    return static_cast<std::size_t>(((s * tp + t) * families + f) * max_groups + j);
+    return static_cast<std::size_t>((((s % ranks) * tp + t) * families + f) * max_groups + j);
   };
-  std::vector<TaskId> reduce_chain(static_cast<std::size_t>(chunks * tp * families * max_groups), no_task);
+  std::vector<TaskId> reduce_chain(static_cast<std::size_t>(ranks * tp * families * max_groups), no_task);
   std::vector<TaskId> gather_chain(reduce_chain.size(), no_task);
   // ZeRO-3: per device, the gathers the next compute task waits for, and the program position when
   // the previous gather was issued (a gather waits for the compute two units back: one prefetch).
   std::vector<std::vector<TaskId>> pending_gather(static_cast<std::size_t>(plan.devices()));
   std::vector<TaskId> at_previous_gather(static_cast<std::size_t>(plan.devices()), no_task);
+  // ZeRO 1-2 with overlap_param_gather: per device, the program position when the previous chunk's
+  // gathers were dispatched, and what the current chunk's wait for.
+  std::vector<TaskId> at_chunk_gather(static_cast<std::size_t>(plan.devices()), no_task);
+  std::vector<TaskId> chunk_gather_wait(at_chunk_gather.size(), no_task);
   // Ring attention's backward: the dK/dV returning to a device, which its next compute waits for.
   std::vector<TaskId> pending_ring(static_cast<std::size_t>(plan.devices()), no_task);
 
@@ -300,13 +308,13 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     return id;
   };
 
-  // A pass's steps depend only on its chunk, its phase and whether it is the chunk's last backward:
-  // computed once each. Every rank's program in order, with each pass's steps.
-  std::vector<std::vector<PassStep>> steps_of(static_cast<std::size_t>(chunks) * 3);
-  auto steps_for = [&](int s, Phase phase, bool last_backward) -> const std::vector<PassStep>& {
-    const std::size_t at = static_cast<std::size_t>(s) * 3 + (phase == Phase::forward ? 0 : last_backward ? 2 : 1);
+  // A pass's steps depend only on its chunk, its phase and whether it is the chunk's first forward or
+  // last backward (its edge): computed once each. Every rank's program in order, with each pass's steps.
+  std::vector<std::vector<PassStep>> steps_of(static_cast<std::size_t>(chunks) * 4);
+  auto steps_for = [&](int s, Phase phase, bool edge) -> const std::vector<PassStep>& {
+    const std::size_t at = static_cast<std::size_t>(s) * 4 + (phase == Phase::forward ? 0 : 2) + (edge ? 1 : 0);
     if (steps_of[at].empty())
-      steps_of[at] = pass_steps(plan.stages[static_cast<std::size_t>(s)], phase, plan, last_backward);
+      steps_of[at] = pass_steps(plan.stages[static_cast<std::size_t>(s)], phase, plan, edge);
     return steps_of[at];
   };
   struct Program {
@@ -325,14 +333,21 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   for (int rank = 0; rank < k; ++rank) {
     Program& program = programs[static_cast<std::size_t>(rank)];
     program.order = stream_order(plan.schedule, k, plan.virtual_stages, rank, m_count);
-    std::vector<std::size_t> last_backward(static_cast<std::size_t>(chunks), 0);  // per chunk, index in order
-    for (std::size_t i = 0; i < program.order.size(); ++i)
+    // Per chunk, the index in order of its first forward and its last backward.
+    std::vector<std::size_t> first_forward(static_cast<std::size_t>(chunks), program.order.size());
+    std::vector<std::size_t> last_backward(static_cast<std::size_t>(chunks), 0);
+    for (std::size_t i = 0; i < program.order.size(); ++i) {
+      const auto s = static_cast<std::size_t>(program.order[i].chunk);
       if (program.order[i].phase == Phase::backward)
-        last_backward[static_cast<std::size_t>(program.order[i].chunk)] = i;
+        last_backward[s] = i;
+      else
+        first_forward[s] = std::min(first_forward[s], i);
+    }
     for (std::size_t i = 0; i < program.order.size(); ++i) {
       const PipelinePass& p = program.order[i];
       const auto s = static_cast<std::size_t>(p.chunk);
-      program.steps.push_back(&steps_for(p.chunk, p.phase, i == last_backward[s]));
+      const bool edge = p.phase == Phase::backward ? i == last_backward[s] : i == first_forward[s];
+      program.steps.push_back(&steps_for(p.chunk, p.phase, edge));
       const std::size_t members_here = kept_members[s].size(), ranks_here = kept_ranks[s].size();
       for (const PassStep& step : *program.steps.back())
         switch (step.kind) {
@@ -369,6 +384,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       const PipelinePass& p = program.order[i];
       const int s = p.chunk;
       const StagePlan& stage = plan.stages[static_cast<std::size_t>(s)];
+      bool chunk_gathers_dispatched = false;  // overlap_param_gather: this pass's gathers have their wait
       for (const PassStep& step : *program.steps[i]) {
         switch (step.kind) {
         case PassStep::Kind::dp_sync:
@@ -420,9 +436,23 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           // ZeRO-3: the unit's parameters (dense, then the experts' over their own groups), gathered on
           // each group's gather stream once the compute before the previous gather is done; the unit's
           // first compute task waits for them.
+          // ZeRO 1-2 with overlap_param_gather (a chunk's first forward): as Megatron-Core's interleaved
+          // schedule, the first two chunks' buckets are dispatched at the start and each next chunk's
+          // once the chunk before it starts its first forward; every bucket waits for the dispatch.
+          const bool by_chunk = plan.zero < 3;
+          if (by_chunk && !chunk_gathers_dispatched) {
+            for (int q = 0; q < members; ++q) {
+              const auto d = static_cast<std::size_t>(device(s, q));
+              chunk_gather_wait[d] = at_chunk_gather[d];
+              at_chunk_gather[d] = last[d];
+            }
+            chunk_gathers_dispatched = true;
+          }
           std::vector<TaskId> waits(static_cast<std::size_t>(members), no_task);
-          for (int q = 0; q < members; ++q)
-            waits[static_cast<std::size_t>(q)] = at_previous_gather[static_cast<std::size_t>(device(s, q))];
+          for (int q = 0; q < members; ++q) {
+            const auto d = static_cast<std::size_t>(device(s, q));
+            waits[static_cast<std::size_t>(q)] = by_chunk ? chunk_gather_wait[d] : at_previous_gather[d];
+          }
           for (int t : kept_ranks[static_cast<std::size_t>(s)])
             for (int f = 0; f < families; ++f) {
               const double bytes = f == 0 ? step.bytes : step.expert_bytes;
@@ -451,8 +481,9 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                 }
               }
             }
-          for (int q = 0; q < members; ++q)
-            at_previous_gather[static_cast<std::size_t>(device(s, q))] = last[static_cast<std::size_t>(device(s, q))];
+          if (!by_chunk)
+            for (int q = 0; q < members; ++q)
+              at_previous_gather[static_cast<std::size_t>(device(s, q))] = last[static_cast<std::size_t>(device(s, q))];
           break;
         }
         case PassStep::Kind::ring: {
@@ -579,21 +610,19 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       }
   }
 
-  // Flush: per chunk and tensor rank, reduce the gradients across replicas (unless buckets did), the
-  // experts' over the replicas holding them, step the optimizer (on its shards with ZeRO), then with
-  // ZeRO 1 and 2 gather the parameters.
+  // Flush: per chunk and tensor rank, reduce the gradients across replicas (unless buckets did) and
+  // the experts' over the replicas holding them; then, once every chunk's reductions are issued (as
+  // Megatron-LM finishes the gradient sync before the optimizer), step the optimizer (on its shards
+  // with ZeRO) and with ZeRO 1 and 2 gather the parameters on the reductions' stream.
+  std::vector<std::vector<TaskId>> reduced_of(static_cast<std::size_t>(chunks * tp));
+  std::vector<std::vector<TaskId>> expert_reduced_of(reduced_of.size());
   for (int s = 0; s < chunks; ++s) {
     const auto& stage = plan.stages[static_cast<std::size_t>(s)];
-    const double dense = stage.gradient_bytes, experts = ep > 1 ? stage.expert_gradient_bytes : 0.0;
-    const double optimizer_share = plan.zero == 0          ? 1.0
-                                   : dense + experts > 0 ? (dense / shard + experts / expert_shard) / (dense + experts)
-                                                         : 1.0 / shard;
+    const double experts = ep > 1 ? stage.expert_gradient_bytes : 0.0;
     for (int t = 0; t < tp; ++t) {
-      const std::vector<TaskId>& buckets = bucket_tasks[static_cast<std::size_t>(s * tp + t)];
-      const bool bucketed = dp > 1 && !buckets.empty();
-      std::vector<TaskId> reduced;
+      const auto at = static_cast<std::size_t>(s * tp + t);
       const PipelinePass p{Phase::backward, -1, s};
-      if (dp > 1 && !bucketed) {
+      if (dp > 1 && bucket_tasks[at].empty()) {
         // One reduction after the last backward: it waits for every member's program.
         const PassStep flush{PassStep::Kind::bucket, 0, 0,
                          plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
@@ -601,18 +630,32 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         for (int q : dp_group(t))
           if (keep(s, q) && last[static_cast<std::size_t>(device(s, q))] == no_task)
             throw std::invalid_argument("a stage without tasks");
-        reduced = reduce_gradients(s, t, p, flush);
+        reduced_of[at] = reduce_gradients(s, t, p, flush);
       }
-      std::vector<TaskId> expert_reduced = expert_bucket_tasks[static_cast<std::size_t>(s * tp + t)];
+      expert_reduced_of[at] = expert_bucket_tasks[at];
       if (experts > 0 && plan.zero < 2) {
         const PassStep flush{.kind = PassStep::Kind::expert_bucket,
                          .collective = plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                          .bytes = experts};
         for (TaskId id : reduce_gradients(s, t, p, flush))
-          expert_reduced.push_back(id);
+          expert_reduced_of[at].push_back(id);
       }
-      if (!plan.optimizer_step)
-        continue;
+    }
+  }
+  if (!plan.optimizer_step)
+    return g;
+  for (int s = 0; s < chunks; ++s) {
+    const auto& stage = plan.stages[static_cast<std::size_t>(s)];
+    const double dense = stage.gradient_bytes, experts = ep > 1 ? stage.expert_gradient_bytes : 0.0;
+    const double optimizer_share = plan.zero == 0          ? 1.0
+                                   : dense + experts > 0 ? (dense / shard + experts / expert_shard) / (dense + experts)
+                                                         : 1.0 / shard;
+    for (int t = 0; t < tp; ++t) {
+      const auto at = static_cast<std::size_t>(s * tp + t);
+      const std::vector<TaskId>& buckets = bucket_tasks[at];
+      const bool bucketed = dp > 1 && !buckets.empty();
+      const std::vector<TaskId>& reduced = reduced_of[at];
+      const std::vector<TaskId>& expert_reduced = expert_reduced_of[at];
       std::vector<TaskId> steps(static_cast<std::size_t>(dp), no_task);  // per replica
       for (int q : dp_group(t)) {
         if (!keep(s, q))
@@ -639,7 +682,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           g.add_dependency(last[static_cast<std::size_t>(device(s, q))], opt);
         steps[static_cast<std::size_t>(q / tp)] = opt;
       }
-      if (dp > 1 && (plan.zero == 1 || plan.zero == 2))
+      if (dp > 1 && (plan.zero == 1 || plan.zero == 2) && !plan.overlap_param_gather)
         for (int f = 0; f < families; ++f)
           for (int j = 0; j < family_groups(f); ++j) {
             const std::vector<int> group = reduce_group(t, j, f);
@@ -655,6 +698,10 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             for (int q : group)
               if (steps[static_cast<std::size_t>(q / tp)] != no_task)
                 g.add_dependency(steps[static_cast<std::size_t>(q / tp)], id);
+            TaskId& chain = reduce_chain[chain_index(s, t, f, j)];
+            if (chain != no_task)
+              g.add_dependency(chain, id);
+            chain = id;
           }
     }
   }

@@ -220,6 +220,12 @@ struct PipelinePlan {
   /// Bytes of the parameters all-gathered after the step (ZeRO 1, 2) per byte of gradient reduced: 1 when
   /// both are in the training dtype, 0.5 under Megatron (bf16 weights, fp32 gradients)
   double gather_per_gradient_byte = 1;
+  /// ZeRO 1, 2 (`parallelism.overlap_param_gather`, Megatron's --overlap-param-gather): the parameters
+  /// are gathered in the forward instead of after the step, bucket by bucket (the gradient buckets),
+  /// each issued as the forward reaches the bucket before it and waited for by its first layer: in
+  /// one simulated iteration, the previous step's gathers, which the first forward pass of each chunk
+  /// waits for; the first bucket is exposed, the rest overlap the forward.
+  bool overlap_param_gather = false;
   /// Expert parallelism: replicas r = g ep + e form ep group g (ep consecutive replicas, Megatron-Core's
   /// order); ep rank e holds 1/ep of every mixture of experts' experts. Its expert gradients are
   /// reduced over the replicas with the same e; with ZeRO in groups of `expert_shard` of them.

@@ -163,6 +163,14 @@ CASES = [
      {"exp.yaml": exp("dp: 2}", "dp: 1, tp: 2, tp_comm_overlap: true}").replace("dtype: bf16}", "dtype: bf16, framework: megatron}")}, 1,
      ["exp.yaml:6: parallelism.tp_comm_overlap: tp_comm_overlap overlaps sequence parallelism's all-gathers and reduce-scatters: "
       "it needs sequence_parallel: true"]),
+    ("overlap_param_gather without the distributed optimizer", RUN,
+     {"exp.yaml": exp("dp: 2}", "dp: 2, dp_bucket: 25MiB, overlap_param_gather: true}")}, 1,
+     ["exp.yaml:6: parallelism.overlap_param_gather: overlap_param_gather moves the distributed optimizer's parameter "
+      "gather into the forward: it needs zero 1 or 2 (zero 0 gathers nothing)"]),
+    ("overlap_param_gather without gradient buckets", RUN,
+     {"exp.yaml": exp("dp: 2}", "dp: 2, zero: 1, overlap_param_gather: true}")}, 1,
+     ["exp.yaml:6: parallelism.overlap_param_gather: overlap_param_gather gathers in the gradient buckets "
+      "(Megatron asserts --overlap-grad-reduce): it needs dp_bucket > 0"]),
     ("parameter servers with a pipeline", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, ps: {servers: 1}}")}, 1,
      ["exp.yaml:6: parallelism.ps: parameter servers are simulated for pure data parallelism"]),
     ("virtual stages over one stage", RUN,
