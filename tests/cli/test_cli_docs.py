@@ -211,6 +211,10 @@ def shown_output(md, page_blocks, index):
 
 
 makefile = open(os.path.join(ROOT, "Makefile")).read()
+# Under `make sanitize` the instrumented binary is 10-20 times slower: the blocks whose output the page
+# shows (searches of a minute or more there) are checked by the plain build's run, which computes the
+# same numbers; their files must still exist.
+sanitized = os.environ.get("DDLSIM_SANITIZED") == "1"
 ran = 0
 figures = 0  # output blocks compared with what their command prints now
 for page in pages:
@@ -220,6 +224,7 @@ for page in pages:
         if lang != "sh":
             continue
         printed = None  # stdout of the block's last ddlsim line that ran
+        shown_here = shown_output(text[page], page_blocks, index)
         for k, raw in enumerate(body):
             where = f"{rel(page)}:{line + k + 1}"
             command, _, comment = raw.partition(" #")
@@ -236,7 +241,7 @@ for page in pages:
                 for d in ("experiments", "bench", os.path.join("tests", "fixtures"), os.path.join("calibration", "measurements")):
                     shutil.copytree(os.path.join(ROOT, d), os.path.join(work, d))
             args = shlex.split(command)[1:]
-            if comment.startswith(("slow:", "GPU:")):
+            if comment.startswith(("slow:", "GPU:")) or (sanitized and shown_here is not None):
                 # Not run here; the shipped files it names must be there.
                 for a in args:
                     if a.startswith(("experiments/", "bench/", "tests/")):
@@ -261,7 +266,7 @@ for page in pages:
 checks += 1
 check(ran >= 20, f"only {ran} ddlsim lines ran")
 checks += 1
-check(figures >= 1, f"only {figures} output blocks compared")
+check(figures >= 1 or sanitized, f"only {figures} output blocks compared")
 print(f"ran {ran} ddlsim lines of the manual; {figures} output blocks match what their commands print")
 
 finish("cli_docs", checks)
