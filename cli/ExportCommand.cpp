@@ -1,7 +1,12 @@
-// ddlsim export chakra: one point's task graph as Chakra ET files (experiments/ChakraWorkload.hpp).
+// ddlsim export chakra: one point's task graph as Chakra ET files (experiments/ChakraWorkload.hpp);
+// ddlsim export megatron: its Megatron-LM launch arguments (experiments/MegatronExport.hpp).
 #include "cli/Commands.hpp"
 #include "experiments/ChakraWorkload.hpp"
+#include "experiments/DocumentKeys.hpp"
 #include "experiments/Experiment.hpp"
+#include "experiments/MegatronExport.hpp"
+
+#include <yaml-cpp/yaml.h>
 
 #include <fmt/core.h>
 
@@ -21,26 +26,64 @@ struct ExportChakraArgs {
   std::vector<std::string> sets;
 };
 
-int cmd_export_chakra(const ExportChakraArgs& a)
+// The point --point names (or the only one); a usage error when the sweep has several and none is named.
+experiments::PointConfig chosen_point(const std::string& file, const std::vector<std::string>& sets, std::optional<int> point)
 {
-  const auto exp    = experiments::Experiment::load(a.file, a.sets);
+  const auto exp    = experiments::Experiment::load(file, sets);
   const auto points = exp.points();
-  if (!a.point && points.size() > 1)
+  if (!point && points.size() > 1)
     throw UsageError{
-        fmt::format("{} has {} points: choose one with --point N (0..{})", a.file, points.size(), points.size() - 1)};
+        fmt::format("{} has {} points: choose one with --point N (0..{})", file, points.size(), points.size() - 1)};
   const auto chosen = std::find_if(points.begin(), points.end(), [&](const auto& p) {
-    return static_cast<int>(p.index) == a.point.value_or(static_cast<int>(p.index));
+    return static_cast<int>(p.index) == point.value_or(static_cast<int>(p.index));
   });
   if (chosen == points.end())
-    throw UsageError{fmt::format("--point {}: {} has no such point", *a.point, a.file)};
-  if (!chosen->is_valid()) {
-    print_diagnostics(chosen->problems);
+    throw UsageError{fmt::format("--point {}: {} has no such point", *point, file)};
+  return *chosen;
+}
+
+int cmd_export_chakra(const ExportChakraArgs& a)
+{
+  const auto chosen = chosen_point(a.file, a.sets, a.point);
+  if (!chosen.is_valid()) {
+    print_diagnostics(chosen.problems);
     return exit_bad_input;
   }
-  const experiments::ChakraExport written = experiments::write_chakra(*chosen, a.output);
+  const experiments::ChakraExport written = experiments::write_chakra(chosen, a.output);
   fmt::print("{}: point {} as {} Chakra ET files ({} nodes): {}.<rank>.et; process groups in {}\n", a.output,
-             chosen->index, written.files.size(), written.nodes,
-             (std::filesystem::path(a.output) / chosen->experiment).string(), written.comm_groups);
+             chosen.index, written.files.size(), written.nodes,
+             (std::filesystem::path(a.output) / chosen.experiment).string(), written.comm_groups);
+  return exit_ok;
+}
+
+struct ExportMegatronArgs {
+  std::string file;
+  std::optional<int> point;
+  std::vector<std::string> sets;
+};
+
+int cmd_export_megatron(const ExportMegatronArgs& a)
+{
+  const auto chosen = chosen_point(a.file, a.sets, a.point);
+  if (!chosen.is_valid()) {
+    print_diagnostics(chosen.problems);
+    return exit_bad_input;
+  }
+  experiments::MegatronLaunch launch = experiments::megatron_launch(chosen);
+  if (!launch.problems.empty()) {
+    // Each at its key's line in the file (the key as written there, or its sweep axis).
+    const YAML::Node doc = YAML::LoadFile(a.file);
+    for (Diagnostic& d : launch.problems) {
+      d.file = a.file;
+      for (const std::string& key : {d.key, "sweep." + d.key})
+        if (const YAML::Node n = experiments::find_path(doc, key); n && d.line == 0)
+          d.line = n.Mark().line + 1;
+    }
+    print_diagnostics(launch.problems);
+    return exit_bad_input;
+  }
+  fmt::print("# ddlsim export megatron {} --point {}: {} on {}\n{}", a.file, chosen.index, chosen.model_label,
+             chosen.cluster_label, launch.text());
   return exit_ok;
 }
 
@@ -59,6 +102,15 @@ void add_export_commands(CommandTable& table)
   c.app->add_option("-o,--output", c.args.output, "the folder of .et files")->required()->type_name("DIR");
   cli::add_int(c.app, "--point", c.args.point, 0, 1 << 30, "the sweep point (needed when the sweep has several)");
   add_sets(c.app, c.args.sets);
+
+  auto m = table.add<ExportMegatronArgs>(*exporter, "megatron",
+                                         "one point as Megatron-LM's launch command (pretrain_gpt.py and its arguments)",
+                                         cmd_export_megatron);
+  m.app->footer("The parallel sizes, batch, sequence, model, precision, recomputation, sharding and overlap options the "
+                "point was simulated with; what Megatron-LM cannot run as simulated is refused by key. docs/export.md");
+  add_experiment(m.app, m.args.file);
+  cli::add_int(m.app, "--point", m.args.point, 0, 1 << 30, "the sweep point (needed when the sweep has several)");
+  add_sets(m.app, m.args.sets);
 }
 
 } // namespace ddlsim::cli

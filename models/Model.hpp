@@ -18,6 +18,7 @@
 #include "models/Layer.hpp"
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,22 @@ struct StageRange {
 struct Block {
   std::string name;
   StageRange layers;
+};
+
+/// A decoder-only transformer's hyper-parameters as its generator was given them (make_gpt,
+/// make_llama in Zoo.hpp): what another framework needs to build the same model (`ddlsim export
+/// megatron`). Other models have none.
+struct Architecture {
+  int layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn_hidden = 0, seq = 0, vocab = 0;
+  bool swiglu = false;           ///< else a GeLU MLP
+  bool rms_norm = false;         ///< else LayerNorm
+  bool rope = false;             ///< else learned absolute positions
+  bool tied_embeddings = false;  ///< the LM head reuses the token embedding
+  bool bias = false;             ///< the linear layers have biases
+  bool dropout = false;
+  bool flash = false;            ///< FlashAttention (else the eager, unfused core)
+  int experts = 0, top_k = 0, expert_ffn_hidden = 0, shared_experts = 0, dense_layers = 0;  ///< experts 0: dense
+  double capacity_factor = 0;    ///< 0: dropless
 };
 
 class Model {
@@ -82,9 +99,13 @@ public:
   StageRange layer_range(StageRange blocks) const;
   /// True when some layer is of this kind.
   bool has(LayerKind kind) const;
+  /// The transformer generator's hyper-parameters; null for other models.
+  const Architecture* architecture() const { return architecture_.has_value() ? &*architecture_ : nullptr; }
+  void set_architecture(const Architecture& a) { architecture_ = a; }
 
 private:
   std::string name_;
+  std::optional<Architecture> architecture_;
   TensorShape input_;
   std::vector<Layer> layers_;
   std::vector<Block> blocks_;

@@ -76,7 +76,11 @@ Model make_gpt(const GptConfig& c)
     b.tie_last_to(embedding_layer, static_cast<double>(c.vocab) * h);
   b.softmax_loss(x, "loss");
   b.set_tp(TpRole::split);  // cross-entropy on the vocabulary shards
-  return b.build();
+  Model model = b.build();
+  model.set_architecture({.layers = c.layers, .hidden = c.hidden, .heads = c.heads, .kv_heads = c.heads,
+                          .ffn_hidden = static_cast<int>(f), .seq = c.seq, .vocab = c.vocab, .tied_embeddings = c.tied_embeddings,
+                          .bias = true, .dropout = c.dropout, .flash = c.attention == AttentionKind::flash});
+  return model;
 }
 
 Model make_llama(const LlamaConfig& c)
@@ -161,7 +165,16 @@ Model make_llama(const LlamaConfig& c)
     b.tie_last_to(embedding_layer, static_cast<double>(c.vocab) * h);
   b.softmax_loss(x, "loss");
   b.set_tp(TpRole::split);
-  return b.build();
+  Model model = b.build();
+  model.set_architecture({.layers = c.layers, .hidden = c.hidden, .heads = c.heads, .kv_heads = kv,
+                          .ffn_hidden = c.ffn_hidden, .seq = c.seq, .vocab = c.vocab,
+                          .swiglu = c.ffn == FeedForward::swiglu, .rms_norm = c.norm == Normalization::rms_norm,
+                          .rope = c.positions == Positions::rope, .tied_embeddings = c.tied_embeddings, .bias = c.bias,
+                          .dropout = c.dropout, .flash = c.attention == AttentionKind::flash,
+                          .experts = c.moe.experts, .top_k = c.moe.top_k, .expert_ffn_hidden = c.moe.expert_ffn_hidden,
+                          .shared_experts = c.moe.shared_experts, .dense_layers = c.moe.dense_layers,
+                          .capacity_factor = c.moe.capacity_factor});
+  return model;
 }
 
 Model make_bert(const BertConfig& c)

@@ -1,0 +1,34 @@
+// A simulated point as the launch arguments of the framework that would run it (`ddlsim export
+// megatron`): Megatron-LM's pretrain_gpt.py flags for the parallel sizes, batch, sequence, model,
+// precision, recomputation, sharding and overlap options the point was simulated with.
+//
+//   const MegatronLaunch launch = megatron_launch(point);
+//   if (!launch.problems.empty()) ...          // what Megatron-LM cannot run as simulated, by key
+//   fmt::print("{}", launch.text());           // torchrun ... pretrain_gpt.py \ and one flag a line
+#pragma once
+
+#include "experiments/Experiment.hpp"
+
+#include <string>
+#include <vector>
+
+namespace ddlsim::experiments {
+
+struct MegatronArgument {
+  std::string flag;   ///< as Megatron-LM spells it: --tensor-model-parallel-size
+  std::string value;  ///< empty for a switch
+};
+
+struct MegatronLaunch {
+  int nodes = 1, gpus_per_node = 1;
+  std::vector<MegatronArgument> arguments;
+  std::vector<std::string> notes;  ///< what differs from the simulated step, printed as comments
+  std::vector<Diagnostic> problems;  ///< what Megatron-LM cannot run as simulated (key, message)
+  /// The command: notes as `# ` lines, then torchrun over the nodes and one argument per line.
+  std::string text() const;
+};
+
+/// The Megatron-LM launch of `point` (a transformer from the gpt or llama generator).
+MegatronLaunch megatron_launch(const PointConfig& point);
+
+}  // namespace ddlsim::experiments
