@@ -134,11 +134,13 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // layer is unknown here).
     double buckets = C;
     double shared_places = 0;  // bucket boundaries where a tensor-parallel collective splits the backward already
+    double shared_forward = 0;  // likewise in the forward (overlap_param_gather splits the first forward there)
     if (R > 1 && par.dp_bucket > 0)
       for (const sim::GradientBucket& b : gradient_buckets(model, all, par.dp_bucket, grad_d, par.tp, par.ep > 1))
         if (b.layer > all.begin) {  // a cut (the last bucket, from the first layer, is the chunk's)
           buckets += 1;
           shared_places += places.count({1, b.layer}) != 0 ? 1 : 0;
+          shared_forward += splits.count({true, b.layer}) != 0 ? 1 : 0;
         }
     // Gradient reductions per chunk set: ZeRO-3 one per unit (block), else the buckets (or one per
     // chunk); ZeRO 2 and 3 after every micro-batch, else once.
@@ -307,13 +309,27 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
         expert_groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, expert_group, cluster,
                                  weight_d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
 
-    const double passes = members * M * (2 * C + 2 * sync_points + static_cast<double>(splits.size()) +
+    // Ring attention cuts its layer off on both sides already: an overlapped tensor-parallel layer's
+    // own cut there (the QKV layer ends where the core begins, the projection begins where it ends)
+    // is the same cut.
+    std::set<std::tuple<bool, std::size_t>> ring_cuts;
+    if (ring_layers > 0)
+      for (const sim::TpCollective& c : tensor)
+        if (overlapped(c))
+          for (std::size_t at : {c.layer, c.layer + 1})
+            for (std::size_t l : {at, at - 1})  // `at` begins or ends attention layer l
+              if (at > 0 && l < model.size() && model.layers()[l].kind == models::LayerKind::attention)
+                ring_cuts.emplace(c.phase == sim::Phase::forward, at);
+    const double passes = members * M * (2 * C + 2 * sync_points + static_cast<double>(splits.size() - ring_cuts.size()) +
                                          2 * ring_layers * (par.cp + 1) + (all_gather ? 4 * attention_layers : 0) +
                                          (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
     const double bucket_splits =
         bucketed && par.zero < 3
             ? members * (per_backward - C - (per_unit ? 0 : shared_places)) * (par.zero >= 2 ? M : 1)
             : 0;
+    // overlap_param_gather: each chunk's first forward is cut at its buckets' first layers.
+    const bool forward_gathers = par.overlap_param_gather && (par.zero == 1 || par.zero == 2) && R > 1 && par.dp_bucket > 0;
+    const double gather_splits = forward_gathers ? members * (buckets - C - shared_forward) : 0;
     const double optimizer = members * C;
     // Ring steps: cp - 1 forward, cp - 1 backward and the dK/dV's return.
     const double transfers = (par.pp > 1 ? 2 * M * (C - 1) * members : 0) +
@@ -325,8 +341,8 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     const double collectives     = (R > 1 ? tp_sim * M * 2 * sync_points : 0) + reduction_tasks + gather_tasks +
                                R_sim * M * tp_collectives + expert_tasks + cp_groups_sim * M * cp_collectives;
     e.devices    = static_cast<double>(par.pp) * members;
-    e.tasks      = passes + bucket_splits + optimizer + transfers + collectives;
-    e.activities = passes + bucket_splits + optimizer + transfers +
+    e.tasks      = passes + bucket_splits + gather_splits + optimizer + transfers + collectives;
+    e.activities = passes + bucket_splits + gather_splits + optimizer + transfers +
                    (R > 1 ? tp_sim * M * 2 * sync_messages : 0) + tp_sim * reductions * reduction_messages +
                    tp_sim * tree_messages +
                    tp_sim * gathers * gather_messages + R_sim * M * tp_messages + M * (R / ep) * tp_sim * a2a_messages +
