@@ -93,11 +93,16 @@ void add_parallelism(const PointConfig& point, MegatronLaunch& out)
     add(out, "--context-parallel-size", std::to_string(par.cp));
     add(out, "--cp-comm-type", par.cp_algorithm == sim::CpAlgorithm::all_gather ? "allgather" : "p2p");
   }
-  if (par.ep > 1)
+  if (par.ep > 1) {
     add(out, "--expert-model-parallel-size", std::to_string(par.ep));
-  if (par.sequence_parallel)
+    add(out, "--moe-token-dispatcher-type", "alltoall");  // as simulated (Megatron's default is allgather)
+    if (point.training.dtype == Dtype::fp16)
+      refuse(out, "training.dtype", "Megatron-LM runs expert parallelism in bf16, not fp16 (it asserts so)");
+  }
+  // Megatron turns sequence parallelism off at tp 1 and then refuses userbuffers without it.
+  if (par.sequence_parallel && par.tp > 1)
     add(out, "--sequence-parallel");
-  if (par.tp_comm_overlap)
+  if (par.tp_comm_overlap && par.tp > 1)
     add(out, "--tp-comm-overlap");
   if (par.virtual_stages > 1)
     add(out, "--num-virtual-stages-per-pipeline-rank", std::to_string(par.virtual_stages));
@@ -117,8 +122,10 @@ void add_parallelism(const PointConfig& point, MegatronLaunch& out)
     if (par.shard_group() < par.replicas())
       refuse(out, "parallelism.zero_group",
              "Megatron FSDP shards over every data-parallel GPU: zero_group must be 0 with zero 2 or 3");
+    add(out, "--use-distributed-optimizer");
     add(out, "--use-megatron-fsdp");
     add(out, "--data-parallel-sharding-strategy", par.zero == 2 ? "optim_grads" : "optim_grads_params");
+    add(out, "--ckpt-format", "fsdp_dtensor");  // Megatron FSDP's only checkpoint format
   }
   const sim::StepDtypes dt = point_dtypes(point);
   if (par.dp_bucket > 0) {
@@ -151,6 +158,8 @@ void add_training(const PointConfig& point, MegatronLaunch& out)
   }
   if ((t.dtype == Dtype::bf16 || t.dtype == Dtype::fp8) && point_dtypes(point).gradients == Dtype::bf16)
     add(out, "--grad-reduce-in-bf16");
+  if (t.dtype == Dtype::fp16 && point_dtypes(point).gradients == Dtype::fp32)
+    add(out, "--accumulate-allreduce-grads-in-fp32");
   if (t.recompute == models::Recompute::full) {
     add(out, "--recompute-granularity", "full");
     add(out, "--recompute-method", "uniform");
@@ -159,8 +168,8 @@ void add_training(const PointConfig& point, MegatronLaunch& out)
     add(out, "--recompute-granularity", "selective");
   }
   add(out, "--optimizer", t.optimizer == models::Optimizer::adam ? "adam" : "sgd");
-  if (t.optimizer == models::Optimizer::sgd)
-    out.notes.push_back("ddlsim simulated plain SGD; Megatron-LM's sgd has momentum (set --sgd-momentum 0)");
+  if (t.optimizer != models::Optimizer::adam)
+    add(out, "--sgd-momentum", t.optimizer == models::Optimizer::sgd ? "0" : "0.9");
 }
 
 } // namespace
@@ -182,6 +191,14 @@ MegatronLaunch megatron_launch(const PointConfig& point)
     out.notes.push_back(fmt::format("simulated with framework {}; these arguments run Megatron-Core, whose step "
                                     "`training.framework: megatron` simulates",
                                     sim::framework_table.name(point.training.framework)));
+  if (point.parallelism.pp > 1 && point.parallelism.partition != models::Partitioner::uniform)
+    out.notes.push_back(fmt::format("ddlsim cut the stages by `partition: {}`; Megatron-LM splits the layers evenly "
+                                    "(--pipeline-model-parallel-layout sets another split): simulate `partition: uniform` "
+                                    "to compare like with like",
+                                    models::partitioner_table.name(point.parallelism.partition)));
+  if (out.gpus_per_node * out.nodes != point.parallelism.gpus())
+    out.notes.push_back(fmt::format("{} GPUs do not fill whole nodes of {}: launch them with your scheduler",
+                                    point.parallelism.gpus(), point.cluster.gpus_per_node));
   add_parallelism(point, out);
   add_layer_split(*a, point.parallelism, out);
   add_model(*a, out);

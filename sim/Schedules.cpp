@@ -112,8 +112,9 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   auto family_replica = [&](int f, int index) { return f == 0 ? index : (f - 1) + index * ep; };
   auto family_shard = [&](int f) { return f == 0 ? shard : expert_shard; };
   auto family_groups = [&](int f) { return f == 0 ? groups : expert_groups; };
-  // One communication stream per reduction group: its reductions and ZeRO 1-2 parameter gathers run
-  // one after another, and so do its ZeRO-3 gathers (on their own stream). The model chunks of one
+  // One communication stream per reduction group: its reductions and the ZeRO 1-2 parameter gathers
+  // after the step run one after another, and so do the gathers in the forward (ZeRO 3,
+  // overlap_param_gather) on a stream of their own. The model chunks of one
   // pipeline rank share their devices' groups (one communicator per data-parallel group, as in
   // Megatron-LM), so their collectives queue on one stream rather than share the links unpriced.
   // Keyed by (pipeline rank, tensor rank, family, group).

@@ -115,8 +115,21 @@ check(rc == 1 and "parallelism.virtual_stages: Megatron-LM splits the 32 layers 
 zero3 = write("zero3.yaml", BASE + "parallelism: {schedule: 1f1b, pp: 1, dp: 16, zero: 3}\n")
 rc, out, err, flags, _ = export(zero3)
 expect(flags, {"--use-megatron-fsdp": "", "--data-parallel-sharding-strategy": "optim_grads_params",
+               "--use-distributed-optimizer": "", "--ckpt-format": "fsdp_dtensor",
                "--tensor-model-parallel-size": "1", "--pipeline-model-parallel-size": "1"}, "ZeRO 3")
 checks += 1
 check(rc == 0 and out.count("# simulated with framework ideal") == 1, f"ideal's note: {out[:300]}")
+
+checks += 1
+check(not [f for f in flags if f not in megatron_flags], "ZeRO 3: every flag is Megatron-LM's")
+# Userbuffers at tp 1: Megatron would drop sequence parallelism and then refuse --tp-comm-overlap.
+tp1 = write("tp1.yaml", BASE.replace("dtype: bf16}", "dtype: bf16, framework: megatron}") +
+            "parallelism: {schedule: 1f1b, pp: 2, dp: 8, zero: 1, sequence_parallel: true, tp_comm_overlap: true}\n")
+rc, out, err, flags, _ = export(tp1)
+checks += 1
+check(rc == 0 and "--tp-comm-overlap" not in flags and "--sequence-parallel" not in flags,
+      f"no userbuffers nor sequence parallelism at tp 1: {rc} {err} {sorted(flags)}")
+checks += 1
+check("# ddlsim cut the stages by `partition: optimal`" in out, f"the partition's note: {out[:400]}")
 
 finish("cli_export_megatron", checks)
