@@ -1351,10 +1351,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
             choose_timeline(point, options.trace_view, graph, pipe.fold != nullptr ? &fold : nullptr);
         if (!drawn.note.empty())
           add_message(row, drawn.note);
-        if (drawn.draw && pipe.fold != nullptr && drawn.folded) {
-          write_timeline(point, graph, result, point.cluster, pipeline_timeline_memory(point, plan, graph),
-                         options.trace_dir, &fold, drawn.scope);
-        } else if (drawn.draw && pipe.fold != nullptr) {
+        if (drawn.draw && pipe.fold != nullptr && !drawn.folded) {  // every GPU of a folded run: unfold it
           const auto [whole, timings] = sim::unfold(graph, result.timings, fold);
           sim::ReplayResult unfolded = result;
           unfolded.timings = timings;
@@ -1362,7 +1359,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
                          options.trace_dir, nullptr, drawn.scope);
         } else if (drawn.draw) {
           write_timeline(point, graph, result, point.cluster, pipeline_timeline_memory(point, plan, graph),
-                         options.trace_dir, nullptr, drawn.scope);
+                         options.trace_dir, pipe.fold != nullptr ? &fold : nullptr, drawn.scope);
         }
         // Device (s, r, t) holds pipeline rank s mod pp.
         const int members = par.replicas() * par.tp;

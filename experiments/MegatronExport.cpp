@@ -40,8 +40,8 @@ void add_layer_split(const models::Architecture& a, const ParallelismSpec& par, 
                        a.layers, chunks, a.layers));
     return;
   }
-  out.arguments.push_back({"--decoder-first-pipeline-num-layers", std::to_string(ends / 2)});
-  out.arguments.push_back({"--decoder-last-pipeline-num-layers", std::to_string(ends - ends / 2)});
+  add(out, "--decoder-first-pipeline-num-layers", std::to_string(ends / 2));
+  add(out, "--decoder-last-pipeline-num-layers", std::to_string(ends - ends / 2));
 }
 
 void add_model(const models::Architecture& a, MegatronLaunch& out)
@@ -156,9 +156,10 @@ void add_training(const PointConfig& point, MegatronLaunch& out)
   default:
     break;
   }
-  if ((t.dtype == Dtype::bf16 || t.dtype == Dtype::fp8) && point_dtypes(point).gradients == Dtype::bf16)
+  const Dtype gradients = point_dtypes(point).gradients;
+  if ((t.dtype == Dtype::bf16 || t.dtype == Dtype::fp8) && gradients == Dtype::bf16)
     add(out, "--grad-reduce-in-bf16");
-  if (t.dtype == Dtype::fp16 && point_dtypes(point).gradients == Dtype::fp32)
+  if (t.dtype == Dtype::fp16 && gradients == Dtype::fp32)
     add(out, "--accumulate-allreduce-grads-in-fp32");
   if (t.recompute == models::Recompute::full) {
     add(out, "--recompute-granularity", "full");

@@ -371,12 +371,13 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
         t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, across_group, last / shard);
       // ZeRO 1-2 gather after the step, or with overlap_param_gather under the next forward (about a
       // third of a micro-batch's work) but for its first bucket.
-      const double gather = collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads);
-      if ((par.zero == 1 || par.zero == 2) && !par.overlap_param_gather)
-        t += gather;
-      if ((par.zero == 1 || par.zero == 2) && par.overlap_param_gather)
-        t += std::max(collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, last),
-                      gather - work[i] / 3);
+      if (par.zero == 1 || par.zero == 2) {
+        const double gather = collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads);
+        t += par.overlap_param_gather
+                 ? std::max(collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, last),
+                            gather - work[i] / 3)
+                 : gather;
+      }
       if (par.zero >= 3)
         t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]) +
              overlap_cost * std::min(2 * m * gathers[i], m * work[i]);
