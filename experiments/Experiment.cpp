@@ -9,6 +9,7 @@
 #include "common/Units.hpp"
 #include "experiments/ChakraWorkload.hpp"
 #include "experiments/DocumentKeys.hpp"
+#include "models/ChunkSplit.hpp"
 #include "models/ModelLoader.hpp"
 
 #include <algorithm>
@@ -423,6 +424,70 @@ void check_expert_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem("parallelism.ps", "parameter servers are simulated for dense models: ep must be 1");
 }
 
+// An interleaved split that models::splits_evenly refuses, unless the balance is explicit; "" when fine.
+std::string virtual_stage_problem(const PointConfig& p)
+{
+  const auto& par = p.parallelism;
+  const models::Architecture* a = p.model.architecture();
+  if (par.virtual_stages <= 1 || par.pp == 1 || par.schedule != sim::ScheduleKind::interleaved || a == nullptr ||
+      par.partition == models::Partitioner::explicit_balance)
+    return "";
+  if (models::splits_evenly(p.model, par.pp * par.virtual_stages))
+    return "";
+  std::string valid;
+  for (int v : models::even_virtual_stages(p.model, par.pp, a->layers + 2))
+    valid += (valid.empty() ? "" : ", ") + std::to_string(v);
+  return "pp x virtual_stages = " + std::to_string(par.pp * par.virtual_stages) + " model chunks divide neither the " +
+         std::to_string(a->layers) + " layers of model '" + p.model_label + "' nor " + std::to_string(a->layers + 2) +
+         " (with the embedding and the loss): Megatron-Core splits them evenly; " +
+         (valid.empty() ? "use virtual_stages: 1" : "choose virtual_stages from " + valid + " (at pp " + std::to_string(par.pp) + ")") +
+         ", or give partition: explicit with a balance";
+}
+
+// The pipeline's split: virtual stages only with the interleaved schedule and pp > 1, micro-batches
+// the interleaved schedule can cycle, chunks enough blocks to hold, Megatron-Core's even layer split
+// over the chunks (see virtual_stage_problem), an explicit balance that adds up. `clean`: no problem
+// found so far (the micro-batch count is only meaningful then).
+template <typename Problem, typename Blame>
+void check_pipeline_split(PointConfig& p, bool clean, Problem problem, Blame blame)
+{
+  const auto& par = p.parallelism;
+  const std::size_t blocks = p.model.blocks().size();
+  const int chunks = par.pp * par.virtual_stages;
+  if (par.virtual_stages > 1 && par.schedule != sim::ScheduleKind::interleaved)
+    problem("parallelism.virtual_stages", "virtual_stages > 1 needs schedule: interleaved");
+  else if (par.virtual_stages > 1 && par.pp == 1)
+    problem(blame({"parallelism.virtual_stages", "parallelism.pp"}),
+            "virtual_stages = " + std::to_string(par.virtual_stages) +
+                " interleaves model chunks over pipeline stages, and pp = 1 has one (Megatron-Core needs pp > 1 "
+                "for virtual stages); set virtual_stages: 1 or pp > 1");
+  if (par.schedule == sim::ScheduleKind::interleaved && clean && p.micro_batches() % par.pp != 0)
+    problem(blame({"parallelism.schedule", "training.micro_batch", "training.global_batch", "parallelism.pp"}),
+            "the interleaved schedule needs the number of micro-batches (" + std::to_string(p.micro_batches()) +
+                ") divisible by pp (" + std::to_string(par.pp) + ")");
+  if (static_cast<std::size_t>(chunks) > blocks)
+    problem(blame({"parallelism.pp", "parallelism.virtual_stages"}),
+            (par.virtual_stages > 1 ? "pp x virtual_stages = " + std::to_string(chunks) + " chunks"
+                                    : "pp = " + std::to_string(par.pp) + " stages") +
+                " for a model of only " + std::to_string(blocks) + " blocks (see `ddlsim model " + p.model_label + "`)");
+  else if (const std::string why = virtual_stage_problem(p); !why.empty())
+    problem(blame({"parallelism.virtual_stages", "parallelism.pp"}), why);
+  if (par.partition == models::Partitioner::explicit_balance) {
+    long long sum = 0;
+    for (int b : par.balance)
+      sum += b;
+    if (par.balance.empty())
+      problem("parallelism.partition", "partition: explicit needs parallelism.balance: [blocks per stage]");
+    else if (par.balance.size() != static_cast<std::size_t>(chunks))
+      problem(blame({"parallelism.balance", "parallelism.pp"}),
+              "balance lists " + std::to_string(par.balance.size()) + " stages but pp = " + std::to_string(par.pp) +
+                  (par.virtual_stages > 1 ? " x virtual_stages = " + std::to_string(chunks) : ""));
+    else if (sum != static_cast<long long>(blocks))
+      problem("parallelism.balance", "balance adds up to " + std::to_string(sum) + " blocks but model '" +
+                                         p.model_label + "' has " + std::to_string(blocks));
+  }
+}
+
 // The checks of the 2024-2026 recipes: sequence length, grouped-query attention under tensor
 // parallelism, context parallelism, ZeRO sharding groups.
 template <typename Problem, typename Blame>
@@ -809,38 +874,7 @@ PointConfig Experiment::point(std::size_t index) const
                                          " is not divisible by micro_batch x dp = " +
                                          std::to_string(p.training.micro_batch) + " x " + std::to_string(par.dp) +
                                          " = " + std::to_string(per_step));
-  const std::size_t blocks = p.model.blocks().size();
-  const int chunks = par.pp * par.virtual_stages;
-  if (par.virtual_stages > 1 && par.schedule != sim::ScheduleKind::interleaved)
-    problem("parallelism.virtual_stages", "virtual_stages > 1 needs schedule: interleaved");
-  else if (par.virtual_stages > 1 && par.pp == 1)
-    problem(blame({"parallelism.virtual_stages", "parallelism.pp"}),
-            "virtual_stages = " + std::to_string(par.virtual_stages) +
-                " interleaves model chunks over pipeline stages, and pp = 1 has one (Megatron-Core needs pp > 1 "
-                "for virtual stages); set virtual_stages: 1 or pp > 1");
-  if (par.schedule == sim::ScheduleKind::interleaved && diags.empty() && p.micro_batches() % par.pp != 0)
-    problem(blame({"parallelism.schedule", "training.micro_batch", "training.global_batch", "parallelism.pp"}),
-            "the interleaved schedule needs the number of micro-batches (" + std::to_string(p.micro_batches()) +
-                ") divisible by pp (" + std::to_string(par.pp) + ")");
-  if (static_cast<std::size_t>(chunks) > blocks)
-    problem(blame({"parallelism.pp", "parallelism.virtual_stages"}),
-            (par.virtual_stages > 1 ? "pp x virtual_stages = " + std::to_string(chunks) + " chunks"
-                                    : "pp = " + std::to_string(par.pp) + " stages") +
-                " for a model of only " + std::to_string(blocks) + " blocks (see `ddlsim model " + p.model_label + "`)");
-  if (par.partition == models::Partitioner::explicit_balance) {
-    long long sum = 0;
-    for (int b : par.balance)
-      sum += b;
-    if (par.balance.empty())
-      problem("parallelism.partition", "partition: explicit needs parallelism.balance: [blocks per stage]");
-    else if (par.balance.size() != static_cast<std::size_t>(chunks))
-      problem(blame({"parallelism.balance", "parallelism.pp"}),
-              "balance lists " + std::to_string(par.balance.size()) + " stages but pp = " + std::to_string(par.pp) +
-                  (par.virtual_stages > 1 ? " x virtual_stages = " + std::to_string(chunks) : ""));
-    else if (sum != static_cast<long long>(blocks))
-      problem("parallelism.balance", "balance adds up to " + std::to_string(sum) + " blocks but model '" +
-                                         p.model_label + "' has " + std::to_string(blocks));
-  }
+  check_pipeline_split(p, diags.empty(), problem, blame);
   if (diags.empty())
     check_resources(p, doc, diags);
   p.problems = diags.list();

@@ -25,12 +25,19 @@ void refuse(MegatronLaunch& out, std::string key, std::string message)
 }
 
 // Megatron-LM splits the layers evenly over pp x v chunks; with one chunk per rank the first and
-// last stages may hold fewer (--decoder-first/last-pipeline-num-layers), as Llama 3 405B's 126 on 16.
+// last stages may hold fewer (--decoder-first/last-pipeline-num-layers), as Llama 3 405B's 126 on 16;
+// interleaved, the embedding and the loss may count as a layer each (--account-for-*-in-pipeline-split:
+// 126 + 2 over 16 x 8). The experiment's validator refuses other interleaved splits.
 void add_layer_split(const models::Architecture& a, const ParallelismSpec& par, MegatronLaunch& out)
 {
   const int chunks = par.pp * par.virtual_stages;
   if (a.layers % chunks == 0)
     return;
+  if (par.virtual_stages > 1 && (a.layers + 2) % chunks == 0) {  // the embedding and the loss as a layer each
+    add(out, "--account-for-embedding-in-pipeline-split");
+    add(out, "--account-for-loss-in-pipeline-split");
+    return;
+  }
   const int middle = (a.layers + par.pp - 1) / par.pp;
   const int ends   = a.layers - (par.pp - 2) * middle;
   if (par.virtual_stages > 1 || par.pp < 3 || ends < 2) {

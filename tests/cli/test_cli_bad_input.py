@@ -177,6 +177,11 @@ CASES = [
      {"exp.yaml": exp("schedule: gpipe, pp: 2, dp: 2}", "schedule: interleaved, pp: 1, dp: 4, virtual_stages: 2}")}, 1,
      ["exp.yaml:6: parallelism.virtual_stages: virtual_stages = 2 interleaves model chunks over pipeline stages, "
       "and pp = 1 has one"]),
+    ("virtual stages that do not divide the layers", RUN,
+     {"exp.yaml": exp("schedule: gpipe, pp: 2, dp: 2}", "schedule: interleaved, pp: 2, dp: 2, virtual_stages: 4}")}, 1,
+     ["exp.yaml:6: parallelism.virtual_stages: pp x virtual_stages = 8 model chunks divide neither the 12 layers "
+      "of model 'gpt2-small' nor 14 (with the embedding and the loss): Megatron-Core splits them evenly; choose "
+      "virtual_stages from 2, 3, 6, 7 (at pp 2)"]),
     ("virtual stages without interleaving", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, virtual_stages: 2}")}, 1,
      ["exp.yaml:6: parallelism.virtual_stages: virtual_stages > 1 needs schedule: interleaved"]),
     ("balance of the wrong length", RUN, {"exp.yaml": exp("dp: 2}", "dp: 2, partition: explicit, balance: [1, 2, 3]}")}, 1,

@@ -61,12 +61,19 @@ unknown = sorted(f for f in flags if f not in megatron_flags)
 checks += 1
 check(not unknown, f"every flag is Megatron-LM's (arguments.py): not {unknown}")
 
-# Meta's 405B: 126 layers on 16 stages, one fewer on the first and the last (Llama 3 paper, 3.3.2).
+# Meta's 405B: 126 layers and the embedding and the loss as one layer each over 16 x 8 chunks
+# (Llama 3 paper, 3.3.2); with one chunk per rank, one layer fewer on the first and the last stage.
 rc, out, err, flags, _ = export(VALIDATION, "--point", "37")
 expect(flags, {"--num-layers": "126", "--pipeline-model-parallel-size": "16",
-               "--decoder-first-pipeline-num-layers": "7", "--decoder-last-pipeline-num-layers": "7"}, "405B split")
+               "--num-virtual-stages-per-pipeline-rank": "8", "--account-for-embedding-in-pipeline-split": "",
+               "--account-for-loss-in-pipeline-split": ""}, "405B interleaved split")
 checks += 1
-check(not [f for f in flags if f not in megatron_flags], "405B: every flag is Megatron-LM's")
+check(not [f for f in flags if f not in megatron_flags] and "--decoder-first-pipeline-num-layers" not in flags,
+      f"405B: every flag is Megatron-LM's, one way of splitting: {sorted(flags)}")
+rc, out, err, flags, _ = export(VALIDATION, "--point", "37", "--set", "parallelism.schedule=1f1b",
+                                "--set", "parallelism.virtual_stages=1")
+expect(flags, {"--num-layers": "126", "--pipeline-model-parallel-size": "16",
+               "--decoder-first-pipeline-num-layers": "7", "--decoder-last-pipeline-num-layers": "7"}, "405B 1F1B split")
 
 # Megatron-LM 2021 rows (point 22, GPT 39B on 512 A100s): fp16, full recomputation, no sharding, and a
 # note that the arguments run today's Megatron-Core.
@@ -109,7 +116,7 @@ check(rc == 1 and out == "" and f"{convnet}:2: model: model 'resnet50' is not a 
 uneven = write("uneven.yaml", BASE + "parallelism: {schedule: interleaved, pp: 2, virtual_stages: 3, dp: 8}\n")
 rc, out, err, _, _ = export(uneven)
 checks += 1
-check(rc == 1 and "parallelism.virtual_stages: Megatron-LM splits the 32 layers evenly over pp x virtual_stages = 6" in err,
+check(rc == 1 and "parallelism.virtual_stages: pp x virtual_stages = 6 model chunks divide neither the 32 layers" in err,
       f"an uneven interleaved split refused: {rc} {err}")
 # A spec-sheet point (framework ideal) exports with a note; ZeRO 3 as Megatron FSDP.
 zero3 = write("zero3.yaml", BASE + "parallelism: {schedule: 1f1b, pp: 1, dp: 16, zero: 3}\n")

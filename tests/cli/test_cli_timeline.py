@@ -117,7 +117,7 @@ check(summary.get("joined", {}).get("transfer") == 2 * len(transfers),
 inter_dir = os.path.join(out_dir, "interleaved")
 rc, out, err = run(binary, "run", os.path.join(FIXTURES, "zoo_smoke.yaml"), "--quiet", "-o", os.path.join(out_dir, "i.csv"),
                    "--set", "parallelism.pp=4", "--set", "parallelism.schedule=interleaved", "--set",
-                   "parallelism.virtual_stages=2", "--set", "training.global_batch=32", "--trace-dir", inter_dir)
+                   "parallelism.virtual_stages=3", "--set", "training.global_batch=32", "--trace-dir", inter_dir)
 checks += 1
 check(rc == 0, f"interleaved run with --trace-dir: {err}")
 if rc == 0:

@@ -158,3 +158,24 @@ TEST_CASE("stages on slower GPUs get less work: closed forms and brute force wit
     CHECK(slowest_stage(costs, *found, speeds) == doctest::Approx(best).epsilon(1e-12));
   }
 }
+
+// Megatron-Core's even split of a transformer's layers over interleaved chunks (models/ChunkSplit.hpp).
+#include "models/ChunkSplit.hpp"
+#include "models/ModelLoader.hpp"
+
+TEST_CASE("interleaved chunks split the layers, or the layers plus the embedding and the loss, evenly")
+{
+  const Model small = load_model("gpt2-small");  // 12 layers
+  CHECK(splits_evenly(small, 4));                  // 12 / 4
+  CHECK(splits_evenly(small, 7));                  // (12 + 2) / 7
+  CHECK_FALSE(splits_evenly(small, 8));            // neither 12 nor 14
+  CHECK(even_virtual_stages(small, 2, 8) == std::vector<int>{2, 3, 6, 7});
+  CHECK(even_virtual_stages(small, 2, 3) == std::vector<int>{2, 3});
+  const Model llama = load_model("llama3.1-405b");  // 126 layers: Meta's 16 x 8 chunks of the Llama 3 paper
+  CHECK_FALSE(llama.architecture()->layers % 128 == 0);
+  CHECK(splits_evenly(llama, 128));
+  CHECK(even_virtual_stages(llama, 16, 8) == std::vector<int>{2, 4, 8});  // 128 / 32, 64, 128
+  const Model cnn = load_model("resnet50");  // no layer count: blocks split as the partitioner likes
+  CHECK(cnn.architecture() == nullptr);
+  CHECK(splits_evenly(cnn, 5));
+}

@@ -91,7 +91,7 @@ TEST_CASE("the resource estimate equals the built graph's tasks and activities")
                  "schedule: 1f1b, pp: 2, dp: 8, dp_collective: hierarchical"),
       // interleaved, two chunks per GPU
       experiment("gpt2-small", 1, 8, "global_batch: 64, micro_batch: 2",
-                 "schedule: interleaved, pp: 4, dp: 2, virtual_stages: 2"),
+                 "schedule: interleaved, pp: 4, dp: 2, virtual_stages: 3"),
       // flow-level tensor parallelism inside the node, tree all-reduce across replicas
       experiment("gpt2-small", 2, 4, "global_batch: 32, micro_batch: 2",
                  "schedule: 1f1b, pp: 2, dp: 2, tp: 2, dp_collective: tree"),
