@@ -7,6 +7,7 @@
 #include "sim/Schedules.hpp"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -113,29 +114,151 @@ int cmd_search_grid(const SearchGridArgs& a)
 
 struct SearchParallelArgs : SearchArgs {
   experiments::ParallelSearchOptions options;
-  std::optional<std::string> zero, ep;
-  int top = 16;
+  std::optional<std::string> zero, ep, schedules, virtual_stages, recompute, dtype, framework;
+  int top     = 16;
+  int confirm = 0;
 };
 
-int cmd_search_parallel(const SearchParallelArgs& a)
+// The comma-separated items of `text`, each parsed by `parse` (which throws UsageError).
+template <typename T, typename Parse>
+std::vector<T> parse_list(const std::string& text, Parse parse)
+{
+  std::vector<T> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    out.push_back(parse(item));
+  return out;
+}
+
+// A list of names of `table`'s enum, for `option`.
+template <typename E, std::size_t N>
+std::vector<E> parse_names(const std::optional<std::string>& text, const EnumTable<E, N>& table,
+                           const std::string& option)
+{
+  if (!text)
+    return {};
+  return parse_list<E>(*text, [&](const std::string& name) {
+    const auto value = table.parse(name);
+    if (!value)
+      throw UsageError{option + ": '" + name + "' is not one of " + table.names()};
+    return *value;
+  });
+}
+
+experiments::ParallelSearchOptions parallel_options(const SearchParallelArgs& a)
 {
   experiments::ParallelSearchOptions options = a.options;
   options.top                                = static_cast<std::size_t>(a.top);
-  if (a.zero) {
-    options.zero_stages.clear();
-    std::stringstream in(*a.zero);
-    for (std::string stage; std::getline(in, stage, ',');)
-      options.zero_stages.push_back(cli::parse_int(stage, "--zero", 0, 3));
+  options.confirm                            = static_cast<std::size_t>(a.confirm);
+  auto ints = [](const std::optional<std::string>& text, const std::string& option, int min, int max) {
+    return text ? parse_list<int>(*text, [&](const std::string& n) { return cli::parse_int(n, option, min, max); })
+                : std::vector<int>{};
+  };
+  if (a.zero)
+    options.zero_stages = ints(a.zero, "--zero", 0, 3);
+  options.expert_parallel = ints(a.ep, "--ep", 1, 1 << 20);
+  options.virtual_stages  = ints(a.virtual_stages, "--virtual-stages", 2, 1024);
+  options.schedules       = parse_names(a.schedules, sim::schedule_table, "--schedules");
+  options.recomputes      = parse_names(a.recompute, models::recompute_table, "--recompute");
+  options.dtypes          = parse_names(a.dtype, dtype_table, "--dtype");
+  options.frameworks      = parse_names(a.framework, sim::framework_table, "--framework");
+  return options;
+}
+
+// "1f1b", "gpipe" or "interleaved:v4" (virtual stages): one word, for scripts that split the table.
+std::string schedule_label(const experiments::ParallelLayout& l)
+{
+  const std::string name(sim::schedule_table.name(l.schedule));
+  return l.virtual_stages > 1 ? name + ":v" + std::to_string(l.virtual_stages) : name;
+}
+
+// The ranked table: each layout, its memory, estimate and simulated time, throughput, MFU and where
+// its time goes (compute, bubble, exposed communication; exposed all-to-all for experts).
+void print_ranking(const experiments::PointConfig& base, const experiments::ParallelSearch& search,
+                   const std::vector<experiments::ResultRow>& rows, const std::vector<std::size_t>& ranking,
+                   const std::vector<std::size_t>& layouts)
+{
+  const bool tokens  = base.model.has(models::LayerKind::attention);
+  const bool experts = base.model.has(models::LayerKind::moe);
+  const bool dtypes  = std::any_of(layouts.begin(), layouts.end(), [&](std::size_t i) {
+    return search.simulated[i].layout.dtype || search.simulated[i].layout.framework;
+  });
+  fmt::print("{:>4} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>3} {:>4} {:>5} {:>14} {:>9}{} {:>10} {:>11} {:>11} {:>13} "
+             "{:>6} {:>9} {:>6} {:>9}{}\n",
+             "rank", "tp", "pp", "dp", "cp", "ep", "zero", "sp", "mb", "M", "schedule", "recompute",
+             dtypes ? fmt::format(" {:>5} {:>13}", "dtype", "framework") : "", "memory", "estimate_s", "simulated_s",
+             tokens ? "tokens/s" : "samples/s", "mfu", "compute_s", "bubble", "exposed_s",
+             experts ? fmt::format(" {:>9}", "a2a_s") : "");
+  int rank = 0;
+  for (std::size_t r : ranking) {
+    const auto& row       = rows[r];
+    const auto& c         = search.simulated[layouts[r]];
+    const auto& l         = c.layout;
+    const auto number     = [&](const char* column) { return std::stod(row.get(column)); };
+    const std::string mfu = row.get("mfu").empty() ? "-" : fmt::format("{:.1f}%", 100 * number("mfu"));
+    fmt::print("{:4} {:3} {:3} {:4} {:3} {:3} {:4} {:>3} {:4} {:>5} {:>14} {:>9}{} {:7.1f}GiB {:11.4g} {:11.4g} "
+               "{:13.6g} {:>6} {:9.4g} {:5.1f}% {:9.4g}{}\n",
+               ++rank, l.tp, l.pp, l.dp, l.cp, l.ep, l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch,
+               row.get("num_micro_batches"), schedule_label(l), models::recompute_table.name(l.recompute),
+               dtypes ? fmt::format(" {:>5} {:>13}", row.get("dtype"), row.get("framework")) : "",
+               number("peak_memory_bytes") / gib, c.estimate_s, number("iteration_time_s"),
+               number(tokens ? "tokens_per_s" : "throughput_samples_per_s"), mfu, number("compute_time_s"),
+               100 * number("bubble_fraction"), number("exposed_comm_time_s"),
+               experts ? fmt::format(" {:9.4g}", number("all_to_all_time_s")) : "");
   }
-  if (a.ep) {
-    std::stringstream in(*a.ep);
-    for (std::string size; std::getline(in, size, ',');)
-      options.expert_parallel.push_back(cli::parse_int(size, "--ep", 1, 1 << 20));
-  }
+  for (const auto& row : rows)
+    if (row.get("status") != "ok")
+      fmt::print("   - {}: {}\n", row.get("status"), row.get("message"));
+}
+
+// --confirm: the best K again with every collective as flows, and whether their order holds.
+void print_confirmation(const experiments::PointConfig& base, const experiments::ParallelSearch& search)
+{
+  fmt::print("confirmed at flow fidelity (every collective as flows), the {} best in {:.1f} s:\n",
+             search.confirmed.size(), search.confirm_s);
+  std::vector<std::size_t> layouts;  // confirmed row i is the layout of ranking[i]
+  for (std::size_t i = 0; i < search.confirmed.size(); ++i)
+    layouts.push_back(search.ranking[i]);
+  print_ranking(base, search, search.confirmed, search.confirmed_ranking, layouts);
+  std::vector<std::string> moved;
+  for (std::size_t i = 0; i < search.confirmed_ranking.size(); ++i)
+    if (search.confirmed_ranking[i] != i)
+      moved.push_back(fmt::format("#{} is #{} at flow fidelity", search.confirmed_ranking[i] + 1, i + 1));
+  if (search.confirmed_ranking.size() < search.confirmed.size())
+    moved.push_back("not every confirmed layout simulated ok");
+  if (moved.empty())
+    fmt::print("the order holds at flow fidelity\n");
+  else
+    fmt::print("the order changes at flow fidelity: {}\n", fmt::join(moved, "; "));
+}
+
+void print_parallel_search(const experiments::PointConfig& base, const experiments::ParallelSearch& search,
+                           const experiments::ParallelSearchOptions& options)
+{
+  fmt::print("parallel search: {} on {} ({} GPUs), global batch {}\n", base.model.get_name(), base.cluster_label,
+             base.cluster.gpu_count(), base.training.global_batch);
+  fmt::print("{} layouts, {} valid, {} fit in memory; screened in {:.1f} s; the {} best estimates simulated in "
+             "{:.1f} s\n",
+             search.enumerated, search.valid, search.fitting, search.screen_s, search.rows.size(), search.simulate_s);
+  std::vector<std::size_t> layouts(search.rows.size());
+  for (std::size_t i = 0; i < layouts.size(); ++i)
+    layouts[i] = i;
+  print_ranking(base, search, search.rows, search.ranking, layouts);
+  if (options.confirm > 0)
+    print_confirmation(base, search);
+}
+
+int cmd_search_parallel(const SearchParallelArgs& a)
+{
+  const experiments::ParallelSearchOptions options = parallel_options(a);
   const auto exp                      = load_one_point(a.file, a.sets, "parallel");
   const experiments::PointConfig base = exp.point(0);
   auto make_point                     = [&](const experiments::ParallelLayout& l) {
     std::vector<std::string> layout = a.sets;
+    if (l.dtype)
+      layout.push_back("training.dtype=" + std::string(dtype_table.name(*l.dtype)));
+    if (l.framework)
+      layout.push_back("training.framework=" + std::string(sim::framework_table.name(*l.framework)));
     layout.push_back("parallelism.tp=" + std::to_string(l.tp));
     layout.push_back("parallelism.pp=" + std::to_string(l.pp));
     layout.push_back("parallelism.dp=" + std::to_string(l.dp));
@@ -144,36 +267,19 @@ int cmd_search_parallel(const SearchParallelArgs& a)
     layout.push_back(std::string("parallelism.sequence_parallel=") + (l.sequence_parallel ? "true" : "false"));
     layout.push_back("training.micro_batch=" + std::to_string(l.micro_batch));
     layout.push_back("parallelism.ep=" + std::to_string(l.ep));
+    // The shape is checked with 1F1B; each layout's schedule and virtual stages are set on a copy.
+    layout.push_back("parallelism.schedule=1f1b");
+    layout.push_back("parallelism.virtual_stages=1");
     if (l.zero == 0)
       layout.push_back("parallelism.zero_group=0");
     return experiments::Experiment::load(a.file, layout).point(0);
   };
   const experiments::ParallelSearch search = experiments::search_parallel(base, make_point, options);
   const std::string csv                    = a.output ? *a.output : "results/" + exp.get_name() + "-parallel.csv";
-  experiments::write_csv(csv, search.rows, a.columns);
-  fmt::print("parallel search: {} on {} ({} GPUs), global batch {}, {}\n", base.model.get_name(), base.cluster_label,
-             base.cluster.gpu_count(), base.training.global_batch, sim::schedule_table.name(base.parallelism.schedule));
-  fmt::print(
-      "{} layouts, {} valid, {} fit in memory; screened in {:.1f} s; the {} best estimates simulated in {:.1f} s\n",
-      search.enumerated, search.valid, search.fitting, search.screen_s, search.rows.size(), search.simulate_s);
-  const bool tokens = base.model.has(models::LayerKind::attention);
-  fmt::print("{:>4} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>3} {:>4} {:>5} {:>10} {:>11} {:>11} {:>13} {:>7}\n", "rank",
-             "tp", "pp", "dp", "cp", "ep", "zero", "sp", "mb", "M", "memory", "estimate_s", "simulated_s",
-             tokens ? "tokens/s" : "samples/s", "mfu");
-  int rank = 0;
-  for (std::size_t r : search.ranking) {
-    const auto& row       = search.rows[r];
-    const auto& l         = search.simulated[r].layout;
-    const std::string mfu = row.get("mfu").empty() ? "-" : fmt::format("{:.1f}%", 100 * std::stod(row.get("mfu")));
-    fmt::print("{:4} {:3} {:3} {:4} {:3} {:3} {:4} {:>3} {:4} {:>5} {:7.1f}GiB {:11.4g} {:11.4g} {:13.6g} {:>7}\n",
-               ++rank, l.tp, l.pp, l.dp, l.cp, l.ep, l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch,
-               row.get("num_micro_batches"), std::stod(row.get("peak_memory_bytes")) / gib,
-               search.simulated[r].estimate_s, std::stod(row.get("iteration_time_s")),
-               std::stod(row.get(tokens ? "tokens_per_s" : "throughput_samples_per_s")), mfu);
-  }
-  for (const auto& row : search.rows)
-    if (row.get("status") != "ok")
-      fmt::print("   - {}: {}\n", row.get("status"), row.get("message"));
+  std::vector<experiments::ResultRow> written = search.rows;  // then the --confirm rows (collective_fidelity flow)
+  written.insert(written.end(), search.confirmed.begin(), search.confirmed.end());
+  experiments::write_csv(csv, written, a.columns);
+  print_parallel_search(base, search, options);
   fmt::print("every simulated layout: {}\n", csv);
   return exit_ok;
 }
@@ -274,17 +380,35 @@ void add_search_commands(CommandTable& table)
       "--no-pipeline", [&o = g.args.options] { o.pipeline = false; }, "only pp = 1: the P_r x P_c grid");
 
   auto p = table.add<SearchParallelArgs>(
-      *search, "parallel", "every tp, pp, dp, cp, ep, ZeRO stage and micro-batch: screened, the best simulated",
+      *search, "parallel", "every tp, pp, dp, cp, ep, ZeRO stage, micro-batch and schedule: screened, the best simulated",
       cmd_search_parallel);
-  p.app->footer("Every tp x pp x dp x cp, ep (mixtures of experts), ZeRO stage and micro-batch of the cluster for the "
-                "experiment's model and "
-                "global batch: those that fit in memory ranked by a closed form, the best simulated and ranked by "
-                "throughput. docs/search.md");
+  p.app->footer("Every tp x pp x dp x cp, ep (mixtures of experts), ZeRO stage, micro-batch, schedule and virtual "
+                "stages of the cluster for the experiment's model and global batch, each with the cheapest "
+                "recomputation that fits: those that fit in memory ranked by a closed form, the best simulated and "
+                "ranked by throughput, with where their time goes. docs/search.md");
   add_search_options(p.app, p.args, p.args.options.jobs, "the simulated layouts (default results/NAME-parallel.csv)");
   cli::add_int(p.app, "--top", p.args.top, 1, 100000, "layouts simulated in full (default 16)");
   p.app->add_option("--zero", p.args.zero, "ZeRO stages tried, e.g. 1,3 (default 0,1,2,3)")->type_name("LIST");
   p.app->add_option("--ep", p.args.ep, "expert-parallel sizes tried, e.g. 1,8 (default: every one that fits)")
       ->type_name("LIST");
+  p.app->add_option("--schedules", p.args.schedules,
+                    "pipeline schedules tried with pp > 1, e.g. 1f1b,interleaved (default: the experiment's, and "
+                    "1f1b and interleaved unless it is gpipe)")
+      ->type_name("LIST");
+  p.app->add_option("--virtual-stages", p.args.virtual_stages,
+                    "virtual stages tried with interleaved, e.g. 2,4 (default: every v from 2 to 8 that splits the "
+                    "layers evenly)")
+      ->type_name("LIST");
+  p.app->add_option("--recompute", p.args.recompute,
+                    "recomputation tried, the first that fits kept, e.g. none,full (default none,selective,full)")
+      ->type_name("LIST");
+  p.app->add_option("--dtype", p.args.dtype, "dtypes tried, e.g. bf16,fp8 (default: the experiment's)")
+      ->type_name("LIST");
+  p.app->add_option("--framework", p.args.framework, "frameworks tried, e.g. megatron,pytorch (default: the "
+                    "experiment's)")
+      ->type_name("LIST");
+  cli::add_int(p.app, "--confirm", p.args.confirm, 0, 100000,
+               "simulate the best K again with every collective as flows and say whether the order holds");
 }
 
 } // namespace ddlsim::cli

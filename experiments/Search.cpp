@@ -1,6 +1,7 @@
 #include "experiments/Search.hpp"
 
 #include "experiments/ChakraWorkload.hpp"
+#include "models/ChunkSplit.hpp"
 #include "models/ExpertLoad.hpp"
 
 #include "calibration/TableCostModel.hpp"
@@ -16,6 +17,19 @@
 
 namespace ddlsim::experiments {
 namespace {
+
+// Ranks the ok rows by throughput, highest first (ties keep their order).
+std::vector<std::size_t> rank_rows(const std::vector<ResultRow>& rows)
+{
+  std::vector<std::size_t> ranking;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    if (rows[r].get("status") == "ok")
+      ranking.push_back(r);
+  std::stable_sort(ranking.begin(), ranking.end(), [&](std::size_t a, std::size_t b) {
+    return std::stod(rows[a].get("throughput_samples_per_s")) > std::stod(rows[b].get("throughput_samples_per_s"));
+  });
+  return ranking;
+}
 
 class MicrobatchSearcher {
 public:
@@ -153,14 +167,45 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
   }
   GridSearch search;
   search.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
-  for (std::size_t r = 0; r < search.rows.size(); ++r)
-    if (search.rows[r].get("status") == "ok")
-      search.ranking.push_back(r);
-  std::stable_sort(search.ranking.begin(), search.ranking.end(), [&](std::size_t a, std::size_t b) {
-    return std::stod(search.rows[a].get("throughput_samples_per_s")) > std::stod(search.rows[b].get("throughput_samples_per_s"));
-  });
+  search.ranking = rank_rows(search.rows);
   return search;
 }
+
+namespace {
+
+// The schedules and virtual stages tried at pp stages (ParallelSearchOptions::schedules and
+// virtual_stages): at pp 1 one schedule, the experiment's (1F1B where it interleaves).
+std::vector<std::pair<sim::ScheduleKind, int>> pipeline_variants(const PointConfig& base,
+                                                                 const ParallelSearchOptions& options, int pp)
+{
+  using sim::ScheduleKind;
+  const ScheduleKind own = base.parallelism.schedule;
+  if (pp == 1)
+    return {{own == ScheduleKind::interleaved ? ScheduleKind::one_f_one_b : own, 1}};
+  std::vector<ScheduleKind> schedules = options.schedules;
+  if (schedules.empty()) {
+    schedules.push_back(own);
+    for (ScheduleKind s : {ScheduleKind::one_f_one_b, ScheduleKind::interleaved})
+      if (own != ScheduleKind::gpipe && s != own)
+        schedules.push_back(s);
+  }
+  const int blocks = static_cast<int>(base.model.blocks().size());
+  std::vector<std::pair<ScheduleKind, int>> out;
+  for (ScheduleKind s : schedules) {
+    if (s != ScheduleKind::interleaved) {
+      out.emplace_back(s, 1);
+      continue;
+    }
+    std::vector<int> vs = options.virtual_stages.empty() ? models::even_virtual_stages(base.model, pp, 8)
+                                                         : options.virtual_stages;
+    for (int v : vs)
+      if (v >= 2 && pp * v <= blocks && models::splits_evenly(base.model, pp * v))
+        out.emplace_back(s, v);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const ParallelSearchOptions& options)
 {
@@ -179,48 +224,66 @@ std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const Para
       experts = l.experts;
       break;
     }
+  // The dtypes and frameworks asked for (each a shape of its own); none asked: the experiment's.
+  std::vector<std::optional<Dtype>> dtypes(options.dtypes.begin(), options.dtypes.end());
+  std::vector<std::optional<sim::Framework>> frameworks(options.frameworks.begin(), options.frameworks.end());
+  if (dtypes.empty())
+    dtypes.emplace_back();
+  if (frameworks.empty())
+    frameworks.emplace_back();
   std::vector<ParallelLayout> out;
-  for (int tp = 1; tp <= per_node; ++tp) {
-    if (per_node % tp != 0 || gpus % tp != 0)
-      continue;
-    for (int cp = 1; tp * cp <= gpus; cp *= 2) {
-      // Ring attention hides its K/V steps only behind chunks of at least min_cp_tokens tokens.
-      if (cp > 1 && (!sequence || std::fmod(tokens, 2.0 * cp) != 0 || tokens / cp < options.min_cp_tokens))
-        break;
-      if ((gpus / tp) % cp != 0)
-        break;
-      const int rest = gpus / (tp * cp);
-      for (int pp = 1; pp <= std::min(rest, blocks); ++pp) {
-        if (rest % pp != 0)
+  for (const auto& dtype : dtypes)
+    for (const auto& framework : frameworks)
+      for (int tp = 1; tp <= per_node; ++tp) {
+        if (per_node % tp != 0 || gpus % tp != 0)
           continue;
-        const int dp = rest / pp;
-        if (batch % dp != 0)
-          continue;
-        const long long per_replica = batch / dp;
-        // Expert parallelism out of the dp x cp replicas, in sizes that hold whole experts or shards.
-        std::vector<int> eps{1};
-        for (int ep = 2; experts > 0 && ep <= dp * cp; ++ep)
-          if ((dp * cp) % ep == 0 && models::expert_parallel_fits(experts, ep))
-            eps.push_back(ep);
-        for (int ep : eps) {
-          if (!options.expert_parallel.empty() &&
-              std::find(options.expert_parallel.begin(), options.expert_parallel.end(), ep) == options.expert_parallel.end())
-            continue;
-          for (int zero : options.zero_stages) {
-            if (zero > 0 && dp * cp == 1)
-              continue;  // nothing to shard over
-            for (long long b = 1; b <= std::min<long long>(per_replica, options.max_micro_batch); b *= 2) {
-              // At least pp micro-batches: fewer leave stages idle for most of the iteration.
-              if (per_replica % b != 0 || per_replica / b > options.max_micro_batches || per_replica / b < pp)
+        for (int cp = 1; tp * cp <= gpus; cp *= 2) {
+          // Ring attention hides its K/V steps only behind chunks of at least min_cp_tokens tokens.
+          if (cp > 1 && (!sequence || std::fmod(tokens, 2.0 * cp) != 0 || tokens / cp < options.min_cp_tokens))
+            break;
+          if ((gpus / tp) % cp != 0)
+            break;
+          const int rest = gpus / (tp * cp);
+          for (int pp = 1; pp <= std::min(rest, blocks); ++pp) {
+            if (rest % pp != 0)
+              continue;
+            const int dp = rest / pp;
+            if (batch % dp != 0)
+              continue;
+            const long long per_replica = batch / dp;
+            const auto variants = pipeline_variants(base, options, pp);
+            // Expert parallelism out of the dp x cp replicas, in sizes that hold whole experts or shards.
+            std::vector<int> eps{1};
+            for (int ep = 2; experts > 0 && ep <= dp * cp; ++ep)
+              if ((dp * cp) % ep == 0 && models::expert_parallel_fits(experts, ep))
+                eps.push_back(ep);
+            for (int ep : eps) {
+              if (!options.expert_parallel.empty() &&
+                  std::find(options.expert_parallel.begin(), options.expert_parallel.end(), ep) ==
+                      options.expert_parallel.end())
                 continue;
-              out.push_back({.tp = tp, .pp = pp, .dp = dp, .cp = cp, .zero = zero,
-                             .sequence_parallel = sequence && tp > 1, .micro_batch = static_cast<int>(b), .ep = ep});
+              for (int zero : options.zero_stages) {
+                if (zero > 0 && dp * cp == 1)
+                  continue;  // nothing to shard over
+                for (long long b = 1; b <= std::min<long long>(per_replica, options.max_micro_batch); b *= 2) {
+                  // At least pp micro-batches: fewer leave stages idle for most of the iteration.
+                  const long long m = per_replica / b;
+                  if (per_replica % b != 0 || m > options.max_micro_batches || m < pp)
+                    continue;
+                  for (const auto& [schedule, v] : variants) {
+                    if (schedule == sim::ScheduleKind::interleaved && m % pp != 0)
+                      continue;  // Megatron's interleaved schedule cycles micro-batches in groups of pp
+                    out.push_back({.tp = tp, .pp = pp, .dp = dp, .cp = cp, .zero = zero,
+                                   .sequence_parallel = sequence && tp > 1, .micro_batch = static_cast<int>(b),
+                                   .ep = ep, .schedule = schedule, .virtual_stages = v, .recompute = {},
+                                   .dtype = dtype, .framework = framework});
+                  }
+                }
+              }
             }
           }
         }
       }
-    }
-  }
   return out;
 }
 
@@ -395,6 +458,78 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
   return slowest;
 }
 
+namespace {
+
+// The recomputation tried per layout, cheapest first (ParallelSearchOptions::recomputes).
+std::vector<models::Recompute> recompute_order(const PointConfig& base, const ParallelSearchOptions& options)
+{
+  if (!options.recomputes.empty())
+    return options.recomputes;
+  if (base.model.has(models::LayerKind::attention))
+    return {models::Recompute::none, models::Recompute::selective, models::Recompute::full};
+  return {models::Recompute::none, models::Recompute::full};
+}
+
+bool same_shape(const ParallelLayout& a, const ParallelLayout& b)
+{
+  return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.dtype == b.dtype &&
+         a.framework == b.framework;
+}
+
+// Step 3 for one layout on its shape's point: the first recomputation (cheapest first) whose plan
+// fits in memory, as a candidate with its estimate (step 4); nothing when none fits. `valid` is set
+// when the layout passes the checks that do not depend on memory.
+std::optional<ParallelCandidate> screen_layout(ParallelLayout layout, const PointConfig& shape,
+                                               const PointConfig& base, const std::vector<models::Recompute>& order,
+                                               const calibration::CostModel& cost, bool& valid)
+{
+  PointConfig p = shape;
+  p.parallelism.zero = layout.zero;
+  p.parallelism.zero_group = layout.zero == 0 ? 0 : base.parallelism.zero_group;
+  p.training.micro_batch = layout.micro_batch;
+  p.parallelism.schedule = layout.schedule;
+  p.parallelism.virtual_stages = layout.virtual_stages;
+  valid = false;
+  if (p.parallelism.zero_group > 0 && (p.parallelism.replicas() % p.parallelism.zero_group != 0 ||
+                                       p.parallelism.zero_group % p.parallelism.ep != 0))
+    return std::nullopt;
+  if (p.parallelism.schedule == sim::ScheduleKind::interleaved && p.micro_batches() % p.parallelism.pp != 0)
+    return std::nullopt;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    p.training.recompute = order[i];
+    if (!over_limits(p, estimate_resources(p)).empty())
+      continue;
+    valid = true;
+    const PointPlan plan = plan_point(p, cost);
+    const MemoryVerdict memory = stage_memory_verdict(p, plan);
+    if (!memory.fits())
+      continue;
+    layout.recompute = order[i];
+    const double estimate = estimate_iteration(p, plan, cost);
+    return ParallelCandidate{.layout = layout, .point = std::move(p), .estimate_s = estimate,
+                             .peak_bytes = memory.peak_bytes};
+  }
+  return std::nullopt;
+}
+
+// --confirm: the best `count` of the ranking simulated again with every collective as flows.
+void confirm_best(ParallelSearch& search, std::size_t count, int jobs)
+{
+  std::vector<PointConfig> points;
+  for (std::size_t i = 0; i < std::min(count, search.ranking.size()); ++i) {
+    PointConfig p = search.simulated[search.ranking[i]].point;
+    p.index = search.rows.size() + i;
+    p.parallelism.dp_fidelity = sim::CollectiveFidelity::flow;
+    p.parallelism.tp_fidelity = sim::CollectiveFidelity::flow;
+    p.parallelism.ep_fidelity = sim::CollectiveFidelity::flow;
+    points.push_back(std::move(p));
+  }
+  search.confirmed = run_sweep(points, {.jobs = jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
+  search.confirmed_ranking = rank_rows(search.confirmed);
+}
+
+}  // namespace
+
 ParallelSearch search_parallel(const PointConfig& base, const std::function<PointConfig(const ParallelLayout&)>& make_point,
                                const ParallelSearchOptions& options)
 {
@@ -402,39 +537,28 @@ ParallelSearch search_parallel(const PointConfig& base, const std::function<Poin
   const auto start = clock::now();
   ParallelSearch search;
   const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(base.profile);
+  const std::vector<models::Recompute> order = recompute_order(base, options);
   std::vector<ParallelCandidate> fitting;
-  // One resolution per shape (tp, pp, dp, cp): its ZeRO stages and micro-batch sizes are that point
-  // with two fields changed, checked again for what depends on them.
+  // One resolution per shape (tp, pp, dp, cp, ep, dtype, framework): its ZeRO stages, micro-batch
+  // sizes, schedules and recomputation are that point with a few fields changed, checked again for
+  // what depends on them.
   std::optional<PointConfig> shape;
   ParallelLayout shape_layout;
   for (const ParallelLayout& layout : parallel_layouts(base, options)) {
     ++search.enumerated;
-    if (!shape || layout.tp != shape_layout.tp || layout.pp != shape_layout.pp || layout.dp != shape_layout.dp ||
-        layout.cp != shape_layout.cp || layout.ep != shape_layout.ep) {
+    if (!shape || !same_shape(layout, shape_layout)) {
       shape_layout = layout;
       shape = make_point(layout);
     }
     if (!shape->is_valid())
       continue;
-    PointConfig p = *shape;
-    p.parallelism.zero = layout.zero;
-    p.parallelism.zero_group = layout.zero == 0 ? 0 : base.parallelism.zero_group;
-    p.training.micro_batch = layout.micro_batch;
-    if (p.parallelism.zero_group > 0 && (p.parallelism.replicas() % p.parallelism.zero_group != 0 ||
-                                         p.parallelism.zero_group % p.parallelism.ep != 0))
-      continue;
-    if (p.parallelism.schedule == sim::ScheduleKind::interleaved && p.micro_batches() % p.parallelism.pp != 0)
-      continue;
-    if (!over_limits(p, estimate_resources(p)).empty())
-      continue;
-    ++search.valid;
-    const PointPlan plan = plan_point(p, *cost);
-    const MemoryVerdict memory = stage_memory_verdict(p, plan);
-    if (!memory.fits())
+    bool valid = false;
+    std::optional<ParallelCandidate> candidate = screen_layout(layout, *shape, base, order, *cost, valid);
+    search.valid += valid ? 1 : 0;
+    if (!candidate)
       continue;
     ++search.fitting;
-    const double estimate = estimate_iteration(p, plan, *cost);
-    fitting.push_back({.layout = layout, .point = std::move(p), .estimate_s = estimate, .peak_bytes = memory.peak_bytes});
+    fitting.push_back(std::move(*candidate));
   }
   if (fitting.empty())
     throw Error("none of the " + std::to_string(search.enumerated) + " layouts (" + std::to_string(search.valid) +
@@ -452,13 +576,13 @@ ParallelSearch search_parallel(const PointConfig& base, const std::function<Poin
   }
   search.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
   search.simulated = std::move(fitting);
-  for (std::size_t r = 0; r < search.rows.size(); ++r)
-    if (search.rows[r].get("status") == "ok")
-      search.ranking.push_back(r);
-  std::stable_sort(search.ranking.begin(), search.ranking.end(), [&](std::size_t a, std::size_t b) {
-    return std::stod(search.rows[a].get("throughput_samples_per_s")) > std::stod(search.rows[b].get("throughput_samples_per_s"));
-  });
-  search.simulate_s = std::chrono::duration<double>(clock::now() - screened).count();
+  search.ranking = rank_rows(search.rows);
+  const auto simulated = clock::now();
+  search.simulate_s = std::chrono::duration<double>(simulated - screened).count();
+  if (options.confirm > 0) {
+    confirm_best(search, options.confirm, options.jobs);
+    search.confirm_s = std::chrono::duration<double>(clock::now() - simulated).count();
+  }
   return search;
 }
 

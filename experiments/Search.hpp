@@ -70,21 +70,27 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
                        const GridSearchOptions& options);
 
 // Parallel-layout search (Megatron's and Calculon's planners): every (tp, pp, dp, cp, zero,
-// micro-batch) of the cluster's GPUs for the experiment's model and global batch, screened cheaply
-// before anything is simulated:
+// micro-batch, schedule, virtual stages) of the cluster's GPUs for the experiment's model and global
+// batch, with the cheapest recomputation that fits, screened before anything is simulated:
 //   1. enumerate: tp a divisor of a node's GPUs, cp a power of two with the sequence divisible by
 //      2 cp and at least min_cp_tokens tokens per GPU (sequence models), pp a divisor of the rest up
 //      to the model's blocks, dp what is left; ZeRO stages 0-3; sequence parallelism whenever
 //      tp > 1 (as Megatron recommends); micro-batch sizes the powers of two up to max_micro_batch
-//      dividing global_batch / dp that leave at least pp micro-batches
+//      dividing global_batch / dp that leave at least pp micro-batches; with pp > 1 the schedules
+//      (1F1B and interleaved) and the virtual stages that split the layers evenly
+//      (models::splits_evenly), interleaved only where pp divides the micro-batch count; the dtypes
+//      and frameworks asked for
 //   2. validate: each layout resolved with the experiment file's own checks (heads, K/V heads,
 //      blocks, divisibility, the resource guard): `make_point`
-//   3. memory: plan_point and the memory model, no SimGrid; what does not fit is dropped
+//   3. memory: plan_point and the memory model, no SimGrid, for each recomputation in turn (none,
+//      selective, full: recomputing only adds work, so the first that fits is the fastest); what
+//      fits with none of them is dropped
 //   4. estimate: a closed form of the iteration: the slowest stage's forward and backward times the
-//      pipeline's (M + K - 1) passes, the tensor-parallel collectives of every micro-batch, and the
-//      data-parallel and ZeRO traffic that cannot hide under compute (analytic collectives)
+//      pipeline's (M + (K - 1) / v) passes, the tensor-parallel collectives of every micro-batch, and
+//      the data-parallel and ZeRO traffic that cannot hide under compute (analytic collectives)
 //   5. simulate the `top` best estimates in full (the sweep runner, -j) and rank them by throughput
-
+//   6. with `confirm` K: simulate the K best again with every collective as flows (the slow, contended
+//      model) and rank those, so that a caller can say when the order changes
 struct ParallelLayout {
   int tp = 1;
   int pp = 1;
@@ -94,6 +100,11 @@ struct ParallelLayout {
   bool sequence_parallel = false;
   int micro_batch = 1;
   int ep = 1;  ///< expert parallelism (mixtures of experts): a divisor of dp x cp that fits the experts
+  sim::ScheduleKind schedule = sim::ScheduleKind::one_f_one_b;
+  int virtual_stages = 1;
+  models::Recompute recompute = models::Recompute::none;  ///< the cheapest that fits (step 3)
+  std::optional<Dtype> dtype;                 ///< set when the search varies it (--dtype)
+  std::optional<sim::Framework> framework;    ///< set when the search varies it (--framework)
 };
 
 struct ParallelSearchOptions {
@@ -104,6 +115,17 @@ struct ParallelSearchOptions {
   long long max_micro_batches = 4096;    ///< leave out micro-batch sizes that need more than this M
   int max_micro_batch = 16;              ///< the largest micro-batch size tried
   double min_cp_tokens = 4096;           ///< context parallelism only down to chunks of this many tokens
+  /// Pipeline schedules tried with pp > 1; empty: the experiment's, and with 1F1B or interleaved both.
+  std::vector<sim::ScheduleKind> schedules;
+  /// Virtual stages tried with the interleaved schedule, those that split the layers evenly
+  /// (models::splits_evenly); empty: every such v from 2 to 8.
+  std::vector<int> virtual_stages;
+  /// Recomputation tried in this order, the first that fits kept (recomputing only adds work);
+  /// empty: none, selective (models with attention), full.
+  std::vector<models::Recompute> recomputes;
+  std::vector<Dtype> dtypes;                  ///< empty: the experiment's only
+  std::vector<sim::Framework> frameworks;     ///< empty: the experiment's only
+  std::size_t confirm = 0;                    ///< the best this many simulated again at flow fidelity
 };
 
 struct ParallelCandidate {
@@ -122,6 +144,11 @@ struct ParallelSearch {
   std::vector<std::size_t> ranking;     ///< rows that are ok, highest throughput first
   double screen_s = 0;                  ///< host seconds of steps 1-4
   double simulate_s = 0;                ///< host seconds of step 5
+  /// --confirm K: the K best of `ranking` simulated again with every collective at flow fidelity,
+  /// rows in that order; `confirmed_ranking` ranks them (indices into confirmed) by throughput.
+  std::vector<ResultRow> confirmed;
+  std::vector<std::size_t> confirmed_ranking;
+  double confirm_s = 0;                 ///< host seconds of the confirmation
 };
 
 /// Every layout of step 1 for the base point's model, cluster and global batch.
@@ -132,7 +159,8 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
 
 /// Runs the search. `make_point(layout)` resolves the experiment at that layout with an experiment
 /// file's checks (its problems filled when it cannot be simulated); it is called once per shape
-/// (tp, pp, dp, cp, ep), the ZeRO stage and micro-batch set on a copy. Throws Error when no layout fits.
+/// (tp, pp, dp, cp, ep, dtype, framework), the ZeRO stage, micro-batch, schedule, virtual stages and
+/// recomputation set on a copy. Throws Error when no layout fits.
 ParallelSearch search_parallel(const PointConfig& base, const std::function<PointConfig(const ParallelLayout&)>& make_point,
                                const ParallelSearchOptions& options);
 

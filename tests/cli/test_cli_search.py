@@ -11,6 +11,21 @@ from common import ROOT, check, finish, read_csv, run, workdir
 
 binary = sys.argv[1]
 checks = 0
+
+
+def tables(out):
+    """The ranked tables of `search parallel` (the search's, then --confirm's), rows as dicts by header."""
+    found, header = [], None
+    for line in out.splitlines():
+        words = line.split()
+        if words[:2] == ["rank", "tp"]:
+            header = words
+            found.append([])
+        elif header and words and words[0].isdigit() and len(words) == len(header):
+            found[-1].append(dict(zip(header, words)))
+        else:
+            header = None if not (words and words[0] == "-") else header
+    return found
 d = workdir()
 exp = os.path.join(ROOT, "experiments", "microbatch_search.yaml")
 csv_path = os.path.join(d, "search.csv")
@@ -120,13 +135,82 @@ for r in rows:
 checks += 1
 check(not any(r["tp"] == "1" and r["pp"] == "1" and r["cp"] == "1" and r["zero"] == "0" for r in rows),
       "the oom layout (tp 1, pp 1, zero 0) is screened out")
-# The table's first row is the fastest simulated layout.
-table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
+# The table's first row is the fastest simulated layout, with the CSV's breakdown of its time.
+table = tables(out)[0] if rc == 0 else []
 best = max(rows, key=lambda r: float(r["tokens_per_s"])) if rows else None
-checks += 1
-check(table and best and table[0][1:8] == [best["tp"], best["pp"], best["dp"], best["cp"], best.get("ep") or "1", best["zero"],
-                                             "yes" if best["sequence_parallel"] == "true" else "no"],
+checks += 2
+check(table and best and [table[0][k] for k in ("tp", "pp", "dp", "cp", "zero", "mb", "recompute")] ==
+      [best["tp"], best["pp"], best["dp"], best["cp"], best["zero"], best["micro_batch"], best["recompute"]],
       f"the best simulated layout ranks first: {table[:1]} vs {best and (best['tp'], best['pp'], best['dp'])}")
+check(table and best and abs(float(table[0]["compute_s"]) - float(best["compute_time_s"])) < 1e-3 * float(best["compute_time_s"])
+      and table[0]["bubble"] == f"{100 * float(best['bubble_fraction']):.1f}%"
+      and abs(float(table[0]["exposed_s"]) - float(best["exposed_comm_time_s"])) <= 1e-3 * float(best["iteration_time_s"]),
+      f"the breakdown is the CSV's: {table[:1]} vs {best and (best['compute_time_s'], best['bubble_fraction'])}")
+# The file asks for full recomputation; the search keeps the cheapest that fits (none first), and
+# a layout it simulates with recomputation does not fit without it.
+checks += 1
+check(rows and {r["recompute"] for r in rows} <= {"none", "selective", "full"} and any(r["recompute"] == "none" for r in rows),
+      f"recomputation is searched, none where it fits: {[r['recompute'] for r in rows]}")
+for r in [r for r in rows if r["recompute"] != "none"][:1]:
+    cheaper = "selective" if r["recompute"] == "full" else "none"
+    rc2, _, err2 = run(binary, "run", par, "-o", os.path.join(tmp, "cheaper.csv"), "--quiet",
+                       *[x for k in ("tp", "pp", "dp", "cp", "zero") for x in ("--set", f"parallelism.{k}={r[k]}")],
+                       "--set", f"parallelism.sequence_parallel={r['sequence_parallel']}",
+                       "--set", f"training.micro_batch={r['micro_batch']}", "--set", f"training.recompute={cheaper}")
+    cheap = read_csv(os.path.join(tmp, "cheaper.csv"))[0] if rc2 == 0 else {}
+    checks += 1
+    check(cheap.get("status") == "oom", f"{r['recompute']} was needed: {cheaper} is {cheap.get('status')} {err2}")
+# Schedules and virtual stages: interleaved only, with the v that split Llama 3 8B's 32 layers (or
+# 34 with the embedding and the loss) evenly; 3 splits neither at any pp, so it is never tried.
+rc, out, err = run(binary, "search", "parallel", par, "-j", "2", "--top", "40", "--schedules", "interleaved",
+                   "--virtual-stages", "2,3,4", "-o", os.path.join(tmp, "inter.csv"))
+inter = read_csv(os.path.join(tmp, "inter.csv")) if rc == 0 else []
+piped = [r for r in inter if int(r["pp"]) > 1]
+checks += 1
+check(rc == 0 and piped and all(r["schedule"] == "interleaved" and r["virtual_stages"] in ("2", "4")
+                                and (32 % (int(r["pp"]) * int(r["virtual_stages"])) == 0
+                                     or 34 % (int(r["pp"]) * int(r["virtual_stages"])) == 0)
+                                and int(r["num_micro_batches"]) % int(r["pp"]) == 0 for r in piped)
+      and all(r["schedule"] == "1f1b" for r in inter if r["pp"] == "1"),
+      f"interleaved layouts with even splits only: {rc} {err} {[(r['pp'], r['schedule'], r['virtual_stages']) for r in inter]}")
+table = tables(out)[0] if rc == 0 else []
+checks += 1
+check(table and all(t["schedule"] == ("1f1b" if t["pp"] == "1" else "interleaved:v" + r["virtual_stages"])
+                    for t, r in zip(table, sorted(inter, key=lambda r: -float(r["tokens_per_s"])))),
+      f"the table names each schedule: {[t.get('schedule') for t in table]}")
+# Dtypes and frameworks only when asked, each a shape of its own: twice the layouts for two dtypes.
+counted = {}
+for dtypes in ("bf16", "bf16,fp8"):
+    rc, out, err = run(binary, "search", "parallel", par, "-j", "2", "--top", "2", "--framework", "megatron",
+                       "--dtype", dtypes, "-o", os.path.join(tmp, "dtype.csv"))
+    m = re.search(r"(\d+) layouts", out)
+    counted[dtypes] = int(m.group(1)) if rc == 0 and m else None
+    table = tables(out)[0] if rc == 0 else []
+    checks += 1
+    check(table and all(t["framework"] == "megatron" and t["dtype"] in dtypes.split(",") for t in table),
+          f"--dtype {dtypes} --framework megatron: the table shows both: {rc} {err} {table[:1]}")
+checks += 1
+check(counted["bf16"] and counted["bf16,fp8"] == 2 * counted["bf16"], f"two dtypes, twice the layouts: {counted}")
+rc, out, err = run(binary, "search", "parallel", par, "--schedules", "zigzag", "-o", os.path.join(tmp, "bad.csv"))
+checks += 1
+check(rc == 2 and "--schedules: 'zigzag' is not one of gpipe, 1f1b, interleaved" in err, f"a bad schedule: {rc} {err}")
+# --confirm: the best simulated again with every collective as flows, the order said, the rows
+# appended to the CSV with their fidelity.
+conf_csv = os.path.join(tmp, "confirm.csv")
+rc, out, err = run(binary, "search", "parallel", par, "-j", "2", "--top", "3", "--confirm", "2", "-o", conf_csv)
+found = tables(out) if rc == 0 else []
+conf = read_csv(conf_csv) if rc == 0 else []
+checks += 3
+check(len(found) == 2 and len(found[1]) == 2 and len(conf) == 5, f"--confirm 2: a second table, 3 + 2 rows: {rc} {err} {out}")
+check(all(r["collective_fidelity"].startswith("dp=flow;tp=flow") for r in conf[3:])
+      and not any(r["collective_fidelity"].startswith("dp=flow") for r in conf[:3]),
+      f"the confirmed rows are flows: {[r['collective_fidelity'] for r in conf]}")
+if len(found) == 2 and len(conf) == 5:
+    first = [(t["tp"], t["pp"], t["dp"], t["cp"], t["zero"], t["mb"]) for t in found[0][:2]]
+    then = [(t["tp"], t["pp"], t["dp"], t["cp"], t["zero"], t["mb"]) for t in found[1]]
+    holds = first == then
+    check(("the order holds at flow fidelity" in out) == holds and ("the order changes" in out) != holds,
+          f"the order's verdict matches the tables: {first} {then} {out[-200:]}")
 # On one GPU without communication the closed form is the simulation: M (t_f + t_b) + the step.
 one = os.path.join(tmp, "one.yaml")
 with open(one, "w") as f:
@@ -135,7 +219,8 @@ with open(one, "w") as f:
 rc, out, err = run(binary, "search", "parallel", one, "--top", "20", "-o", os.path.join(tmp, "one.csv"))
 table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
 checks += 1
-check(rc == 0 and table and all(abs(float(t[11]) / float(t[12]) - 1) < 1e-3 for t in table),
+table = tables(out)[0] if rc == 0 else []
+check(rc == 0 and table and all(abs(float(t["estimate_s"]) / float(t["simulated_s"]) - 1) < 1e-3 for t in table),
       f"estimate = simulation on one GPU: {rc} {err} {table}")
 # ZeRO-3 with expert parallelism: the replay gathers every unit's experts over their own shard group as
 # well as its dense parameters over the shard group, on two streams at once (sim/Schedules.cpp); the
@@ -143,11 +228,11 @@ check(rc == 0 and table and all(abs(float(t[11]) / float(t[12]) - 1) < 1e-3 for 
 # experts' shard group is the 8 replicas holding each expert): the estimate within docs/moe.md's 2.4%
 # of the simulation for the best layouts (it was 2.1-8.8% too fast without the experts' gathers).
 rc, out, err = run(binary, "search", "parallel", os.path.join(ROOT, "experiments", "moe_search.yaml"), "--zero", "3",
-                   "--ep", "8", "--top", "4", "-j", "2", "-o", os.path.join(tmp, "moe3.csv"))
-table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
+                   "--ep", "8", "--schedules", "1f1b", "--top", "4", "-j", "2", "-o", os.path.join(tmp, "moe3.csv"))
+table = tables(out)[0] if rc == 0 else []
 checks += 1
-check(rc == 0 and len(table) == 4 and all(t[5] == "8" and t[6] == "3" for t in table)
-      and all(abs(float(t[11]) / float(t[12]) - 1) < 0.024 for t in table),
+check(rc == 0 and len(table) == 4 and all(t["ep"] == "8" and t["zero"] == "3" for t in table)
+      and all(abs(float(t["estimate_s"]) / float(t["simulated_s"]) - 1) < 0.024 for t in table),
       f"ZeRO-3 expert gathers: the estimate within 2.4% of the simulation: {rc} {err} {table}")
 # One GPU, GPT-2 large from B = 512: the baseline's b = B / 4 is out of memory at every mini-batch
 # tried. The summary says so instead of "0 with the baseline" (issue 31, item 5).
