@@ -173,7 +173,8 @@ std::string schedule_label(const experiments::ParallelLayout& l)
 }
 
 // The ranked table: each layout, its memory, estimate and simulated time, throughput, MFU and where
-// its time goes (compute, bubble, exposed communication; exposed all-to-all for experts).
+// its time goes (compute, bubble, exposed communication and its part per dimension: tp_s, dp_s, pp_s,
+// cp_s, and a2a_s, the exposed all-to-all, for experts).
 void print_ranking(const experiments::PointConfig& base, const experiments::ParallelSearch& search,
                    const std::vector<experiments::ResultRow>& rows, const std::vector<std::size_t>& ranking,
                    const std::vector<std::size_t>& layouts)
@@ -184,10 +185,11 @@ void print_ranking(const experiments::PointConfig& base, const experiments::Para
     return search.simulated[i].layout.dtype || search.simulated[i].layout.framework;
   });
   fmt::print("{:>4} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>3} {:>4} {:>5} {:>14} {:>9}{} {:>10} {:>11} {:>11} {:>13} "
-             "{:>6} {:>9} {:>6} {:>9}{}\n",
+             "{:>6} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8}{}\n",
              "rank", "tp", "pp", "dp", "cp", "ep", "zero", "sp", "mb", "M", "schedule", "recompute",
              dtypes ? fmt::format(" {:>5} {:>13}", "dtype", "framework") : "", "memory", "estimate_s", "simulated_s",
-             tokens ? "tokens/s" : "samples/s", "mfu", "compute_s", "bubble", "exposed_s",
+             tokens ? "tokens/s" : "samples/s", "mfu", "compute_s", "bubble", "exposed_s", "tp_s", "dp_s", "pp_s",
+             "cp_s",
              experts ? fmt::format(" {:>9}", "a2a_s") : "");
   int rank = 0;
   for (std::size_t r : ranking) {
@@ -197,13 +199,14 @@ void print_ranking(const experiments::PointConfig& base, const experiments::Para
     const auto number     = [&](const char* column) { return std::stod(row.get(column)); };
     const std::string mfu = row.get("mfu").empty() ? "-" : fmt::format("{:.1f}%", 100 * number("mfu"));
     fmt::print("{:4} {:3} {:3} {:4} {:3} {:3} {:4} {:>3} {:4} {:>5} {:>14} {:>9}{} {:7.1f}GiB {:11.4g} {:11.4g} "
-               "{:13.6g} {:>6} {:9.4g} {:5.1f}% {:9.4g}{}\n",
+               "{:13.6g} {:>6} {:9.4g} {:5.1f}% {:9.4g} {:8.3g} {:8.3g} {:8.3g} {:8.3g}{}\n",
                ++rank, l.tp, l.pp, l.dp, l.cp, l.ep, l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch,
                row.get("num_micro_batches"), schedule_label(l), models::recompute_table.name(l.recompute),
                dtypes ? fmt::format(" {:>5} {:>13}", row.get("dtype"), row.get("framework")) : "",
                number("peak_memory_bytes") / gib, c.estimate_s, number("iteration_time_s"),
                number(tokens ? "tokens_per_s" : "throughput_samples_per_s"), mfu, number("compute_time_s"),
-               100 * number("bubble_fraction"), number("exposed_comm_time_s"),
+               100 * number("bubble_fraction"), number("exposed_comm_time_s"), number("exposed_tp_s"),
+               number("exposed_dp_s"), number("exposed_pp_s"), number("exposed_cp_s"),
                experts ? fmt::format(" {:9.4g}", number("all_to_all_time_s")) : "");
   }
   for (const auto& row : rows)

@@ -7,6 +7,7 @@
 #include "experiments/Timeline.hpp"
 #include "models/Partition.hpp"
 #include "sim/Collectives.hpp"
+#include "sim/CommBreakdown.hpp"
 #include "sim/Fold.hpp"
 #include "sim/Framework.hpp"
 #include "sim/OpCosts.hpp"
@@ -423,51 +424,20 @@ ResultRow evaluate_parameter_server(const PointConfig& point, const calibration:
   return row;
 }
 
-// Means per GPU of the time its expert all-to-alls are in flight: while it does not compute (exposed),
-// and in all (total: the union of their intervals, overlapping ones counted once).
-struct AllToAllSeconds {
-  double exposed_s = 0;
-  double total_s = 0;
-};
-
-AllToAllSeconds all_to_all_seconds(const sim::TaskGraph& graph, const sim::ReplayResult& result,
-                                   const sim::Fold* fold = nullptr)
+// The exposed communication by parallel dimension (sim/CommBreakdown.hpp): exposed_tp_s, exposed_dp_s,
+// exposed_pp_s, exposed_cp_s, and for a mixture of experts all_to_all_time_s (exposed) and total_a2a_s.
+void set_comm_columns(ResultRow& row, const sim::CommBreakdown& b, bool dimensions, bool experts)
 {
-  const auto n = static_cast<std::size_t>(graph.device_count());
-  // Under a fold, a device's intervals are its representative's (an image of each task runs there).
-  auto rep = [&](int d) { return static_cast<std::size_t>(fold != nullptr ? fold->representative(d) : d); };
-  std::vector<std::vector<sim::Interval>> compute(n), exchange(n);
-  for (sim::TaskId id = 0; id < graph.size(); ++id) {
-    const sim::Interval iv{result.timings[id].start_s, result.timings[id].end_s};
-    if (graph.kind(id) == sim::TaskKind::compute) {
-      compute[rep(graph.compute(id).device)].push_back(iv);
-    } else if (graph.kind(id) == sim::TaskKind::collective) {
-      const auto& c = graph.collective(id);
-      if (c.role == sim::CollectiveRole::expert_dispatch || c.role == sim::CollectiveRole::expert_combine)
-        for (int d : c.group)
-          exchange[rep(d)].push_back(iv);
-    }
+  if (dimensions) {
+    row.set("exposed_tp_s", b.exposed(sim::CommDimension::tp));
+    row.set("exposed_dp_s", b.exposed(sim::CommDimension::dp));
+    row.set("exposed_pp_s", b.exposed(sim::CommDimension::pp));
+    row.set("exposed_cp_s", b.exposed(sim::CommDimension::cp));
   }
-  std::vector<double> uncovered(n, 0.0), in_flight(n, 0.0);
-  for (std::size_t d = 0; d < n; ++d)
-    if (rep(static_cast<int>(d)) == d) {
-      uncovered[d] = sim::uncovered_length(exchange[d], compute[d]);
-      in_flight[d] = sim::union_length(exchange[d]);
-    }
-  AllToAllSeconds out;
-  for (std::size_t d = 0; d < n; ++d) {
-    out.exposed_s += uncovered[rep(static_cast<int>(d))];
-    out.total_s += in_flight[rep(static_cast<int>(d))];
+  if (experts) {
+    row.set("all_to_all_time_s", b.exposed(sim::CommDimension::ep));
+    row.set("total_a2a_s", b.expert_total_s);
   }
-  out.exposed_s /= static_cast<double>(n);
-  out.total_s /= static_cast<double>(n);
-  return out;
-}
-
-void set_all_to_all_columns(ResultRow& row, const AllToAllSeconds& seconds)
-{
-  row.set("all_to_all_time_s", seconds.exposed_s);
-  row.set("total_a2a_s", seconds.total_s);
 }
 
 // The configuration columns of an imported Chakra workload: ddlsim's own export carries its point's
@@ -519,10 +489,11 @@ ResultRow simulate_chakra_point(const PointConfig& point, const EvaluateOptions&
   }
   const sim::ReplayResult result = sim::replay(built.graph, point.cluster, built.compute_seconds, replay_options(point, options));
   fill_timing_columns(row, point, result, 1);
+  // An imported workload's collectives carry no parallel dimension: its all-to-alls alone are told apart.
   for (sim::TaskId id = 0; id < built.graph.size(); ++id)
     if (built.graph.kind(id) == sim::TaskKind::collective &&
         built.graph.collective(id).kind == sim::CollectiveKind::all_to_all) {
-      set_all_to_all_columns(row, all_to_all_seconds(built.graph, result));
+      set_comm_columns(row, sim::comm_breakdown(built.graph, result.timings), false, true);
       break;
     }
   if (!options.trace_dir.empty())
@@ -1338,8 +1309,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
         row.set("host_busy_fraction", host.host_s / (host.gpus * result.makespan_s));
         row.set("gpu_busy_fraction", host.gpu_s / (host.gpus * result.makespan_s));
       }
-      if (point.model.has(models::LayerKind::moe))
-        set_all_to_all_columns(row, all_to_all_seconds(graph, result, pipe.fold));
+      set_comm_columns(row, sim::comm_breakdown(graph, result.timings, pipe.fold), true,
+                       point.model.has(models::LayerKind::moe));
       for (const auto& l : point.model.layers())
         if (l.kind == models::LayerKind::attention && par.tp > l.kv_heads) {
           add_message(row, "K/V heads replicated: tp " + std::to_string(par.tp) + " > " + std::to_string(l.kv_heads) +

@@ -58,6 +58,7 @@ std::string fixed(double v, int significant)
 struct Metric {
   std::string header;
   std::function<std::string(const ResultRow&)> cell;  // "" when it does not apply
+  bool zero_is_absent = false;  ///< left out when 0 in every row shown too (a dimension nobody used)
 };
 
 std::vector<Metric> metrics()
@@ -94,6 +95,10 @@ std::vector<Metric> metrics()
       {"compute_s", seconds("compute_time_s")},
       {"bubble", percent("bubble_fraction")},
       {"exposed_comm_s", seconds("exposed_comm_time_s")},
+      {"tp_s", seconds("exposed_tp_s"), true},
+      {"dp_s", seconds("exposed_dp_s"), true},
+      {"pp_s", seconds("exposed_pp_s"), true},
+      {"cp_s", seconds("exposed_cp_s"), true},
       {"exposed_a2a_s", seconds("all_to_all_time_s")},
       {"memory/GPU_GiB",
        [](const ResultRow& r) {
@@ -167,7 +172,10 @@ std::string format_report(const std::string& path, const CsvTable& table, const 
   if (!same.empty())
     out += fmt::format("same in {}: {}\n", shown == 1 ? "it" : "all " + std::to_string(shown), same);
   for (const Metric& m : metrics()) {
-    const bool applies = std::any_of(ok.begin(), ok.end(), [&](const ResultRow* r) { return !m.cell(*r).empty(); });
+    const bool applies = std::any_of(ok.begin(), ok.end(), [&](const ResultRow* r) {
+      const std::string cell = m.cell(*r);
+      return !cell.empty() && !(m.zero_is_absent && cell == "0");
+    });
     if (!applies)
       continue;
     headers.push_back(m.header);

@@ -2,11 +2,12 @@
 //
 // The `ok` rows are ranked by throughput (samples per second; ties keep the file's order) and the
 // best `top` are shown with their breakdown: iteration time, throughput, tokens per second per GPU,
-// MFU, compute time, pipeline bubble, exposed communication (and exposed all-to-all for mixtures of
-// experts) and peak memory per GPU against the GPU's capacity, after the layout columns whose values
-// differ between the rows shown (pp, dp, tp, micro_batch, ...); those equal in every row shown are
-// named once above the table. A breakdown column empty in every row shown (tokens for a CNN, MFU
-// without a peak) is left out, and an empty cell is "-".
+// MFU, compute time, pipeline bubble, exposed communication and its part per parallel dimension
+// (tp_s, dp_s, pp_s, cp_s; exposed all-to-all for mixtures of experts) and peak memory per GPU
+// against the GPU's capacity, after the layout columns whose values differ between the rows shown
+// (pp, dp, tp, micro_batch, ...); those equal in every row shown are named once above the table. A
+// breakdown column empty in every row shown (tokens for a CNN, MFU without a peak; a dimension's
+// exposed time also when 0 in all) is left out, and an empty cell is "-".
 //
 //   fmt::print("{}", experiments::report_csv("results/demo.csv", {.top = 5}));
 //

@@ -54,7 +54,7 @@ const std::vector<std::string>& csv_columns()
       "capacity_factor",  "measured_peak_memory_bytes", "collective_algorithms",
       "framework",        "host_busy_fraction",  "gpu_busy_fraction",
       "tokens_per_s_per_gpu", "model_tflops_per_gpu", "total_a2a_s", "cp_algorithm", "tp_comm_overlap",
-      "overlap_param_gather"};
+      "overlap_param_gather", "exposed_tp_s", "exposed_dp_s", "exposed_pp_s", "exposed_cp_s"};
   return columns;
 }
 
@@ -92,6 +92,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
       {"llm",
        {"seq", "attention", "cp", "cp_algorithm", "zero", "zero_group", "sequence_parallel", "tp_comm_overlap",
         "overlap_param_gather", "active_parameters"}},
+      {"communication",
+       {"exposed_comm_time_s", "exposed_tp_s", "exposed_dp_s", "exposed_pp_s", "exposed_cp_s", "all_to_all_time_s",
+        "total_a2a_s", "comm_bytes_per_gpu", "inter_node_bytes_per_gpu"}},
       {"moe",
        {"ep", "ep_collective", "all_to_all_time_s", "total_a2a_s", "dropped_tokens", "load_imbalance",
         "capacity_factor", "active_parameters", "collective_algorithms"}},

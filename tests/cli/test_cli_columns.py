@@ -147,4 +147,35 @@ checks += 1
 check(rc == 1 and "alien.csv:1: not a CSV of this ddlsim version: unknown column 'througput'" in err,
       f"an unknown column is refused with file:line: {rc} {err}")
 
+# Exposed communication by parallel dimension (sim/CommBreakdown.hpp): no dimension is exposed longer
+# than all communication together, and together they cover it (dimensions in flight at once each
+# count); a dimension a layout does not have is 0, and with one dimension alone it is the total.
+DIMS = ("exposed_tp_s", "exposed_dp_s", "exposed_pp_s", "exposed_cp_s", "all_to_all_time_s")
+search = os.path.join(ROOT, "experiments", "llama3_70b_search.yaml")
+layouts = {  # Llama 3 70B on 1,024 H100s (collectives in closed form), and the demo's data parallelism
+    "tp pp dp": (search, ["--set", "parallelism.tp=8", "--set", "parallelism.pp=4", "--set", "parallelism.dp=32"]),
+    "tp pp dp cp": (search, ["--set", "parallelism.tp=4", "--set", "parallelism.pp=4", "--set", "parallelism.dp=32",
+                             "--set", "parallelism.cp=2", "--set", "parallelism.zero=3"]),
+    "pp alone": (search, ["--set", "parallelism.tp=1", "--set", "parallelism.pp=8", "--set", "parallelism.dp=1",
+                          "--set", "cluster=dgx-h100", "--set", "training.global_batch=8", "--set", "model=llama3-8b",
+                          "--set", "parallelism.zero=0", "--set", "parallelism.sequence_parallel=false"]),
+    "dp alone": (demo, ["--set", "sweep.training.micro_batch=[4]"]),
+}
+for name, (exp, sets) in layouts.items():
+    path = os.path.join(tmp, "dims.csv")
+    rc, _, err = run(binary, "run", exp, "--quiet", "-o", path, *sets)
+    row = read_csv(path)[0] if rc == 0 else {}
+    total = float(row.get("exposed_comm_time_s") or "nan")
+    dims = {d: float(row[d]) for d in DIMS if row.get(d)}
+    eps = 1e-9 * float(row.get("iteration_time_s") or 1)
+    checks += 2
+    check(rc == 0 and row.get("status") == "ok" and len(dims) >= 4 and all(v >= 0 and v <= total + eps for v in dims.values())
+          and sum(dims.values()) >= total - eps, f"{name}: each dimension within the total, together at least it: {total} {dims} {err}")
+    absent = {"tp pp dp": ["exposed_cp_s"], "tp pp dp cp": [], "pp alone": ["exposed_tp_s", "exposed_dp_s", "exposed_cp_s"],
+              "dp alone": ["exposed_tp_s", "exposed_pp_s", "exposed_cp_s"]}[name]
+    alone = {"pp alone": "exposed_pp_s", "dp alone": "exposed_dp_s"}.get(name)
+    check(all(dims.get(d) == 0 for d in absent) and (alone is None or abs(dims.get(alone, -1) - total) <= eps)
+          and (name != "tp pp dp cp" or all(dims.get(d, 0) > 0 for d in DIMS[:4])),
+          f"{name}: the dimensions it has, and only those: {dims} of {total}")
+
 finish("cli_columns", checks)

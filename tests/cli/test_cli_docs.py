@@ -10,7 +10,7 @@
   experiment keys alone (a sweep, a where) is validated on top of a small base experiment.
 - Every line of a fenced `sh` block that starts with `ddlsim` runs, in order, one scratch folder per
   page holding copies of experiments/, bench/ and tests/fixtures/, and must exit 0. A line whose
-  comment starts with `slow:` or `GPU:` is not run (the comment on its own line is refused); the shipped
+  comment starts with `slow:` or `GPU:` is not run (a `slow:` comment on its own line is refused); the shipped
   files it names must exist. A block
   (untyped or `text`) that follows an `sh` block after prose beginning "prints" is what its last
   `ddlsim` line printed: every line of it ("..." aside) must be a line of that output now, so that
@@ -230,9 +230,9 @@ for page in pages:
             where = f"{rel(page)}:{line + k + 1}"
             command, _, comment = raw.partition(" #")
             command, comment = command.strip(), comment.strip()
-            if re.match(r"\s*#\s*(slow|GPU):", raw):
+            if re.match(r"\s*#\s*slow:", raw):
                 checks += 1
-                check(False, f"{where}: a `slow:` or `GPU:` comment marks the command on its own line, not the next one")
+                check(False, f"{where}: a `slow:` comment marks the command on its own line, not the next one")
             if command.startswith("make "):
                 target = command.split()[1]
                 checks += 1

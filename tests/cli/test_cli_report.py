@@ -33,9 +33,11 @@ if rc == 0 and len(lines) == 8:
           "schedule gpipe" in lines[1] and "tp 1" in lines[1], f"what the 5 share, once: {lines[1]}")
     header = lines[2].split()
     checks += 1
+    # The exposed communication by dimension: the dimensions some of the five use (here data and
+    # pipeline parallelism), left out where all five have none (tensor, context).
     check(header[:2] == ["rank", "config_id"] and
-          header[-8:] == ["iteration_s", "samples/s", "tokens/s/GPU", "MFU", "compute_s", "bubble", "exposed_comm_s",
-                          "memory/GPU_GiB"] and "micro_batch" in header,
+          header[-10:] == ["iteration_s", "samples/s", "tokens/s/GPU", "MFU", "compute_s", "bubble", "exposed_comm_s",
+                           "dp_s", "pp_s", "memory/GPU_GiB"] and "micro_batch" in header,
           f"the layout that differs, then the breakdown: {header}")
     checks += 1
     check(len({len(line) for line in lines[2:]}) == 1, f"fixed width: every line of the table as long: {lines[2:]}")
@@ -53,7 +55,9 @@ if rc == 0 and len(lines) == 8:
               col["MFU"] == f"{100 * float(r['mfu']):.1f}%" and
               col["tokens/s/GPU"] == f"{float(r['tokens_per_s_per_gpu']):.0f}" and
               col["bubble"] == f"{100 * float(r['bubble_fraction']):.1f}%" and
-              col["pp"] == r["pp"] and col["micro_batch"] == r["micro_batch"],
+              col["pp"] == r["pp"] and col["micro_batch"] == r["micro_batch"] and
+              all(abs(float(col[d + "_s"]) - float(r[f"exposed_{d}_s"])) <= 1e-3 * float(r["iteration_time_s"])
+                  for d in ("dp", "pp")),
               f"point {r['config_id']}: the row's figures are the CSV's: {col}")
         memory = lines[3 + table.index(t)][-len(f"{float(r['peak_memory_bytes']) / gib:.1f} of "
                                               f"{float(r['memory_capacity_bytes']) / gib:.1f}"):]
