@@ -174,7 +174,8 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
 namespace {
 
 // The schedules and virtual stages tried at pp stages (ParallelSearchOptions::schedules and
-// virtual_stages): at pp 1 one schedule, the experiment's (1F1B where it interleaves).
+// virtual_stages): at pp 1 one schedule, the experiment's (1F1B where it interleaves); with an
+// explicit balance (one entry per stage) no interleaving.
 std::vector<std::pair<sim::ScheduleKind, int>> pipeline_variants(const PointConfig& base,
                                                                  const ParallelSearchOptions& options, int pp)
 {
@@ -192,6 +193,8 @@ std::vector<std::pair<sim::ScheduleKind, int>> pipeline_variants(const PointConf
   const int blocks = static_cast<int>(base.model.blocks().size());
   std::vector<std::pair<ScheduleKind, int>> out;
   for (ScheduleKind s : schedules) {
+    if (s == ScheduleKind::interleaved && base.parallelism.partition == models::Partitioner::explicit_balance)
+      continue;  // the balance lists one entry per stage: chunks of the file's own split only
     if (s != ScheduleKind::interleaved) {
       out.emplace_back(s, 1);
       continue;
@@ -472,8 +475,8 @@ std::vector<models::Recompute> recompute_order(const PointConfig& base, const Pa
 
 bool same_shape(const ParallelLayout& a, const ParallelLayout& b)
 {
-  return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.dtype == b.dtype &&
-         a.framework == b.framework;
+  return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.zero == b.zero &&
+         a.dtype == b.dtype && a.framework == b.framework;
 }
 
 // Step 3 for one layout on its shape's point: the first recomputation (cheapest first) whose plan
@@ -525,6 +528,11 @@ void confirm_best(ParallelSearch& search, std::size_t count, int jobs)
     points.push_back(std::move(p));
   }
   search.confirmed = run_sweep(points, {.jobs = jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
+  for (std::size_t i = 0; i < search.confirmed.size(); ++i) {  // which row each one simulates again
+    ResultRow& row = search.confirmed[i];
+    const std::string note = "confirms config_id " + std::to_string(search.ranking[i]) + " with every collective as flows";
+    row.set("message", row.get("message").empty() ? note : row.get("message") + "; " + note);
+  }
   search.confirmed_ranking = rank_rows(search.confirmed);
 }
 
@@ -539,9 +547,9 @@ ParallelSearch search_parallel(const PointConfig& base, const std::function<Poin
   const std::unique_ptr<calibration::CostModel> cost = calibration::make_cost_model(base.profile);
   const std::vector<models::Recompute> order = recompute_order(base, options);
   std::vector<ParallelCandidate> fitting;
-  // One resolution per shape (tp, pp, dp, cp, ep, dtype, framework): its ZeRO stages, micro-batch
-  // sizes, schedules and recomputation are that point with a few fields changed, checked again for
-  // what depends on them.
+  // One resolution per shape (tp, pp, dp, cp, ep, ZeRO stage, dtype, framework: the ZeRO stage too,
+  // since rules such as overlap_param_gather's depend on it): its micro-batch sizes, schedules and
+  // recomputation are that point with a few fields changed, checked again for what depends on them.
   std::optional<PointConfig> shape;
   ParallelLayout shape_layout;
   for (const ParallelLayout& layout : parallel_layouts(base, options)) {

@@ -159,7 +159,7 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
 
 /// Runs the search. `make_point(layout)` resolves the experiment at that layout with an experiment
 /// file's checks (its problems filled when it cannot be simulated); it is called once per shape
-/// (tp, pp, dp, cp, ep, dtype, framework), the ZeRO stage, micro-batch, schedule, virtual stages and
+/// (tp, pp, dp, cp, ep, ZeRO stage, dtype, framework), the micro-batch, schedule, virtual stages and
 /// recomputation set on a copy. Throws Error when no layout fits.
 ParallelSearch search_parallel(const PointConfig& base, const std::function<PointConfig(const ParallelLayout&)>& make_point,
                                const ParallelSearchOptions& options);

@@ -3,15 +3,16 @@
 // intervals less the GPU's compute), as means over the GPUs of one iteration. The dimensions:
 //   tp  tensor-parallel collectives (CollectiveRole::tensor_parallel)
 //   dp  data parallelism: gradient reductions, parameter gathers, batch-norm sums, barriers, and a
-//       parameter server's pushes and pulls
+//       parameter server's pushes and pulls (experiments/Evaluate.cpp does not report them for
+//       parameter-server points, whose GPUs are each timed over their own runs)
 //   pp  the pipeline's activation and gradient transfers
-//   cp  context parallelism: K/V all-gathers and reduce-scatters, ring attention's transfers
+//   cp  context parallelism: K/V all-gathers, dK/dV reduce-scatters, ring attention's transfers
 //   ep  expert all-to-alls (also their whole time in flight, hidden or not)
 // Dimensions may overlap one another, so the five can add up to more than the GPU's exposed
 // communication (Metrics' exposed_comm_s, the union of all of them less compute).
 //
 //   const sim::CommBreakdown b = sim::comm_breakdown(graph, result.timings, fold);
-//   b.exposed_s[sim::CommDimension::tp]
+//   b.exposed(sim::CommDimension::tp)
 #pragma once
 
 #include "sim/Fold.hpp"
