@@ -1,10 +1,12 @@
 // ddlsim export chakra: one point's task graph as Chakra ET files (experiments/ChakraWorkload.hpp);
-// ddlsim export megatron: its Megatron-LM launch arguments (experiments/MegatronExport.hpp).
+// ddlsim export megatron: its Megatron-LM launch arguments (experiments/MegatronExport.hpp);
+// ddlsim export torchtitan: its torchtitan job configuration (experiments/TorchtitanExport.hpp).
 #include "cli/Commands.hpp"
 #include "experiments/ChakraWorkload.hpp"
 #include "experiments/DocumentKeys.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/MegatronExport.hpp"
+#include "experiments/TorchtitanExport.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -56,13 +58,28 @@ int cmd_export_chakra(const ExportChakraArgs& a)
   return exit_ok;
 }
 
-struct ExportMegatronArgs {
+// What the framework cannot run as simulated, each at its key's line in the file (the key as written
+// there, or its sweep axis): exit code 1, nothing on stdout.
+int refuse(const std::string& file, std::vector<Diagnostic> problems)
+{
+  const YAML::Node doc = YAML::LoadFile(file);
+  for (Diagnostic& d : problems) {
+    d.file = file;
+    for (const std::string& key : {d.key, "sweep." + d.key})
+      if (const YAML::Node n = experiments::find_path(doc, key); n && d.line == 0)
+        d.line = n.Mark().line + 1;
+  }
+  print_diagnostics(problems);
+  return exit_bad_input;
+}
+
+struct ExportFrameworkArgs {
   std::string file;
   std::optional<int> point;
   std::vector<std::string> sets;
 };
 
-int cmd_export_megatron(const ExportMegatronArgs& a)
+int cmd_export_megatron(const ExportFrameworkArgs& a)
 {
   const auto chosen = chosen_point(a.file, a.sets, a.point);
   if (!chosen.is_valid()) {
@@ -70,20 +87,25 @@ int cmd_export_megatron(const ExportMegatronArgs& a)
     return exit_bad_input;
   }
   experiments::MegatronLaunch launch = experiments::megatron_launch(chosen);
-  if (!launch.problems.empty()) {
-    // Each at its key's line in the file (the key as written there, or its sweep axis).
-    const YAML::Node doc = YAML::LoadFile(a.file);
-    for (Diagnostic& d : launch.problems) {
-      d.file = a.file;
-      for (const std::string& key : {d.key, "sweep." + d.key})
-        if (const YAML::Node n = experiments::find_path(doc, key); n && d.line == 0)
-          d.line = n.Mark().line + 1;
-    }
-    print_diagnostics(launch.problems);
-    return exit_bad_input;
-  }
+  if (!launch.problems.empty())
+    return refuse(a.file, launch.problems);
   fmt::print("# ddlsim export megatron {} --point {}: {} on {}\n{}", a.file, chosen.index, chosen.model_label,
              chosen.cluster_label, launch.text());
+  return exit_ok;
+}
+
+int cmd_export_torchtitan(const ExportFrameworkArgs& a)
+{
+  const auto chosen = chosen_point(a.file, a.sets, a.point);
+  if (!chosen.is_valid()) {
+    print_diagnostics(chosen.problems);
+    return exit_bad_input;
+  }
+  const experiments::TorchtitanJob job = experiments::torchtitan_job(chosen);
+  if (!job.problems.empty())
+    return refuse(a.file, job.problems);
+  fmt::print("# ddlsim export torchtitan {} --point {}: {} on {}\n{}", a.file, chosen.index, chosen.model_label,
+             chosen.cluster_label, job.text());
   return exit_ok;
 }
 
@@ -103,7 +125,7 @@ void add_export_commands(CommandTable& table)
   cli::add_int(c.app, "--point", c.args.point, 0, 1 << 30, "the sweep point (needed when the sweep has several)");
   add_sets(c.app, c.args.sets);
 
-  auto m = table.add<ExportMegatronArgs>(*exporter, "megatron",
+  auto m = table.add<ExportFrameworkArgs>(*exporter, "megatron",
                                          "one point as Megatron-LM's launch command (pretrain_gpt.py and its arguments)",
                                          cmd_export_megatron);
   m.app->footer("The parallel sizes, batch, sequence, model, precision, recomputation, sharding and overlap options the "
@@ -111,6 +133,16 @@ void add_export_commands(CommandTable& table)
   add_experiment(m.app, m.args.file);
   cli::add_int(m.app, "--point", m.args.point, 0, 1 << 30, "the sweep point (needed when the sweep has several)");
   add_sets(m.app, m.args.sets);
+
+  auto t = table.add<ExportFrameworkArgs>(*exporter, "torchtitan",
+                                         "one point as torchtitan's job configuration (TOML for torchtitan.train)",
+                                         cmd_export_torchtitan);
+  t.app->footer("The flavor, parallel degrees, pipeline chunks as ddlsim cut them, batch, sequence, precision and "
+                "activation checkpointing the point was simulated with; what torchtitan cannot run as simulated is "
+                "refused by key. docs/export.md");
+  add_experiment(t.app, t.args.file);
+  cli::add_int(t.app, "--point", t.args.point, 0, 1 << 30, "the sweep point (needed when the sweep has several)");
+  add_sets(t.app, t.args.sets);
 }
 
 } // namespace ddlsim::cli

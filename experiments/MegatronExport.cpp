@@ -18,10 +18,7 @@ void add(MegatronLaunch& out, std::string flag, std::string value = {})
 
 void refuse(MegatronLaunch& out, std::string key, std::string message)
 {
-  Diagnostic d;
-  d.key     = std::move(key);
-  d.message = std::move(message);
-  out.problems.push_back(std::move(d));
+  add_problem(out.problems, std::move(key), std::move(message));
 }
 
 // Megatron-LM splits the layers evenly over pp x v chunks; with one chunk per rank the first and
@@ -33,7 +30,7 @@ void add_layer_split(const models::Architecture& a, const ParallelismSpec& par, 
   const int chunks = par.pp * par.virtual_stages;
   if (a.layers % chunks == 0)
     return;
-  if (par.virtual_stages > 1 && (a.layers + 2) % chunks == 0) {  // the embedding and the loss as a layer each
+  if (par.virtual_stages > 1 && (a.layers + 2) % chunks == 0) { // the embedding and the loss as a layer each
     add(out, "--account-for-embedding-in-pipeline-split");
     add(out, "--account-for-loss-in-pipeline-split");
     return;
@@ -102,7 +99,7 @@ void add_parallelism(const PointConfig& point, MegatronLaunch& out)
   }
   if (par.ep > 1) {
     add(out, "--expert-model-parallel-size", std::to_string(par.ep));
-    add(out, "--moe-token-dispatcher-type", "alltoall");  // as simulated (Megatron's default is allgather)
+    add(out, "--moe-token-dispatcher-type", "alltoall"); // as simulated (Megatron's default is allgather)
     if (point.training.dtype == Dtype::fp16)
       refuse(out, "training.dtype", "Megatron-LM runs expert parallelism in bf16, not fp16 (it asserts so)");
   }
@@ -132,7 +129,7 @@ void add_parallelism(const PointConfig& point, MegatronLaunch& out)
     add(out, "--use-distributed-optimizer");
     add(out, "--use-megatron-fsdp");
     add(out, "--data-parallel-sharding-strategy", par.zero == 2 ? "optim_grads" : "optim_grads_params");
-    add(out, "--ckpt-format", "fsdp_dtensor");  // Megatron FSDP's only checkpoint format
+    add(out, "--ckpt-format", "fsdp_dtensor"); // Megatron FSDP's only checkpoint format
   }
   const sim::StepDtypes dt = point_dtypes(point);
   if (par.dp_bucket > 0) {
@@ -185,9 +182,8 @@ void add_training(const PointConfig& point, MegatronLaunch& out)
 MegatronLaunch megatron_launch(const PointConfig& point)
 {
   MegatronLaunch out;
-  out.gpus_per_node             = std::min(point.cluster.gpus_per_node, point.parallelism.gpus());
-  out.nodes                     = (point.parallelism.gpus() + out.gpus_per_node - 1) / out.gpus_per_node;
-  const models::Architecture* a = point.model.architecture();
+  static_cast<LaunchShape&>(out) = launch_shape(point);
+  const models::Architecture* a  = point.model.architecture();
   if (a == nullptr) {
     refuse(out, "model",
            "model '" + point.model_label +
@@ -200,13 +196,11 @@ MegatronLaunch megatron_launch(const PointConfig& point)
                                     "`training.framework: megatron` simulates",
                                     sim::framework_table.name(point.training.framework)));
   if (point.parallelism.pp > 1 && point.parallelism.partition != models::Partitioner::uniform)
-    out.notes.push_back(fmt::format("ddlsim cut the stages by `partition: {}`; Megatron-LM splits the layers evenly "
-                                    "(--pipeline-model-parallel-layout sets another split): simulate `partition: uniform` "
-                                    "to compare like with like",
-                                    models::partitioner_table.name(point.parallelism.partition)));
-  if (out.gpus_per_node * out.nodes != point.parallelism.gpus())
-    out.notes.push_back(fmt::format("{} GPUs do not fill whole nodes of {}: launch them with your scheduler",
-                                    point.parallelism.gpus(), point.cluster.gpus_per_node));
+    out.notes.push_back(
+        fmt::format("ddlsim cut the stages by `partition: {}`; Megatron-LM splits the layers evenly "
+                    "(--pipeline-model-parallel-layout sets another split): simulate `partition: uniform` "
+                    "to compare like with like",
+                    models::partitioner_table.name(point.parallelism.partition)));
   add_parallelism(point, out);
   add_layer_split(*a, point.parallelism, out);
   add_model(*a, out);

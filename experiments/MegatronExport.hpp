@@ -7,7 +7,7 @@
 //   fmt::print("{}", launch.text());           // torchrun ... pretrain_gpt.py \ and one flag a line
 #pragma once
 
-#include "experiments/Experiment.hpp"
+#include "experiments/LaunchShape.hpp"
 
 #include <string>
 #include <vector>
@@ -15,15 +15,13 @@
 namespace ddlsim::experiments {
 
 struct MegatronArgument {
-  std::string flag;   ///< as Megatron-LM spells it: --tensor-model-parallel-size
-  std::string value;  ///< empty for a switch
+  std::string flag;  ///< as Megatron-LM spells it: --tensor-model-parallel-size
+  std::string value; ///< empty for a switch
 };
 
-struct MegatronLaunch {
-  int nodes = 1, gpus_per_node = 1;
+/// The nodes, notes and problems (what Megatron-LM cannot run as simulated, by key), and the arguments.
+struct MegatronLaunch : LaunchShape {
   std::vector<MegatronArgument> arguments;
-  std::vector<std::string> notes;  ///< what differs from the simulated step, printed as comments
-  std::vector<Diagnostic> problems;  ///< what Megatron-LM cannot run as simulated (key, message)
   /// The command: notes as `# ` lines, then torchrun over the nodes and one argument per line.
   std::string text() const;
 };
@@ -31,4 +29,4 @@ struct MegatronLaunch {
 /// The Megatron-LM launch of `point` (a transformer from the gpt or llama generator).
 MegatronLaunch megatron_launch(const PointConfig& point);
 
-}  // namespace ddlsim::experiments
+} // namespace ddlsim::experiments

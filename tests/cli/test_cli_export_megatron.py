@@ -7,7 +7,7 @@ import os
 import shlex
 import sys
 
-from common import FIXTURES, ROOT, check, finish, run, workdir
+from common import FIXTURES, ROOT, check, finish, run, workdir, write_experiment
 
 binary = sys.argv[1]
 checks = 0
@@ -93,33 +93,26 @@ checks += 1
 check(rc == 2 and "choose one with --point N" in err and out == "", f"several points need --point: {rc} {err}")
 
 
-def write(name, text):
-    path = os.path.join(tmp, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
 BASE = ("name: e\nmodel: llama3-8b\ncluster: dgx-h100x2\ncalibration: h100-sxm\n"
         "training: {global_batch: 64, micro_batch: 1, dtype: bf16}\n")
 # Refused at the key's line, exit 1, nothing on stdout.
-gpipe = write("gpipe.yaml", BASE + "parallelism: {schedule: gpipe, pp: 2, dp: 8, tp: 1}\n")
+gpipe = write_experiment(tmp, "gpipe", BASE + "parallelism: {schedule: gpipe, pp: 2, dp: 8, tp: 1}\n")
 rc, out, err, _, _ = export(gpipe)
 checks += 1
 check(rc == 1 and out == "" and f"{gpipe}:6: parallelism.schedule: Megatron-LM pipelines with 1F1B" in err,
       f"GPipe refused at its line: {rc} {err}")
-convnet = write("resnet.yaml", BASE.replace("llama3-8b", "resnet50") + "parallelism: {dp: 16}\n")
+convnet = write_experiment(tmp, "resnet", BASE.replace("llama3-8b", "resnet50") + "parallelism: {dp: 16}\n")
 rc, out, err, _, _ = export(convnet)
 checks += 1
 check(rc == 1 and out == "" and f"{convnet}:2: model: model 'resnet50' is not a decoder" in err,
       f"a convolutional network refused: {rc} {err}")
-uneven = write("uneven.yaml", BASE + "parallelism: {schedule: interleaved, pp: 2, virtual_stages: 3, dp: 8}\n")
+uneven = write_experiment(tmp, "uneven", BASE + "parallelism: {schedule: interleaved, pp: 2, virtual_stages: 3, dp: 8}\n")
 rc, out, err, _, _ = export(uneven)
 checks += 1
 check(rc == 1 and "parallelism.virtual_stages: pp x virtual_stages = 6 model chunks divide neither the 32 layers" in err,
       f"an uneven interleaved split refused: {rc} {err}")
 # A spec-sheet point (framework ideal) exports with a note; ZeRO 3 as Megatron FSDP.
-zero3 = write("zero3.yaml", BASE + "parallelism: {schedule: 1f1b, pp: 1, dp: 16, zero: 3}\n")
+zero3 = write_experiment(tmp, "zero3", BASE + "parallelism: {schedule: 1f1b, pp: 1, dp: 16, zero: 3}\n")
 rc, out, err, flags, _ = export(zero3)
 expect(flags, {"--use-megatron-fsdp": "", "--data-parallel-sharding-strategy": "optim_grads_params",
                "--use-distributed-optimizer": "", "--ckpt-format": "fsdp_dtensor",
@@ -130,7 +123,7 @@ check(rc == 0 and out.count("# simulated with framework ideal") == 1, f"ideal's 
 checks += 1
 check(not [f for f in flags if f not in megatron_flags], "ZeRO 3: every flag is Megatron-LM's")
 # Userbuffers at tp 1: Megatron would drop sequence parallelism and then refuse --tp-comm-overlap.
-tp1 = write("tp1.yaml", BASE.replace("dtype: bf16}", "dtype: bf16, framework: megatron}") +
+tp1 = write_experiment(tmp, "tp1", BASE.replace("dtype: bf16}", "dtype: bf16, framework: megatron}") +
             "parallelism: {schedule: 1f1b, pp: 2, dp: 8, zero: 1, sequence_parallel: true, tp_comm_overlap: true}\n")
 rc, out, err, flags, _ = export(tp1)
 checks += 1
