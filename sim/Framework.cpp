@@ -87,6 +87,11 @@ double input_elements(const models::Model& model, const Layer& layer)
   return layer.inputs.empty() ? model.input_shape().elements() : model.layers()[layer.inputs.front()].output_elements();
 }
 
+double input_tokens(const models::Model& model, const Layer& layer)
+{
+  return layer.inputs.empty() ? model.input_shape().tokens : model.layers()[layer.inputs.front()].output.tokens;
+}
+
 // Weights a layer reads (its own and tied ones), for autocast's weight casts and the gradient's.
 double weights(const Layer& layer) { return layer.parameters + layer.tied_parameters; }
 
@@ -141,6 +146,98 @@ void eager_attention(const Launches& k, Phase phase, const Layer& l, double d)
   k.add(S * 2 * d);                         // scale
 }
 
+// PyTorch's scaled_dot_product_attention on its flash backend (Hugging Face's `sdpa`, torchtitan): the
+// fused kernel comes from the layer (no s x s scores); around it, K and V repeated to every query head
+// for grouped-query attention (repeat_kv: expand and reshape, a copy each), and the heads merged back
+// (transpose and contiguous, a strided copy). Backward: the merge's copy back, and the repeated K and V
+// gradients summed over each group.
+void sdpa_attention(const Launches& k, Phase phase, const Layer& l, double d)
+{
+  const double T     = l.output.elements(); // s x heads x head_dim
+  const double kv    = T * l.kv_heads / std::max(1, l.heads);
+  const bool grouped = l.kv_heads > 0 && l.kv_heads < l.heads;
+  if (phase == Phase::forward) {
+    if (grouped)
+      k.repeat(2, (kv + T) * d); // K and V: read kv_heads, write heads
+    k.add(T * 2 * d, Access::broadcast);
+    return;
+  }
+  k.add(T * 2 * d, Access::broadcast);
+  if (grouped)
+    for (int i = 0; i < 2; ++i)
+      k.add((T + kv) * d, Access::reduction);
+}
+
+// RMSNorm as Hugging Face's LlamaRMSNorm and torchtitan's RMSNorm write it in Python: x.float(),
+// pow(2).mean(-1), + eps, rsqrt, x * rsqrt, cast back to x's dtype, * weight (n elements of `din`
+// bytes, `rows` tokens; the output `dout`: fp32 under autocast, whose weight is fp32). Backward:
+// autograd through each, the two paths into x summed.
+void eager_rms_norm(const Launches& k, Phase phase, double n, double rows, double din, double dout)
+{
+  const double cast = din < fp32 ? n * (din + fp32) : 0; // x.float() and .to(dtype): none for fp32 x
+  if (phase == Phase::forward) {
+    k.add(cast);
+    k.add(n * 2 * fp32);                        // pow(2)
+    k.add(n * fp32, Access::reduction);         // mean(-1)
+    k.repeat(2, rows * 2 * fp32);               // + eps, rsqrt (one value per token)
+    k.add(n * 2 * fp32, Access::broadcast);     // x * rsqrt
+    k.add(cast);                                // back to x's dtype
+    k.add(n * (din + dout), Access::broadcast); // * weight
+    return;
+  }
+  k.add(n * (dout + din), Access::broadcast); // dy * weight
+  k.add(n * (dout + din), Access::reduction); // the weight's gradient: dy * x_hat summed over tokens
+  k.add(cast, Access::strided);               // the cast back's backward
+  k.add(n * 2 * fp32, Access::broadcast);     // d(x * rsqrt) / dx
+  k.add(n * 2 * fp32, Access::reduction);     // d / d rsqrt: summed over the hidden
+  k.repeat(2, rows * 2 * fp32);               // rsqrt, + eps
+  k.add(n * fp32, Access::broadcast);         // mean's backward: expanded
+  k.add(n * 3 * fp32);                        // pow's backward: 2 x g
+  k.add(n * 3 * fp32);                        // the two paths into x summed
+  k.add(cast, Access::strided);               // x.float()'s backward
+}
+
+// SwiGLU as eager modules write it, silu(gate) * up (Hugging Face's LlamaMLP, torchtitan's
+// FeedForward): two kernels forward; backward the product's two gradients and silu's (e outputs).
+void eager_swiglu(const Launches& k, Phase phase, double e, double d)
+{
+  if (phase == Phase::forward) {
+    k.add(e * 2 * d); // silu(gate)
+    k.add(e * 3 * d); // * up
+    return;
+  }
+  k.add(e * 3 * d); // d(up) = dy * silu(gate)
+  k.add(e * 3 * d); // d(silu) = dy * up
+  k.add(e * 3 * d); // silu's backward into the gate
+}
+
+// Rotary embeddings as Hugging Face's apply_rotary_pos_emb writes them, per rotated tensor (Q, then
+// K; n elements each): q * cos + rotate_half(q) * sin, rotate_half a negated half and a cat (cos and
+// sin cast to q's dtype once per layer, their few bytes left out). Backward: the two products'
+// gradients, the negation's, the halves' gradients put back into a zeroed tensor, the paths summed.
+void eager_rotary(const Launches& k, Phase phase, double n, double d)
+{
+  if (phase == Phase::forward) {
+    k.add(n * 2 * d, Access::broadcast); // q * cos
+    k.add(n * d);                        // -x2 (half the elements, read and written)
+    k.add(n * 2 * d);                    // cat
+    k.add(n * 2 * d, Access::broadcast); // * sin
+    k.add(n * 3 * d);                    // +
+    return;
+  }
+  k.add(n * 2 * d, Access::broadcast); // g * sin
+  k.add(n * d);                        // the negation's gradient
+  k.add(n * 2 * d, Access::strided);   // the halves' gradients into a zeroed tensor (slice backward)
+  k.add(n * 2 * d, Access::broadcast); // g * cos
+  k.add(n * 3 * d);                    // the two paths summed
+}
+
+// Whether an attention layer runs fused (FlashAttention: SDPA's flash backend under PyTorch).
+bool fused_attention(const Layer& l)
+{
+  return std::any_of(l.kernels.begin(), l.kernels.end(), [](const models::Kernel& k) { return k.fused; });
+}
+
 // One layer's memory-bound launches (the library kernels come from layer_launches).
 void layer_pointwise(const models::Model& model, std::size_t li, const std::vector<char>& fp32_out, Phase phase,
                      const Launches& k, Dtype dtype)
@@ -160,7 +257,12 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
     if (!fwd && l.kind == LayerKind::linear && l.parameters > 0)
       k.add(out * d);  // the bias gradient: a reduction over the rows
     return;
-  case LayerKind::attention: eager_attention(k, phase, l, d); return;
+  case LayerKind::attention:
+    if (fused_attention(l))
+      sdpa_attention(k, phase, l, d);
+    else
+      eager_attention(k, phase, l, d);
+    return;
   case LayerKind::dropout: k.add(in * (2 * din + mask), fwd ? Access::dropout : Access::contiguous); return;  // forward: y and mask; backward: dy, mask -> dx
   case LayerKind::add: {
     if (fwd) {
@@ -200,8 +302,21 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
       k.repeat(13, in * 3 * std::max(fp32, din));
     }
     return;
-  case LayerKind::layer_norm:
   case LayerKind::rms_norm:
+    eager_rms_norm(k, phase, in, input_tokens(model, l), din, dout);
+    if (!fwd)
+      k.add(0, l.parameters * 3 * fp32); // accumulated
+    return;
+  case LayerKind::swiglu:
+    eager_swiglu(k, phase, out, d);
+    return;
+  case LayerKind::rotary: {
+    const double per_head = in / (l.heads + 2.0 * l.kv_heads);
+    eager_rotary(k, phase, per_head * l.heads, d);
+    eager_rotary(k, phase, per_head * l.kv_heads, d);
+    return;
+  }
+  case LayerKind::layer_norm:
     if (fwd) {
       if (!fp32_in && d < fp32)
         k.add(in * (d + fp32));  // autocast runs norms in fp32
@@ -254,7 +369,8 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
         k.add(in * (fp32 + d), Access::strided);
     }
     return;
-  default: return;  // the ideal kernels stand (not yet modelled: swiglu, rotary, experts, concat, custom)
+  default:
+    return; // the ideal kernels stand (not yet modelled: experts, concat, custom)
   }
 }
 
@@ -270,6 +386,8 @@ bool replaces_pointwise(LayerKind kind)
   case LayerKind::activation:
   case LayerKind::layer_norm:
   case LayerKind::rms_norm:
+  case LayerKind::swiglu:
+  case LayerKind::rotary:
   case LayerKind::batch_norm:
   case LayerKind::sync_batch_norm:
   case LayerKind::group_norm:
@@ -342,20 +460,39 @@ HostOps layer_host_ops(const models::Model& model, const Layer& l, bool fp32_in,
       put(HostOpKind::accumulate, tensors);
     }
     break;
-  case LayerKind::attention:  // split, views and transposes, two matmuls, scale, mask, softmax, cast, dropout
+  case LayerKind::attention:
+    if (fused_attention(l)) { // views and transposes, repeat_kv's expand and reshape, the SDPA op, the merge
+      put(HostOpKind::gemm, 1);
+      put(HostOpKind::view, fwd ? 10 : 8);
+      put(HostOpKind::elementwise, l.kv_heads < l.heads ? 3 : 1);
+      break;
+    }
+    // split, views and transposes, two matmuls, scale, mask, softmax, cast, dropout
     put(HostOpKind::gemm, 2);
     put(HostOpKind::view, fwd ? 15 : 12);
     put(HostOpKind::elementwise, fwd ? 9 : 8);
     put(HostOpKind::reduction, 1);
     break;
   case LayerKind::activation: put(HostOpKind::elementwise, l.stash_output ? 1 : 8); break;
+  case LayerKind::rms_norm:  // to, pow, mean, add, rsqrt, mul, to, mul; backward a node each
+    put(HostOpKind::elementwise, 7);
+    put(HostOpKind::reduction, 1);
+    if (!fwd)
+      put(HostOpKind::accumulate, tensors);
+    break;
+  case LayerKind::swiglu:  // silu, mul; backward their nodes
+    put(HostOpKind::elementwise, 2);
+    break;
+  case LayerKind::rotary:  // cos, sin cast; per Q and K: mul, neg, cat, mul, add and two slices
+    put(HostOpKind::elementwise, fwd ? 2 + 2 * 5 : 2 * 7);
+    put(HostOpKind::view, fwd ? 2 * 2 + 2 : 0);
+    break;
   case LayerKind::batch_norm:
   case LayerKind::sync_batch_norm:
     if (fwd)
       put(HostOpKind::elementwise, 1);  // num_batches_tracked.add_(1), in Python (training mode)
     [[fallthrough]];
   case LayerKind::layer_norm:
-  case LayerKind::rms_norm:
   case LayerKind::group_norm:
     put(HostOpKind::norm, 1);
     if (!fwd)

@@ -92,6 +92,77 @@ TEST_CASE("eager attention moves the s x s scores as the page's closed form says
   CHECK(pointwise_bytes(range_launches(m, a, a + 1, Phase::backward, 3, eager())) == doctest::Approx(backward));
 }
 
+TEST_CASE("SDPA's flash attention moves no s x s tensor: K and V repeated per group, heads merged")
+{
+  // Llama 3 8B (FlashAttention, 32 query and 8 K/V heads of 128): under PyTorch, SDPA's flash backend
+  // as Hugging Face's sdpa and torchtitan call it, after repeat_kv; the fused kernel is the ideal one.
+  const models::Model m = models::load_model("llama3-8b");
+  const std::size_t a = layer_named(m, "layer0.attention");
+  const models::Layer& l = m.layers()[a];
+  REQUIRE(l.kv_heads == 8);
+  const double s = 8192, b = 2, T = s * 4096, kv = s * 1024;
+  // forward: K and V read at 8 heads, written at 32 (2 bytes each), the heads merged (2d per element)
+  CHECK(pointwise_bytes(range_launches(m, a, a + 1, Phase::forward, 2, eager())) ==
+        doctest::Approx(b * (2 * (kv + T) * 2 + T * 4)));
+  // backward: the merge's copy back, the repeated K and V gradients summed per group
+  CHECK(pointwise_bytes(range_launches(m, a, a + 1, Phase::backward, 2, eager())) ==
+        doctest::Approx(b * (T * 4 + 2 * (T + kv) * 2)));
+  CHECK(pointwise_bytes(range_launches(m, a, a + 1, Phase::forward, 2, eager())) < b * 32 * s * s);
+  // the fused kernel itself is the ideal step's, flop for flop
+  std::vector<KernelLaunch> ideal = range_launches(m, a, a + 1, Phase::backward, 2, ComputeOptions{});
+  std::vector<KernelLaunch> torch = range_launches(m, a, a + 1, Phase::backward, 2, eager());
+  std::erase_if(ideal, [](const KernelLaunch& k) { return !library(k); });
+  std::erase_if(torch, [](const KernelLaunch& k) { return !library(k); });
+  REQUIRE(ideal.size() == torch.size());
+  for (std::size_t i = 0; i < ideal.size(); ++i)
+    CHECK(ideal[i].work.flop == torch[i].work.flop);
+  // its operators: the SDPA op, views and transposes, repeat_kv's two copies and the merge
+  const HostOps f = pytorch_host_ops(m, a, a + 1, Phase::forward, Dtype::bf16);
+  CHECK(count(f, HostOpKind::gemm) == 1);
+  CHECK(count(f, HostOpKind::elementwise) == 3);
+  CHECK(count(f, HostOpKind::reduction) == 0);
+}
+
+TEST_CASE("Llama's RMSNorm, SwiGLU and RoPE run as their eager Python: the page's closed forms")
+{
+  const models::Model m = models::load_model("llama3-8b");
+  const double s = 8192, b = 2, h = 4096, f = 14336;
+  auto bytes = [&](const std::string& name, Phase phase) {
+    const std::size_t i = layer_named(m, name);
+    return pointwise_bytes(range_launches(m, i, i + 1, phase, 2, eager()));
+  };
+  // Under autocast the embedding of fp32 weights makes the residual stream fp32 (din = dout = 4): no
+  // casts; pow 8, mean 4, x * rsqrt 8, * weight 8 per element, + eps and rsqrt 8 per token each.
+  const double n = s * h;
+  CHECK(bytes("layer0.attention_norm", Phase::forward) == doctest::Approx(b * (n * 28 + 2 * s * 8)));
+  // backward: dy * w 8, the weight's reduction 8, d/dx 8, d/drsqrt 8, mean 4, pow 12, the sum 12;
+  // the weight's gradient accumulated (12 bytes per weight, once)
+  CHECK(bytes("layer0.attention_norm", Phase::backward) == doctest::Approx(b * (n * 60 + 2 * s * 8) + 12 * h));
+  // In bf16 (fp32 training aside): silu 2d, the product 3d; backward three kernels of 3d (e = s x f)
+  CHECK(bytes("layer0.mlp_swiglu", Phase::forward) == doctest::Approx(b * s * f * 5 * 2));
+  CHECK(bytes("layer0.mlp_swiglu", Phase::backward) == doctest::Approx(b * s * f * 9 * 2));
+  // RoPE on Q (32 heads) and K (8) of 128: q * cos 2d, -x2 d, cat 2d, * sin 2d, + 3d; backward 10d
+  const double rotated = s * (32 + 8) * 128;
+  CHECK(bytes("layer0.rope", Phase::forward) == doctest::Approx(b * rotated * 10 * 2));
+  CHECK(bytes("layer0.rope", Phase::backward) == doctest::Approx(b * rotated * 10 * 2));
+  // their operators, as the page's table lists them
+  const std::size_t norm = layer_named(m, "layer0.attention_norm"), rope = layer_named(m, "layer0.rope");
+  const HostOps nf = pytorch_host_ops(m, norm, norm + 1, Phase::forward, Dtype::bf16);
+  CHECK(count(nf, HostOpKind::elementwise) == 7);
+  CHECK(count(nf, HostOpKind::reduction) == 1);
+  CHECK(count(pytorch_host_ops(m, rope, rope + 1, Phase::forward, Dtype::bf16), HostOpKind::elementwise) == 12);
+  // a batch norm keeps its own operators: 1 norm and num_batches_tracked's add
+  const models::Model r = models::load_model("resnet50");
+  const auto bn = std::find_if(r.layers().begin(), r.layers().end(),
+                               [](const models::Layer& l) { return l.kind == models::LayerKind::batch_norm; });
+  REQUIRE(bn != r.layers().end());
+  const auto b0 = static_cast<std::size_t>(bn - r.layers().begin());
+  const HostOps bf = pytorch_host_ops(r, b0, b0 + 1, Phase::forward, Dtype::bf16);
+  CHECK(count(bf, HostOpKind::norm) == 1);
+  CHECK(count(bf, HostOpKind::elementwise) == 1);
+  CHECK(count(bf, HostOpKind::reduction) == 0);
+}
+
 TEST_CASE("autocast casts each linear's fp32 weight once per forward, and its gradient back")
 {
   const models::Model m = models::load_model("gpt2-small");
