@@ -57,7 +57,7 @@ double count(const HostOps& ops, HostOpKind kind) { return ops[static_cast<std::
 
 TEST_CASE("pytorch keeps the ideal step's GEMMs and convolutions, launch for launch")
 {
-  for (const char* name : {"gpt2-small", "resnet50"}) {
+  for (const char* name : {"gpt2-small", "resnet50", "llama3-8b"}) {  // eager, convolutions, flash attention
     const models::Model m = models::load_model(name);
     for (Phase phase : {Phase::forward, Phase::backward}) {
       std::vector<KernelLaunch> ideal = range_launches(m, 0, m.size(), phase, 4, ComputeOptions{});
@@ -108,14 +108,7 @@ TEST_CASE("SDPA's flash attention moves no s x s tensor: K and V repeated per gr
   CHECK(pointwise_bytes(range_launches(m, a, a + 1, Phase::backward, 2, eager())) ==
         doctest::Approx(b * (T * 4 + 2 * (T + kv) * 2)));
   CHECK(pointwise_bytes(range_launches(m, a, a + 1, Phase::forward, 2, eager())) < b * 32 * s * s);
-  // the fused kernel itself is the ideal step's, flop for flop
-  std::vector<KernelLaunch> ideal = range_launches(m, a, a + 1, Phase::backward, 2, ComputeOptions{});
-  std::vector<KernelLaunch> torch = range_launches(m, a, a + 1, Phase::backward, 2, eager());
-  std::erase_if(ideal, [](const KernelLaunch& k) { return !library(k); });
-  std::erase_if(torch, [](const KernelLaunch& k) { return !library(k); });
-  REQUIRE(ideal.size() == torch.size());
-  for (std::size_t i = 0; i < ideal.size(); ++i)
-    CHECK(ideal[i].work.flop == torch[i].work.flop);
+  // (the fused kernel itself is the ideal step's: the first test case, over the whole model)
   // its operators: the SDPA op, views and transposes, repeat_kv's two copies and the merge
   const HostOps f = pytorch_host_ops(m, a, a + 1, Phase::forward, Dtype::bf16);
   CHECK(count(f, HostOpKind::gemm) == 1);
