@@ -2,6 +2,7 @@
 // ddlsim export megatron: its Megatron-LM launch arguments (experiments/MegatronExport.hpp);
 // ddlsim export torchtitan: its torchtitan job configuration (experiments/TorchtitanExport.hpp).
 #include "cli/Commands.hpp"
+#include "cli/Progress.hpp"
 #include "experiments/ChakraWorkload.hpp"
 #include "experiments/DocumentKeys.hpp"
 #include "experiments/Experiment.hpp"
@@ -26,6 +27,7 @@ struct ExportChakraArgs {
   std::string file, output;
   std::optional<int> point;
   std::vector<std::string> sets;
+  std::optional<std::string> progress; ///< --progress, by default auto
 };
 
 // The point --point names (or the only one); a usage error when the sweep has several and none is named.
@@ -51,7 +53,17 @@ int cmd_export_chakra(const ExportChakraArgs& a)
     print_diagnostics(chosen.problems);
     return exit_bad_input;
   }
-  const experiments::ChakraExport written = experiments::write_chakra(chosen, a.output);
+  // Files are written rank by rank: the progress counts them.
+  const std::optional<cli::ProgressStyle> style = cli::progress_style(a.progress, cli::ProgressMode::automatic);
+  std::optional<cli::ProgressLine> progress;
+  const experiments::ChakraExport written = experiments::write_chakra(chosen, a.output, [&](int done, int ranks) {
+    if (!style)
+      return;
+    if (!progress)
+      progress.emplace(stderr, static_cast<std::size_t>(ranks), *style, 0.0,
+                       cli::progress_setting("DDLSIM_PROGRESS_INTERVAL_SECONDS", 5.0));
+    progress->sweep(static_cast<std::size_t>(done));
+  });
   fmt::print("{}: point {} as {} Chakra ET files ({} nodes): {}.<rank>.et; process groups in {}\n", a.output,
              chosen.index, written.files.size(), written.nodes,
              (std::filesystem::path(a.output) / chosen.experiment).string(), written.comm_groups);
@@ -122,6 +134,7 @@ void add_export_commands(CommandTable& table)
                 "with model: {chakra: DIR}. docs/chakra.md");
   add_experiment(c.app, c.args.file);
   c.app->add_option("-o,--output", c.args.output, "the folder of .et files")->required()->type_name("DIR");
+  cli::add_progress_option(c.app, c.args.progress, "default auto: the files written so far");
   cli::add_int(c.app, "--point", c.args.point, 0, 1 << 30, "the sweep point (needed when the sweep has several)");
   add_sets(c.app, c.args.sets);
 

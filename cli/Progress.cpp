@@ -1,8 +1,38 @@
 #include "cli/Progress.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <unistd.h>
 
 namespace ddlsim::cli {
+
+void add_progress_option(CLI::App* app, std::optional<std::string>& value, const std::string& default_help)
+{
+  std::string help = "progress on stderr (" + default_help + ")";
+  for (const auto& mode : progress_mode_table.entries)
+    help += fmt::format("; {}: {}", mode.name, mode.help);
+  app->add_option("--progress", value, help)
+      ->check(
+          [](const std::string& v) {
+            return progress_mode_table.parse(v) ? std::string()
+                                                : "expects one of " + progress_mode_table.names() + ", not '" + v + "'";
+          },
+          "", "")
+      ->type_name("auto|always|never");
+}
+
+std::optional<ProgressStyle> progress_style(const std::optional<std::string>& value, ProgressMode fallback)
+{
+  return progress_style(value ? *progress_mode_table.parse(*value) : fallback, ::isatty(STDERR_FILENO) != 0);
+}
+
+double progress_setting(const char* variable, double fallback)
+{
+  const char* value = std::getenv(variable);
+  return value ? std::atof(value) : fallback;
+}
 
 std::optional<ProgressStyle> progress_style(ProgressMode mode, bool stderr_is_terminal)
 {

@@ -18,6 +18,7 @@
 // Which style, if any, follows `--progress auto|always|never` (progress_mode_table, progress_style).
 #pragma once
 
+#include "cli/CommandLine.hpp"
 #include "common/EnumTable.hpp"
 #include "experiments/SweepRunner.hpp"
 
@@ -42,6 +43,16 @@ enum class ProgressStyle { terminal, plain };
 
 /// The style `mode` gives with stderr a terminal or not; nullopt: no progress.
 std::optional<ProgressStyle> progress_style(ProgressMode mode, bool stderr_is_terminal);
+
+/// `--progress auto|always|never` on a command (`value` unset: the command's default).
+void add_progress_option(CLI::App* app, std::optional<std::string>& value, const std::string& default_help);
+
+/// The style of `--progress value` (unset: `fallback`) on this process's stderr; nullopt: none.
+std::optional<ProgressStyle> progress_style(const std::optional<std::string>& value, ProgressMode fallback);
+
+/// Test hooks (tests/cli/test_cli_progress.py): DDLSIM_PROGRESS_AFTER_SECONDS=S shows points from S
+/// seconds (default 2), DDLSIM_PROGRESS_INTERVAL_SECONDS=S writes plain lines every S (default 5).
+double progress_setting(const char* variable, double fallback);
 
 class ProgressLine {
 public:

@@ -87,14 +87,6 @@ struct RunArgs {
   std::string trace_ranks, trace_window, trace_counters;  ///< experiments/TimelineView.hpp
 };
 
-// Test hooks (tests/cli/test_cli_progress.py): DDLSIM_PROGRESS_AFTER_SECONDS=S shows points from S
-// seconds (default 2), DDLSIM_PROGRESS_INTERVAL_SECONDS=S writes plain lines every S (default 5).
-double progress_setting(const char* variable, double fallback)
-{
-  const char* value = std::getenv(variable);
-  return value ? std::atof(value) : fallback;
-}
-
 int cmd_run(const RunArgs& a)
 {
   experiments::SweepOptions options = a.options;
@@ -115,10 +107,8 @@ int cmd_run(const RunArgs& a)
     return exit_bad_input;
   const std::string csv = a.output ? *a.output : exp.output_csv().value_or("results/" + exp.get_name() + ".csv");
 
-  const cli::ProgressMode mode                  = a.progress ? *cli::progress_mode_table.parse(*a.progress)
-                                                  : a.quiet  ? cli::ProgressMode::never
-                                                             : cli::ProgressMode::automatic;
-  const std::optional<cli::ProgressStyle> style = cli::progress_style(mode, ::isatty(STDERR_FILENO) != 0);
+  const std::optional<cli::ProgressStyle> style =
+      cli::progress_style(a.progress, a.quiet ? cli::ProgressMode::never : cli::ProgressMode::automatic);
   const bool show_progress                      = style.has_value();
   std::optional<cli::ProgressLine> progress; // over this rank's points (set once they are known)
   if (show_progress)
@@ -180,8 +170,8 @@ int cmd_run(const RunArgs& a)
   };
   if (!todo.empty()) {
     progress.emplace(stderr, todo.size(), style.value_or(cli::ProgressStyle::terminal),
-                     progress_setting("DDLSIM_PROGRESS_AFTER_SECONDS", 2.0),
-                     progress_setting("DDLSIM_PROGRESS_INTERVAL_SECONDS", 5.0));
+                     cli::progress_setting("DDLSIM_PROGRESS_AFTER_SECONDS", 2.0),
+                     cli::progress_setting("DDLSIM_PROGRESS_INTERVAL_SECONDS", 5.0));
     experiments::PointProgressCallback on_point;
     if (show_progress)
       on_point = [&](std::size_t k, const experiments::PointProgress& p) { progress->point(todo_index[k], p); };
@@ -323,18 +313,7 @@ void add_run(CommandTable& table)
         ->type_name(view_options[i].type);
   }
   c.app->add_flag("--quiet", a.quiet, "no summary on stderr, and no progress unless --progress says so");
-  std::string progress_help = "progress on stderr (default auto; never under --quiet)";
-  for (const auto& mode : cli::progress_mode_table.entries)
-    progress_help += fmt::format("; {}: {}", mode.name, mode.help);
-  c.app->add_option("--progress", a.progress, progress_help)
-      ->check(
-          [](const std::string& v) {
-            return cli::progress_mode_table.parse(v)
-                       ? std::string()
-                       : "expects one of " + cli::progress_mode_table.names() + ", not '" + v + "'";
-          },
-          "", "")
-      ->type_name("auto|always|never");
+  cli::add_progress_option(c.app, a.progress, "default auto; never under --quiet");
   c.app->add_flag("--plot", a.plot,
                   "also draw the experiment's figure (output.plot, a script of plots/) next to the CSV as .png, "
                   "with a python3 that has matplotlib");

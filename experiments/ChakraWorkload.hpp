@@ -37,6 +37,7 @@
 #include "traces/ChakraTrace.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,10 +55,13 @@ struct ChakraExport {
 };
 
 /// Writes point `point` as Chakra ET files in `dir` (created): <dir>/<experiment>.<rank>.et and
-/// <dir>/comm_groups.json. Throws Error when the point is not simulable (invalid, out of memory:
-/// the message says why) or is a parameter-server point (servers apply pushes in arrival order,
-/// which Chakra cannot express), and when a file cannot be written.
-ChakraExport write_chakra(const PointConfig& point, const std::string& dir);
+/// <dir>/comm_groups.json, rank by rank (one rank's nodes in memory at a time; `on_rank(done, ranks)`
+/// after each file). Throws Error when the point is not simulable (invalid, out of memory, or its
+/// unfolded task graph over the experiment's `limits:`: the message says why and how to raise them)
+/// or is a parameter-server point (servers apply pushes in arrival order, which Chakra cannot
+/// express), and when a file cannot be written.
+ChakraExport write_chakra(const PointConfig& point, const std::string& dir,
+                          const std::function<void(int, int)>& on_rank = {});
 
 /// `model: {chakra: DIR}` in an experiment (DIR relative to the experiment's folder, else to the
 /// working directory): loads the traces into point.chakra and names the model (the exported model's

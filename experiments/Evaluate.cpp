@@ -1262,10 +1262,13 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     row.set("collective_fidelity", collective_fidelity(point, folding));
     if (const std::string over = check_estimate(row, point, &folding); !over.empty())
       return fail(Status::invalid, over);
+    if (options.on_workload) { // an exported workload holds every GPU's tasks: guarded unfolded
+      folding = FoldPlan{};
+      if (const std::string over = over_limits(point, estimate_resources(point, &folding)); !over.empty())
+        return fail(Status::invalid, "its export holds every GPU's tasks, unfolded: " + over);
+    }
     sim::ComputeOptions compute = compute_options(point);
-    compute.scale = options.work_scale;
-    if (options.on_workload)
-      folding = FoldPlan{};  // an exported workload holds every GPU's tasks
+    compute.scale               = options.work_scale;
     for (;;) {
       const sim::Fold fold(pipe.devices(), folding.generators);
       pipe.fold = fold.trivial() ? nullptr : &fold;

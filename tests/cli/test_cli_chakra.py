@@ -6,6 +6,7 @@ are folded into one device imports (rank by rank) to the same iteration time; ke
 the traces, a cluster of the wrong size and a truncated file are refused naming file, line, key or node."""
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -180,5 +181,24 @@ if timeline:
         events = json.load(f)["traceEvents"]
     count += 1
     check(sum(1 for e in events if e.get("ph") == "X") > 50, "timeline of an import has its slices")
+
+# 9. The guard counts the export's own graph, every GPU's tasks unfolded (issue 31, item 1): a point
+# that simulates folded within the limit is refused up front when its export would not be, exit 1,
+# nothing written.
+big = write("big.yaml", pp_dp.replace("name: ppdp", "name: big"))
+rc, _, stderr = run(binary, "export", "chakra", big, "-o", os.path.join(d, "big_et"), "--set", "limits.max_memory=1MiB")
+count += 1
+check(rc == 1 and "limits.max_memory" in stderr and not os.path.exists(os.path.join(d, "big_et")),
+      f"an export over the memory limit is refused before anything is written: exit {rc}: {stderr}")
+# Files are written rank by rank, with progress on stderr when asked.
+env = dict(os.environ, DDLSIM_PROGRESS_INTERVAL_SECONDS="0")
+p = subprocess.run([binary, "export", "chakra", big, "-o", os.path.join(d, "big_et"), "--progress", "always"],
+                   capture_output=True, text=True, timeout=300, env=env)
+count += 1
+check(p.returncode == 0 and "progress [4/4] 100%" in p.stderr, f"export progress: exit {p.returncode}: {p.stderr}")
+p = subprocess.run([binary, "export", "chakra", big, "-o", os.path.join(d, "big_quiet"), "--progress", "never"],
+                   capture_output=True, text=True, timeout=300, env=env)
+count += 1
+check(p.returncode == 0 and "progress" not in p.stderr, f"--progress never: {p.stderr}")
 
 finish("cli_chakra", count)
