@@ -558,8 +558,12 @@ ParallelSearch search_parallel(const PointConfig& base, const std::function<Poin
       shape_layout = layout;
       shape = make_point(layout);
     }
-    if (!shape->is_valid())
+    if (!shape->is_valid()) {
+      // Built with this layout's micro-batch, which may be all that is wrong (over the resource
+      // limits): the shape's next layout builds it again with its own.
+      shape.reset();
       continue;
+    }
     bool valid = false;
     std::optional<ParallelCandidate> candidate = screen_layout(layout, *shape, base, order, *cost, valid);
     search.valid += valid ? 1 : 0;

@@ -249,6 +249,18 @@ checks += 1
 table = tables(out)[0] if rc == 0 else []
 check(rc == 0 and table and all(abs(float(t["estimate_s"]) / float(t["simulated_s"]) - 1) < 1e-3 for t in table),
       f"estimate = simulation on one GPU: {rc} {err} {table}")
+# A shape whose first micro-batch is over the resource limits keeps its others (micro-batch 1 means 17
+# activities here, over the file's 12; 2, 4 and 8 fit): they were all dropped with the first.
+lim = os.path.join(tmp, "lim.yaml")
+with open(lim, "w") as f:
+    f.write("name: lim\nmodel: gpt2-small\ncluster: h100-1gpu\ncalibration: h100-sxm\n"
+            "training: {global_batch: 8, micro_batch: 2}\nparallelism: {schedule: 1f1b}\n"
+            "limits: {max_activities: 12}\n")
+rc, out, err = run(binary, "search", "parallel", lim, "-o", os.path.join(tmp, "lim.csv"))
+rows = read_csv(os.path.join(tmp, "lim.csv")) if rc == 0 else []
+checks += 1
+check(rc == 0 and sorted(int(r["micro_batch"]) for r in rows) == [2, 4, 8],
+      f"micro-batches 2, 4, 8 of a shape whose micro-batch 1 is over the limits: {rc} {err} {out[-300:]}")
 # ZeRO-3 with expert parallelism: the replay gathers every unit's experts over their own shard group as
 # well as its dense parameters over the shard group, on two streams at once (sim/Schedules.cpp); the
 # closed form counts the longer of the two per unit. Mixtral-8x7B on 64 H100s at ep 8, ZeRO 3 (the
