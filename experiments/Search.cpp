@@ -268,8 +268,9 @@ std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const Para
               for (int zero : options.zero_stages) {
                 if (zero > 0 && dp * cp == 1)
                   continue;  // nothing to shard over
-                for (long long b = 1; b <= std::min<long long>(per_replica, options.max_micro_batch); b *= 2) {
-                  // At least pp micro-batches: fewer leave stages idle for most of the iteration.
+                for (long long b = 1; b <= std::min<long long>(per_replica, options.max_micro_batch); ++b) {
+                  // Every micro-batch that divides a replica's batch, with at least pp micro-batches:
+                  // fewer leave stages idle for most of the iteration.
                   const long long m = per_replica / b;
                   if (per_replica % b != 0 || m > options.max_micro_batches || m < pp)
                     continue;

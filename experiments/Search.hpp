@@ -75,7 +75,7 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
 //   1. enumerate: tp a divisor of a node's GPUs, cp a power of two with the sequence divisible by
 //      2 cp and at least min_cp_tokens tokens per GPU (sequence models), pp a divisor of the rest up
 //      to the model's blocks, dp what is left; ZeRO stages 0-3; sequence parallelism whenever
-//      tp > 1 (as Megatron recommends); micro-batch sizes the powers of two up to max_micro_batch
+//      tp > 1 (as Megatron recommends); micro-batch sizes up to max_micro_batch
 //      dividing global_batch / dp that leave at least pp micro-batches; with pp > 1 the schedules
 //      (1F1B and interleaved) and the virtual stages that split the layers evenly
 //      (models::splits_evenly), interleaved only where pp divides the micro-batch count; the dtypes

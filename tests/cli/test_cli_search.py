@@ -261,6 +261,17 @@ rows = read_csv(os.path.join(tmp, "lim.csv")) if rc == 0 else []
 checks += 1
 check(rc == 0 and sorted(int(r["micro_batch"]) for r in rows) == [2, 4, 8],
       f"micro-batches 2, 4, 8 of a shape whose micro-batch 1 is over the limits: {rc} {err} {out[-300:]}")
+# Every micro-batch that divides a replica's batch, not only the powers of two: 12 samples on one GPU
+# give micro-batches 1, 2, 3, 4, 6 and 12.
+twelve = os.path.join(tmp, "twelve.yaml")
+with open(twelve, "w") as f:
+    f.write("name: twelve\nmodel: gpt2-small\ncluster: h100-1gpu\ncalibration: h100-sxm\n"
+            "training: {global_batch: 12, micro_batch: 1}\nparallelism: {schedule: 1f1b}\n")
+rc, out, err = run(binary, "search", "parallel", twelve, "--top", "20", "-o", os.path.join(tmp, "twelve.csv"))
+rows = read_csv(os.path.join(tmp, "twelve.csv")) if rc == 0 else []
+checks += 1
+check(rc == 0 and sorted(int(r["micro_batch"]) for r in rows) == [1, 2, 3, 4, 6, 12],
+      f"micro-batches 1, 2, 3, 4, 6, 12 of 12 samples: {rc} {err} {sorted(r['micro_batch'] for r in rows)}")
 # ZeRO-3 with expert parallelism: the replay gathers every unit's experts over their own shard group as
 # well as its dense parameters over the shard group, on two streams at once (sim/Schedules.cpp); the
 # closed form counts the longer of the two per unit. Mixtral-8x7B on 64 H100s at ep 8, ZeRO 3 (the
