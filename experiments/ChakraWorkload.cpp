@@ -113,8 +113,9 @@ public:
     std::vector<std::vector<sim::TaskId>> tasks_of(static_cast<std::size_t>(ranks));
     std::uint64_t transfers = 0;
     for (sim::TaskId id = 0; id < g.size(); ++id) {
-      for (int r : ranks_of(id))
-        tasks_of[static_cast<std::size_t>(r)].push_back(id);
+      for (int r : ranks_of(id))  // once per rank (a transfer within one GPU names it twice)
+        if (auto& mine = tasks_of[static_cast<std::size_t>(r)]; mine.empty() || mine.back() != id)
+          mine.push_back(id);
       if (g.kind(id) == sim::TaskKind::transfer)
         tags_.emplace(id, transfers++);
     }
