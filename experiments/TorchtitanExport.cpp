@@ -23,6 +23,10 @@ std::string quoted(const std::string& s)
   for (const char c : s) {
     if (c == '"' || c == '\\')
       out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) { // control characters as TOML's \uXXXX
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+      continue;
+    }
     out += c;
   }
   return out + "\"";
@@ -69,9 +73,20 @@ void add_data_parallel(const PointConfig& point, TorchtitanJob& job)
 {
   const ParallelismSpec& par = point.parallelism;
   const bool other_dims      = par.tp > 1 || par.pp > 1 || par.cp > 1;
+  // torchtitan applies FSDP only over more than one shard (or cp); without it, tensor or pipeline
+  // parallelism runs without mixed precision (its maybe_enable_amp): a 16-bit point would train in fp32.
+  const bool fsdp = par.zero >= 2 && (par.shard_group() > 1 || par.cp > 1);
+  if (!fsdp && (par.tp > 1 || par.pp > 1) && point.training.dtype != Dtype::fp32)
+    add_problem(job.problems, "training.dtype",
+                "torchtitan runs tensor or pipeline parallelism without FSDP in float32 (no mixed precision "
+                "without a sharded data-parallel dimension): shard over dp x cp > 1 with zero 2 or 3, or "
+                "simulate fp32");
   if (par.zero == 0) {
-    if (other_dims)
-      add_problem(job.problems, "parallelism.zero",
+    if (other_dims && par.dp > 1)
+      add_problem(job.problems,
+                  par.tp > 1   ? "parallelism.tp"
+                  : par.pp > 1 ? "parallelism.pp"
+                               : "parallelism.cp",
                   "torchtitan replicates (DDP) only without tensor, pipeline or context parallelism: "
                   "simulate zero 2 or 3 (FSDP)");
     set(job, "parallelism", "data_parallel_replicate_degree", std::to_string(par.dp));
@@ -137,9 +152,8 @@ void add_pipeline(const PointConfig& point, const models::Architecture& a, Torch
   set(job, "parallelism", "pipeline_parallel_degree", std::to_string(par.pp));
   if (par.pp == 1)
     return;
-  const char* schedule = par.schedule == sim::ScheduleKind::gpipe         ? "GPipe"
-                         : par.schedule == sim::ScheduleKind::interleaved ? "Interleaved1F1B"
-                                                                          : "1F1B";
+  const bool looped    = par.schedule == sim::ScheduleKind::interleaved && par.virtual_stages > 1;
+  const char* schedule = par.schedule == sim::ScheduleKind::gpipe ? "GPipe" : looped ? "Interleaved1F1B" : "1F1B";
   set(job, "parallelism", "pipeline_parallel_schedule", quoted(schedule));
   set(job, "parallelism", "pipeline_parallel_microbatch_size", std::to_string(point.training.micro_batch));
   set(job, "parallelism", "module_fqns_per_model_part", model_parts(point, a));
@@ -175,6 +189,10 @@ void add_training(const PointConfig& point, const models::Architecture& a, Torch
   // torchtitan accumulates gradients over global / (local x dp) micro-batches.
   const long long local = par.pp > 1 ? t.global_batch / par.dp : t.micro_batch;
   set(job, "training", "local_batch_size", std::to_string(local));
+  if (par.pp == 1 && point.micro_batches() > 1 && par.dp * par.cp > 1)
+    job.notes.push_back(fmt::format("torchtitan accumulates the {} micro-batches without holding gradient sync: it "
+                                    "reduces (and with FSDP gathers) every micro-batch, ddlsim once per step",
+                                    point.micro_batches()));
   set(job, "training", "global_batch_size", std::to_string(t.global_batch));
   set(job, "training", "seq_len", std::to_string(a.seq));
   switch (t.dtype) {
@@ -201,8 +219,9 @@ void add_training(const PointConfig& point, const models::Architecture& a, Torch
   set(job, "activation_checkpoint", "mode", quoted(mode));
   if (t.recompute == models::Recompute::selective) {
     set(job, "activation_checkpoint", "selective_ac_option", quoted("op"));
-    job.notes.push_back("torchtitan's per-op selective checkpointing keeps every other matmul's output and "
-                        "recomputes the rest; ddlsim's selective recomputes the attention core (Megatron's)");
+    job.notes.push_back("torchtitan's per-op selective checkpointing keeps every other matmul's output and the "
+                        "attention's, and recomputes the other matmuls and every elementwise kernel; ddlsim's "
+                        "selective recomputes the attention core (Megatron's), nothing with flash attention");
   }
   if (t.optimizer != models::Optimizer::adam)
     add_problem(job.problems, "training.optimizer", "torchtitan's optimizers are Adam and AdamW: simulate adam");
@@ -231,8 +250,9 @@ TorchtitanJob torchtitan_job(const PointConfig& point)
   set(job, "model", "name", quoted("llama3"));
   set(job, "model", "flavor", quoted(*flavor));
   if (point.training.framework != sim::Framework::pytorch)
-    job.notes.push_back(fmt::format("simulated with framework {}; torchtitan runs eager PyTorch, whose step "
-                                    "`training.framework: pytorch` simulates",
+    job.notes.push_back(fmt::format("simulated with framework {}; torchtitan runs eager PyTorch, closest to "
+                                    "`training.framework: pytorch` (which models autocast, not FSDP2's bf16 "
+                                    "parameters, and prices eager kernels at tp 1)",
                                     sim::framework_table.name(point.training.framework)));
   if (!a->flash)
     job.notes.push_back("torchtitan's llama3 attends with SDPA (FlashAttention kernels); the point simulated the "

@@ -122,7 +122,10 @@ check(rc == 0 and "module_fqns_per_model_part" not in job.get("parallelism", {})
 # Refused at the key's line, exit 1, nothing on stdout.
 for name, text, expected in [
         ("zero1.yaml", BASE + "parallelism:\n  dp: 16\n  zero: 1\n", ":8: parallelism.zero: torchtitan shards with FSDP2"),
-        ("tp_ddp.yaml", BASE + "parallelism:\n  dp: 8\n  tp: 2\n", "parallelism.zero: torchtitan replicates (DDP) only"),
+        ("tp_ddp.yaml", BASE + "parallelism:\n  dp: 8\n  tp: 2\n", ":8: parallelism.tp: torchtitan replicates (DDP) only"),
+        # FSDP over one shard is no FSDP: torchtitan would run this bf16 point in fp32
+        ("tp_alone.yaml", BASE.replace("dtype: bf16", "dtype: bf16, global_batch: 4").replace("global_batch: 64, ", "")
+         + "parallelism: {schedule: 1f1b, tp: 8, pp: 2, dp: 1, zero: 3}\n", ":5: training.dtype: torchtitan runs tensor or pipeline"),
         ("fp16.yaml", BASE.replace("dtype: bf16", "dtype: fp16") + "parallelism: {dp: 16, zero: 3}\n",
          ":5: training.dtype: torchtitan trains in bfloat16 or float32"),
         ("sgd.yaml", BASE.replace("dtype: bf16", "dtype: bf16, optimizer: sgd") + "parallelism: {dp: 16, zero: 3}\n",
