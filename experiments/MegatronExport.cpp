@@ -183,6 +183,8 @@ MegatronLaunch megatron_launch(const PointConfig& point)
 {
   MegatronLaunch out;
   static_cast<LaunchShape&>(out) = launch_shape(point);
+  std::vector<std::string> shape_notes; // printed after the framework's and the partition's, as before
+  shape_notes.swap(out.notes);
   const models::Architecture* a  = point.model.architecture();
   if (a == nullptr) {
     refuse(out, "model",
@@ -201,6 +203,7 @@ MegatronLaunch megatron_launch(const PointConfig& point)
                     "(--pipeline-model-parallel-layout sets another split): simulate `partition: uniform` "
                     "to compare like with like",
                     models::partitioner_table.name(point.parallelism.partition)));
+  out.notes.insert(out.notes.end(), shape_notes.begin(), shape_notes.end());
   add_parallelism(point, out);
   add_layer_split(*a, point.parallelism, out);
   add_model(*a, out);
