@@ -264,15 +264,6 @@ TorchtitanJob torchtitan_job(const PointConfig& point)
   return job;
 }
 
-std::string TorchtitanJob::value(const std::string& table, const std::string& key) const
-{
-  for (const TomlTable& t : tables)
-    for (const TomlEntry& e : t.entries)
-      if (t.name == table && e.key == key)
-        return e.value;
-  return {};
-}
-
 std::string TorchtitanJob::text() const
 {
   std::string s;

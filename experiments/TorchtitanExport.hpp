@@ -29,8 +29,6 @@ struct TomlTable {
 /// The nodes, notes and problems (what torchtitan cannot run as simulated, by key), and the tables.
 struct TorchtitanJob : LaunchShape {
   std::vector<TomlTable> tables;
-  /// The value of [table] key as written ("" when absent): what tests and callers look up.
-  std::string value(const std::string& table, const std::string& key) const;
   /// The file: notes as `# ` lines, the torchrun command as a comment, then every table.
   std::string text() const;
 };

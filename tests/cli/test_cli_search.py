@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-from common import ROOT, check, finish, read_csv, run, workdir
+from common import ROOT, check, finish, read_csv, run, workdir, write_experiment
 
 binary = sys.argv[1]
 checks = 0
@@ -239,10 +239,13 @@ if len(found) == 2 and len(conf) == 5:
     check(("the order holds at flow fidelity" in out) == holds and ("the order changes" in out) != holds,
           f"the order's verdict matches the tables: {first} {then} {out[-200:]}")
 # On one GPU without communication the closed form is the simulation: M (t_f + t_b) + the step.
-one = os.path.join(tmp, "one.yaml")
-with open(one, "w") as f:
-    f.write("name: one\nmodel: gpt2-small\ncluster: h100-1gpu\ncalibration: h100-sxm\n"
-            "training: {global_batch: 8, micro_batch: 1}\nparallelism: {schedule: 1f1b}\n")
+def one_gpu(name, training, extra=""):
+    """A gpt2-small experiment on one H100 with `training` (a YAML flow map's inside); its path."""
+    return write_experiment(tmp, name, f"name: {name}\nmodel: gpt2-small\ncluster: h100-1gpu\ncalibration: h100-sxm\n"
+                                       f"training: {{{training}}}\nparallelism: {{schedule: 1f1b}}\n{extra}")
+
+
+one = one_gpu("one", "global_batch: 8, micro_batch: 1")
 rc, out, err = run(binary, "search", "parallel", one, "--top", "20", "-o", os.path.join(tmp, "one.csv"))
 table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
 checks += 1
@@ -251,11 +254,7 @@ check(rc == 0 and table and all(abs(float(t["estimate_s"]) / float(t["simulated_
       f"estimate = simulation on one GPU: {rc} {err} {table}")
 # A shape whose first micro-batch is over the resource limits keeps its others (micro-batch 1 means 17
 # activities here, over the file's 12; 2, 4 and 8 fit): they were all dropped with the first.
-lim = os.path.join(tmp, "lim.yaml")
-with open(lim, "w") as f:
-    f.write("name: lim\nmodel: gpt2-small\ncluster: h100-1gpu\ncalibration: h100-sxm\n"
-            "training: {global_batch: 8, micro_batch: 2}\nparallelism: {schedule: 1f1b}\n"
-            "limits: {max_activities: 12}\n")
+lim = one_gpu("lim", "global_batch: 8, micro_batch: 2", "limits: {max_activities: 12}\n")
 rc, out, err = run(binary, "search", "parallel", lim, "-o", os.path.join(tmp, "lim.csv"))
 rows = read_csv(os.path.join(tmp, "lim.csv")) if rc == 0 else []
 checks += 1
@@ -263,10 +262,7 @@ check(rc == 0 and sorted(int(r["micro_batch"]) for r in rows) == [2, 4, 8],
       f"micro-batches 2, 4, 8 of a shape whose micro-batch 1 is over the limits: {rc} {err} {out[-300:]}")
 # Every micro-batch that divides a replica's batch, not only the powers of two: 12 samples on one GPU
 # give micro-batches 1, 2, 3, 4, 6 and 12.
-twelve = os.path.join(tmp, "twelve.yaml")
-with open(twelve, "w") as f:
-    f.write("name: twelve\nmodel: gpt2-small\ncluster: h100-1gpu\ncalibration: h100-sxm\n"
-            "training: {global_batch: 12, micro_batch: 1}\nparallelism: {schedule: 1f1b}\n")
+twelve = one_gpu("twelve", "global_batch: 12, micro_batch: 1")
 rc, out, err = run(binary, "search", "parallel", twelve, "--top", "20", "-o", os.path.join(tmp, "twelve.csv"))
 rows = read_csv(os.path.join(tmp, "twelve.csv")) if rc == 0 else []
 checks += 1
