@@ -546,7 +546,13 @@ std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size
       continue;
     const Launches k{&layers[l], phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward,
                      samples * options.scale / options.cp, out};
+    const std::size_t first = out.size();
     layer_pointwise(model, l, fp32_out, phase, k, options.dtype);
+    // One tensor-parallel GPU's share, as for the library kernels: a divided layer's heads or columns,
+    // or with sequence parallelism its tokens (a replicated layer's casts and norms run whole otherwise).
+    const double share = tp_share(layers[l], options.tp, options.sequence_parallel);
+    for (std::size_t i = first; i < out.size(); ++i)
+      out[i].work.bytes *= share;
   }
   return out;
 }

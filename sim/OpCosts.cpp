@@ -127,11 +127,16 @@ calibration::BenchPoint launch_point(const KernelLaunch& launch)
   }
 }
 
+double tp_share(const models::Layer& layer, int tp, bool sequence_parallel)
+{
+  const bool per_token = !layer.output.image;
+  return models::tp_divides(layer.tp) || (sequence_parallel && per_token) ? 1.0 / tp : 1.0;
+}
+
 std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp,
                                          double scale, bool sequence_parallel, int cp, int ep)
 {
-  const bool per_token = !layer.output.image;
-  const double share = models::tp_divides(layer.tp) || (sequence_parallel && per_token) ? 1.0 / tp : 1.0;
+  const double share = tp_share(layer, tp, sequence_parallel);
   // The experts: the kept token copies, 1/ep of the weights, each expert over `shards` GPUs.
   const bool experts = layer.kind == models::LayerKind::moe;
   const double kept = experts ? models::expert_load(layer, 1).kept : 1.0;

@@ -82,9 +82,12 @@ struct KernelLaunch {
 /// The microbenchmark point that runs one launch (pointwise for every memory-bound kernel).
 calibration::BenchPoint launch_point(const KernelLaunch& launch);
 
+/// The share of a layer's work one of `tp` GPUs runs: 1/tp when the layer divides over tensor
+/// parallelism, or with `sequence_parallel` for a per-token replicated layer; 1 otherwise.
+double tp_share(const models::Layer& layer, int tp, bool sequence_parallel);
+
 /// Launches of one layer's forward or backward pass over `samples` samples, on one of `tp` GPUs
-/// (work / tp when the layer divides, or with `sequence_parallel` for a per-token replicated layer;
-/// the shapes stay the whole layer's) and one of `cp` GPUs sharing each sequence (rows / cp).
+/// (work x tp_share; the shapes stay the whole layer's) and one of `cp` GPUs sharing each sequence (rows / cp).
 std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp = 1,
                                          double scale = 1, bool sequence_parallel = false, int cp = 1, int ep = 1);
 

@@ -156,6 +156,28 @@ TEST_CASE("Llama's RMSNorm, SwiGLU and RoPE run as their eager Python: the page'
   CHECK(count(bf, HostOpKind::reduction) == 0);
 }
 
+TEST_CASE("under tensor parallelism a GPU runs its share of the eager kernels, as of the GEMMs")
+{
+  // Llama 3 8B on tp 4: attention, RoPE and SwiGLU run on a quarter of the heads and columns; the
+  // RMSNorm runs whole on every GPU unless sequence parallelism splits its tokens.
+  const models::Model m = models::load_model("llama3-8b");
+  auto bytes            = [&](const std::string& name, Phase phase, int tp, bool sp) {
+    ComputeOptions o    = eager();
+    o.tp                = tp;
+    o.sequence_parallel = sp;
+    const std::size_t i = layer_named(m, name);
+    return pointwise_bytes(range_launches(m, i, i + 1, phase, 2, o));
+  };
+  for (const Phase phase : {Phase::forward, Phase::backward}) {
+    for (const char* name : {"layer0.attention", "layer0.rope", "layer0.mlp_swiglu"})
+      CHECK(bytes(name, phase, 4, false) == doctest::Approx(bytes(name, phase, 1, false) / 4));
+    const double norm = bytes("layer0.attention_norm", phase, 1, false);
+    CHECK(norm > 0);
+    CHECK(bytes("layer0.attention_norm", phase, 4, false) == doctest::Approx(norm));
+    CHECK(bytes("layer0.attention_norm", phase, 4, true) == doctest::Approx(norm / 4));
+  }
+}
+
 TEST_CASE("autocast casts each linear's fp32 weight once per forward, and its gradient back")
 {
   const models::Model m = models::load_model("gpt2-small");
