@@ -109,8 +109,9 @@ results: build
 # medians of 3 -> results/bench.csv; then docs/performance.md from it, which also says how far the
 # figures moved since the previous run (kept as results/bench-previous.csv).
 # Scenarios too long to repeat (the 1,000-point sweep: a quarter of an hour; the unfolded ZeRO 0
-# point's bare SimGrid DAG: a minute and a half): once, and a sweep at -j 2 only.
-BENCH_ONCE := llama3-405b-16k-sweep llama3-405b-16k-zero0-unfolded
+# point's bare SimGrid DAG: a minute and a half; the 10,000-point constant sweep: about a minute):
+# once, and a sweep at -j 2 only.
+BENCH_ONCE := llama3-405b-16k-sweep llama3-405b-16k-zero0-unfolded sweep-constant-10000
 bench: build
 	mkdir -p results && if [ -f results/bench.csv ]; then mv results/bench.csv results/bench-previous.csv; fi
 	cp /proc/loadavg results/bench-loadavg.txt 2>/dev/null || rm -f results/bench-loadavg.txt

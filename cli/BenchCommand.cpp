@@ -41,6 +41,8 @@ void print_bench(const experiments::BenchResult& r)
     fmt::print("  wall time                 {:.3f} s (median of {})\n", r.sweep.wall_time_s, r.repeat);
     fmt::print("  points per second         {:.1f}\n", r.points_per_s());
     fmt::print("  peak memory (RSS)         {} (the largest process)\n", bytes(r.sweep.max_rss_bytes));
+    fmt::print("  validate                  {:.3f} s, {} peak ({} of the points valid)\n", r.validate.wall_time_s,
+               bytes(r.validate.max_rss_bytes), r.validate.points_ok);
     break;
   case experiments::BenchKind::trace_import:
     fmt::print("  input                     {}{}\n", bytes(static_cast<double>(r.import.input_bytes)),

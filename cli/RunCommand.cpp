@@ -8,6 +8,7 @@
 #include "experiments/Evaluate.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/Report.hpp"
+#include "experiments/RowSpool.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "experiments/TimelineView.hpp"
 
@@ -22,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <unistd.h>
+#include <unordered_map>
 #include <vector>
 
 namespace ddlsim::cli {
@@ -46,33 +48,44 @@ struct ValidateArgs {
 
 int cmd_validate(const ValidateArgs& a)
 {
-  const auto exp    = experiments::Experiment::load(a.file, a.sets);
-  const auto points = exp.points();
-  std::size_t valid = 0, oom = 0;
-  for (const auto& p : points) {
-    if (p.is_valid()) {
-      ++valid;
-      // Memory is checked as `run` would, without simulating: partition and memory model only.
-      if (const auto verdict = experiments::check_memory(p); !verdict.fits()) {
-        ++oom;
-        fmt::print(stderr, "oom point {} ({}): {}\n", p.index, axis_text(exp, p.index), verdict.message);
-      }
-      continue;
-    }
-    for (const auto& d : p.problems)
-      fmt::print(stderr, "invalid point {} ({}): {}\n", p.index, axis_text(exp, p.index), d.to_string());
-  }
-  fmt::print("{}: {} point(s), {} valid ({} of them out of memory), {} invalid\n", a.file, points.size(), valid, oom,
-             points.size() - valid);
-  if (valid == 0) {
-    if (points.size() == 1)
-      print_diagnostics(points[0].problems);
+  const auto exp = experiments::Experiment::load(a.file, a.sets);
+  std::vector<Diagnostic> first_problems; // of the first invalid point
+  const experiments::SweepCheck check =
+      experiments::check_sweep(exp, [&](const experiments::PointConfig& p, const experiments::MemoryVerdict* oom) {
+        if (oom) {
+          fmt::print(stderr, "oom point {} ({}): {}\n", p.index, axis_text(exp, p.index), oom->message);
+          return;
+        }
+        if (first_problems.empty())
+          first_problems = p.problems;
+        for (const auto& d : p.problems)
+          fmt::print(stderr, "invalid point {} ({}): {}\n", p.index, axis_text(exp, p.index), d.to_string());
+      });
+  fmt::print("{}: {} point(s), {} valid ({} of them out of memory), {} invalid\n", a.file, check.points, check.valid,
+             check.oom, check.points - check.valid);
+  if (check.valid == 0) {
+    if (check.points == 1)
+      print_diagnostics(first_problems);
     return exit_bad_input;
   }
-  return oom > 0 && !a.allow_oom ? exit_bad_input : exit_ok;
+  return check.oom > 0 && !a.allow_oom ? exit_bad_input : exit_ok;
 }
 
 // ---- run ------------------------------------------------------------------------------------
+
+// With --resume, the rows of an earlier run's CSV by point (experiments::point_key; the first row
+// of a point when there are several); empty without.
+std::unordered_map<std::string, experiments::ResultRow> previous_rows(const std::string& csv, bool resume)
+{
+  std::unordered_map<std::string, experiments::ResultRow> rows;
+  if (!resume || !std::filesystem::exists(csv))
+    return rows;
+  auto table = experiments::read_csv_table(csv);
+  experiments::require_identity_columns(csv, table, "--resume matches rows to points by it");
+  for (auto& row : table.rows)
+    rows.emplace(experiments::point_key(row), std::move(row));
+  return rows;
+}
 
 struct RunArgs {
   std::string file;
@@ -84,7 +97,7 @@ struct RunArgs {
   std::optional<std::string> shard;
   double point_timeout_s = 0;
   std::optional<std::string> progress; ///< --progress; by default auto, never under --quiet
-  std::string trace_ranks, trace_window, trace_counters;  ///< experiments/TimelineView.hpp
+  std::string trace_ranks, trace_window, trace_counters; ///< experiments/TimelineView.hpp
 };
 
 int cmd_run(const RunArgs& a)
@@ -101,10 +114,13 @@ int cmd_run(const RunArgs& a)
   }
   options.point_timeout_s = a.point_timeout_s;
 
-  const auto exp    = experiments::Experiment::load(a.file, a.sets);
-  const auto points = exp.points();
-  if (nothing_valid(points))
+  const auto exp  = experiments::Experiment::load(a.file, a.sets);
+  const auto list = exp.point_list(); // the points are built one at a time where they run
+  if (list.valid_count() == 0) {
+    for (std::size_t i : list.index)
+      print_diagnostics(exp.point(i).problems);
     return exit_bad_input;
+  }
   const std::string csv = a.output ? *a.output : exp.output_csv().value_or("results/" + exp.get_name() + ".csv");
 
   const std::optional<cli::ProgressStyle> style =
@@ -117,90 +133,85 @@ int cmd_run(const RunArgs& a)
   cli::MpiWorld world;
   if (a.mpi)
     world = cli::mpi_start();
-  // This shard's points; with --resume, the rows the CSV already holds for them are kept.
-  std::vector<experiments::PointConfig> todo;
-  std::vector<std::size_t> todo_index;                // into `points`
-  std::map<std::size_t, experiments::ResultRow> done; // by point index
-  std::vector<std::size_t> todo_elsewhere;            // under MPI: points other ranks simulate
+  // This shard's points (by position in `list`); with --resume, the rows the CSV already holds for
+  // them are kept. Rows go to a spool on disk, so memory does not grow with the sweep.
+  experiments::RowSpool rows;              // by position in `list`
+  experiments::PointList todo;             // this rank's points to simulate
+  std::vector<std::size_t> todo_position;  // into `list`
+  std::vector<std::size_t> todo_elsewhere; // under MPI: points other ranks simulate
   std::size_t to_simulate = 0;
-  std::vector<experiments::ResultRow> previous;
-  if (a.resume && std::filesystem::exists(csv)) {
-    auto table = experiments::read_csv_table(csv);
-    experiments::require_identity_columns(csv, table, "--resume matches rows to points by it");
-    previous = std::move(table.rows);
-  }
-  for (std::size_t i = 0; i < points.size(); ++i) {
+  const std::unordered_map<std::string, experiments::ResultRow> previous = previous_rows(csv, a.resume);
+  for (std::size_t i = 0; i < list.index.size(); ++i) {
     if (static_cast<int>(i % static_cast<std::size_t>(shard_count)) != shard_index)
       continue;
-    const experiments::ResultRow fresh = experiments::describe_point(points[i]);
-    auto kept                          = std::find_if(previous.begin(), previous.end(),
-                                                      [&](const experiments::ResultRow& r) { return experiments::same_point(r, fresh); });
-    if (kept != previous.end()) {
-      done.emplace(i, *kept);
-      continue;
+    if (!previous.empty()) {
+      const auto kept = previous.find(experiments::point_key(experiments::describe_point(exp.point(list.index[i]))));
+      if (kept != previous.end()) {
+        rows.add(i, kept->second);
+        continue;
+      }
     }
     // Every rank counts the same points to simulate, so they agree on who takes which.
     if (static_cast<int>(to_simulate++ % static_cast<std::size_t>(world.size)) == world.rank) {
-      todo.push_back(points[i]);
-      todo_index.push_back(i);
+      todo.index.push_back(list.index[i]);
+      todo.valid.push_back(list.valid[i]);
+      todo_position.push_back(i);
     } else {
       todo_elsewhere.push_back(i);
     }
   }
-  auto rows_so_far = [&] {
-    std::vector<experiments::ResultRow> rows;
-    for (const auto& [i, row] : done)
-      rows.push_back(row);
-    return rows;
-  };
-  // Rewritten atomically as rows arrive (at most every checkpoint_s seconds), so that a killed
-  // sweep leaves a valid CSV of what it finished, for --resume.
+  const std::size_t kept = rows.size();
+  std::map<std::size_t, std::string> mine; // under MPI: this rank's rows, serialized for rank 0
+  // The CSV is rewritten atomically as rows arrive, so that a killed sweep leaves a valid file of what
+  // it finished, for --resume: every checkpoint_s seconds, and never more than 5% of the time.
   const char* every         = std::getenv("DDLSIM_CHECKPOINT_SECONDS");
   const double checkpoint_s = every ? std::atof(every) : 2.0;
+  double next_checkpoint_s  = checkpoint_s;
   auto last_write           = std::chrono::steady_clock::now();
   options.on_row            = [&](std::size_t k, const experiments::ResultRow& row) {
-    done.emplace(todo_index[k], row);
+    if (a.mpi)
+      mine[todo_position[k]] = row.serialize();
+    else
+      rows.add(todo_position[k], row);
     if (progress)
-      progress->finished(todo_index[k]);
+      progress->finished(todo_position[k]);
     const auto now = std::chrono::steady_clock::now();
-    if (!a.mpi && std::chrono::duration<double>(now - last_write).count() >= checkpoint_s) {
-      experiments::write_csv(csv, rows_so_far(), a.columns);
-      last_write = now;
+    if (!a.mpi && std::chrono::duration<double>(now - last_write).count() >= next_checkpoint_s) {
+      rows.write_csv(csv, a.columns);
+      last_write           = std::chrono::steady_clock::now();
+      const double write_s = std::chrono::duration<double>(last_write - now).count();
+      next_checkpoint_s    = std::max(checkpoint_s, 20 * write_s);
     }
   };
-  if (!todo.empty()) {
-    progress.emplace(stderr, todo.size(), style.value_or(cli::ProgressStyle::terminal),
+  if (!todo.index.empty()) {
+    progress.emplace(stderr, todo.index.size(), style.value_or(cli::ProgressStyle::terminal),
                      cli::progress_setting("DDLSIM_PROGRESS_AFTER_SECONDS", 2.0),
                      cli::progress_setting("DDLSIM_PROGRESS_INTERVAL_SECONDS", 5.0));
     experiments::PointProgressCallback on_point;
     if (show_progress)
-      on_point = [&](std::size_t k, const experiments::PointProgress& p) { progress->point(todo_index[k], p); };
-    experiments::run_sweep(todo, options, on_point);
+      on_point = [&](std::size_t k, const experiments::PointProgress& p) { progress->point(todo_position[k], p); };
+    experiments::run_sweep(experiments::point_source(exp, todo), options, on_point);
   }
   if (a.mpi) {
-    std::map<std::size_t, std::string> mine;
-    for (std::size_t i : todo_index)
-      mine[i] = done.at(i).serialize();
     const auto gathered = cli::mpi_gather(mine, world);
     cli::mpi_stop();
     if (world.rank != 0)
       return exit_ok; // rank 0 writes the CSV
     for (const auto& [i, text] : gathered)
-      if (auto row = experiments::ResultRow::deserialize(text))
-        done.emplace(i, std::move(*row));
+      if (auto row = experiments::ResultRow::deserialize(text); row && !rows.contains(i))
+        rows.add(i, *row);
     for (std::size_t i : todo_elsewhere)
-      if (!done.count(i))
+      if (!rows.contains(i))
         throw Error("MPI: no row came back for point " + std::to_string(i));
   }
-  const auto rows = rows_so_far();
-  experiments::write_csv(csv, rows, a.columns);
+  rows.write_csv(csv, a.columns);
 
   if (!a.quiet) {
-    std::string line = fmt::format("ddlsim: wrote {} row(s) ({}) to {}", rows.size(), status_counts(rows), csv);
-    if (rows.size() > todo.size() + todo_elsewhere.size())
-      line += fmt::format("; {} kept from the earlier run", rows.size() - todo.size() - todo_elsewhere.size());
+    std::string line = fmt::format("ddlsim: wrote {} row(s) ({}) to {}", rows.size(), rows.status_summary(), csv);
+    if (kept > 0)
+      line += fmt::format("; {} kept from the earlier run", kept);
     if (shard_count > 1)
-      line += fmt::format("; shard {}/{} of {} points", shard_index, shard_count, points.size());
+      line += fmt::format("; shard {}/{} of {} points", shard_index, shard_count, list.index.size());
     if (a.mpi)
       line += fmt::format("; {} MPI ranks", world.size);
     fmt::print(stderr, "{}\n", line);

@@ -4,6 +4,7 @@
 
 #include "common/DataPath.hpp"
 #include "common/Error.hpp"
+#include "experiments/RowSpool.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "sim/BareDag.hpp"
 #include "traces/Gzip.hpp"
@@ -278,24 +279,50 @@ BenchMeasurement measure_bare_dag(std::uint64_t activities, int hosts)
   return m;
 }
 
-SweepMeasurement measure_sweep(const std::vector<PointConfig>& points, int jobs)
+SweepMeasurement measure_sweep(const std::string& experiment_file, int jobs)
+{
+  BenchMeasurement m;
+  const ScratchDir scratch;
+  const auto f = child_reply(
+      [&] {
+        // What `ddlsim run` does without its options: check the points, build each where it is
+        // simulated, spool the rows, write the CSV.
+        const Experiment exp = Experiment::load(experiment_file);
+        const PointList list = exp.point_list();
+        SweepOptions options;
+        options.jobs   = jobs;
+        RowSpool rows;
+        std::size_t ok = 0;
+        options.on_row = [&](std::size_t k, const ResultRow& row) {
+          ok += row.get("status") == "ok" ? 1 : 0;
+          rows.add(k, row);
+        };
+        run_sweep(point_source(exp, list), options);
+        rows.write_csv((scratch.path() / "sweep.csv").string());
+        return reply(list.index.size(), ok);
+      },
+      2, "the benchmark sweep", m);
+  return {.wall_time_s   = m.wall_time_s,
+          .max_rss_bytes = m.max_rss_bytes,
+          .points        = std::stoull(f[0]),
+          .points_ok     = std::stoull(f[1]),
+          .jobs          = jobs};
+}
+
+SweepMeasurement measure_validate(const std::string& experiment_file)
 {
   BenchMeasurement m;
   const auto f = child_reply(
       [&] {
-        SweepOptions options;
-        options.jobs   = jobs;
-        std::size_t ok = 0;
-        for (const auto& row : run_sweep(points, options))
-          ok += row.get("status") == "ok" ? 1 : 0;
-        return reply(ok);
+        const SweepCheck check = check_sweep(Experiment::load(experiment_file)); // `ddlsim validate`
+        return reply(check.points, check.valid);
       },
-      1, "the benchmark sweep", m);
+      2, "the benchmark validate", m);
   return {.wall_time_s   = m.wall_time_s,
           .max_rss_bytes = m.max_rss_bytes,
-          .points        = points.size(),
-          .points_ok     = std::stoull(f[0]),
-          .jobs          = jobs};
+          .points        = std::stoull(f[0]),
+          .points_ok     = std::stoull(f[1]),
+          .jobs          = 1};
 }
 
 ImportMeasurement measure_import(const std::string& path)
@@ -364,9 +391,11 @@ BenchResult run_bench(const BenchScenario& scenario, const BenchOptions& options
     break;
   }
   case BenchKind::sweep: {
-    const std::vector<PointConfig> points = Experiment::load(scenario.experiment_file).points();
-    const int jobs                        = std::max(1, options.jobs);
-    r.sweep = median_of(r.repeat, r.wall_time_spread_pct, [&] { return measure_sweep(points, jobs); });
+    const int jobs = std::max(1, options.jobs);
+    r.sweep =
+        median_of(r.repeat, r.wall_time_spread_pct, [&] { return measure_sweep(scenario.experiment_file, jobs); });
+    double spread = 0;
+    r.validate    = median_of(r.repeat, spread, [&] { return measure_validate(scenario.experiment_file); });
     break;
   }
   case BenchKind::trace_import: {
@@ -401,7 +430,9 @@ const std::vector<std::string>& bench_csv_columns()
       // import
       "input_bytes", "json_bytes", "gzip", "kernels", "collectives", "import_MB_per_s", "json_MB_per_s",
       // simulation: the resource guard's estimates (experiments/Resources.hpp) beside the measured
-      "estimated_activities", "estimated_memory_bytes"};
+      "estimated_activities", "estimated_memory_bytes",
+      // sweep: `ddlsim validate` of the same file (every point checked, none simulated)
+      "validate_wall_time_s", "validate_max_rss_bytes"};
   return columns;
 }
 
@@ -437,6 +468,8 @@ std::map<std::string, std::string> bench_csv_row(const BenchResult& r)
     row["points"]        = cell(static_cast<std::uint64_t>(r.sweep.points));
     row["points_ok"]     = cell(static_cast<std::uint64_t>(r.sweep.points_ok));
     row["points_per_s"]  = cell(r.points_per_s());
+    row["validate_wall_time_s"]   = cell(r.validate.wall_time_s);
+    row["validate_max_rss_bytes"] = cell(static_cast<std::uint64_t>(r.validate.max_rss_bytes));
     break;
   case BenchKind::trace_import:
     row["wall_time_s"]     = cell(r.import.wall_time_s);

@@ -78,7 +78,7 @@ struct BenchMeasurement {
 };
 
 struct SweepMeasurement {
-  double wall_time_s    = 0; ///< run_sweep from the first fork to the last row
+  double wall_time_s    = 0; ///< from loading the file to the CSV written (measure_sweep)
   double max_rss_bytes  = 0; ///< the largest of the sweep's processes
   std::size_t points    = 0; ///< points simulated (or found invalid)
   std::size_t points_ok = 0; ///< of which status "ok"
@@ -106,9 +106,14 @@ BenchMeasurement measure_point(const PointConfig& point, const EvaluateOptions& 
 /// Runs the bare SimGrid DAG with `activities` activities on `hosts` hosts in a child process.
 BenchMeasurement measure_bare_dag(std::uint64_t activities, int hosts);
 
-/// Runs the sweep of `points` with `jobs` processes at once, from a child process. Throws
-/// ddlsim::Error as measure_point does.
-SweepMeasurement measure_sweep(const std::vector<PointConfig>& points, int jobs);
+/// Runs the sweep of an experiment file as `ddlsim run` does (its points checked, each built where it
+/// is simulated, rows spooled, the CSV written to a scratch folder), with `jobs` processes at once,
+/// from a child process. Throws ddlsim::Error as measure_point does.
+SweepMeasurement measure_sweep(const std::string& experiment_file, int jobs);
+
+/// Checks every point of an experiment file as `ddlsim validate` does (check_sweep), from a child
+/// process. Throws ddlsim::Error as measure_point does.
+SweepMeasurement measure_validate(const std::string& experiment_file);
 
 /// Imports the trace at `path` in a child process. Throws TraceError when the file is not a trace
 /// (the importer's message), ddlsim::Error as measure_point does.
@@ -124,6 +129,7 @@ struct BenchResult {
   BenchMeasurement run;                 ///< simulation
   std::optional<BenchMeasurement> bare; ///< simulation, when compared (2 or more devices)
   SweepMeasurement sweep;               ///< sweep
+  SweepMeasurement validate;            ///< sweep: `ddlsim validate` of its file (points_ok: the valid ones)
   ImportMeasurement import;             ///< import
 
   double activities_per_s() const;      ///< simulation

@@ -62,6 +62,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -199,6 +200,15 @@ struct PointConfig {
   }
 };
 
+/// A sweep's points as Experiment::points() checks them, without the points: the sweep index of each
+/// point the `where:` constraint keeps, in sweep order, and whether it can be simulated. A long sweep
+/// keeps this list and builds each point again where it is simulated (experiments/SweepRunner.hpp).
+struct PointList {
+  std::vector<std::size_t> index;
+  std::vector<bool> valid;
+  std::size_t valid_count() const { return static_cast<std::size_t>(std::count(valid.begin(), valid.end(), true)); }
+};
+
 class Experiment {
 public:
   /// Reads and checks the file. `overrides` are "dotted.key=yaml-value" strings from --set.
@@ -222,6 +232,8 @@ public:
   /// Every point the `where:` constraint keeps, resolved, in sweep order. Throws ConfigError with
   /// the problems of every malformed point, or when the constraint keeps none.
   std::vector<PointConfig> points() const;
+  /// What points() checks and throws, keeping only the list (memory of a few bytes a point).
+  PointList point_list() const;
 
   const std::optional<std::string>& output_csv() const { return output_csv_; }
   /// The experiment's default figure: a script of plots/ (`output: {plot: plot_bm.py}`) that reads
@@ -243,6 +255,11 @@ private:
     std::string origin;
   };
   YAML::Node document_for(std::size_t index, Diagnostics& diags) const;
+  /// Sets point_text_ and axis_snippets_ (Experiment.cpp says how they are used).
+  void prepare_point_documents(const YAML::Node& base);
+  /// Calls `keep` with every point the constraint keeps, in sweep order; then throws ConfigError with
+  /// every malformed point's problems, or when the constraint keeps none.
+  void scan_points(const std::function<void(PointConfig&&)>& keep) const;
   /// The resource guard: reports a point whose estimated cost is over its limits (Resources.hpp).
   void check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags) const;
 
@@ -256,6 +273,8 @@ private:
   std::optional<std::string> output_csv_;
   std::string output_plot_ = "plot_throughput.py";
   std::shared_ptr<const Constraint> where_;
+  std::string point_text_; ///< the file with its sweep block blanked; empty: parse text_ per point
+  std::vector<std::vector<std::vector<std::string>>> axis_snippets_; ///< [axis][key][value]: YAML text
 };
 
 }  // namespace ddlsim::experiments

@@ -106,14 +106,11 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
 }
 
 // The default set: the contract columns and every column some row fills, in csv_columns() order.
-std::vector<std::string> default_columns(const std::vector<ResultRow>& rows)
+std::vector<std::string> default_columns(const std::vector<bool>& filled)
 {
   const auto& cols = csv_columns();
-  std::vector<bool> keep(cols.size(), false);
+  std::vector<bool> keep = filled;
   std::fill(keep.begin(), keep.begin() + static_cast<long>(contract_columns().size()), true);
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < cols.size(); ++c)
-      keep[c] = keep[c] || !row.cells()[c].empty();
   std::vector<std::string> out;
   for (std::size_t c = 0; c < cols.size(); ++c)
     if (keep[c])
@@ -122,10 +119,10 @@ std::vector<std::string> default_columns(const std::vector<ResultRow>& rows)
 }
 
 // The columns a name stands for (a column, a preset, or `default`); empty when it is neither.
-std::vector<std::string> expand(const std::string& name, const std::vector<ResultRow>& rows)
+std::vector<std::string> expand(const std::string& name, const std::vector<bool>& filled)
 {
   if (name == "default")
-    return default_columns(rows);
+    return default_columns(filled);
   for (const auto& [preset, columns] : column_presets())
     if (preset == name)
       return columns;
@@ -183,12 +180,20 @@ ColumnSelection ColumnSelection::parse(const std::string& spec)
 
 std::vector<std::string> ColumnSelection::resolve(const std::vector<ResultRow>& rows) const
 {
+  std::vector<bool> filled(csv_columns().size(), false);
+  for (const auto& row : rows)
+    mark_filled(row, filled);
+  return resolve_filled(filled);
+}
+
+std::vector<std::string> ColumnSelection::resolve_filled(const std::vector<bool>& filled) const
+{
   if (tokens_.empty())
-    return default_columns(rows);
+    return default_columns(filled);
   std::vector<std::string> out;
   for (const auto& token : tokens_) {
     const bool remove = token[0] == '-';
-    for (const auto& column : expand(remove ? token.substr(1) : token, rows)) {
+    for (const auto& column : expand(remove ? token.substr(1) : token, filled)) {
       auto it = std::find(out.begin(), out.end(), column);
       if (remove && it != out.end())
         out.erase(it);
@@ -197,6 +202,13 @@ std::vector<std::string> ColumnSelection::resolve(const std::vector<ResultRow>& 
     }
   }
   return out;
+}
+
+void mark_filled(const ResultRow& row, std::vector<bool>& filled)
+{
+  for (std::size_t c = 0; c < filled.size(); ++c)
+    if (!row.cells()[c].empty())
+      filled[c] = true;
 }
 
 ResultRow::ResultRow() : cells_(csv_columns().size()) {}
@@ -369,9 +381,16 @@ bool same_point(const ResultRow& a, const ResultRow& b)
   return true;
 }
 
-void write_csv(const std::string& path, const std::vector<ResultRow>& rows, const ColumnSelection& columns)
+std::string point_key(const ResultRow& row)
 {
-  const std::vector<std::string> names = columns.resolve(rows);
+  std::string key;
+  for (const auto& column : identity_columns())
+    key += row.get(column) + separator; // no cell holds it (serialize relies on that too)
+  return key;
+}
+
+void write_csv(const std::string& path, const std::vector<std::string>& names, const RowVisitor& for_each_row)
+{
   std::vector<std::size_t> index;
   for (const auto& name : names)
     index.push_back(column_index(name));
@@ -379,11 +398,19 @@ void write_csv(const std::string& path, const std::vector<ResultRow>& rows, cons
     for (std::size_t i = 0; i < names.size(); ++i)
       out << (i ? "," : "") << names[i];
     out << '\n';
-    for (const auto& row : rows) {
+    for_each_row([&](const ResultRow& row) {
       for (std::size_t i = 0; i < index.size(); ++i)
         out << (i ? "," : "") << csv_escape(row.cells()[index[i]]);
       out << '\n';
-    }
+    });
+  });
+}
+
+void write_csv(const std::string& path, const std::vector<ResultRow>& rows, const ColumnSelection& columns)
+{
+  write_csv(path, columns.resolve(rows), [&](const std::function<void(const ResultRow&)>& emit) {
+    for (const auto& row : rows)
+      emit(row);
   });
 }
 

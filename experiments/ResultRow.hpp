@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,6 +69,9 @@ private:
   std::vector<std::string> cells_;
 };
 
+/// Sets filled[c] (one flag per csv_columns() entry) for every cell `row` fills.
+void mark_filled(const ResultRow& row, std::vector<bool>& filled);
+
 /// Formats a double with up to 10 significant digits ("%.10g"): stable across runs and machines.
 std::string format_number(double value);
 
@@ -93,6 +97,9 @@ public:
   static ColumnSelection parse(const std::string& spec);
   /// The columns for these rows, each once, in the order selected.
   std::vector<std::string> resolve(const std::vector<ResultRow>& rows) const;
+  /// The same for rows seen one at a time: filled[c] says whether some row fills csv_columns()[c]
+  /// (mark_filled).
+  std::vector<std::string> resolve_filled(const std::vector<bool>& filled) const;
   bool is_default() const { return tokens_.empty(); }
   /// Names of the presets, for help texts.
   static std::vector<std::string> presets();
@@ -105,6 +112,10 @@ private:
 /// into place, so a reader never sees a half-written CSV. Creates the folder if needed.
 /// Throws ddlsim::Error when the file cannot be written.
 void write_csv(const std::string& path, const std::vector<ResultRow>& rows, const ColumnSelection& columns = {});
+/// Calls its argument on every row to write, in order.
+using RowVisitor = std::function<void(const std::function<void(const ResultRow&)>&)>;
+/// The same for rows that come one at a time (experiments/RowSpool.hpp): `names` is the header.
+void write_csv(const std::string& path, const std::vector<std::string>& names, const RowVisitor& for_each_row);
 
 /// Quotes a cell for CSV when it contains a comma, quote or line break.
 std::string csv_escape(const std::string& cell);
@@ -130,5 +141,7 @@ void require_identity_columns(const std::string& path, const CsvTable& table, co
 /// calibration, schedule, pp, dp, tp, gpus, global_batch, micro_batch, dtype): two rows with equal
 /// values there are results of the same point.
 bool same_point(const ResultRow& a, const ResultRow& b);
+/// The identity columns' cells as one string: equal for two rows exactly when same_point is true.
+std::string point_key(const ResultRow& row);
 
 }  // namespace ddlsim::experiments

@@ -2,16 +2,17 @@
 
 #include "common/Error.hpp"
 
-#include <fmt/core.h>
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
-#include <cstdlib>
+#include <chrono>
 #include <csignal>
-#include <fcntl.h>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <fmt/core.h>
 #include <map>
+#include <memory>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,28 +91,25 @@ std::string describe_exit(int status)
 
 }  // namespace
 
-std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options,
-                                 const PointProgressCallback& on_point_progress)
+void run_sweep(const PointSource& points, const SweepOptions& options, const PointProgressCallback& on_point_progress)
 {
-  std::vector<ResultRow> rows(points.size());
   std::map<pid_t, Child> running;
   std::size_t next = 0;
   std::size_t done = 0;
   const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
-  auto finished = [&](std::size_t index) {
+  auto finished          = [&](std::size_t index, const ResultRow& row) {
     if (options.on_row)
-      options.on_row(index, rows[index]);
+      options.on_row(index, row);
     ++done;
     if (options.on_progress)
-      options.on_progress(done, points.size());
+      options.on_progress(done, points.count);
   };
 
-  while (next < points.size() || !running.empty()) {
-    while (running.size() < jobs && next < points.size()) {
+  while (next < points.count || !running.empty()) {
+    while (running.size() < jobs && next < points.count) {
       const std::size_t i = next++;
-      if (!points[i].is_valid()) {  // nothing to simulate: no process needed
-        rows[i] = evaluate_point(points[i], options.evaluate);
-        finished(i);
+      if (!points.valid(i)) { // nothing to simulate: no process needed
+        finished(i, evaluate_point(points.point(i), options.evaluate));
         continue;
       }
       int fds[2];
@@ -126,7 +124,7 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
         ::close(fds[0]);
         if (progress[0] >= 0)
           ::close(progress[0]);
-        run_child(points[i], options.evaluate, fds[1], progress[1]);
+        run_child(points.point(i), options.evaluate, fds[1], progress[1]);
       }
       ::close(fds[1]);
       if (progress[1] >= 0)
@@ -211,24 +209,67 @@ std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const S
       int status = 0;
       while (::waitpid(pids[k], &status, 0) < 0 && errno == EINTR) {
       }
-      auto row = ResultRow::deserialize(child.output);
+      auto row         = ResultRow::deserialize(child.output);
       const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (row && clean && !child.timed_out) {
-        rows[child.index] = std::move(*row);
-      } else {
-        rows[child.index] = describe_point(points[child.index]);
-        rows[child.index].set("status", std::string("error"));
-        rows[child.index].set("message", child.timed_out ? fmt::format("simulation process ran past --point-timeout "
-                                                                       "{:g} s and was killed",
-                                                                       options.point_timeout_s)
-                                                         : describe_exit(status));
+      if (!row || !clean || child.timed_out) {
+        row = describe_point(points.point(child.index));
+        row->set("status", std::string("error"));
+        row->set("message", child.timed_out ? fmt::format("simulation process ran past --point-timeout {:g} s and was "
+                                                          "killed",
+                                                          options.point_timeout_s)
+                                            : describe_exit(status));
       }
       const std::size_t index = child.index;
       running.erase(pids[k]);
-      finished(index);
+      finished(index, *row);
     }
   }
+}
+
+PointSource point_source(const Experiment& exp, const PointList& list)
+{
+  auto shared = std::make_shared<const PointList>(list);
+  return {.count = list.index.size(),
+          .point = [&exp, shared](std::size_t k) { return exp.point(shared->index[k]); },
+          .valid = [shared](std::size_t k) { return static_cast<bool>(shared->valid[k]); }};
+}
+
+std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options,
+                                 const PointProgressCallback& on_point_progress)
+{
+  std::vector<ResultRow> rows(points.size());
+  SweepOptions collect = options;
+  collect.on_row       = [&](std::size_t index, const ResultRow& row) {
+    rows[index] = row;
+    if (options.on_row)
+      options.on_row(index, row);
+  };
+  const PointSource source{.count = points.size(),
+                           .point = [&](std::size_t k) { return points[k]; },
+                           .valid = [&](std::size_t k) { return points[k].is_valid(); }};
+  run_sweep(source, collect, on_point_progress);
   return rows;
+}
+
+SweepCheck check_sweep(const Experiment& exp, const SweepCheckReport& report)
+{
+  const PointList list = exp.point_list();
+  SweepCheck check{.points = list.index.size()};
+  for (const std::size_t index : list.index) {
+    const PointConfig p = exp.point(index);
+    if (!p.is_valid()) {
+      if (report)
+        report(p, nullptr);
+      continue;
+    }
+    ++check.valid;
+    if (const MemoryVerdict verdict = check_memory(p); !verdict.fits()) {
+      ++check.oom;
+      if (report)
+        report(p, &verdict);
+    }
+  }
+  return check;
 }
 
 }  // namespace ddlsim::experiments

@@ -26,13 +26,15 @@ GOLDEN = os.path.join(ROOT, "tests", "golden")
 DROP_RUN = {"sim_wall_time_s"}
 DROP_BENCH = {"wall_time_s", "max_rss_bytes", "activities_per_s", "bare_wall_time_s", "bare_activities_per_s",
               "overhead_ratio", "wall_time_spread_pct", "bare_wall_time_spread_pct", "points_per_s",
-              "import_MB_per_s", "json_MB_per_s", "input_bytes"}
+              "import_MB_per_s", "json_MB_per_s", "input_bytes", "validate_wall_time_s", "validate_max_rss_bytes"}
 
 # Cases too slow for CI's budget run a deterministic subset of their points (`--shard I/N` keeps the points whose
 # index mod N is I, with their config_id). tests/golden/README.md says which and why; keep the two in step.
 SUBSET = {
     "bench/llama3-405b-16k-sweep.yaml": ["--shard", "19/23"],
     "experiments/validation.yaml": ["--shard", "0/8"],
+    "bench/sweep-constant-250.yaml": ["--shard", "0/25"],
+    "bench/sweep-constant-10000.yaml": ["--shard", "0/1000"],
 }
 
 # The slowest cases start first, so that the two workers end together (CPU seconds on a busy 2-core machine):

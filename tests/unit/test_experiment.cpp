@@ -226,10 +226,67 @@ TEST_CASE("zipped axes move together; a where constraint keeps only the points i
   }
   // micro_batch x dp <= 4: (1,1,4) (1,2,2) (1,4,1) (2,2,2) (2,4,1); (2,1,4) is rejected.
   CHECK(kept == std::vector<std::tuple<int, int, int>>{{1, 1, 4}, {1, 2, 2}, {1, 4, 1}, {2, 2, 2}, {2, 4, 1}});
+  // point_list: the same points as points(), by index, with their validity (a long sweep's list)
+  const std::vector<PointConfig> points = exp.points();
+  const PointList list                  = exp.point_list();
+  REQUIRE(list.index.size() == points.size());
+  REQUIRE(list.valid.size() == points.size());
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    CHECK(list.index[k] == points[k].index);
+    CHECK(list.valid[k] == points[k].is_valid());
+  }
+  CHECK(list.index == std::vector<std::size_t>{0, 1, 2, 4, 5});
   const auto values = exp.axis_values(4);
   REQUIRE(values.size() == 3);
   CHECK(values[1] == std::pair<std::string, std::string>{"parallelism.pp", "2"});
   CHECK(values[2] == std::pair<std::string, std::string>{"parallelism.dp", "2"});
+}
+
+TEST_CASE("points built without the sweep's lists are the points of the whole file, at its lines")
+{
+  // A block mapping whose sweep defines no anchor: each point is parsed from the file with its sweep
+  // blanked and its values alone (Experiment.cpp); with an anchor in the sweep, from the whole file.
+  // Both give the same points, and a bad value is reported at its own line (10), past the sweep a
+  // key keeps its line (12), and --set still overrides.
+  const std::string sweep = "sweep:\n  training.micro_batch: [1, 2]\n  parallelism.pp: [1, 2]\n"
+                            "  zip:\n    training.dtype: [bf16, fp7]\n    training.optimizer: [adam, sgd]\n";
+  const std::string rest  = "description: after the sweep\nparallelism: {dp: auto}\n";
+  const std::string fast  = base + sweep + rest;
+  std::string slow        = fast;
+  slow.replace(slow.find("[1, 2]"), 6, "&mb [1, 2]");
+  const auto a = Experiment::load(write_temp(fast), {"training.global_batch=32"});
+  const auto b = Experiment::load(write_temp(slow), {"training.global_batch=32"});
+  REQUIRE(a.point_count() == 8);
+  for (std::size_t i = 0; i < a.point_count(); ++i) {
+    if (i % 2 == 1) { // fp7: the same error, at line 10 of either file
+      for (const auto* exp : {&a, &b}) {
+        try {
+          exp->point(i);
+          FAIL("point " << i << " has a bad dtype");
+        } catch (const ConfigError& e) {
+          REQUIRE(e.diagnostics().size() == 1);
+          CHECK(e.diagnostics()[0].line == 10);
+          CHECK(e.diagnostics()[0].key == "training.dtype");
+        }
+      }
+      continue;
+    }
+    const PointConfig p = a.point(i), q = b.point(i);
+    CHECK(p.training.micro_batch == q.training.micro_batch);
+    CHECK(p.parallelism.pp == q.parallelism.pp);
+    CHECK(p.parallelism.dp == q.parallelism.dp);
+    CHECK(p.training.global_batch == 32);
+    CHECK(q.training.global_batch == 32);
+    CHECK(p.training.dtype == q.training.dtype);
+    CHECK(p.training.optimizer == q.training.optimizer);
+    CHECK(p.problems.size() == q.problems.size());
+  }
+  CHECK(a.point(6).training.micro_batch == 2);
+  CHECK(a.point(6).parallelism.pp == 2);
+  const auto late = load_errors(base + sweep + "parallelism: {dp: many}\n");
+  REQUIRE(!late.empty());
+  CHECK(late[0].line == 12);
+  CHECK(late[0].key == "parallelism.dp");
 }
 
 TEST_CASE("zip groups of unequal lengths and bad constraints name file, line and key")
