@@ -97,13 +97,14 @@ struct RunArgs {
   std::optional<std::string> shard;
   double point_timeout_s = 0;
   std::optional<std::string> progress; ///< --progress; by default auto, never under --quiet
-  std::string trace_ranks, trace_window, trace_counters; ///< experiments/TimelineView.hpp
+  std::string trace_ranks, trace_window, trace_counters, trace_format; ///< experiments/TimelineView.hpp
 };
 
 int cmd_run(const RunArgs& a)
 {
   experiments::SweepOptions options = a.options;
   options.evaluate.trace_view = experiments::parse_timeline_view(a.trace_ranks, a.trace_window, a.trace_counters);
+  experiments::parse_timeline_format(a.trace_format, options.evaluate.trace_view);
   int shard_index = 0, shard_count = 1;
   if (a.shard) {
     const auto slash = a.shard->find('/');
@@ -323,6 +324,23 @@ void add_run(CommandTable& table)
         ->needs(trace_dir)
         ->type_name(view_options[i].type);
   }
+  c.app
+      ->add_option("--trace-format", a.trace_format,
+                   "the timeline's file: json (Chrome's format, the default), perfetto (Perfetto's protobuf, "
+                   ".perfetto-trace: smaller, faster to open) or both")
+      ->check(
+          [](const std::string& v) {
+            try {
+              experiments::TimelineView view;
+              experiments::parse_timeline_format(v, view);
+              return std::string();
+            } catch (const std::exception& e) {
+              return std::string(e.what());
+            }
+          },
+          "", "")
+      ->needs(trace_dir)
+      ->type_name("json|perfetto|both");
   c.app->add_flag("--quiet", a.quiet, "no summary on stderr, and no progress unless --progress says so");
   cli::add_progress_option(c.app, a.progress, "default auto; never under --quiet");
   c.app->add_flag("--plot", a.plot,

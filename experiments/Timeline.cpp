@@ -595,11 +595,17 @@ void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const
   const traces::ChromeTrace trace =
       build_timeline(graph, result.timings, result.makespan_s, cluster, memory, fold, scope);
   std::filesystem::create_directories(dir);
-  const std::string path = dir + "/" + point.experiment + "_" + std::to_string(point.index) + ".json";
-  std::ofstream out(path);
-  trace.write(out);
-  if (!out)
-    throw Error("cannot write timeline " + path);
+  const std::string stem = dir + "/" + point.experiment + "_" + std::to_string(point.index);
+  auto write             = [&](const std::string& path, auto&& how) {
+    std::ofstream out(path, std::ios::binary);
+    how(out);
+    if (!out)
+      throw Error("cannot write timeline " + path);
+  };
+  if (scope.view.json_file)
+    write(stem + ".json", [&](std::ostream& out) { trace.write(out); });
+  if (scope.view.perfetto_file)
+    write(stem + ".perfetto-trace", [&](std::ostream& out) { trace.write_perfetto(out); });
 }
 
 std::vector<double> timeline_slices(const sim::TaskGraph& graph)

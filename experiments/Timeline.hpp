@@ -1,6 +1,7 @@
 // The timeline of a simulated point: what `ddlsim run --trace-dir DIR` writes to
 // <DIR>/<experiment>_<config_id>.json, in Chrome's Trace Event Format (traces/ChromeTrace.hpp), for
-// Perfetto (ui.perfetto.dev) and chrome://tracing.
+// Perfetto (ui.perfetto.dev) and chrome://tracing; with --trace-format perfetto (or both) the same
+// trace in Perfetto's protobuf format, <DIR>/<experiment>_<config_id>.perfetto-trace.
 //
 // One process per GPU ("gpu<d> (node <n>)", pid d + 1: Perfetto keeps pid 0 for the kernel's
 // swapper), with these tracks (threads, from tid 1). Which GPUs, which part of the run and which
@@ -104,8 +105,8 @@ traces::ChromeTrace build_timeline(const sim::TaskGraph& graph, const sim::Timin
                                    double makespan_s, const sim::ClusterSpec& cluster, const TimelineMemory& memory,
                                    const sim::Fold* fold = nullptr, const TimelineScope& scope = {});
 
-/// Writes the timeline of a point to <dir>/<experiment>_<config_id>.json (creating dir). Throws
-/// Error when the file cannot be written.
+/// Writes the timeline of a point to <dir>/<experiment>_<config_id>.json and/or .perfetto-trace
+/// (scope.view's files; creating dir). Throws Error when a file cannot be written.
 void write_timeline(const PointConfig& point, const sim::TaskGraph& graph, const sim::ReplayResult& result,
                     const sim::ClusterSpec& cluster, const TimelineMemory& memory, const std::string& dir,
                     const sim::Fold* fold = nullptr, const TimelineScope& scope = {});

@@ -87,6 +87,14 @@ TimelineView parse_timeline_view(const std::string& ranks, const std::string& wi
   return view;
 }
 
+void parse_timeline_format(const std::string& format, TimelineView& view)
+{
+  if (!format.empty() && format != "json" && format != "perfetto" && format != "both")
+    throw Error("--trace-format " + format + ": wants json, perfetto or both");
+  view.json_file     = format != "perfetto";
+  view.perfetto_file = format == "perfetto" || format == "both";
+}
+
 std::vector<bool> drawn_ranks(const TraceRanks& ranks, const ParallelismSpec& par, int gpus)
 {
   std::vector<bool> drawn(static_cast<std::size_t>(std::max(gpus, 0)), ranks.kind != TraceRanks::Kind::list);

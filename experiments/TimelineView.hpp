@@ -3,6 +3,8 @@
 //   --trace-window T0:T1                   tasks that overlap [T0, T1] (seconds, or with a unit:
 //                                          "1.2s", "300ms"; either side may be left out)
 //   --trace-counters all|memory|links|none which per-GPU counters are written
+//   --trace-format json|perfetto|both      Chrome's JSON (<name>.json, the default), Perfetto's
+//                                          protobuf (<name>.perfetto-trace), or both files
 // `auto` (the default) draws every GPU while the whole timeline stays within about 50 MB
 // (timeline_budget_slices), past it the fold's representatives (a folded point) where they fit, else
 // the GPUs of data-parallel replica 0; the row's message says which.
@@ -36,11 +38,17 @@ struct TimelineView {
   double end_s   = std::numeric_limits<double>::infinity();  ///< tasks that start after are left out
   bool memory_counters = true;
   bool link_counters   = true;
+  bool json_file       = true;  ///< write <name>.json (Chrome's Trace Event Format)
+  bool perfetto_file   = false; ///< write <name>.perfetto-trace (Perfetto's protobuf format)
 };
 
 /// Parses the three options (texts as given on the command line; empty: the default). Throws Error
 /// naming the option and what it accepts.
 TimelineView parse_timeline_view(const std::string& ranks, const std::string& window, const std::string& counters);
+
+/// Sets the view's files from a --trace-format value: json, perfetto or both (empty: json). Throws
+/// Error naming the option and what it accepts.
+void parse_timeline_format(const std::string& format, TimelineView& view);
 
 /// Per GPU of a point of `gpus` GPUs laid out by `par` (device (s, r, t) = (s dp' + r) tp + t, r = dp
 /// index x cp + cp index): whether `ranks` draws it. `automatic` and `all` draw every GPU (the caller

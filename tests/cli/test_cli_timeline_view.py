@@ -114,10 +114,98 @@ for which, names in (("none", set()), ("memory", {"memory"}), ("links", {"link s
     checks += 1
     check(rc == 0 and got == names, f"--trace-counters {which}: {got}")
 
+# --trace-format: Perfetto's protobuf (.perfetto-trace) holds what the JSON does. Read here with a
+# protobuf wire reader of a few lines (the field numbers of traces/perfetto_trace.proto), so that the
+# check does not lean on ddlsim's own generated code.
+def wire(buf):
+    """(field number, value) of each field of a protobuf message: an int (varint), bytes (length-delimited)
+    or the raw 8 or 4 bytes (fixed64, fixed32)."""
+    i, out = 0, []
+    def varint():
+        nonlocal i
+        value, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return value
+    while i < len(buf):
+        key = varint()
+        field, kind = key >> 3, key & 7
+        if kind == 0:
+            out.append((field, varint()))
+        elif kind == 2:
+            n = varint()
+            out.append((field, buf[i:i + n]))
+            i += n
+        elif kind in (1, 5):
+            n = 8 if kind == 1 else 4
+            out.append((field, buf[i:i + n]))
+            i += n
+        else:
+            raise ValueError(f"wire type {kind}")
+    return out
+
+
+def perfetto_summary(path):
+    """Slice names begun, counter samples, flow ids begun and ended, and process names of a .perfetto-trace."""
+    with open(path, "rb") as f:
+        packets = [v for k, v in wire(f.read()) if k == 1]
+    names, counters, flows, ends, processes = [], 0, set(), set(), set()
+    interned = {}  # event names by iid (InternedData.event_names)
+    for packet in packets:
+        fields = wire(packet)
+        for field, value in fields:  # the packet's interned names first (a field after its event)
+            if field == 12:  # interned_data
+                for entry in (dict(wire(v)) for k, v in wire(value) if k == 2):
+                    interned[entry[1]] = entry[2].decode()
+        for field, value in fields:
+            if field == 60:  # track_descriptor
+                for k, v in wire(value):
+                    if k == 3:  # process
+                        processes |= {n.decode() for kk, n in wire(v) if kk == 6}
+            if field != 11:  # track_event
+                continue
+            event = dict((k, v) for k, v in wire(value) if k in (9, 10, 23))
+            if event.get(9) == 1:
+                names.append(interned[event[10]] if 10 in event else event[23].decode())
+            counters += event.get(9) == 4
+            flows |= {v for k, v in wire(value) if k == 47}
+            ends |= {v for k, v in wire(value) if k == 48}
+    return names, counters, flows, ends, processes
+
+
+rc, err, row, trace, _ = trace_run("format_both", zoo, *pp4, "--trace-format", "both")
+proto = os.path.join(tmp, "format_both", f"{row['experiment']}_0.perfetto-trace") if row else ""
+checks += 1
+check(rc == 0 and trace is not None and os.path.exists(proto), f"--trace-format both writes both files: {rc} {err}")
+if trace is not None and os.path.exists(proto):
+    names, counters, flows, ends, processes = perfetto_summary(proto)
+    events = trace["traceEvents"]
+    checks += 4
+    check(sorted(names) == sorted(e["name"] for e in events if e["ph"] == "X"),
+          f"every slice, once: {len(names)} in the protobuf, {sum(e['ph'] == 'X' for e in events)} in the JSON")
+    check(counters == sum(len(e["args"]) for e in events if e["ph"] == "C") > 0, f"every counter sample: {counters}")
+    check(flows and ends and ends <= flows and len(flows) == len({e["id"] for e in events if e["ph"] == "s"}),
+          f"every flow starts and ends on a slice: {len(flows)} started, {len(ends)} ended")
+    check(processes == {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"},
+          f"a process per GPU, named as in the JSON: {sorted(processes)[:3]}")
+    checks += 1
+    check(os.path.getsize(proto) < os.path.getsize(os.path.join(tmp, "format_both", f"{row['experiment']}_0.json")),
+          "the protobuf file is the smaller")
+rc, err, row, trace, _ = trace_run("format_perfetto", zoo, *pp4, "--trace-format", "perfetto")
+checks += 1
+check(rc == 0 and trace is None and row is not None
+      and os.path.exists(os.path.join(tmp, "format_perfetto", f"{row['experiment']}_0.perfetto-trace")),
+      f"--trace-format perfetto writes the protobuf file alone: {rc} {err}")
+
 # Bad values are usage errors (exit 2) that say what is accepted; none of them without --trace-dir.
 for args, says in ((("--trace-ranks", "3-1"), "ends before it begins"), (("--trace-ranks", "gpu0"), "is not a rank"),
                    (("--trace-window", "1:0.5"), "ends before it begins"), (("--trace-window", "1"), "T0:T1"),
-                   (("--trace-window", "a:b"), "is not a time"), (("--trace-counters", "some"), "all, memory, links or none")):
+                   (("--trace-window", "a:b"), "is not a time"), (("--trace-counters", "some"), "all, memory, links or none"),
+                   (("--trace-format", "xml"), "json")):
     rc, _, err = run(binary, "run", zoo, "--quiet", "-o", os.path.join(tmp, "bad.csv"), "--trace-dir",
                      os.path.join(tmp, "bad"), *args)
     checks += 1
