@@ -159,10 +159,26 @@ void add_pipeline(const PointConfig& point, const models::Architecture& a, Torch
   set(job, "parallelism", "module_fqns_per_model_part", model_parts(point, a));
 }
 
-void add_model_parallel(const PointConfig& point, TorchtitanJob& job)
+void add_model_parallel(const PointConfig& point, const models::Architecture& a, TorchtitanJob& job)
 {
   const ParallelismSpec& par = point.parallelism;
   set(job, "parallelism", "tensor_parallel_degree", std::to_string(par.tp));
+  // Its attention views each GPU's K and V as whole heads (ColwiseParallel wk and wv), and its
+  // sequences split into 2 x cp chunks (load-balanced causal attention) whose tokens sequence
+  // parallelism splits again over tp.
+  const int kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  if (par.tp > 1 && kv_heads % par.tp != 0)
+    add_problem(job.problems, "parallelism.tp",
+                fmt::format("torchtitan splits the {} K/V heads over tensor parallelism: tp {} must divide them",
+                            kv_heads, par.tp));
+  const int chunks = (par.cp > 1 ? 2 * par.cp : 1) * par.tp;
+  if (chunks > 1 && a.seq % chunks != 0) {
+    std::string how = par.cp > 1 ? fmt::format("into 2 x cp = {} chunks", 2 * par.cp) : "";
+    if (par.tp > 1)
+      how += fmt::format("{}over tp = {} GPUs (sequence parallelism)", how.empty() ? "" : " and their tokens ", par.tp);
+    add_problem(job.problems, "training.seq",
+                fmt::format("torchtitan splits each sequence {}: seq {} must be a multiple of {}", how, a.seq, chunks));
+  }
   if (par.tp > 1 && !par.sequence_parallel)
     job.notes.push_back("torchtitan's tensor parallelism always runs the norms and the loss on s/tp tokens "
                         "(sequence parallelism): simulate `sequence_parallel: true` to compare");
@@ -252,12 +268,12 @@ TorchtitanJob torchtitan_job(const PointConfig& point)
   if (point.training.framework != sim::Framework::pytorch)
     job.notes.push_back(fmt::format("simulated with framework {}; torchtitan runs eager PyTorch, closest to "
                                     "`training.framework: pytorch` (which models autocast, not FSDP2's bf16 "
-                                    "parameters, and prices eager kernels at tp 1)",
+                                    "parameters)",
                                     sim::framework_table.name(point.training.framework)));
   if (!a->flash)
     job.notes.push_back("torchtitan's llama3 attends with SDPA (FlashAttention kernels); the point simulated the "
                         "unfused attention core");
-  add_model_parallel(point, job);
+  add_model_parallel(point, *a, job);
   add_data_parallel(point, job);
   add_pipeline(point, *a, job);
   add_training(point, *a, job);

@@ -131,7 +131,14 @@ for name, text, expected in [
         ("sgd.yaml", BASE.replace("dtype: bf16", "dtype: bf16, optimizer: sgd") + "parallelism: {dp: 16, zero: 3}\n",
          "training.optimizer: torchtitan's optimizers are Adam and AdamW"),
         ("llama2.yaml", BASE.replace("llama3-8b", "llama2-7b") + "parallelism: {dp: 16, zero: 3}\n",
-         ":2: model: model 'llama2-7b' is not one of torchtitan's llama3 flavors")]:
+         ":2: model: model 'llama2-7b' is not one of torchtitan's llama3 flavors"),
+        # 8 K/V heads over tp 16; a sequence of 8,196 tokens in 2 x cp = 4 chunks, then over tp 2
+        ("tp_kv.yaml", BASE + "parallelism: {tp: 16, dp: 1, zero: 3, sequence_parallel: true}\n",
+         ":6: parallelism.tp: torchtitan splits the 8 K/V heads over tensor parallelism: tp 16 must divide them"),
+        ("seq_cp.yaml", BASE.replace("framework: pytorch", "framework: pytorch, seq: 8196")
+         + "parallelism: {tp: 2, cp: 2, dp: 4, zero: 3, sequence_parallel: true}\n",
+         ":5: training.seq: torchtitan splits each sequence into 2 x cp = 4 chunks and their tokens over tp = 2 "
+         "GPUs (sequence parallelism): seq 8196 must be a multiple of 8")]:
     path = write_experiment(tmp, name.removesuffix(".yaml"), text)
     rc, out, err, _ = export(path)
     checks += 1
