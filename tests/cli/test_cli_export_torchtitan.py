@@ -119,6 +119,24 @@ checks += 1
 check(rc == 0 and "module_fqns_per_model_part" not in job.get("parallelism", {}) and "100 MiB buckets" in out,
       f"DDP: no chunks, torchtitan's bucket noted: {rc} {err} {out[:400]}")
 
+# Hybrid sharding: ZeRO 3 within groups of 4 of the 8 replicas is HSDP, 2 replicated x 4 sharded;
+# with cp 2 the shard degree counts whole context-parallel groups (zero_group 4 = 2 shards x cp 2).
+for name, par, degrees in (("hsdp", "{dp: 8, tp: 2, zero: 3, zero_group: 4, sequence_parallel: true}", (2, 4)),
+                           ("hsdp_cp", "{dp: 4, cp: 2, tp: 2, zero: 3, zero_group: 4, sequence_parallel: true}", (2, 2))):
+    rc, out, err, job = export(write_experiment(tmp, name, BASE + f"parallelism: {par}\n"))
+    known_keys(job, name)
+    expect(job, {"parallelism.data_parallel_replicate_degree": degrees[0],
+                 "parallelism.data_parallel_shard_degree": degrees[1],
+                 "parallelism.fsdp_reshard_after_forward": "always"}, name)
+
+# FP8 over plain data parallelism: torchao's float8 Linear converter, DDP replicas.
+rc, out, err, job = export(write_experiment(tmp, "fp8_ddp", BASE.replace("dtype: bf16", "dtype: fp8")
+                                            + "parallelism: {dp: 16}\n"))
+known_keys(job, "fp8 DDP")
+expect(job, {"model.converters": ["float8"], "float8.recipe_name": "tensorwise",
+             "parallelism.data_parallel_replicate_degree": 16, "training.mixed_precision_param": "bfloat16"},
+       "fp8 DDP")
+
 # Refused at the key's line, exit 1, nothing on stdout.
 for name, text, expected in [
         ("zero1.yaml", BASE + "parallelism:\n  dp: 16\n  zero: 1\n", ":8: parallelism.zero: torchtitan shards with FSDP2"),
@@ -135,6 +153,10 @@ for name, text, expected in [
         # 8 K/V heads over tp 16; a sequence of 8,196 tokens in 2 x cp = 4 chunks, then over tp 2
         ("tp_kv.yaml", BASE + "parallelism: {tp: 16, dp: 1, zero: 3, sequence_parallel: true}\n",
          ":6: parallelism.tp: torchtitan splits the 8 K/V heads over tensor parallelism: tp 16 must divide them"),
+        # a shard group of 2 GPUs cannot hold whole context-parallel groups of 4
+        ("shard_cp.yaml", BASE + "parallelism: {dp: 2, cp: 4, tp: 2, zero: 3, zero_group: 2, sequence_parallel: true}\n",
+         ":6: parallelism.zero_group: torchtitan shards over whole context-parallel groups: zero_group 2 must be a "
+         "multiple of cp 4"),
         ("seq_cp.yaml", BASE.replace("framework: pytorch", "framework: pytorch, seq: 8196")
          + "parallelism: {tp: 2, cp: 2, dp: 4, zero: 3, sequence_parallel: true}\n",
          ":5: training.seq: torchtitan splits each sequence into 2 x cp = 4 chunks and their tokens over tp = 2 "
