@@ -95,6 +95,12 @@ void add_data_parallel(const PointConfig& point, TorchtitanJob& job)
       job.notes.push_back("torchtitan's DDP reduces in 100 MiB buckets (replicate(bucket_cap_mb=100)); the point "
                           "simulated `dp_bucket: " +
                           format_quantity(par.dp_bucket, Dimension::bytes) + "`");
+    // Under DDP the parameters stay float32 (autocast computes in bf16): their gradients are float32.
+    if (par.dp > 1 && point_dtypes(point).gradients != Dtype::fp32)
+      job.notes.push_back(fmt::format("torchtitan's DDP keeps float32 parameters under autocast and reduces float32 "
+                                      "gradients; the point reduced them in {}: simulate `training.grad_dtype: fp32` "
+                                      "to compare",
+                                      dtype_table.name(point_dtypes(point).gradients)));
     return;
   }
   if (par.zero == 1) {

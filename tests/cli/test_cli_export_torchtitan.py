@@ -116,8 +116,9 @@ expect(job, {"parallelism.data_parallel_replicate_degree": 16, "parallelism.data
              "parallelism.pipeline_parallel_degree": 1, "training.local_batch_size": 2,
              "training.global_batch_size": 64}, "DDP")
 checks += 1
-check(rc == 0 and "module_fqns_per_model_part" not in job.get("parallelism", {}) and "100 MiB buckets" in out,
-      f"DDP: no chunks, torchtitan's bucket noted: {rc} {err} {out[:400]}")
+check(rc == 0 and "module_fqns_per_model_part" not in job.get("parallelism", {}) and "100 MiB buckets" in out
+      and "reduces float32 gradients; the point reduced them in bf16" in out,
+      f"DDP: no chunks, torchtitan's bucket and float32 gradients noted: {rc} {err} {out[:600]}")
 
 # Hybrid sharding: ZeRO 3 within groups of 4 of the 8 replicas is HSDP, 2 replicated x 4 sharded;
 # with cp 2 the shard degree counts whole context-parallel groups (zero_group 4 = 2 shards x cp 2).
