@@ -15,8 +15,9 @@ namespace ddlsim::experiments {
 // A point's document is built from the file without its sweep block (its lines blanked, so that
 // every other key keeps its line number) and its axis values, each parsed alone from a snippet that
 // starts on the value's own line: a point then costs the same however long the sweep's lists are.
-// Where the file is not a plain block mapping with a sweep block that defines no anchor, each point
-// parses the whole file again instead (document_for).
+// Where the file is not a plain block mapping with a sweep block that defines no anchor, or a swept
+// value is a mapping or a list (whose dump would move its parts' lines), each point parses the whole
+// file again instead (document_for).
 void Experiment::prepare_point_documents(const YAML::Node& base)
 {
   const YAML::Node file = YAML::Load(text_);
@@ -60,6 +61,8 @@ void Experiment::prepare_point_documents(const YAML::Node& base)
       auto& values          = keys.emplace_back();
       const YAML::Node list = axis_list(sweep, axis, k);
       for (std::size_t i = 0; i < axis.size; ++i) {
+        if (!list[i].IsScalar() && !list[i].IsNull())
+          return; // a mapping or list: its dump would not keep the lines of its parts
         const YAML::Mark mark = list[i].Mark();
         values.push_back(std::string(mark.is_null() ? 0 : static_cast<std::size_t>(mark.line), '\n') +
                          YAML::Dump(list[i]));
@@ -188,7 +191,7 @@ YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
     for (const auto& o : overrides_) {
       const bool axis = o.key.rfind("sweep.", 0) == 0;
       diags.set_origin(axis ? o.key.substr(6) : o.key, o.origin);
-      if (!axis)
+      if (!axis && o.key != "sweep") // the sweep's overrides are in axes_ and the snippets already
         set_path(doc, o.key, YAML::Load(o.value), diags, o.origin);
     }
     std::size_t stride = point_count();

@@ -3,15 +3,27 @@
 #include "common/Error.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
 
 namespace ddlsim::experiments {
 
 RowSpool::RowSpool() : filled_(csv_columns().size(), false)
 {
-  file_ = std::tmpfile(); // unlinked at once: nothing is left behind, even by a killed process
+  // In TMPDIR (std::tmpfile ignores it), unlinked at once: nothing is left behind, even by a killed
+  // process.
+  std::string path = (std::filesystem::temp_directory_path() / "ddlsim-rows-XXXXXX").string();
+  const int fd     = ::mkstemp(path.data());
+  if (fd >= 0) {
+    ::unlink(path.c_str());
+    file_ = ::fdopen(fd, "w+b");
+    if (file_ == nullptr)
+      ::close(fd);
+  }
   if (file_ == nullptr)
-    throw Error(std::string("cannot create a temporary file for the sweep's rows: ") + std::strerror(errno));
+    throw Error("cannot create a temporary file for the sweep's rows in " + path + ": " + std::strerror(errno));
 }
 
 RowSpool::~RowSpool()

@@ -4,7 +4,8 @@
 // them in point order with the columns that some row fills (or the `--columns` selection), as
 // experiments/ResultRow.hpp's write_csv does for rows in memory. Memory is a few bytes a row (its
 // place in the file), so a sweep of 100,000 points holds no more than one of 250 (issue 30 item 7).
-// The spool is an anonymous temporary file (TMPDIR), gone when the object is, or the process, is.
+// The spool is an anonymous temporary file in TMPDIR (/tmp by default), gone when the object, or the
+// process, is.
 //
 //   RowSpool spool;
 //   spool.add(3, row3);  spool.add(1, row1);

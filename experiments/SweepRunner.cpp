@@ -229,9 +229,24 @@ void run_sweep(const PointSource& points, const SweepOptions& options, const Poi
 PointSource point_source(const Experiment& exp, const PointList& list)
 {
   auto shared = std::make_shared<const PointList>(list);
-  return {.count = list.index.size(),
-          .point = [&exp, shared](std::size_t k) { return exp.point(shared->index[k]); },
-          .valid = [shared](std::size_t k) { return static_cast<bool>(shared->valid[k]); }};
+  // A point is built again where it runs; its inputs (model, cluster, profile files) were read when
+  // the sweep was checked. One that no longer builds (a file changed or removed since) becomes an
+  // invalid point whose row says why, and the sweep goes on.
+  auto build = [&exp, shared](std::size_t k) {
+    const std::size_t index = shared->index[k];
+    try {
+      return exp.point(index);
+    } catch (const ConfigError& e) {
+      PointConfig p;
+      p.index      = index;
+      p.experiment = exp.get_name();
+      p.problems   = e.diagnostics();
+      return p;
+    }
+  };
+  return {.count = list.index.size(), .point = build, .valid = [shared](std::size_t k) {
+            return static_cast<bool>(shared->valid[k]);
+          }};
 }
 
 std::vector<ResultRow> run_sweep(const std::vector<PointConfig>& points, const SweepOptions& options,

@@ -92,8 +92,9 @@ void annotate(pb::TracePacket& p, Interned& interned, const std::string& name, c
 }
 
 // An event of the timeline in the order it is written: time, then `order` (0: the end of a slice
-// with a length, 1: a begin and, right after it, the end of a slice of no length, 2: counters),
-// then the index of its slice or sample.
+// with a length, 1: the begin and, right after it, the end of a slice of no length, 2: the begin of
+// a slice with a length, 3: counters), then the index of its slice or sample. At one time, slices
+// that end do so before any begins, and a slice of no length sits between them, inside none.
 struct Entry {
   std::int64_t ns;
   int order;
@@ -189,8 +190,11 @@ void ChromeTrace::write_perfetto(std::ostream& out) const
   for (std::size_t i = 0; i < events_.size(); ++i)
     by_track[{events_[i].pid, events_[i].tid}].push_back(i);
   for (auto& [track, slices] : by_track)
-    std::stable_sort(slices.begin(), slices.end(),
-                     [&](std::size_t a, std::size_t b) { return events_[a].start_s < events_[b].start_s; });
+    std::stable_sort(slices.begin(), slices.end(), [&](std::size_t a, std::size_t b) {
+      // by start; at one start the slice of no length first, so that a flow event
+      // there binds to the slice with a length that encloses it
+      return std::pair(events_[a].start_s, events_[a].end_s) < std::pair(events_[b].start_s, events_[b].end_s);
+    });
   std::vector<std::vector<std::uint64_t>> flow_ids(events_.size()), ending_flow_ids(events_.size());
   for (const auto& f : flows_) {
     const auto track = by_track.find({f.pid, f.tid});
@@ -211,11 +215,11 @@ void ChromeTrace::write_perfetto(std::ostream& out) const
   order.reserve(2 * events_.size() + counters_.size());
   for (std::size_t i = 0; i < events_.size(); ++i) {
     const std::int64_t start = nanoseconds(events_[i].start_s), end = nanoseconds(events_[i].end_s);
-    order.push_back({start, 1, i, 0});
+    order.push_back({start, end > start ? 2 : 1, i, 0});
     order.push_back({end, end > start ? 0 : 1, i, 1});
   }
   for (std::size_t i = 0; i < counters_.size(); ++i)
-    order.push_back({nanoseconds(counters_[i].time_s), 2, i, 0});
+    order.push_back({nanoseconds(counters_[i].time_s), 3, i, 0});
   std::sort(order.begin(), order.end());
 
   if (!metadata_.empty()) {
@@ -230,7 +234,7 @@ void ChromeTrace::write_perfetto(std::ostream& out) const
     write_packet(out, p);
   }
   for (const Entry& entry : order) {
-    if (entry.order == 2) {
+    if (entry.order == 3) {
       const TraceCounter& c = counters_[entry.index];
       for (const auto& [key, value] : c.values) {
         pb::TracePacket p = packet();

@@ -85,7 +85,7 @@ TEST_CASE("the Perfetto protobuf trace carries every slice, flow, counter sample
   ChromeTrace trace;
   trace.set_track_name(1, 1, "gpu0 (node 0)", "compute stream");
   trace.set_track_name(2, 1, "gpu1 (node 0)", "compute stream");
-  // on gpu0: two slices that touch, then one of no length where the second ends, then another
+  // on gpu0: two slices that touch, then two of no length where the second ends and a third begins
   trace.add({.name     = "F mb0",
              .category = "forward",
              .pid      = 1,
@@ -96,6 +96,7 @@ TEST_CASE("the Perfetto protobuf trace carries every slice, flow, counter sample
   trace.add({.name = "F mb1", .category = "forward", .pid = 1, .tid = 1, .start_s = 3e-6, .end_s = 5e-6, .args = {}});
   trace.add({.name = "empty", .category = "forward", .pid = 1, .tid = 1, .start_s = 5e-6, .end_s = 5e-6, .args = {}});
   trace.add({.name = "empty", .category = "forward", .pid = 1, .tid = 1, .start_s = 5e-6, .end_s = 5e-6, .args = {}});
+  trace.add({.name = "G", .category = "forward", .pid = 1, .tid = 1, .start_s = 5e-6, .end_s = 7e-6, .args = {}});
   trace.add({.name = "recv", .category = "transfer", .pid = 2, .tid = 1, .start_s = 4e-6, .end_s = 6e-6, .args = {}});
   // a flow from F mb1 on gpu0 to recv on gpu1, and one event outside every slice (bound to nothing)
   trace.add_flow(
@@ -104,6 +105,11 @@ TEST_CASE("the Perfetto protobuf trace carries every slice, flow, counter sample
       {.phase = FlowPhase::end, .id = 7, .pid = 2, .tid = 1, .time_s = 5.5e-6, .name = "t", .category = "c"});
   trace.add_flow(
       {.phase = FlowPhase::start, .id = 9, .pid = 2, .tid = 1, .time_s = 9e-6, .name = "t", .category = "c"});
+  // a flow from where G and the slices of no length begin: it binds to G, which encloses it
+  trace.add_flow(
+      {.phase = FlowPhase::start, .id = 11, .pid = 1, .tid = 1, .time_s = 5e-6, .name = "t", .category = "c"});
+  trace.add_flow(
+      {.phase = FlowPhase::end, .id = 11, .pid = 2, .tid = 1, .time_s = 5.9e-6, .name = "t", .category = "c"});
   trace.add_counter({.pid = 1, .name = "memory", .time_s = 2e-6, .values = {{"bytes", 2e9}}});
   trace.add_counter(
       {.pid = 2, .name = "link send", .time_s = 0, .values = {{"intra_node_Bps", 1e9}, {"inter_node_Bps", 0}}});
@@ -166,17 +172,17 @@ TEST_CASE("the Perfetto protobuf trace carries every slice, flow, counter sample
   }
   // 2 processes, 2 threads, 3 counter series, the metadata track
   CHECK(tracks.size() == 8);
-  CHECK(slices.size() == 5);
+  CHECK(slices.size() == 6);
   CHECK(annotations == 2);
-  CHECK(names.size() == 4); // F mb0, F mb1, empty, recv: each once
+  CHECK(names.size() == 5); // F mb0, F mb1, empty, G, recv: each once
   // touching slices end before the next begins; slices of no length end at once: no nesting
   CHECK(on_gpu0 == std::vector<std::string>{"B F mb0 @1000", "E @3000", "B F mb1 @3000", "E @5000", "B empty @5000",
-                                            "E @5000", "B empty @5000", "E @5000"});
+                                            "E @5000", "B empty @5000", "E @5000", "B G @5000", "E @7000"});
   CHECK(counters == std::map<std::string, double>{{"1 memory bytes", 2e9},
                                                   {"2 link send intra_node_Bps", 1e9},
                                                   {"2 link send inter_node_Bps", 0}});
-  CHECK(flows == std::map<std::uint64_t, std::vector<std::string>>{{7, {"F mb1"}}});
-  CHECK(ending_flows == std::map<std::uint64_t, std::vector<std::string>>{{7, {"recv"}}});
+  CHECK(flows == std::map<std::uint64_t, std::vector<std::string>>{{7, {"F mb1"}}, {11, {"G"}}});
+  CHECK(ending_flows == std::map<std::uint64_t, std::vector<std::string>>{{7, {"recv"}}, {11, {"recv"}}});
   // names of processes and threads as the JSON gives them
   bool named = false;
   for (const auto& [uuid, t] : tracks)

@@ -1,6 +1,7 @@
 #include "common/DataPath.hpp"
 #include "experiments/Constraint.hpp"
 #include "experiments/Experiment.hpp"
+#include "experiments/SweepRunner.hpp"
 #include "sim/ClusterSpec.hpp"
 
 #include <doctest/doctest.h>
@@ -287,6 +288,50 @@ TEST_CASE("points built without the sweep's lists are the points of the whole fi
   REQUIRE(!late.empty());
   CHECK(late[0].line == 12);
   CHECK(late[0].key == "parallelism.dp");
+}
+
+TEST_CASE("--set sweep= replaces the whole sweep; a swept mapping keeps its parts' lines")
+{
+  const std::string text = base + "parallelism: {dp: 4}\nsweep:\n  training.micro_batch: [4, 8]\n";
+  const auto replaced    = Experiment::load(write_temp(text), {"sweep={training.micro_batch: [1, 2, 4]}"});
+  REQUIRE(replaced.point_count() == 3);
+  CHECK(replaced.point(0).training.micro_batch == 1);
+  CHECK(replaced.point(2).training.micro_batch == 4);
+  CHECK(replaced.point(2).is_valid());
+  const auto none = Experiment::load(write_temp(text), {"sweep={}"});
+  REQUIRE(none.point_count() == 1);
+  CHECK(none.point(0).training.micro_batch == 2);
+  CHECK(none.point(0).is_valid());
+  // a swept value that is a mapping over several lines: its bad key is named at its own line (10)
+  const auto errors =
+      load_errors(base + "sweep:\n  training:\n    - {global_batch: 16, micro_batch: 2}\n    - global_batch: 16\n\n"
+                         "      micro_batch: 4\n      bogus: 1\n");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].line == 12);
+  CHECK(errors[0].key == "training.bogus");
+}
+
+TEST_CASE("a point whose inputs changed since the sweep was checked becomes an invalid point")
+{
+  const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_gone_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(data_dir() / "models" / "zoo" / "gpt2-small.yaml", dir / "m.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::string text = base;
+  text.replace(text.find("gpt2-small"), 10, (dir / "m.yaml").string());
+  const auto exp =
+      Experiment::load(write_temp(text + "parallelism: {dp: 4}\nsweep:\n  training.micro_batch: [1, 2]\n"));
+  const PointList list = exp.point_list();
+  REQUIRE(list.valid == std::vector<bool>{true, true});
+  const PointSource source = point_source(exp, list);
+  CHECK(source.point(0).is_valid());
+  std::filesystem::remove(dir / "m.yaml");  // as if deleted during a long sweep
+  const PointConfig gone = source.point(1);
+  CHECK(gone.index == 1);
+  CHECK(gone.experiment == "t");
+  REQUIRE_FALSE(gone.is_valid());
+  CHECK(gone.problems[0].to_string().find("m.yaml") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("zip groups of unequal lengths and bad constraints name file, line and key")

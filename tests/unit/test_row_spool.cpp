@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -80,5 +81,31 @@ TEST_CASE("an empty spool writes the header of the contract columns")
   write_csv((dir / "memory.csv").string(), {});
   CHECK(read(dir / "empty.csv") == read(dir / "memory.csv"));
   CHECK(spool.status_summary().empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the spool lives in TMPDIR, unlinked from the start")
+{
+  const auto dir = std::filesystem::temp_directory_path() / ("ddlsim_spool_tmpdir_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const char* before = std::getenv("TMPDIR");
+  const std::string saved = before ? before : "";
+  ::setenv("TMPDIR", dir.c_str(), 1);
+  {
+    RowSpool spool;
+    bool found = false;
+    for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+      found = found || (target.rfind(dir.string(), 0) == 0 && target.find("ddlsim-rows-") != std::string::npos &&
+                        target.find("(deleted)") != std::string::npos);
+    }
+    CHECK(found);
+    CHECK(std::filesystem::is_empty(dir));  // nothing there to leave behind
+  }
+  if (before)
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
   std::filesystem::remove_all(dir);
 }
