@@ -1,6 +1,8 @@
 // What several commands share (cli/Commands.hpp).
 #include "cli/Commands.hpp"
 
+#include "experiments/RowSpool.hpp"
+
 #include "common/Error.hpp"
 
 #include <map>
@@ -50,13 +52,10 @@ bool nothing_valid(const std::vector<experiments::PointConfig>& points)
 
 std::string status_counts(const std::vector<experiments::ResultRow>& rows)
 {
-  std::map<std::string, int> counts;
+  std::map<std::string, std::size_t> counts;
   for (const auto& r : rows)
     ++counts[r.get("status")];
-  std::string summary;
-  for (const auto& [status, n] : counts)
-    summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
-  return summary;
+  return experiments::status_summary(counts);
 }
 
 } // namespace ddlsim::cli

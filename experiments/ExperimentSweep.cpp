@@ -11,6 +11,23 @@
 #include <string_view>
 
 namespace ddlsim::experiments {
+namespace {
+
+// The value each axis takes at point `index` of the sweep (the first axis varies slowest).
+template <typename Axes> std::vector<std::size_t> axis_positions(const Axes& axes, std::size_t index)
+{
+  std::size_t stride = 1;
+  for (const auto& axis : axes)
+    stride *= axis.size;
+  std::vector<std::size_t> at;
+  for (const auto& axis : axes) {
+    stride /= axis.size;
+    at.push_back((index / stride) % axis.size);
+  }
+  return at;
+}
+
+} // namespace
 
 // A point's document is built from the file without its sweep block (its lines blanked, so that
 // every other key keeps its line number) and its axis values, each parsed alone from a snippet that
@@ -171,14 +188,12 @@ std::vector<std::pair<std::string, std::string>> Experiment::axis_values(std::si
   Diagnostics ignored(file_);
   YAML::Node doc = document_for(std::numeric_limits<std::size_t>::max(), ignored);
   std::vector<std::pair<std::string, std::string>> values;
-  std::size_t stride = point_count();
-  for (const auto& axis : axes_) {
-    stride /= axis.size;
-    for (std::size_t k = 0; k < axis.keys.size(); ++k) {
-      const YAML::Node v = axis_list(doc["sweep"], axis, k)[(index / stride) % axis.size];
-      values.emplace_back(axis.keys[k], v.IsScalar() ? v.Scalar() : YAML::Dump(v));
+  const std::vector<std::size_t> at = axis_positions(axes_, index);
+  for (std::size_t a = 0; a < axes_.size(); ++a)
+    for (std::size_t k = 0; k < axes_[a].keys.size(); ++k) {
+      const YAML::Node v = axis_list(doc["sweep"], axes_[a], k)[at[a]];
+      values.emplace_back(axes_[a].keys[k], v.IsScalar() ? v.Scalar() : YAML::Dump(v));
     }
-  }
   return values;
 }
 
@@ -194,12 +209,10 @@ YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
       if (!axis && o.key != "sweep") // the sweep's overrides are in axes_ and the snippets already
         set_path(doc, o.key, YAML::Load(o.value), diags, o.origin);
     }
-    std::size_t stride = point_count();
-    for (std::size_t a = 0; a < axes_.size(); ++a) {
-      stride /= axes_[a].size;
+    const std::vector<std::size_t> at = axis_positions(axes_, index);
+    for (std::size_t a = 0; a < axes_.size(); ++a)
       for (std::size_t k = 0; k < axes_[a].keys.size(); ++k)
-        set_path(doc, axes_[a].keys[k], YAML::Load(axis_snippets_[a][k][(index / stride) % axes_[a].size]), diags, "");
-    }
+        set_path(doc, axes_[a].keys[k], YAML::Load(axis_snippets_[a][k][at[a]]), diags, "");
     doc.remove("where");
     return doc;
   }
@@ -221,15 +234,11 @@ YAML::Node Experiment::document_for(std::size_t index, Diagnostics& diags) const
   }
   if (index == std::numeric_limits<std::size_t>::max())
     return doc;
-  std::size_t stride = point_count();
-  const YAML::Node sweep = doc["sweep"];
-  for (const auto& axis : axes_) {
-    stride /= axis.size;
-    for (std::size_t k = 0; k < axis.keys.size(); ++k) {
-      YAML::Node value = axis_list(sweep, axis, k)[(index / stride) % axis.size];
-      set_path(doc, axis.keys[k], value, diags, "");
-    }
-  }
+  const YAML::Node sweep            = doc["sweep"];
+  const std::vector<std::size_t> at = axis_positions(axes_, index);
+  for (std::size_t a = 0; a < axes_.size(); ++a)
+    for (std::size_t k = 0; k < axes_[a].keys.size(); ++k)
+      set_path(doc, axes_[a].keys[k], axis_list(sweep, axes_[a], k)[at[a]], diags, "");
   doc.remove("sweep");
   doc.remove("where");
   return doc;

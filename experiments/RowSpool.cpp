@@ -45,12 +45,17 @@ void RowSpool::add(std::size_t index, const ResultRow& row)
   ++statuses_[row.get("status")];
 }
 
-std::string RowSpool::status_summary() const
+std::string status_summary(const std::map<std::string, std::size_t>& counts)
 {
   std::string summary;
-  for (const auto& [status, n] : statuses_)
+  for (const auto& [status, n] : counts)
     summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + status;
   return summary;
+}
+
+std::string RowSpool::status_summary() const
+{
+  return experiments::status_summary(statuses_);
 }
 
 void RowSpool::for_each(const std::function<void(std::size_t, const ResultRow&)>& visit) const

@@ -24,6 +24,9 @@
 
 namespace ddlsim::experiments {
 
+/// Row counts by status as `ddlsim run` and `execute` report them: "3 ok, 1 oom" (statuses in order).
+std::string status_summary(const std::map<std::string, std::size_t>& counts);
+
 class RowSpool {
 public:
   /// Throws ddlsim::Error when no temporary file can be created.
