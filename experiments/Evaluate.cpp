@@ -655,15 +655,27 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
         // s/tp shard was kept: Korthikanti's 34 s h / t) and reduce-scatters the input gradient.
         out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
                        .bytes_per_sample = input * d, .before = true, .overlappable = te});
-        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_gather,
-                       .bytes_per_sample = input * d, .before = true, .overlappable = te});
-        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::reduce_scatter,
-                       .bytes_per_sample = input * d, .overlappable = te});
+        out.push_back({.layer            = i,
+                       .phase            = sim::Phase::backward,
+                       .kind             = sim::CollectiveKind::all_gather,
+                       .bytes_per_sample = input * d,
+                       .before           = true,
+                       .overlappable     = te,
+                       .beside           = sim::TpBeside::input_gradient});
+        out.push_back({.layer            = i,
+                       .phase            = sim::Phase::backward,
+                       .kind             = sim::CollectiveKind::reduce_scatter,
+                       .bytes_per_sample = input * d,
+                       .overlappable     = te,
+                       .beside           = sim::TpBeside::weight_gradient});
         break;
       }
       if (!first)
-        out.push_back({.layer = i, .phase = sim::Phase::backward, .kind = sim::CollectiveKind::all_reduce,
-                       .bytes_per_sample = input * d});
+        out.push_back({.layer            = i,
+                       .phase            = sim::Phase::backward,
+                       .kind             = sim::CollectiveKind::all_reduce,
+                       .bytes_per_sample = input * d,
+                       .beside           = sim::TpBeside::weight_gradient});
       break;
     case models::TpRole::gathered:
       out.push_back({.layer = i, .phase = sim::Phase::forward, .kind = sim::CollectiveKind::all_gather,
@@ -700,6 +712,8 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.cp = par.cp;
   pipe.cp_algorithm = par.cp_algorithm;
   pipe.tp_comm_overlap = par.tp_comm_overlap;
+  pipe.tp_backward_overlap      = par.tp_backward_overlap;
+  pipe.full_recompute           = point.training.recompute == models::Recompute::full;
   pipe.overlap_param_gather = par.overlap_param_gather;
   pipe.zero = par.zero;
   pipe.shard = par.shard_group();
@@ -1148,6 +1162,8 @@ ResultRow describe_point(const PointConfig& p)
   row.set("sequence_parallel", std::string(p.parallelism.sequence_parallel ? "true" : "false"));
   if (p.parallelism.tp_comm_overlap)
     row.set("tp_comm_overlap", std::string("true"));
+  if (p.parallelism.tp_backward_overlap && p.parallelism.tp > 1)
+    row.set("tp_backward_overlap", std::string("true"));
   if (p.parallelism.overlap_param_gather)
     row.set("overlap_param_gather", std::string("true"));
   if (p.parallelism.zero > 0)

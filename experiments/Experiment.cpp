@@ -359,6 +359,11 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem(blame({"parallelism.tp_comm_overlap", "parallelism.sequence_parallel"}),
             "tp_comm_overlap overlaps sequence parallelism's all-gathers and reduce-scatters: it needs "
             "sequence_parallel: true (as Megatron asserts)");
+  if (par.tp_backward_overlap && !sim::is_megatron(p.training.framework))
+    problem(blame({"parallelism.tp_backward_overlap", "training.framework"}),
+            "tp_backward_overlap is Megatron's asynchronous tensor-parallel backward: it needs framework megatron "
+            "or megatron-2021, not " +
+                std::string(sim::framework_table.name(p.training.framework)));
   // Megatron asserts both (megatron/training/arguments.py): the gathers are the distributed
   // optimizer's, and they use the gradient buckets of overlap_grad_reduce.
   if (par.overlap_param_gather && par.zero != 1 && par.zero != 2)
@@ -545,6 +550,9 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 0, 1 << 20));
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
     p.parallelism.tp_comm_overlap = par->boolean("tp_comm_overlap", false);
+    // Megatron-Core always overlaps them; Megatron-LM as of SC'21 did not (added 2021-09).
+    p.parallelism.tp_backward_overlap =
+        par->boolean("tp_backward_overlap", p.training.framework == sim::Framework::megatron);
     p.parallelism.overlap_param_gather = par->boolean("overlap_param_gather", false);
     p.parallelism.ep = static_cast<int>(par->integer("ep", 1, 1, 1 << 20));
     p.parallelism.ep_collective =

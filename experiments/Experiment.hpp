@@ -15,13 +15,15 @@
 //                 cp_algorithm: ring,                      # ring | all_gather (Llama 3's; needs cp > 1)
 //                 sequence_parallel: false,                # Megatron SP inside each tp group
 //                 tp_comm_overlap: false,                  # TE userbuffers (framework megatron, SP)
+//                 tp_backward_overlap: true,               # column layers' backward collectives beside
+//                                                          #   their GEMMs (default: framework megatron)
 //                 zero: 0,                                 # 0-3: sharded data parallelism (ZeRO/FSDP)
 //                 zero_group: 0,                           # GPUs per shard group (HSDP); 0 = dp x cp
 //                 ep: 8, ep_collective: auto,              # expert parallelism (mixtures of experts) and
 //                 ep_fidelity: flow,                       #   its all-to-alls: auto | direct | hierarchical
-//                 dp_collective: auto, dp_fidelity: flow,  # auto | ring | tree | double_tree | hierarchical | nvls | sharp; flow | analytic
-//                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
-//                 overlap_param_gather: false,             # ZeRO 1-2: gather in the next forward
+//                 dp_collective: auto, dp_fidelity: flow,  # auto | ring | tree | double_tree | hierarchical | nvls |
+//                 sharp; flow | analytic dp_bucket: 25MiB,                        # gradient buckets overlapped with
+//                 backward overlap_param_gather: false,             # ZeRO 1-2: gather in the next forward
 //                 tp_collective: auto, tp_fidelity: flow,  # tensor-parallel collectives
 //                 partition: optimal,   # optimal | balanced | uniform | explicit (with balance: [..])
 //                 ps: {servers: 2, placement: dedicated, consistency: ssp, staleness: 2, iterations: 8}}
@@ -141,6 +143,9 @@ struct ParallelismSpec {
   /// Transformer Engine's userbuffers overlap each linear layer's tensor-parallel all-gather and
   /// reduce-scatter with its GEMM (Megatron's --tp-comm-overlap; sim::PipelinePlan::tp_comm_overlap)
   bool tp_comm_overlap = false;
+  /// A column layer's backward collectives beside its input- and weight-gradient GEMMs (Megatron's
+  /// asynchronous backward; sim::PipelinePlan::tp_backward_overlap): by default with framework megatron
+  bool tp_backward_overlap = false;
   /// ZeRO 1-2: gather the parameters bucket by bucket during the next forward instead of after the
   /// step (Megatron's --overlap-param-gather; sim::PipelinePlan::overlap_param_gather)
   bool overlap_param_gather = false;

@@ -197,6 +197,10 @@ MegatronLaunch megatron_launch(const PointConfig& point)
     out.notes.push_back(fmt::format("simulated with framework {}; these arguments run Megatron-Core, whose step "
                                     "`training.framework: megatron` simulates",
                                     sim::framework_table.name(point.training.framework)));
+  if (point.training.framework == sim::Framework::megatron && !point.parallelism.tp_backward_overlap &&
+      point.parallelism.tp > 1)
+    out.notes.push_back("simulated with tp_backward_overlap: false; Megatron-Core always overlaps a column "
+                        "layer's backward collectives with its GEMMs (no flag turns it off)");
   if (point.parallelism.pp > 1 && point.parallelism.partition != models::Partitioner::uniform)
     out.notes.push_back(
         fmt::format("ddlsim cut the stages by `partition: {}`; Megatron-LM splits the layers evenly "

@@ -105,13 +105,22 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // Where a pass is split (a blocking collective between two compute segments): the tensor-parallel
     // collectives' positions and, with expert parallelism, both sides of every experts layer; two at
     // one place split it once (pass_steps in sim/Schedules.cpp).
+    // Megatron's asynchronous backward (parallelism.tp_backward_overlap): a column layer's backward
+    // is two compute tasks of its own, its collectives beside them.
+    const auto async = [&](const sim::TpCollective& c) {
+      return par.tp_backward_overlap && !overlapped(c) && c.beside != sim::TpBeside::none &&
+             c.phase == sim::Phase::backward && !c.recomputed;
+    };
     std::set<std::tuple<bool, std::size_t>> splits;
+    std::set<std::size_t> async_layers;
     for (const sim::TpCollective& c : tensor) {
       splits.emplace(c.phase == sim::Phase::forward, c.position());
-      if (overlapped(c)) {  // its layer is a compute task of its own
+      if (overlapped(c) || async(c)) { // its layer is a compute task of its own
         splits.emplace(c.phase == sim::Phase::forward, c.layer);
         splits.emplace(c.phase == sim::Phase::forward, c.layer + 1);
       }
+      if (async(c))
+        async_layers.insert(c.layer);
     }
     double sync_points          = 0;
     double attention_layers     = 0;
@@ -219,9 +228,16 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
                               weight_d * (par.zero >= 3 ? held / std::max(1.0, B) : held / param_gathers)) / shard_h;
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
     const double cp_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;  // its s/cp tokens
-    for (const sim::TpCollective& c : tensor)
-      tp_messages += messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster,
-                              c.bytes_per_sample * d * cp_share * point.training.micro_batch) / fold.tp;
+    for (const sim::TpCollective& c : tensor) {
+      const double bytes = c.bytes_per_sample * d * cp_share * point.training.micro_batch;
+      // Userbuffers run each as two collectives: (tp - 1) / tp beside the layer, the last chunk after it.
+      tp_messages +=
+          (overlapped(c)
+               ? messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster, bytes * (tp - 1) / tp) +
+                     messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster, bytes / tp)
+               : messages(c.kind, par.tp_collective, par.tp_fidelity, tp_group, cluster, bytes)) /
+          fold.tp;
+    }
     // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 as above.
     const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : param_gathers;
     // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
@@ -315,14 +331,15 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     std::set<std::tuple<bool, std::size_t>> ring_cuts;
     if (ring_layers > 0)
       for (const sim::TpCollective& c : tensor)
-        if (overlapped(c))
+        if (overlapped(c) || async(c))
           for (std::size_t at : {c.layer, c.layer + 1})
             for (std::size_t l : {at, at - 1})  // `at` begins or ends attention layer l
               if (at > 0 && l < model.size() && model.layers()[l].kind == models::LayerKind::attention)
                 ring_cuts.emplace(c.phase == sim::Phase::forward, at);
-    const double passes = members * M * (2 * C + 2 * sync_points + static_cast<double>(splits.size() - ring_cuts.size()) +
-                                         2 * ring_layers * (par.cp + 1) + (all_gather ? 4 * attention_layers : 0) +
-                                         (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
+    const double passes = members * M *
+                          (2 * C + 2 * sync_points + static_cast<double>(splits.size() - ring_cuts.size()) +
+                           static_cast<double>(async_layers.size()) + 2 * ring_layers * (par.cp + 1) +
+                           (all_gather ? 4 * attention_layers : 0) + (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
     const double bucket_splits =
         bucketed && par.zero < 3
             ? members * (per_backward - C - (per_unit ? 0 : shared_places)) * (par.zero >= 2 ? M : 1)

@@ -354,11 +354,21 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     // Userbuffers (sim::PipelinePlan::tp_comm_overlap), as the graph runs them: a layer's overlapped
     // collectives run beside its compute at once, so what the longest of their (tp - 1) / tp leaves
     // unhidden is exposed, then each one's last chunk.
+    // Megatron's asynchronous backward (tp_backward_overlap): a column layer's gather beside its input
+    // gradient's GEMM, its reduction beside its weight gradient's; what each leaves unhidden is exposed.
     std::map<std::pair<std::size_t, sim::Phase>, double> beside;  // per layer and pass: the longest
+    std::map<std::size_t, std::pair<double, double>> async;       // per layer: beside dgrad, beside wgrad
     const double tp_n = pipe.tp;
     for (const sim::TpCollective& tc : stage.tp_collectives) {
       const double comm = collective_seconds(point, tc.kind, pipe.tp_algorithm, tp_group, tc.bytes_per_sample * mb);
-      if (!pipe.tp_comm_overlap || !tc.overlappable) {
+      const bool userbuffers = pipe.tp_comm_overlap && tc.overlappable;
+      if (!userbuffers && pipe.tp_backward_overlap && tc.beside != sim::TpBeside::none &&
+          tc.phase == sim::Phase::backward && !tc.recomputed) {
+        auto& [input_gradient, weight_gradient] = async[tc.layer];
+        (tc.beside == sim::TpBeside::input_gradient ? input_gradient : weight_gradient) += comm;
+        continue;
+      }
+      if (!userbuffers) {
         tensor[r] += comm;
         continue;
       }
@@ -369,6 +379,12 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     for (const auto& [at, longest] : beside)
       tensor[r] += std::max(0.0, longest - sim::range_seconds(point.model, at.first, at.first + 1, at.second, mb,
                                                               compute, cost));
+    const double first = pipe.full_recompute ? 2.0 / 3.0 : 0.5; // as the graph splits the layer
+    for (const auto& [layer, comm] : async) {
+      const double backward =
+          sim::range_seconds(point.model, layer, layer + 1, sim::Phase::backward, mb, compute, cost);
+      tensor[r] += std::max(0.0, comm.first - first * backward) + std::max(0.0, comm.second - (1 - first) * backward);
+    }
     // Context parallelism: the ring hides under the attention compute; Llama 3's all-gather blocks
     // the stream: K/V gathered before the forward and the backward (and its recomputed forward),
     // dK/dV reduce-scattered after the backward.

@@ -86,7 +86,21 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
     for (const TpCollective& c : stage.tp_collectives) {
       if (c.phase != phase)
         continue;
-      if (!plan.tp_comm_overlap || !c.overlappable) {
+      const bool userbuffers = plan.tp_comm_overlap && c.overlappable;
+      if (!userbuffers && plan.tp_backward_overlap && c.beside != TpBeside::none && !forward && !c.recomputed) {
+        // Megatron's asynchronous backward: one step per column layer, at the start of its backward.
+        auto same = std::find_if(events.begin(), events.end(), [&](const Event& e) {
+          return e.step.kind == PassStep::Kind::tp_async && e.step.begin == c.layer;
+        });
+        if (same == events.end()) {
+          events.push_back({c.layer + 1, {.kind = PassStep::Kind::tp_async, .begin = c.layer, .end = c.layer + 1}});
+          same = events.end() - 1;
+        }
+        (c.beside == TpBeside::input_gradient ? same->step.overlapped : same->step.after)
+            .emplace_back(c.kind, c.bytes_per_sample * b);
+        continue;
+      }
+      if (!userbuffers) {
         events.push_back({c.position(), {PassStep::Kind::tp_sync, 0, 0, c.kind, c.bytes_per_sample * b}});
         continue;
       }
@@ -120,7 +134,9 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
     case PassStep::Kind::expert_bucket: return 0.0;
     case PassStep::Kind::gather: return 2.0;
     case PassStep::Kind::ring:
-    case PassStep::Kind::tp_overlap: return 3.0;
+    case PassStep::Kind::tp_overlap:
+    case PassStep::Kind::tp_async:
+      return 3.0;
     case PassStep::Kind::expert: return s.recomputed ? (s.at_source ? 0.3 : 0.2) : s.at_source ? 1.5 : 0.5;
     default: return 1.0;
     }
@@ -137,7 +153,8 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
       if (e.position > start)
         steps.push_back({PassStep::Kind::compute, start, e.position, CollectiveKind::all_reduce, 0});
       steps.push_back(e.step);
-      const bool is_work = e.step.kind == PassStep::Kind::ring || e.step.kind == PassStep::Kind::tp_overlap;
+      const bool is_work = e.step.kind == PassStep::Kind::ring || e.step.kind == PassStep::Kind::tp_overlap ||
+                           e.step.kind == PassStep::Kind::tp_async;
       start = std::max(start, is_work ? e.step.end : e.position);
     }
     if (start < stage.layers.end)
@@ -148,7 +165,8 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
       if (e.position < end)
         steps.push_back({PassStep::Kind::compute, e.position, end, CollectiveKind::all_reduce, 0});
       steps.push_back(e.step);
-      const bool is_work = e.step.kind == PassStep::Kind::ring || e.step.kind == PassStep::Kind::tp_overlap;
+      const bool is_work = e.step.kind == PassStep::Kind::ring || e.step.kind == PassStep::Kind::tp_overlap ||
+                           e.step.kind == PassStep::Kind::tp_async;
       end = std::min(end, is_work ? e.step.begin : e.position);
     }
     if (end > stage.layers.begin)

@@ -75,9 +75,11 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     for (std::size_t at = 0; at < kept_members[s].size(); ++at)
       slot[s * static_cast<std::size_t>(members) + static_cast<std::size_t>(kept_members[s][at])] = static_cast<int>(at);
   }
-  // A pass's first and last task (what the activations and their gradients connect).
+  // A pass's first and last task (what the activations and their gradients connect), and what its
+  // stream still waits for after the last (tp_async's reductions when they end the pass).
   struct Ends {
     TaskId first = no_task, last = no_task;
+    std::vector<TaskId> waits{};
     void push_back(TaskId id)
     {
       if (first == no_task)
@@ -134,6 +136,9 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   std::vector<TaskId> chunk_gather_wait(at_chunk_gather.size(), no_task);
   // Ring attention's backward: the dK/dV returning to a device, which its next compute waits for.
   std::vector<TaskId> pending_ring(static_cast<std::size_t>(plan.devices()), no_task);
+  // tp_async: per device, the reductions issued beside the weight gradient's GEMM, which its stream
+  // waits for before its next task (compute, blocking collective, or the pass's send).
+  std::vector<std::vector<TaskId>> pending_wait(static_cast<std::size_t>(plan.devices()));
 
   for (const StagePlan& stage : plan.stages) {
     for (const ExpertExchange& x : stage.exchanges)
@@ -193,10 +198,14 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     for (int q : running != nullptr ? *running : group) {
       if (running == nullptr && !keep(s, q))
         continue;
-      TaskId& before = last[static_cast<std::size_t>(device(s, q))];
+      const auto dev = static_cast<std::size_t>(device(s, q));
+      TaskId& before = last[dev];
       if (before != no_task)
         g.add_dependency(before, id);
       if (!reduction && blocking) {
+        for (TaskId wait : pending_wait[dev])
+          g.add_dependency(wait, id);
+        pending_wait[dev].clear();
         before = id;
         pass(s, q, p.micro_batch, p.phase).push_back(id);
       }
@@ -304,6 +313,9 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       g.add_dependency(pending_ring[dev], id);
       pending_ring[dev] = no_task;
     }
+    for (TaskId wait : pending_wait[dev])
+      g.add_dependency(wait, id);
+    pending_wait[dev].clear();
     before = id;
     pass(s, q, p.micro_batch, p.phase).push_back(id);
     return id;
@@ -357,6 +369,10 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         case PassStep::Kind::tp_overlap:
           computes += members_here;
           collectives += kept_replicas[s].size() * 2 * step.overlapped.size();
+          break;
+        case PassStep::Kind::tp_async:
+          computes += members_here * 2;
+          collectives += kept_replicas[s].size() * (step.overlapped.size() + step.after.size());
           break;
         case PassStep::Kind::dp_sync: collectives += ranks_here; break;
         case PassStep::Kind::expert: collectives += ranks_here * static_cast<std::size_t>(dp / ep); break;
@@ -417,6 +433,36 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
                   &tp_devices[static_cast<std::size_t>(s * dp + r)], &tp_kept[static_cast<std::size_t>(s * dp + r)]);
               g.add_dependency(beside[next++], tail);
             }
+          break;
+        }
+        case PassStep::Kind::tp_async: {
+          // Megatron's column-parallel backward: the input's gather issued, the input gradient's GEMM;
+          // the input gradient's reduction issued, the weight gradient's GEMM (once the gather is
+          // through); the stream waits for the reduction before its next task.
+          const double first = plan.full_recompute ? 2.0 / 3.0 : 0.5;
+          std::vector<TaskId> gathers, reductions;
+          for (int r : kept_replicas[static_cast<std::size_t>(s)]) {
+            const auto at = static_cast<std::size_t>(s * dp + r);
+            auto issue    = [&](const std::vector<std::pair<CollectiveKind, double>>& beside,
+                             std::vector<TaskId>& issued) {
+              issued.clear();
+              for (const auto& [kind, bytes] : beside)
+                issued.push_back(
+                       add_group_collective(s, p, {.kind = PassStep::Kind::tp_sync, .collective = kind, .bytes = bytes},
+                                            tp_group(r), &tp_devices[at], &tp_kept[at], false));
+            };
+            issue(step.overlapped, gathers);
+            for (int q : tp_kept[at])
+              add_compute(s, q, p, step.begin, step.end, first);
+            issue(step.after, reductions);
+            for (int q : tp_kept[at]) {
+              const TaskId weight_gradient = add_compute(s, q, p, step.begin, step.end, 1.0 - first);
+              for (TaskId gather : gathers)
+                g.add_dependency(gather, weight_gradient);
+              auto& wait = pending_wait[static_cast<std::size_t>(device(s, q))];
+              wait.insert(wait.end(), reductions.begin(), reductions.end());
+            }
+          }
           break;
         }
         case PassStep::Kind::bucket:
@@ -586,27 +632,40 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         }
         }
       }
+      // A pass that ends with tp_async's reductions sends once they are through.
+      if (stage.tp_collectives.empty() || !plan.tp_backward_overlap)
+        continue;
+      for (int q : kept_members[static_cast<std::size_t>(s)]) {
+        const auto& wait = pending_wait[static_cast<std::size_t>(device(s, q))];
+        if (!wait.empty())
+          pass(s, q, p.micro_batch, p.phase).waits = wait;
+      }
     }
   }
 
   // Activations flow down the pipeline, their gradients flow back up; each tensor rank sends its
   // 1/tp share to the same rank of the next stage.
+  auto after_pass = [&](const Ends& from, TaskId to) {
+    g.add_dependency(from.back(), to);
+    for (TaskId wait : from.waits)
+      g.add_dependency(wait, to);
+  };
   for (int s = 0; s + 1 < chunks; ++s) {
     const double bytes = plan.stages[static_cast<std::size_t>(s)].activation_bytes * plan.micro_batch_size / tp;
     for (int q : kept_members[static_cast<std::size_t>(s)])
       for (int m = 0; m < m_count; ++m) {
         if (device(s, q) == device(s + 1, q)) {  // consecutive chunks on one device
-          g.add_dependency(pass(s, q, m, Phase::forward).back(), pass(s + 1, q, m, Phase::forward).front());
-          g.add_dependency(pass(s + 1, q, m, Phase::backward).back(), pass(s, q, m, Phase::backward).front());
+          after_pass(pass(s, q, m, Phase::forward), pass(s + 1, q, m, Phase::forward).front());
+          after_pass(pass(s + 1, q, m, Phase::backward), pass(s, q, m, Phase::backward).front());
           continue;
         }
         TaskId act = g.add_transfer({.src = device(s, q), .dst = device(s + 1, q), .bytes = bytes,
                                      .phase = Phase::forward, .stage = s, .micro_batch = m});
-        g.add_dependency(pass(s, q, m, Phase::forward).back(), act);
+        after_pass(pass(s, q, m, Phase::forward), act);
         g.add_dependency(act, pass(s + 1, q, m, Phase::forward).front());
         TaskId grad = g.add_transfer({.src = device(s + 1, q), .dst = device(s, q), .bytes = bytes,
                                       .phase = Phase::backward, .stage = s + 1, .micro_batch = m});
-        g.add_dependency(pass(s + 1, q, m, Phase::backward).back(), grad);
+        after_pass(pass(s + 1, q, m, Phase::backward), grad);
         g.add_dependency(grad, pass(s, q, m, Phase::backward).front());
       }
   }
@@ -681,6 +740,8 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         if (!bucketed && reduced.empty() && expert_reduced.empty() &&
             g.kind(last[static_cast<std::size_t>(device(s, q))]) == TaskKind::collective)
           g.add_dependency(last[static_cast<std::size_t>(device(s, q))], opt);
+        for (TaskId wait : pending_wait[static_cast<std::size_t>(d)]) // the last backward's tp_async
+          g.add_dependency(wait, opt);
         steps[static_cast<std::size_t>(q / tp)] = opt;
       }
       if (dp > 1 && (plan.zero == 1 || plan.zero == 2) && !plan.overlap_param_gather)

@@ -106,10 +106,15 @@ struct GradientBucket {
   double bytes = 0;
 };
 
+/// Which GEMM of a column-parallel layer's backward a tensor-parallel collective can run beside
+/// (PipelinePlan::tp_backward_overlap): the input gradient's (dgrad) or the weight gradient's (wgrad).
+enum class TpBeside : std::uint8_t { none, input_gradient, weight_gradient };
+
 /// A tensor-parallel collective inside a stage's passes, over the tp GPUs of one replica: in
 /// forward it follows layer `layer`; in backward it follows that layer's backward. It blocks the
 /// stream (the next layer needs its result), as Megatron-LM's synchronous all-reduces do; with
-/// PipelinePlan::tp_comm_overlap, an `overlappable` one runs beside its own layer's GEMMs instead.
+/// PipelinePlan::tp_comm_overlap, an `overlappable` one runs beside its own layer's GEMMs instead,
+/// and with PipelinePlan::tp_backward_overlap, one `beside` a backward GEMM runs beside that GEMM.
 struct TpCollective {
   std::size_t layer = 0;
   Phase phase = Phase::forward;
@@ -125,6 +130,11 @@ struct TpCollective {
   /// true: Transformer Engine's userbuffers can overlap it with its layer's GEMM (the all-gathers and
   /// reduce-scatters of a transformer block's linear layers under sequence parallelism)
   bool overlappable = false;
+  /// A column layer's backward: the input's all-gather (sequence parallelism: only the s/tp shard was
+  /// kept) is needed by the weight gradient only, so it can run beside the input gradient's GEMM; the
+  /// input gradient's reduce-scatter (all-reduce without sequence parallelism) beside the weight
+  /// gradient's GEMM
+  TpBeside beside = TpBeside::none;
 
   /// The pass boundary it sits at, as pass_steps numbers them (forward: before layer i is i, after it
   /// i + 1; backward, which runs the layers in reverse: before layer i's backward is i + 1, after it i).
@@ -256,6 +266,17 @@ struct PipelinePlan {
   /// beside the layer's compute; the last follows it and blocks, so a layer costs about
   /// max(GEMM, (tp - 1) / tp of the collective) + 1 / tp of it.
   bool tp_comm_overlap = false;
+  /// Megatron's column-parallel backward (`parallelism.tp_backward_overlap`; Megatron-LM since 2021-09,
+  /// Megatron-Core's LinearWithGradAccumulationAndAsyncCommunication and Transformer Engine's linear
+  /// layers): the collectives `beside` a GEMM are issued asynchronously before it, and the stream
+  /// waits for them after it. A column layer's backward costs max(dgrad, gather) + max(wgrad,
+  /// reduction) instead of their sum, each GEMM half of the layer's backward compute (with
+  /// full_recompute, the recomputed forward goes with the first). Collectives
+  /// userbuffers overlap (tp_comm_overlap) are theirs, not these.
+  bool tp_backward_overlap = false;
+  /// Full recomputation: every backward compute task holds its layers' recomputed forward (sim/OpCosts),
+  /// a third of a linear layer's; the rest is the input gradient's and the weight gradient's GEMMs
+  bool full_recompute = false;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
   /// When set (over devices()), only the fold's representatives get tasks, and only the
   /// collectives that have a representative member (Fold.hpp): the graph a folded replay runs.

@@ -163,6 +163,11 @@ CASES = [
      {"exp.yaml": exp("dp: 2}", "dp: 1, tp: 2, tp_comm_overlap: true}").replace("dtype: bf16}", "dtype: bf16, framework: megatron}")}, 1,
      ["exp.yaml:6: parallelism.tp_comm_overlap: tp_comm_overlap overlaps sequence parallelism's all-gathers and reduce-scatters: "
       "it needs sequence_parallel: true"]),
+    ("tp_backward_overlap outside Megatron", RUN,
+     {"exp.yaml": exp("dp: 2}", "dp: 1, tp: 2, tp_backward_overlap: true}")
+      .replace("dtype: bf16}", "dtype: bf16, framework: pytorch}")}, 1,
+     ["exp.yaml:6: parallelism.tp_backward_overlap: tp_backward_overlap is Megatron's asynchronous tensor-parallel "
+      "backward: it needs framework megatron or megatron-2021, not pytorch"]),
     ("overlap_param_gather without the distributed optimizer", RUN,
      {"exp.yaml": exp("dp: 2}", "dp: 2, dp_bucket: 25MiB, overlap_param_gather: true}")}, 1,
      ["exp.yaml:6: parallelism.overlap_param_gather: overlap_param_gather moves the distributed optimizer's parameter "

@@ -132,4 +132,14 @@ check(rc == 0 and "--tp-comm-overlap" not in flags and "--sequence-parallel" not
 checks += 1
 check("# ddlsim cut the stages by `partition: optimal`" in out, f"the partition's note: {out[:400]}")
 
+# Megatron-Core always overlaps a column layer's backward collectives: a point simulated without it
+# exports with a note saying so (and one simulated with it, the default, without).
+for overlap in ("false", "true"):
+    point = write_experiment(tmp, "backward_" + overlap, BASE.replace("dtype: bf16}", "dtype: bf16, framework: megatron}") +
+                             f"parallelism: {{schedule: 1f1b, pp: 1, dp: 4, tp: 4, tp_backward_overlap: {overlap}}}\n")
+    rc, out, err, flags, _ = export(point)
+    checks += 1
+    check(rc == 0 and (out.count("# simulated with tp_backward_overlap: false") == 1) == (overlap == "false"),
+          f"tp_backward_overlap {overlap}: {rc} {err} {out[:300]}")
+
 finish("cli_export_megatron", checks)

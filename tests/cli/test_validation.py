@@ -27,8 +27,8 @@ check(rc == 0, f"ddlsim run experiments/validation.yaml: {rc} {err}")
 script = os.path.join(ROOT, "plots", "validation.py")
 published = os.path.join(ROOT, "experiments", "validation", "published.csv")
 
-# The bounds docs/validation.md states (fit 1.69%, held out 8.29%, largest 18.5%), with a little room.
-bounds = ["--max-mape-fit", "1.9", "--max-mape-holdout", "8.6", "--max-error", "19", "--min-spearman", "0.9"]
+# The bounds docs/validation.md states (fit 1.69%, held out 7.55%, largest 18.8%), with a little room.
+bounds = ["--max-mape-fit", "1.9", "--max-mape-holdout", "7.9", "--max-error", "19.5", "--min-spearman", "0.9"]
 p = subprocess.run([sys.executable, script, results, "--markdown", os.path.join(d, "table.md")] + bounds,
                    capture_output=True, text=True)
 print(p.stdout[-1500:])
@@ -46,6 +46,13 @@ check(len(overlapped) == 16 and all(r["framework"] == "megatron" and r["sequence
 rows = {r["config_id"]: r for r in read_csv(results)} if rc == 0 else {}
 with open(published, newline="") as f:
     pub = [r for r in csv.DictReader(f) if not r["set"].startswith("excluded")]
+# Megatron's asynchronous tensor-parallel backward in every row with tp > 1 but the SC'21 ones, which
+# predate it (experiments/validation.yaml).
+backward = {int(r["config_id"]) for r in rows.values() if r.get("tp_backward_overlap") == "true"}
+sc21 = {i for i, r in enumerate(pub) if r["id"].startswith("megatron21-")}
+checks += 1
+check(len(backward) == 29 and len(sc21) == 10 and not backward & sc21,
+      f"29 rows with tp_backward_overlap, none of the 10 SC'21 ones: {len(backward)}, {sorted(backward & sc21)}")
 for name in ("h100-megatron", "a100-megatron"):
     with open(os.path.join(ROOT, "calibration", "profiles", name + ".yaml")) as f:
         profile = f.read()

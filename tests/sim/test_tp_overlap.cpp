@@ -1,8 +1,9 @@
-// Tensor-parallel communication overlap (Transformer Engine's userbuffers, PipelinePlan::tp_comm_overlap)
-// against closed forms, on one node of tp GPUs with links of bandwidth B and no latency, one micro-batch:
-// layer 0 (t0), layer 1 a row-parallel linear layer (forward t_l, backward 2 t_l) whose output is
-// reduce-scattered in forward and whose output gradient is all-gathered before its backward
-// (sequence parallelism), layer 2 (t0).
+// Tensor-parallel communication overlap against closed forms: Transformer Engine's userbuffers
+// (PipelinePlan::tp_comm_overlap) first, Megatron's asynchronous column-layer backward
+// (PipelinePlan::tp_backward_overlap) below. Userbuffers, on one node of tp GPUs with links of bandwidth B and no
+// latency, one micro-batch: layer 0 (t0), layer 1 a row-parallel linear layer (forward t_l, backward 2 t_l) whose
+// output is reduce-scattered in forward and whose output gradient is all-gathered before its backward (sequence
+// parallelism), layer 2 (t0).
 //   blocking: forward t_l + RS(X); backward AG(X) + 2 t_l;
 //   overlapped: (tp - 1) / tp of the collective beside the layer, the last chunk after both:
 //     forward max(t_l, RS((tp - 1) X / tp)) + RS(X / tp); backward max(2 t_l, AG(...)) + AG(X / tp).
@@ -101,3 +102,155 @@ TEST_CASE("tp_comm_overlap tp 8: the GEMM hides all but the last chunk") { check
 TEST_CASE("tp_comm_overlap tp 2: a short GEMM leaves the rest of the collective exposed") { check_overlapped(2, 0.1e-3); }
 TEST_CASE("tp_comm_overlap off: the collectives block") { check_blocking(4, 2e-3, true); }
 TEST_CASE("tp_comm_overlap on but a collective it does not overlap: it blocks") { check_blocking(4, 2e-3, false); }
+
+// Megatron's asynchronous column-parallel backward (PipelinePlan::tp_backward_overlap), same node and
+// links. Layer 1 is now a column-parallel linear layer whose backward is two GEMMs of t_l each (the
+// input gradient's, then the weight gradient's; with full recomputation the recomputed forward, t_l,
+// goes before them in the first task). With sequence parallelism its input, of which each GPU kept
+// its s/tp shard, is all-gathered beside the first GEMM (the second needs it), and the input gradient
+// reduce-scattered beside the second; without it the input gradient is all-reduced beside the second:
+//   blocking: AG(X) + 2 t_l + RS(X)
+//   async:    max(max(t_first, AG(X)) + t_l, t_first + R(X)), t_first = t_l (2 t_l recomputing)
+namespace {
+struct Column {
+  int tp                 = 4;
+  double t_l             = 2e-3;
+  bool async             = true;
+  bool sequence_parallel = true;
+  bool recompute         = false;
+};
+
+// Layer 1's backward span on device 0: from layer 2's backward end to layer 0's backward start.
+double column_backward(const Column& c)
+{
+  PipelinePlan plan        = one_micro_batch();
+  plan.tp                  = c.tp;
+  plan.tp_backward_overlap = c.async;
+  plan.full_recompute      = c.recompute;
+  plan.tp_algorithm        = CollectiveAlgorithm::ring;
+  plan.tp_fidelity         = CollectiveFidelity::analytic;
+  StagePlan& stage         = plan.stages.emplace_back();
+  stage.layers             = {0, 3};
+  if (c.sequence_parallel)
+    stage.tp_collectives = {{.layer            = 1,
+                             .phase            = Phase::backward,
+                             .kind             = CollectiveKind::all_gather,
+                             .bytes_per_sample = X,
+                             .before           = true,
+                             .beside           = TpBeside::input_gradient},
+                            {.layer            = 1,
+                             .phase            = Phase::backward,
+                             .kind             = CollectiveKind::reduce_scatter,
+                             .bytes_per_sample = X,
+                             .beside           = TpBeside::weight_gradient}};
+  else
+    stage.tp_collectives = {{.layer            = 1,
+                             .phase            = Phase::backward,
+                             .kind             = CollectiveKind::all_reduce,
+                             .bytes_per_sample = X,
+                             .beside           = TpBeside::weight_gradient}};
+  TaskGraph g                 = build_schedule(plan);
+  const double layer_backward = (c.recompute ? 3 : 2) * c.t_l;
+  const ReplayResult r        = replay_closed(g, one_node(c.tp, B), [&](const ComputeTask& task) {
+    double t = 0;
+    for (std::uint32_t l = task.layer_begin; l < task.layer_end; ++l)
+      t += l == 1 && task.phase == Phase::backward ? layer_backward * task.share : t0;
+    return t;
+  });
+  double layer2_end = 0, layer0_start = 1e9;
+  int layer1_tasks = 0;
+  for (TaskId id = 0; id < g.size(); ++id) {
+    if (g.kind(id) != TaskKind::compute || g.compute(id).device != 0 || g.compute(id).phase != Phase::backward)
+      continue;
+    const ComputeTask& task = g.compute(id);
+    if (task.layer_begin == 1 && task.layer_end == 2)
+      ++layer1_tasks;
+    if (task.layer_end == 3)
+      layer2_end = r.timings[id].end_s;
+    if (task.layer_begin == 0)
+      layer0_start = r.timings[id].start_s;
+  }
+  CHECK(layer1_tasks == (c.async ? 2 : 1)); // the layer's backward is its own task (two when async)
+  return layer0_start - layer2_end;
+}
+
+double column_closed_form(const Column& c)
+{
+  const double gather = c.sequence_parallel ? collective_seconds(CollectiveKind::all_gather, c.tp, X) : 0.0;
+  const double reduce =
+      collective_seconds(c.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, c.tp, X);
+  const double first = c.recompute ? 2 * c.t_l : c.t_l;
+  if (!c.async)
+    return gather + first + c.t_l + reduce;
+  return std::max(std::max(first, gather) + c.t_l, first + reduce);
+}
+
+void check_column(const Column& c)
+{
+  const double span = column_backward(c);
+  CHECK(span == doctest::Approx(column_closed_form(c)).epsilon(1e-9));
+}
+} // namespace
+
+// AG and RS of 64 MB over tp 4 at 100 GB/s: 480 us each; the all-reduce 960 us.
+TEST_CASE("tp_backward_overlap: long GEMMs hide the gather and the reduce-scatter")
+{
+  check_column({});
+  CHECK(column_closed_form({}) == doctest::Approx(2 * 2e-3));
+}
+TEST_CASE("tp_backward_overlap: short GEMMs leave the rest exposed")
+{
+  check_column({.t_l = 0.1e-3});
+}
+TEST_CASE("tp_backward_overlap: without sequence parallelism the all-reduce hides under the weight gradient")
+{
+  check_column({.tp = 8, .t_l = 0.5e-3, .sequence_parallel = false});
+}
+TEST_CASE("tp_backward_overlap: full recomputation goes before the input gradient")
+{
+  check_column({.t_l = 0.2e-3, .recompute = true});
+}
+TEST_CASE("tp_backward_overlap off: the collectives block")
+{
+  check_column({.t_l = 0.1e-3, .async = false});
+}
+
+// A pipeline stage whose backward pass ends with the column layer: its input gradient goes to the
+// stage before once the all-reduce is through, not when the weight gradient's GEMM ends. Stage 0 holds
+// layer 0, stage 1 layers 1-2 (tp 4 each, 8 GPUs); the activations between them are empty, so the
+// send takes no time: stage 0's backward starts t_l + AR(X) after stage 1's layer 2, not 2 t_l.
+TEST_CASE("tp_backward_overlap: a pass ending with the column layer sends once its reduction is through")
+{
+  const int tp             = 4;
+  const double t_l         = 0.1e-3;
+  PipelinePlan plan        = one_micro_batch();
+  plan.tp                  = tp;
+  plan.tp_backward_overlap = true;
+  plan.tp_algorithm        = CollectiveAlgorithm::ring;
+  plan.tp_fidelity         = CollectiveFidelity::analytic;
+  plan.stages.resize(2);
+  plan.stages[0].layers         = {0, 1};
+  plan.stages[1].layers         = {1, 3};
+  plan.stages[1].tp_collectives = {{.layer            = 1,
+                                    .phase            = Phase::backward,
+                                    .kind             = CollectiveKind::all_reduce,
+                                    .bytes_per_sample = X,
+                                    .beside           = TpBeside::weight_gradient}};
+  TaskGraph g                   = build_schedule(plan);
+  const ReplayResult r          = replay_closed(g, one_node(2 * tp, B), [&](const ComputeTask& task) {
+    return task.layer_begin == 1 && task.phase == Phase::backward ? 2 * t_l * task.share : t0;
+  });
+  double layer2_end = 0, layer0_start = 1e9;
+  for (TaskId id = 0; id < g.size(); ++id) {
+    if (g.kind(id) != TaskKind::compute || g.compute(id).phase != Phase::backward)
+      continue;
+    const ComputeTask& task = g.compute(id);
+    if (task.device == tp && task.layer_end == 3 && task.layer_begin == 2)
+      layer2_end = r.timings[id].end_s;
+    if (task.device == 0 && task.layer_begin == 0)
+      layer0_start = r.timings[id].start_s;
+  }
+  const double reduce = collective_seconds(CollectiveKind::all_reduce, tp, X);
+  REQUIRE(reduce > 2 * t_l);
+  CHECK(layer0_start - layer2_end == doctest::Approx(t_l + reduce).epsilon(1e-9));
+}

@@ -121,6 +121,21 @@ TEST_CASE("the resource estimate equals the built graph's tasks and activities")
                  "pp: 2, dp: 8, zero: 1, ep: 8"),
       experiment("mixtral-8x7b", 2, 8, "global_batch: 16, micro_batch: 1, seq: 1024",
                  "pp: 1, dp: 16, zero: 1, ep: 16, ep_collective: hierarchical"),
+      // Megatron's asynchronous column-layer backward (two compute tasks per column layer): with and
+      // without sequence parallelism, under full recomputation, beside userbuffers, beside ring attention
+      experiment("llama3-8b", 2, 4, "global_batch: 16, micro_batch: 1, seq: 1024, framework: megatron",
+                 "pp: 2, dp: 2, tp: 2, sequence_parallel: true"),
+      experiment("llama3-8b", 2, 4, "global_batch: 16, micro_batch: 1, seq: 1024, framework: megatron, recompute: full",
+                 "pp: 2, dp: 2, tp: 2"),
+      experiment("llama3-8b", 2, 4, "global_batch: 16, micro_batch: 1, seq: 1024, framework: megatron",
+                 "schedule: interleaved, pp: 2, virtual_stages: 2, dp: 2, tp: 2, sequence_parallel: true, "
+                 "tp_comm_overlap: true"),
+      experiment("llama3-8b", 2, 4, "global_batch: 16, micro_batch: 1, seq: 1024, framework: megatron",
+                 "schedule: 1f1b, pp: 2, dp: 1, cp: 2, tp: 2, sequence_parallel: true"),
+      // userbuffers' two collectives each (the guard counted one's messages)
+      experiment("llama3-8b", 2, 4, "global_batch: 16, micro_batch: 1, seq: 1024, framework: megatron",
+                 "schedule: 1f1b, pp: 2, dp: 2, tp: 2, sequence_parallel: true, tp_comm_overlap: true, "
+                 "tp_backward_overlap: false"),
   };
   for (const auto& text : cases)
     for (const bool fold : {false, true}) {
