@@ -155,8 +155,11 @@ experiments::ParallelSearchOptions parallel_options(const SearchParallelArgs& a)
     return text ? parse_list<int>(*text, [&](const std::string& n) { return cli::parse_int(n, option, min, max); })
                 : std::vector<int>{};
   };
-  if (a.zero)
-    options.zero_stages = ints(a.zero, "--zero", 0, 3);
+  if (a.zero) {
+    options.zero_stages.clear();
+    for (const int level : ints(a.zero, "--zero", 0, 3))
+      options.zero_stages.push_back(zero_stage(level));
+  }
   options.expert_parallel = ints(a.ep, "--ep", 1, 1 << 20);
   options.virtual_stages  = ints(a.virtual_stages, "--virtual-stages", 2, 1024);
   options.schedules       = parse_names(a.schedules, sim::schedule_table, "--schedules");
@@ -213,8 +216,9 @@ void print_ranking(const experiments::PointConfig& base, const experiments::Para
     const std::string mfu = row.get("mfu").empty() ? "-" : fmt::format("{:.1f}%", 100 * number("mfu"));
     fmt::print("{:4} {:3} {:3} {:4} {:3} {:3} {:4} {:>3} {:4} {:>5} {:>14} {:>9}{} {:7.1f}GiB {:11.4g} {:11.4g} "
                "{:13.6g} {:>6} {:9.4g} {:5.1f}% {:9.4g} {:8.3g} {:8.3g} {:8.3g} {:8.3g}{}\n",
-               ++rank, l.tp, l.pp, l.dp, l.cp, l.ep, l.zero, l.sequence_parallel ? "yes" : "no", l.micro_batch,
-               row.get("num_micro_batches"), schedule_label(l), models::recompute_table.name(l.recompute),
+               ++rank, l.tp, l.pp, l.dp, l.cp, l.ep, zero_level(l.zero), l.sequence_parallel ? "yes" : "no",
+               l.micro_batch, row.get("num_micro_batches"), schedule_label(l),
+               models::recompute_table.name(l.recompute),
                dtypes ? fmt::format(" {:>5} {:>13}", row.get("dtype"), row.get("framework")) : "",
                number("peak_memory_bytes") / gib, c.estimate_s, number("iteration_time_s"),
                number(tokens ? "tokens_per_s" : "throughput_samples_per_s"), mfu, number("compute_time_s"),
@@ -286,14 +290,14 @@ int cmd_search_parallel(const SearchParallelArgs& a)
     layout.push_back("parallelism.pp=" + std::to_string(l.pp));
     layout.push_back("parallelism.dp=" + std::to_string(l.dp));
     layout.push_back("parallelism.cp=" + std::to_string(l.cp));
-    layout.push_back("parallelism.zero=" + std::to_string(l.zero));
+    layout.push_back("parallelism.zero=" + std::to_string(zero_level(l.zero)));
     layout.push_back(std::string("parallelism.sequence_parallel=") + (l.sequence_parallel ? "true" : "false"));
     layout.push_back("training.micro_batch=" + std::to_string(l.micro_batch));
     layout.push_back("parallelism.ep=" + std::to_string(l.ep));
     // The shape is checked with 1F1B; each layout's schedule and virtual stages are set on a copy.
     layout.push_back("parallelism.schedule=1f1b");
     layout.push_back("parallelism.virtual_stages=1");
-    if (l.zero == 0)
+    if (!shards_optimizer(l.zero))
       layout.push_back("parallelism.zero_group=0");
     return experiments::Experiment::load(a.file, layout).point(0);
   };

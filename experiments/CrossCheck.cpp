@@ -146,8 +146,8 @@ backends::TorchPoint torch_point(const PointConfig& p, std::size_t i, const Cros
     if (value > 1)
       throw ExecutionError(key + " = " + std::to_string(value) +
                            ": the torch backend runs data parallelism only (DDP over dp ranks); set it to 1");
-  if (par.zero > 0)
-    throw ExecutionError("parallelism.zero = " + std::to_string(par.zero) +
+  if (shards_optimizer(par.zero))
+    throw ExecutionError("parallelism.zero = " + std::to_string(zero_level(par.zero)) +
                          ": the torch backend runs DDP without sharding (no ZeRO/FSDP); set it to 0");
   if (p.training.recompute != models::Recompute::none)
     throw ExecutionError("training.recompute = " + std::string(models::recompute_table.name(p.training.recompute)) +

@@ -1012,7 +1012,7 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
                                                 point.training.recompute == models::Recompute::full);
     // ZeRO units (blocks): gathered with stage 3, and the reduce-scatter units of stages 2-3 (FSDP
     // reduces per wrapped module; with dp_bucket, stage 2 reduces in those buckets instead).
-    if (par.zero >= 3 || (par.zero == 2 && par.dp_bucket <= 0))
+    if (reduces_per_block(par.zero, par.dp_bucket > 0))
       for (std::size_t b = ranges[s].begin; b < ranges[s].end; ++b) {
         const models::StageRange unit = model.blocks()[b].layers;
         double params = 0, experts = 0;
@@ -1158,7 +1158,7 @@ ResultRow describe_point(const PointConfig& p)
   row.set("cp", static_cast<long long>(p.parallelism.cp));
   if (p.parallelism.cp > 1)
     row.set("cp_algorithm", std::string(sim::cp_algorithm_table.name(p.parallelism.cp_algorithm)));
-  row.set("zero", static_cast<long long>(p.parallelism.zero));
+  row.set("zero", static_cast<long long>(zero_level(p.parallelism.zero)));
   row.set("sequence_parallel", std::string(p.parallelism.sequence_parallel ? "true" : "false"));
   if (p.parallelism.tp_comm_overlap)
     row.set("tp_comm_overlap", std::string("true"));
@@ -1166,7 +1166,7 @@ ResultRow describe_point(const PointConfig& p)
     row.set("tp_backward_overlap", std::string("true"));
   if (p.parallelism.overlap_param_gather)
     row.set("overlap_param_gather", std::string("true"));
-  if (p.parallelism.zero > 0)
+  if (shards_optimizer(p.parallelism.zero))
     row.set("zero_group", static_cast<long long>(p.parallelism.shard_group()));
   if (p.model.has(models::LayerKind::attention)) {
     row.set("seq", static_cast<long long>(p.model.input_shape().tokens));

@@ -252,7 +252,7 @@ void check_expert_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem(blame({"parallelism.ep", "parallelism.tp", "parallelism.sequence_parallel"}),
             "expert parallelism with tp > 1 needs sequence_parallel: true (as Megatron-Core: each tensor rank "
             "dispatches its share of the tokens)");
-  if (par.zero > 0 && par.zero_group > 0 && par.zero_group % par.ep != 0)
+  if (shards_optimizer(par.zero) && par.zero_group > 0 && par.zero_group % par.ep != 0)
     problem(blame({"parallelism.zero_group", "parallelism.ep"}),
             "zero_group = " + std::to_string(par.zero_group) + " is not a multiple of ep = " + std::to_string(par.ep) +
                 " (a shard group holds whole expert-parallel groups)");
@@ -366,10 +366,12 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
                 std::string(sim::framework_table.name(p.training.framework)));
   // Megatron asserts both (megatron/training/arguments.py): the gathers are the distributed
   // optimizer's, and they use the gradient buckets of overlap_grad_reduce.
-  if (par.overlap_param_gather && par.zero != 1 && par.zero != 2)
+  if (par.overlap_param_gather && !gathers_per_step(par.zero))
     problem(blame({"parallelism.overlap_param_gather", "parallelism.zero"}),
             "overlap_param_gather moves the distributed optimizer's parameter gather into the forward: it needs "
-            "zero 1 or 2 (zero " + std::to_string(par.zero) + (par.zero == 3 ? " gathers in the forward already)" : " gathers nothing)"));
+            "zero 1 or 2 (zero " +
+                std::to_string(zero_level(par.zero)) +
+                (shards_parameters(par.zero) ? " gathers in the forward already)" : " gathers nothing)"));
   else if (par.overlap_param_gather && par.dp_bucket <= 0)
     problem(blame({"parallelism.overlap_param_gather", "parallelism.dp_bucket"}),
             "overlap_param_gather gathers in the gradient buckets (Megatron asserts --overlap-grad-reduce): it "
@@ -391,7 +393,7 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
     break;
   }
   check_expert_parallelism(p, problem, blame);
-  if (par.zero_group > 0 && par.zero == 0)
+  if (par.zero_group > 0 && !shards_optimizer(par.zero))
     problem("parallelism.zero_group", "zero_group needs zero: 1, 2 or 3");
   else if (par.zero_group == 1)
     problem("parallelism.zero_group", "zero_group = 1 shards nothing (every GPU keeps everything): use zero: 0");
@@ -546,7 +548,7 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
     p.parallelism.cp = static_cast<int>(par->integer("cp", 1, 1, 1 << 20));
     p.parallelism.cp_algorithm = par->choice("cp_algorithm", sim::cp_algorithm_table, sim::CpAlgorithm::ring);
-    p.parallelism.zero = static_cast<int>(par->integer("zero", 0, 0, 3));
+    p.parallelism.zero              = zero_stage(static_cast<int>(par->integer("zero", 0, 0, 3)));
     p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 0, 1 << 20));
     p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
     p.parallelism.tp_comm_overlap = par->boolean("tp_comm_overlap", false);
@@ -694,7 +696,7 @@ PointConfig Experiment::point(std::size_t index) const
   if (!subset_problem.first.empty())
     problem(subset_problem.first, subset_problem.second);
   check_modern_parallelism(p, problem, blame);
-  if (par.ps && (par.pp != 1 || par.tp != 1 || par.cp != 1 || par.zero != 0))
+  if (par.ps && (par.pp != 1 || par.tp != 1 || par.cp != 1 || shards_optimizer(par.zero)))
     problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp, tp and cp must be 1, "
                               "zero 0");
   if (par.ps && par.ps->hosts.empty() && !par.ps->dedicated && par.ps->servers > par.dp)

@@ -21,9 +21,10 @@
 //                 zero_group: 0,                           # GPUs per shard group (HSDP); 0 = dp x cp
 //                 ep: 8, ep_collective: auto,              # expert parallelism (mixtures of experts) and
 //                 ep_fidelity: flow,                       #   its all-to-alls: auto | direct | hierarchical
-//                 dp_collective: auto, dp_fidelity: flow,  # auto | ring | tree | double_tree | hierarchical | nvls |
-//                 sharp; flow | analytic dp_bucket: 25MiB,                        # gradient buckets overlapped with
-//                 backward overlap_param_gather: false,             # ZeRO 1-2: gather in the next forward
+//                 dp_collective: auto, dp_fidelity: flow,  # auto | ring | tree | double_tree |
+//                                                          #   hierarchical | nvls | sharp; flow | analytic
+//                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
+//                 overlap_param_gather: false,             # ZeRO 1-2: gather in the next forward
 //                 tp_collective: auto, tp_fidelity: flow,  # tensor-parallel collectives
 //                 partition: optimal,   # optimal | balanced | uniform | explicit (with balance: [..])
 //                 ps: {servers: 2, placement: dedicated, consistency: ssp, staleness: 2, iterations: 8}}
@@ -131,7 +132,7 @@ struct ParallelismSpec {
   int tp = 1;
   int cp = 1;              ///< context parallelism: each sample's sequence split over cp GPUs (ring attention)
   sim::CpAlgorithm cp_algorithm = sim::CpAlgorithm::ring;  ///< how the cp GPUs exchange K/V: ring | all_gather
-  int zero = 0;            ///< sharded data parallelism: 1 optimizer states, 2 + gradients, 3 + parameters
+  ZeroStage zero                = ZeroStage::none;         ///< sharded data parallelism (sim/ZeroStage.hpp; YAML 0-3)
   int zero_group = 0;      ///< GPUs a ZeRO shard group spans (hybrid sharding); 0 means dp x cp
   /// Expert parallelism: a mixture of experts' experts spread over ep GPUs carved out of the dp x cp
   /// replicas (Megatron-Core's order: ep consecutive replicas); their gradients are reduced over the
@@ -165,12 +166,12 @@ struct ParallelismSpec {
   /// GPUs that hold the same weights and average their gradients: dp x cp.
   int replicas() const { return dp * cp; }
   /// GPUs a ZeRO shard group spans (1 without ZeRO).
-  int shard_group() const { return zero == 0 ? 1 : zero_group > 0 ? zero_group : dp * cp; }
+  int shard_group() const { return !shards_optimizer(zero) ? 1 : zero_group > 0 ? zero_group : dp * cp; }
   /// GPUs that hold the same experts: dp x cp / ep (the expert-data-parallel group).
   int expert_replicas() const { return dp * cp / std::max(1, ep); }
   /// GPUs a ZeRO shard group of the experts' state spans: the shard group's members that hold the
   /// same experts (1 without ZeRO).
-  int expert_shard_group() const { return zero == 0 ? 1 : std::max(1, shard_group() / std::max(1, ep)); }
+  int expert_shard_group() const { return !shards_optimizer(zero) ? 1 : std::max(1, shard_group() / std::max(1, ep)); }
 };
 
 /// What `parallelism.tp_fidelity: auto` (the default) means on `cluster`: the closed form where it

@@ -154,7 +154,7 @@ bool Experiment::accepts(const PointConfig& p) const
       {"dp", p.parallelism.dp},
       {"tp", p.parallelism.tp},
       {"cp", p.parallelism.cp},
-      {"zero", p.parallelism.zero},
+      {"zero", zero_level(p.parallelism.zero)},
       {"zero_group", p.parallelism.zero_group},
       {"ep", p.parallelism.ep},
       {"seq", p.model.input_shape().tokens},

@@ -118,17 +118,17 @@ void add_parallelism(const PointConfig& point, MegatronLaunch& out)
     refuse(out, "parallelism.ps", "Megatron-LM has no parameter servers");
   // Sharding: the distributed optimizer (ZeRO 1, in instances across the hybrid groups), else
   // Megatron FSDP's strategies for ZeRO 2 and 3.
-  if (par.zero == 1) {
+  if (par.zero == ZeroStage::optimizer) {
     add(out, "--use-distributed-optimizer");
     if (par.shard_group() < par.replicas())
       add(out, "--num-distributed-optimizer-instances", std::to_string(par.replicas() / par.shard_group()));
-  } else if (par.zero >= 2) {
+  } else if (shards_gradients(par.zero)) {
     if (par.shard_group() < par.replicas())
       refuse(out, "parallelism.zero_group",
              "Megatron FSDP shards over every data-parallel GPU: zero_group must be 0 with zero 2 or 3");
     add(out, "--use-distributed-optimizer");
     add(out, "--use-megatron-fsdp");
-    add(out, "--data-parallel-sharding-strategy", par.zero == 2 ? "optim_grads" : "optim_grads_params");
+    add(out, "--data-parallel-sharding-strategy", shards_parameters(par.zero) ? "optim_grads_params" : "optim_grads");
     add(out, "--ckpt-format", "fsdp_dtensor"); // Megatron FSDP's only checkpoint format
   }
   const sim::StepDtypes dt = point_dtypes(point);

@@ -153,11 +153,11 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
         }
     // Gradient reductions per chunk set: ZeRO-3 one per unit (block), else the buckets (or one per
     // chunk); ZeRO 2 and 3 after every micro-batch, else once.
-    const bool bucketed       = R > 1 && (par.zero >= 3 || par.dp_bucket > 0 || par.zero == 2);
-    const bool per_unit       = par.zero >= 3 || (par.zero == 2 && par.dp_bucket <= 0);  // FSDP: per block
+    const bool bucketed       = R > 1 && (shards_gradients(par.zero) || par.dp_bucket > 0);
+    const bool per_unit       = reduces_per_block(par.zero, par.dp_bucket > 0); // FSDP: per block
     const double per_backward = per_unit ? B : par.dp_bucket > 0 ? buckets : C;
-    const double reductions   = R < 2 ? 0 : per_backward * (par.zero >= 2 ? M : 1);
-    const int shard           = par.zero > 0 ? par.shard_group() : R;
+    const double reductions   = R < 2 ? 0 : per_backward * (shards_gradients(par.zero) ? M : 1);
+    const int shard           = shards_optimizer(par.zero) ? par.shard_group() : R;
     const int groups          = R / shard;
     // Folded: the shard groups holding a representative (the first R_sim replicas), each kept by no
     // shift unless it is every replica; across the groups, every shard's all-reduce, kept by all.
@@ -173,7 +173,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
       dp_group.push_back(r * tp);
     for (int t = 0; t < tp; ++t)
       tp_group.push_back(t);
-    const auto reduce_kind = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
+    const auto reduce_kind = sim::gradient_reduction(par.zero);
     // Bytes of one reduction: a block (ZeRO units), a bucket, or a chunk's gradients.
     double held = 0;
     for (std::size_t i = 0; i < model.size(); ++i)
@@ -181,7 +181,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     const double reduced_bytes = grad_d *
                                  (per_unit ? held / std::max(1.0, B) : par.dp_bucket > 0 ? par.dp_bucket : held / C);
     // One reduction: a collective per shard group, and with hybrid sharding an all-reduce per shard.
-    const double hybrid = par.zero > 0 && groups > 1 ? shard : 0;
+    const double hybrid = shards_optimizer(par.zero) && groups > 1 ? shard : 0;
     const double reduction_messages =
         groups_sim * messages(reduce_kind, par.dp_collective, par.dp_fidelity, shard_group, cluster, reduced_bytes) / shard_h +
         hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, across_group, cluster,
@@ -207,7 +207,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
       return at->second = sim::is_tree(c.algorithm) ? static_cast<double>(sim::message_count(c, cluster.gpus_per_node)) : 0;
     };
     double tree_messages = 0;  // per simulated tensor rank and iteration
-    if (trees_apart && R > 1 && par.zero == 0 && groups == 1 && !per_unit && !model.blocks().empty())
+    if (trees_apart && R > 1 && !shards_optimizer(par.zero) && groups == 1 && !per_unit && !model.blocks().empty())
       for (const models::StageRange& blocks : models::partition_uniform(model.blocks().size(), par.pp * par.virtual_stages))
         for (const sim::GradientBucket& b : gradient_buckets(model, model.layer_range(blocks),
                                                              par.dp_bucket > 0 ? par.dp_bucket : 1e300, grad_d, par.tp,
@@ -224,8 +224,10 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     const double param_gathers =
         par.overlap_param_gather && par.dp_bucket > 0 ? std::max(C, std::ceil(grad_d * held / par.dp_bucket)) : C;
     const double gather_messages =
-        groups_sim * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
-                              weight_d * (par.zero >= 3 ? held / std::max(1.0, B) : held / param_gathers)) / shard_h;
+        groups_sim *
+        messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, shard_group, cluster,
+                 weight_d * (shards_parameters(par.zero) ? held / std::max(1.0, B) : held / param_gathers)) /
+        shard_h;
     double tp_messages = 0;  // over one micro-batch of one replica, every tensor-parallel collective
     const double cp_share = model.has(models::LayerKind::attention) ? 1.0 / par.cp : 1.0;  // its s/cp tokens
     for (const sim::TpCollective& c : tensor) {
@@ -239,7 +241,9 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
           fold.tp;
     }
     // ZeRO-3 gathers each unit before its forward and its backward; ZeRO 1 and 2 as above.
-    const double gathers = R < 2 || par.zero == 0 ? 0 : par.zero >= 3 ? (shard > 1 ? 2 * M * B : 0) : param_gathers;
+    const double gathers = R < 2 || !shards_optimizer(par.zero) ? 0
+                           : shards_parameters(par.zero)        ? (shard > 1 ? 2 * M * B : 0)
+                                                                : param_gathers;
     // Ring attention: per attention layer and pass, cp chunks (the layer's segment becomes cp + 2)
     // and cp - 1 transfers per GPU. Llama 3's all-gather: the layer's segment becomes 3 (before, the
     // layer, after), and per micro-batch each cp group (of each tensor rank) all-gathers K/V before the
@@ -270,7 +274,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // micro-batch), in groups of the expert shard group; ZeRO 1 and 2 gather them after the step.
     const int ep = par.ep;
     const int expert_replicas = R / ep;
-    const int expert_shard = par.zero > 0 ? par.expert_shard_group() : expert_replicas;
+    const int expert_shard    = shards_optimizer(par.zero) ? par.expert_shard_group() : expert_replicas;
     const int expert_groups = expert_replicas / std::max(1, expert_shard);
     std::vector<int> ep_group, expert_group, expert_across;
     for (int r = 0; r < ep; ++r)
@@ -307,23 +311,24 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
           }
         }
     }
-    const double expert_hybrid = par.zero > 0 && expert_groups > 1 ? expert_shard : 0;
-    const double expert_reductions =
-        expert_layers > 0 && expert_replicas > 1 ? C * (par.zero >= 2 ? M : 1) * ep * tp_sim : 0;  // per family and rank
+    const double expert_hybrid        = shards_optimizer(par.zero) && expert_groups > 1 ? expert_shard : 0;
+    const double expert_reductions    = expert_layers > 0 && expert_replicas > 1
+                                            ? C * (shards_gradients(par.zero) ? M : 1) * ep * tp_sim
+                                            : 0; // per family and rank
     const double expert_reduced_bytes = grad_d * held_experts / C;
     const double expert_reduction_messages =
         expert_groups * messages(reduce_kind, par.dp_collective, par.dp_fidelity, expert_group, cluster,
                                  expert_reduced_bytes) +
         expert_hybrid * messages(sim::CollectiveKind::all_reduce, par.dp_collective, par.dp_fidelity, expert_across,
                                  cluster, expert_reduced_bytes / std::max(1, expert_shard));
-    const double expert_gathers =
-        expert_layers == 0 || expert_shard < 2 ? 0
-        : par.zero >= 3                        ? 2 * M * expert_blocks * ep * tp_sim
-        : par.zero > 0                         ? C * ep * tp_sim
-                                               : 0;
+    const double expert_gathers = expert_layers == 0 || expert_shard < 2 ? 0
+                                  : shards_parameters(par.zero)          ? 2 * M * expert_blocks * ep * tp_sim
+                                  : shards_optimizer(par.zero)           ? C * ep * tp_sim
+                                                                         : 0;
     const double expert_gather_messages =
-        expert_groups * messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, expert_group, cluster,
-                                 weight_d * held_experts / (par.zero >= 3 ? std::max(1.0, expert_blocks) : C));
+        expert_groups *
+        messages(sim::CollectiveKind::all_gather, par.dp_collective, par.dp_fidelity, expert_group, cluster,
+                 weight_d * held_experts / (shards_parameters(par.zero) ? std::max(1.0, expert_blocks) : C));
 
     // Ring attention cuts its layer off on both sides already: an overlapped tensor-parallel layer's
     // own cut there (the QKV layer ends where the core begins, the projection begins where it ends)
@@ -336,16 +341,17 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
             for (std::size_t l : {at, at - 1})  // `at` begins or ends attention layer l
               if (at > 0 && l < model.size() && model.layers()[l].kind == models::LayerKind::attention)
                 ring_cuts.emplace(c.phase == sim::Phase::forward, at);
-    const double passes = members * M *
-                          (2 * C + 2 * sync_points + static_cast<double>(splits.size() - ring_cuts.size()) +
-                           static_cast<double>(async_layers.size()) + 2 * ring_layers * (par.cp + 1) +
-                           (all_gather ? 4 * attention_layers : 0) + (gathers > 0 && par.zero >= 3 ? 2 * (B - C) : 0));
+    const double passes =
+        members * M *
+        (2 * C + 2 * sync_points + static_cast<double>(splits.size() - ring_cuts.size()) +
+         static_cast<double>(async_layers.size()) + 2 * ring_layers * (par.cp + 1) +
+         (all_gather ? 4 * attention_layers : 0) + (gathers > 0 && shards_parameters(par.zero) ? 2 * (B - C) : 0));
     const double bucket_splits =
-        bucketed && par.zero < 3
-            ? members * (per_backward - C - (per_unit ? 0 : shared_places)) * (par.zero >= 2 ? M : 1)
+        bucketed && !shards_parameters(par.zero)
+            ? members * (per_backward - C - (per_unit ? 0 : shared_places)) * (shards_gradients(par.zero) ? M : 1)
             : 0;
     // overlap_param_gather: each chunk's first forward is cut at its buckets' first layers.
-    const bool forward_gathers = par.overlap_param_gather && (par.zero == 1 || par.zero == 2) && R > 1 && par.dp_bucket > 0;
+    const bool forward_gathers = par.overlap_param_gather && gathers_per_step(par.zero) && R > 1 && par.dp_bucket > 0;
     const double gather_splits = forward_gathers ? members * (buckets - C - shared_forward) : 0;
     const double optimizer = members * C;
     // Ring steps: cp - 1 forward, cp - 1 backward and the dK/dV's return.

@@ -265,8 +265,8 @@ std::vector<ParallelLayout> parallel_layouts(const PointConfig& base, const Para
                   std::find(options.expert_parallel.begin(), options.expert_parallel.end(), ep) ==
                       options.expert_parallel.end())
                 continue;
-              for (int zero : options.zero_stages) {
-                if (zero > 0 && dp * cp == 1)
+              for (const ZeroStage zero : options.zero_stages) {
+                if (shards_optimizer(zero) && dp * cp == 1)
                   continue;  // nothing to shard over
                 for (long long b = 1; b <= std::min<long long>(per_replica, options.max_micro_batch); ++b) {
                   // Every micro-batch that divides a replica's batch, with at least pp micro-batches:
@@ -323,7 +323,7 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
   std::vector<int> tp_group, shard_group, across_group;
   for (int t = 0; t < pipe.tp; ++t)
     tp_group.push_back(pipe.device(0, 0, t));
-  const int shard = par.zero > 0 ? par.shard_group() : par.replicas();
+  const int shard = shards_optimizer(par.zero) ? par.shard_group() : par.replicas();
   for (int r = 0; r < shard; ++r)
     shard_group.push_back(pipe.device(0, r, 0));
   std::vector<int> cp_group;  // context rank c of replica 0: replica c (a cp group is contiguous)
@@ -336,7 +336,7 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
   std::vector<int> ep_group, expert_group, expert_across;
   for (int r = 0; r < par.ep; ++r)
     ep_group.push_back(pipe.device(0, r, 0));
-  const int expert_shard = par.zero > 0 ? par.expert_shard_group() : par.expert_replicas();
+  const int expert_shard = shards_optimizer(par.zero) ? par.expert_shard_group() : par.expert_replicas();
   for (int i = 0; i < expert_shard; ++i)
     expert_group.push_back(pipe.device(0, i * par.ep, 0));
   for (int j = 0; j < par.expert_replicas(); j += expert_shard)
@@ -349,8 +349,9 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     const auto r = c % static_cast<std::size_t>(ranks);
     work[r] += sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::forward, mb, compute, cost) +
                sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::backward, mb, compute, cost);
-    optimizer[r] += sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::optimizer, mb, compute,
-                                       cost) / (par.zero > 0 ? shard : 1);
+    optimizer[r] += sim::range_seconds(point.model, stage.layers.begin, stage.layers.end, sim::Phase::optimizer, mb,
+                                       compute, cost) /
+                    (shards_optimizer(par.zero) ? shard : 1);
     // Userbuffers (sim::PipelinePlan::tp_comm_overlap), as the graph runs them: a layer's overlapped
     // collectives run beside its compute at once, so what the longest of their (tp - 1) / tp leaves
     // unhidden is exposed, then each one's last chunk.
@@ -438,38 +439,39 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     // hide under, and at least the first unit of every pass.
     const double grads = gradients[i];
     const double last = par.dp_bucket > 0 ? std::min(par.dp_bucket, grads) : grads;
-    const auto reduce = par.zero > 0 ? sim::CollectiveKind::reduce_scatter : sim::CollectiveKind::all_reduce;
+    const auto reduce  = sim::gradient_reduction(par.zero);
     if (par.replicas() > 1) {
       // Reductions hidden under the backward slow it: the earlier buckets (ZeRO 2 without buckets: every
       // unit) under the last micro-batch's; with ZeRO 2, every micro-batch's reduction under its own.
-      if (overlap_cost > 0 && par.zero < 3) {
-        const double hidden_last = par.zero == 2 && par.dp_bucket <= 0 ? grads : grads - last;
+      const bool every_micro_batch = par.zero == ZeroStage::gradients; // ZeRO 2 reduces each one
+      if (overlap_cost > 0 && !shards_parameters(par.zero)) {
+        const double hidden_last = every_micro_batch && par.dp_bucket <= 0 ? grads : grads - last;
         double hidden = collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, hidden_last);
-        if (par.zero == 2)
+        if (every_micro_batch)
           hidden += (m - 1) * collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, grads);
-        t += overlap_cost * std::min((par.zero == 2 ? m : 1.0) * work[i], hidden);
+        t += overlap_cost * std::min((every_micro_batch ? m : 1.0) * work[i], hidden);
       }
-      t += collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, par.zero >= 3 ? 0.0 : last);
-      if (par.zero > 0 && shard < par.replicas())
+      t += collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, shards_parameters(par.zero) ? 0.0 : last);
+      if (shards_optimizer(par.zero) && shard < par.replicas())
         t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, across_group, last / shard);
       // ZeRO 1-2 gather after the step, or with overlap_param_gather under the next forward (about a
       // third of a micro-batch's work) but for its first bucket.
-      if (par.zero == 1 || par.zero == 2) {
+      if (gathers_per_step(par.zero)) {
         const double gather = collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads);
         t += par.overlap_param_gather
                  ? std::max(collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, last),
                             gather - work[i] / 3)
                  : gather;
       }
-      if (par.zero >= 3)
+      if (shards_parameters(par.zero))
         t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]) +
              overlap_cost * std::min(2 * m * gathers[i], m * work[i]);
       // The experts' gradients, reduced (and with ZeRO 1-2 gathered) over their own groups.
       t += collective_seconds(point, reduce, pipe.dp_algorithm, expert_group, experts[i]);
-      if (par.zero > 0 && expert_shard < par.expert_replicas())
+      if (shards_optimizer(par.zero) && expert_shard < par.expert_replicas())
         t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, expert_across,
                                 experts[i] / expert_shard);
-      if (par.zero == 1 || par.zero == 2)
+      if (gathers_per_step(par.zero))
         t += collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, expert_group, experts[i]);
     }
     t += optimizer[i];
@@ -505,7 +507,7 @@ std::optional<ParallelCandidate> screen_layout(ParallelLayout layout, const Poin
 {
   PointConfig p = shape;
   p.parallelism.zero = layout.zero;
-  p.parallelism.zero_group = layout.zero == 0 ? 0 : base.parallelism.zero_group;
+  p.parallelism.zero_group     = shards_optimizer(layout.zero) ? base.parallelism.zero_group : 0;
   p.training.micro_batch = layout.micro_batch;
   p.parallelism.schedule = layout.schedule;
   p.parallelism.virtual_stages = layout.virtual_stages;

@@ -96,7 +96,7 @@ struct ParallelLayout {
   int pp = 1;
   int dp = 1;
   int cp = 1;
-  int zero = 0;
+  ZeroStage zero         = ZeroStage::none;
   bool sequence_parallel = false;
   int micro_batch = 1;
   int ep = 1;  ///< expert parallelism (mixtures of experts): a divisor of dp x cp that fits the experts
@@ -110,7 +110,8 @@ struct ParallelLayout {
 struct ParallelSearchOptions {
   int jobs = 1;
   std::size_t top = 16;                  ///< layouts simulated in full
-  std::vector<int> zero_stages{0, 1, 2, 3};
+  std::vector<ZeroStage> zero_stages{ZeroStage::none, ZeroStage::optimizer, ZeroStage::gradients,
+                                     ZeroStage::parameters};
   std::vector<int> expert_parallel;      ///< ep sizes tried for a mixture of experts; empty: every one that fits
   long long max_micro_batches = 4096;    ///< leave out micro-batch sizes that need more than this M
   int max_micro_batch = 16;              ///< the largest micro-batch size tried

@@ -75,13 +75,13 @@ void add_data_parallel(const PointConfig& point, TorchtitanJob& job)
   const bool other_dims      = par.tp > 1 || par.pp > 1 || par.cp > 1;
   // torchtitan applies FSDP only over more than one shard (or cp); without it, tensor or pipeline
   // parallelism runs without mixed precision (its maybe_enable_amp): a 16-bit point would train in fp32.
-  const bool fsdp = par.zero >= 2 && (par.shard_group() > 1 || par.cp > 1);
+  const bool fsdp = shards_gradients(par.zero) && (par.shard_group() > 1 || par.cp > 1);
   if (!fsdp && (par.tp > 1 || par.pp > 1) && point.training.dtype != Dtype::fp32)
     add_problem(job.problems, "training.dtype",
                 "torchtitan runs tensor or pipeline parallelism without FSDP in float32 (no mixed precision "
                 "without a sharded data-parallel dimension): shard over dp x cp > 1 with zero 2 or 3, or "
                 "simulate fp32");
-  if (par.zero == 0) {
+  if (!shards_optimizer(par.zero)) {
     if (other_dims && par.dp > 1)
       add_problem(job.problems,
                   par.tp > 1   ? "parallelism.tp"
@@ -103,7 +103,7 @@ void add_data_parallel(const PointConfig& point, TorchtitanJob& job)
                                       dtype_table.name(point_dtypes(point).gradients)));
     return;
   }
-  if (par.zero == 1) {
+  if (par.zero == ZeroStage::optimizer) {
     add_problem(job.problems, "parallelism.zero",
                 "torchtitan shards with FSDP2, which shards parameters and gradients too: simulate zero 2 "
                 "(fsdp_reshard_after_forward never) or zero 3 (always)");
@@ -119,7 +119,7 @@ void add_data_parallel(const PointConfig& point, TorchtitanJob& job)
   set(job, "parallelism", "data_parallel_replicate_degree", std::to_string(par.replicas() / par.shard_group()));
   set(job, "parallelism", "data_parallel_shard_degree", std::to_string(par.shard_group() / par.cp));
   // ZeRO 2 keeps the gathered parameters from forward to backward; ZeRO 3 gathers them again.
-  set(job, "parallelism", "fsdp_reshard_after_forward", quoted(par.zero == 2 ? "never" : "always"));
+  set(job, "parallelism", "fsdp_reshard_after_forward", quoted(par.zero == ZeroStage::gradients ? "never" : "always"));
   if (point_dtypes(point).gradients != Dtype::fp32)
     job.notes.push_back(fmt::format("torchtitan's FSDP reduces gradients in float32 (mixed_precision_reduce); the "
                                     "point reduced them in {}: simulate `training.grad_dtype: fp32` to compare",

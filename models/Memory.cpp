@@ -30,21 +30,21 @@ double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype)
   return state + master;
 }
 
-TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard)
+TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, ZeroStage zero, int shard)
 {
-  return training_state(parameters, dtype, optimizer, zero_stage, shard, dtype_bytes(dtype), 0);
+  return training_state(parameters, dtype, optimizer, zero, shard, dtype_bytes(dtype), 0);
 }
 
-TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard,
+TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, ZeroStage zero, int shard,
                              double gradient_bytes, double weight_copy_bytes)
 {
-  if (zero_stage < 0 || zero_stage > 3 || shard < 1)
+  if (zero_level(zero) > 3 || shard < 1)
     throw std::invalid_argument("ZeRO stage must be 0-3 and the shard group >= 1 GPU");
   const double n = shard;
   TrainingState s;
-  s.weights = parameters * (dtype_bytes(dtype) + weight_copy_bytes) / (zero_stage >= 3 ? n : 1.0);
-  s.gradients = parameters * gradient_bytes / (zero_stage >= 2 ? n : 1.0);
-  s.optimizer_state = parameters * optimizer_bytes_per_parameter(optimizer, dtype) / (zero_stage >= 1 ? n : 1.0);
+  s.weights         = parameters * (dtype_bytes(dtype) + weight_copy_bytes) / (shards_parameters(zero) ? n : 1.0);
+  s.gradients       = parameters * gradient_bytes / (shards_gradients(zero) ? n : 1.0);
+  s.optimizer_state = parameters * optimizer_bytes_per_parameter(optimizer, dtype) / (shards_optimizer(zero) ? n : 1.0);
   return s;
 }
 
@@ -55,7 +55,7 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
     throw std::invalid_argument("micro-batch size must be >= 1");
   if (options.tp < 1 || options.cp < 1)
     throw std::invalid_argument("tp and cp must be >= 1");
-  if (options.zero < 0 || options.zero > 3 || options.shard < 1)
+  if (zero_level(options.zero) > 3 || options.shard < 1)
     throw std::invalid_argument("ZeRO stage must be 0-3 and the shard group >= 1 GPU");
   const double d = dtype_bytes(options.dtype);
   const double tp = options.tp;
@@ -194,9 +194,9 @@ MemoryBreakdown StageMemoryModel::stage(StageRange blocks, int in_flight) const
   m.workspace = b * range_max(max_workspace_, blocks);
   // ZeRO buffers: the largest block's unsharded gradients before their reduce-scatter (stages 2, 3)
   // and its gathered weights with the next block's prefetched (stage 3).
-  if (options_.zero >= 2 && options_.shard > 1) {
+  if (shards_gradients(options_.zero) && options_.shard > 1) {
     const double block = range_max(max_block_params_, blocks) * d;
-    m.workspace += block * (options_.zero >= 3 ? 3.0 : 1.0);
+    m.workspace += block * (shards_parameters(options_.zero) ? 3.0 : 1.0);
   }
   m.reserve = options_.reserve_bytes;
   return m;

@@ -47,6 +47,7 @@
 
 #include "common/Dtype.hpp"
 #include "common/EnumTable.hpp"
+#include "common/ZeroStage.hpp"
 #include "models/Model.hpp"
 
 #include <vector>
@@ -88,7 +89,7 @@ struct MemoryOptions {
   int tp = 1;                ///< tensor-parallel GPUs sharing each layer (see Layer::tp)
   bool sequence_parallel = false;  ///< replicated per-token layers split over tp too (Megatron SP)
   int cp = 1;                ///< context-parallel GPUs sharing each sequence
-  int zero = 0;              ///< ZeRO stage 0-3
+  ZeroStage zero         = ZeroStage::none;  ///< sharded data parallelism (common/ZeroStage.hpp)
   int shard = 1;             ///< GPUs of the ZeRO shard group
   int ep = 1;                ///< expert parallelism: a GPU holds 1/ep of every experts layer (moe)
   int expert_shard = 1;      ///< GPUs of the ZeRO shard group of the experts' state (of those holding them)
@@ -110,10 +111,10 @@ struct TrainingState {
   double optimizer_state = 0;
   double total() const { return weights + gradients + optimizer_state; }
 };
-TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard);
+TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, ZeroStage zero, int shard);
 /// The same with gradients of `gradient_bytes` per element and `weight_copy_bytes` more per weight
 /// (MemoryOptions::gradient_bytes, weight_copy_bytes).
-TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, int zero_stage, int shard,
+TrainingState training_state(double parameters, Dtype dtype, Optimizer optimizer, ZeroStage zero, int shard,
                              double gradient_bytes, double weight_copy_bytes);
 
 struct MemoryBreakdown {

@@ -143,7 +143,7 @@ FoldGenerator replica_shift(const PipelinePlan& plan, int shift)
 int replica_shift_step(const PipelinePlan& plan)
 {
   int step = plan.cp;
-  if (plan.zero > 0 && plan.shard < plan.dp)
+  if (shards_optimizer(plan.zero) && plan.shard < plan.dp)
     step = std::lcm(step, plan.shard);
   return step;
 }

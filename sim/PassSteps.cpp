@@ -20,22 +20,22 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
     for (const SyncPoint& p : stage.sync_points)
       events.push_back({p.layer, {PassStep::Kind::dp_sync, 0, 0, CollectiveKind::all_reduce, p.bytes}});
     // ZeRO 2 and 3 reduce-scatter every micro-batch's gradients; otherwise the last backward's only.
-    const CollectiveKind reduce = plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
-    if (!forward && (last_backward || plan.zero >= 2)) {
-      if (plan.zero >= 2 && !stage.units.empty() && (plan.zero >= 3 || stage.buckets.empty()))
+    const CollectiveKind reduce = gradient_reduction(plan.zero);
+    if (!forward && (last_backward || shards_gradients(plan.zero))) {
+      if (reduces_per_block(plan.zero, !stage.buckets.empty()) && !stage.units.empty())
         for (const ShardUnit& u : stage.units)  // per unit, as FSDP reduces each wrapped module
           events.push_back({u.begin, {PassStep::Kind::bucket, 0, 0, reduce, u.bytes}});
       else if (!stage.buckets.empty())
         for (const GradientBucket& g : stage.buckets)
           events.push_back({g.layer, {PassStep::Kind::bucket, 0, 0, reduce, g.bytes}});
-      else if (plan.zero == 2)
+      else if (plan.zero == ZeroStage::gradients)
         events.push_back({stage.layers.begin, {PassStep::Kind::bucket, 0, 0, reduce, stage.gradient_bytes}});
       // ZeRO 2 and 3 reduce-scatter the experts' gradients after every backward, over their own groups.
-      if (plan.zero >= 2 && stage.expert_gradient_bytes > 0)
+      if (shards_gradients(plan.zero) && stage.expert_gradient_bytes > 0)
         events.push_back({stage.layers.begin, {.kind = PassStep::Kind::expert_bucket, .collective = reduce,
                                                .bytes = stage.expert_gradient_bytes}});
     }
-    if (plan.zero >= 3)
+    if (shards_parameters(plan.zero))
       for (const ShardUnit& u : stage.units)
         if ((plan.shard > 1 && u.bytes > 0) || (plan.expert_shard > 1 && u.expert_bytes > 0))
           events.push_back({forward ? u.begin : u.end,
@@ -44,7 +44,7 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
                              .expert_bytes = plan.expert_shard > 1 ? u.expert_bytes : 0.0}});
     // Overlapped ZeRO 1-2 gathers: per gradient bucket (listed from the stage's end), before its
     // first layer; the experts' parameters with the first bucket the forward reaches.
-    if (forward && edge && plan.overlap_param_gather && (plan.zero == 1 || plan.zero == 2))
+    if (forward && edge && plan.overlap_param_gather && gathers_per_step(plan.zero))
       for (std::size_t i = 0; i < stage.buckets.size(); ++i) {
         const GradientBucket& g = stage.buckets[i];
         const std::size_t end = i == 0 ? stage.layers.end : stage.buckets[i - 1].layer;

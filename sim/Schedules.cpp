@@ -21,7 +21,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   const int dp = plan.dp;
   const int tp = plan.tp;
   const int cp = plan.cp;
-  const int shard = plan.zero > 0 ? plan.shard : dp;  // replicas per reduction group
+  const int shard   = shards_optimizer(plan.zero) ? plan.shard : dp; // replicas per reduction group
   const int members = dp * tp;  // GPUs per stage: member q = r * tp + t
   const int chunks = static_cast<int>(plan.stages.size());
   TaskGraph g(plan.devices());
@@ -107,7 +107,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   const int ep = plan.ep;
   const int families = ep > 1 ? 1 + ep : 1;
   const int expert_replicas = dp / ep;
-  const int expert_shard = plan.zero > 0 ? plan.expert_shard : expert_replicas;
+  const int expert_shard    = shards_optimizer(plan.zero) ? plan.expert_shard : expert_replicas;
   const int groups = dp / shard;
   const int expert_groups = expert_replicas / expert_shard;
   const int max_groups = std::max(groups, expert_groups);
@@ -170,19 +170,23 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     const bool tensor = step.kind == PassStep::Kind::tp_sync;
     const bool expert = step.kind == PassStep::Kind::expert;
     const bool reduction = step.kind == PassStep::Kind::bucket || step.kind == PassStep::Kind::expert_bucket;
-    CollectiveTask c{.kind = step.collective,
-                     .algorithm = tensor ? plan.tp_algorithm : expert ? plan.ep_algorithm : plan.dp_algorithm,
-                     .fidelity = tensor ? plan.tp_fidelity : expert ? plan.ep_fidelity : plan.dp_fidelity,
-                     .group = {},
-                     .bytes = step.bytes,
-                     .stage = s,
-                     .micro_batch = reduction && plan.zero < 2 ? -1 : p.micro_batch,
-                     .phase = p.phase,
-                     .role = tensor                                ? CollectiveRole::tensor_parallel
-                             : expert                              ? step.role
-                             : step.kind == PassStep::Kind::dp_sync ? CollectiveRole::sync_batch_norm
-                             : step.kind == PassStep::Kind::ring    ? CollectiveRole::context
-                                                                 : CollectiveRole::gradients};
+    CollectiveTask c{.kind        = step.collective,
+                     .algorithm   = tensor   ? plan.tp_algorithm
+                                    : expert ? plan.ep_algorithm
+                                             : plan.dp_algorithm,
+                     .fidelity    = tensor   ? plan.tp_fidelity
+                                    : expert ? plan.ep_fidelity
+                                             : plan.dp_fidelity,
+                     .group       = {},
+                     .bytes       = step.bytes,
+                     .stage       = s,
+                     .micro_batch = reduction && !shards_gradients(plan.zero) ? -1 : p.micro_batch,
+                     .phase       = p.phase,
+                     .role        = tensor                                 ? CollectiveRole::tensor_parallel
+                                    : expert                               ? step.role
+                                    : step.kind == PassStep::Kind::dp_sync ? CollectiveRole::sync_batch_norm
+                                    : step.kind == PassStep::Kind::ring    ? CollectiveRole::context
+                                                                           : CollectiveRole::gradients};
     if (devices != nullptr) {
       c.group = *devices;
     } else {
@@ -272,7 +276,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       scattered.push_back(id);
     }
     done.insert(done.end(), scattered.begin(), scattered.end());
-    if (plan.zero > 0 && family_groups(f) > 1 && family_shard(f) > 0) {
+    if (shards_optimizer(plan.zero) && family_groups(f) > 1 && family_shard(f) > 0) {
       PassStep across = step;
       across.collective = CollectiveKind::all_reduce;
       across.bytes = step.bytes / family_shard(f);
@@ -342,7 +346,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   std::size_t computes = 0, collectives = 0, transfers = 0;
   // A reduction: each group's, and with hybrid sharding the all-reduce of each shard across groups.
   const auto per_reduction = static_cast<std::size_t>(
-      families * (max_groups + (plan.zero > 0 && max_groups > 1 ? std::max(shard, expert_shard) : 0)));
+      families * (max_groups + (shards_optimizer(plan.zero) && max_groups > 1 ? std::max(shard, expert_shard) : 0)));
   for (int rank = 0; rank < k; ++rank) {
     Program& program = programs[static_cast<std::size_t>(rank)];
     program.order = stream_order(plan.schedule, k, plan.virtual_stages, rank, m_count);
@@ -486,7 +490,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           // ZeRO 1-2 with overlap_param_gather (a chunk's first forward): as Megatron-Core's interleaved
           // schedule, the first two chunks' buckets are dispatched at the start and each next chunk's
           // once the chunk before it starts its first forward; every bucket waits for the dispatch.
-          const bool by_chunk = plan.zero < 3;
+          const bool by_chunk = !shards_parameters(plan.zero);
           if (by_chunk && !chunk_gathers_dispatched) {
             for (int q = 0; q < members; ++q) {
               const auto d = static_cast<std::size_t>(device(s, q));
@@ -684,19 +688,16 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
       const PipelinePass p{Phase::backward, -1, s};
       if (dp > 1 && bucket_tasks[at].empty()) {
         // One reduction after the last backward: it waits for every member's program.
-        const PassStep flush{PassStep::Kind::bucket, 0, 0,
-                         plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
-                         stage.gradient_bytes};
+        const PassStep flush{PassStep::Kind::bucket, 0, 0, gradient_reduction(plan.zero), stage.gradient_bytes};
         for (int q : dp_group(t))
           if (keep(s, q) && last[static_cast<std::size_t>(device(s, q))] == no_task)
             throw std::invalid_argument("a stage without tasks");
         reduced_of[at] = reduce_gradients(s, t, p, flush);
       }
       expert_reduced_of[at] = expert_bucket_tasks[at];
-      if (experts > 0 && plan.zero < 2) {
-        const PassStep flush{.kind = PassStep::Kind::expert_bucket,
-                         .collective = plan.zero > 0 ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
-                         .bytes = experts};
+      if (experts > 0 && !shards_gradients(plan.zero)) {
+        const PassStep flush{
+            .kind = PassStep::Kind::expert_bucket, .collective = gradient_reduction(plan.zero), .bytes = experts};
         for (TaskId id : reduce_gradients(s, t, p, flush))
           expert_reduced_of[at].push_back(id);
       }
@@ -707,7 +708,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   for (int s = 0; s < chunks; ++s) {
     const auto& stage = plan.stages[static_cast<std::size_t>(s)];
     const double dense = stage.gradient_bytes, experts = ep > 1 ? stage.expert_gradient_bytes : 0.0;
-    const double optimizer_share = plan.zero == 0          ? 1.0
+    const double optimizer_share = !shards_optimizer(plan.zero) ? 1.0
                                    : dense + experts > 0 ? (dense / shard + experts / expert_shard) / (dense + experts)
                                                          : 1.0 / shard;
     for (int t = 0; t < tp; ++t) {
@@ -744,7 +745,7 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           g.add_dependency(wait, opt);
         steps[static_cast<std::size_t>(q / tp)] = opt;
       }
-      if (dp > 1 && (plan.zero == 1 || plan.zero == 2) && !plan.overlap_param_gather)
+      if (dp > 1 && gathers_per_step(plan.zero) && !plan.overlap_param_gather)
         for (int f = 0; f < families; ++f)
           for (int j = 0; j < family_groups(f); ++j) {
             const std::vector<int> group = reduce_group(t, j, f);
@@ -851,7 +852,7 @@ TaskGraph build_schedule(const PipelinePlan& plan)
     throw std::invalid_argument("a pipeline plan needs >= 1 stage, replica, micro-batch, sample and chunk");
   if (plan.cp < 1 || plan.dp % plan.cp != 0)
     throw std::invalid_argument("cp must divide the replicas (dp x cp)");
-  if (plan.zero < 0 || plan.zero > 3 || (plan.zero > 0 && (plan.shard < 1 || plan.dp % plan.shard != 0)))
+  if (zero_level(plan.zero) > 3 || (shards_optimizer(plan.zero) && (plan.shard < 1 || plan.dp % plan.shard != 0)))
     throw std::invalid_argument("ZeRO stage must be 0-3 with a shard group dividing the replicas");
   if (plan.ep < 1 || plan.dp % plan.ep != 0 || plan.expert_shard < 1 || (plan.dp / plan.ep) % plan.expert_shard != 0)
     throw std::invalid_argument("ep must divide the replicas (dp x cp), and the expert shard group dp x cp / ep");

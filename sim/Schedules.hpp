@@ -42,6 +42,7 @@
 #include "common/EnumTable.hpp"
 #include "models/Model.hpp"
 #include "sim/TaskGraph.hpp"
+#include "sim/ZeroStage.hpp"
 
 #include <vector>
 
@@ -216,16 +217,12 @@ struct PipelinePlan {
   int dp = 1;
   int cp = 1;                 ///< context-parallel ranks sharing each sequence (a divisor of dp)
   CpAlgorithm cp_algorithm = CpAlgorithm::ring;  ///< how the cp ranks exchange K/V (RingAttention)
-  /// Sharded data parallelism (ZeRO) over groups of `shard` consecutive replicas (all dp x cp, or
-  /// fewer: hybrid sharding, with an all-reduce of each shard across the groups):
-  ///   0  gradients all-reduced (bucketed in the last backward pass), every replica steps the optimizer
-  ///   1  gradients reduce-scattered in the last backward pass, the optimizer steps its shard, then the
-  ///      parameters are all-gathered (Megatron's distributed optimizer)
-  ///   2  as 1, but the gradients are reduce-scattered after every micro-batch's backward (FSDP
-  ///      SHARD_GRAD_OP, DeepSpeed ZeRO-2)
-  ///   3  as 2, and each unit's parameters are all-gathered before its forward and its backward
-  ///      (FSDP FULL_SHARD, ZeRO-3); no gather after the step
-  int zero = 0;
+  /// Sharded data parallelism (ZeRO, sim/ZeroStage.hpp) over groups of `shard` consecutive replicas
+  /// (all dp x cp, or fewer: hybrid sharding, with an all-reduce of each shard across the groups).
+  /// Without it the gradients are all-reduced (bucketed in the last backward pass) and every replica
+  /// steps the optimizer; stages 1 and 2 gather the parameters after the step, stage 3 before each
+  /// unit's forward and backward instead.
+  ZeroStage zero = ZeroStage::none;
   int shard = 1;
   /// Bytes of the parameters all-gathered after the step (ZeRO 1, 2) per byte of gradient reduced: 1 when
   /// both are in the training dtype, 0.5 under Megatron (bf16 weights, fp32 gradients)

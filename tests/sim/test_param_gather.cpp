@@ -29,7 +29,7 @@ PipelinePlan sharded(int pp, int v, int dp)
   plan.micro_batches = pp;
   plan.micro_batch_size = 1;
   plan.dp = dp;
-  plan.zero = 1;
+  plan.zero             = ddlsim::ZeroStage::optimizer;
   plan.shard = dp;
   plan.dp_algorithm = CollectiveAlgorithm::ring;
   plan.dp_fidelity = CollectiveFidelity::analytic;

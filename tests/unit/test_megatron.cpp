@@ -105,11 +105,14 @@ TEST_CASE("FP8 GEMMs read a byte per element at the FP8 rate; each forward input
 TEST_CASE("Megatron's memory: bf16 weights, fp32 gradients, fp32 master and moments; FP8 adds two bytes of copies")
 {
   const double p = 1e9;
-  const models::TrainingState ideal = models::training_state(p, Dtype::bf16, models::Optimizer::adam, 0, 1);
+  const models::TrainingState ideal =
+      models::training_state(p, Dtype::bf16, models::Optimizer::adam, ZeroStage::none, 1);
   CHECK(ideal.total() == doctest::Approx(16 * p));
-  const models::TrainingState meg = models::training_state(p, Dtype::bf16, models::Optimizer::adam, 0, 1, 4, 0);
+  const models::TrainingState meg =
+      models::training_state(p, Dtype::bf16, models::Optimizer::adam, ZeroStage::none, 1, 4, 0);
   CHECK(meg.total() == doctest::Approx(18 * p));  // 2 + 4 + 12
-  const models::TrainingState zero1 = models::training_state(p, Dtype::bf16, models::Optimizer::adam, 1, 8, 4, 2);
+  const models::TrainingState zero1 =
+      models::training_state(p, Dtype::bf16, models::Optimizer::adam, ZeroStage::optimizer, 8, 4, 2);
   CHECK(zero1.weights == doctest::Approx(4 * p));
   CHECK(zero1.gradients == doctest::Approx(4 * p));
   CHECK(zero1.optimizer_state == doctest::Approx(12 * p / 8));

@@ -114,7 +114,7 @@ TEST_CASE("ZeRO stages reproduce the ZeRO paper's example: 7.5B parameters on 64
   const std::vector<double> paper = {120e9, 31.4e9, 16.6e9, 1.9e9};
   for (int stage = 0; stage <= 3; ++stage) {
     CAPTURE(stage);
-    const double bytes = training_state(psi, Dtype::bf16, Optimizer::adam, stage, 64).total();
+    const double bytes = training_state(psi, Dtype::bf16, Optimizer::adam, zero_stage(stage), 64).total();
     CHECK(std::abs(bytes - paper[static_cast<std::size_t>(stage)]) <= 0.05e9);
   }
   // A model of that size through the stage memory model: the same three terms.
@@ -126,10 +126,11 @@ TEST_CASE("ZeRO stages reproduce the ZeRO paper's example: 7.5B parameters on 64
       StageMemoryModel(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam}, 1).stage({0, 1}, 1).workspace;
   for (int stage = 0; stage <= 3; ++stage) {
     const MemoryBreakdown mem =
-        StageMemoryModel(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam, .zero = stage, .shard = 64}, 1)
+        StageMemoryModel(
+            m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam, .zero = zero_stage(stage), .shard = 64}, 1)
             .stage({0, 1}, 1);
     const double state = mem.weights + mem.gradients + mem.optimizer_state;
-    CHECK(state == doctest::Approx(training_state(psi, Dtype::bf16, Optimizer::adam, stage, 64).total()));
+    CHECK(state == doctest::Approx(training_state(psi, Dtype::bf16, Optimizer::adam, zero_stage(stage), 64).total()));
     CHECK(state < previous);
     previous = state;
     // Buffers: stage 2 the largest block's unsharded gradients, stage 3 also its gathered weights and
@@ -137,7 +138,7 @@ TEST_CASE("ZeRO stages reproduce the ZeRO paper's example: 7.5B parameters on 64
     const double buffers = stage == 2 ? 2 * psi : stage == 3 ? 3 * 2 * psi : 0;
     CHECK(mem.workspace == doctest::Approx(base_workspace + buffers));
   }
-  CHECK_THROWS_AS(training_state(psi, Dtype::bf16, Optimizer::adam, 4, 64), std::invalid_argument);
+  CHECK_THROWS_AS(training_state(psi, Dtype::bf16, Optimizer::adam, zero_stage(4), 64), std::invalid_argument);
 }
 
 TEST_CASE("sequence parallelism and context parallelism divide a GPT layer's activations (Korthikanti et al.)")

@@ -226,7 +226,7 @@ TEST_CASE("ZeRO stages move the collective volumes the frameworks move")
     PipelinePlan p = plan(1, 4, M);
     p.stages[0].layers = {0, 2};
     p.stages[0].units = {{.begin = 0, .end = 1, .bytes = 3000}, {.begin = 1, .end = 2, .bytes = 2000}};
-    p.zero = stage;
+    p.zero             = zero_stage(stage);
     p.shard = 4;
     return p;
   };
@@ -280,7 +280,7 @@ TEST_CASE("ZeRO-3 gathers are prefetched: a unit's gather waits for the compute 
   PipelinePlan p = plan(1, 2, 1);
   p.stages[0].layers = {0, 3};
   p.stages[0].units = {{.begin = 0, .end = 1, .bytes = 10}, {.begin = 1, .end = 2, .bytes = 10}, {.begin = 2, .end = 3, .bytes = 10}};
-  p.zero = 3;
+  p.zero             = ZeroStage::parameters;
   p.shard = 2;
   const TaskGraph g = build_schedule(p);
   // Device 0's forward: gather u0, F(u0), gather u1, F(u1), gather u2, F(u2). The gather of u2 must not
