@@ -203,6 +203,8 @@ private:
       n.set("ddlsim_layer_begin", std::int64_t{c.layer_begin});
       n.set("ddlsim_layer_end", std::int64_t{c.layer_end});
       n.set("ddlsim_share", c.share);
+      if (c.part != sim::ComputePart::whole)
+        n.set("ddlsim_part", std::string(sim::compute_part_table.name(c.part)));
       if (last_compute != no_node)
         n.ctrl_deps.push_back(last_compute);
       last_compute = n.id;
@@ -305,12 +307,15 @@ private:
 
   Work work_of(const sim::ComputeTask& c)
   {
-    const auto key = std::make_tuple(c.layer_begin, c.layer_end, static_cast<int>(c.phase), c.samples);
+    const auto key =
+        std::make_tuple(c.layer_begin, c.layer_end, static_cast<int>(c.phase), c.samples, static_cast<int>(c.part));
     auto [it, fresh] = work_cache_.try_emplace(key);
     if (fresh) {
       sim::ComputeOptions options = compute_options(point_);
       for (const sim::KernelLaunch& l :
            sim::range_launches(point_.model, c.layer_begin, c.layer_end, c.phase, c.samples, options)) {
+        if (!sim::in_part(l, c.part))
+          continue;
         it->second.flop += l.work.flop;
         it->second.bytes += l.work.bytes;
       }
@@ -341,7 +346,7 @@ private:
   std::map<std::vector<int>, int> groups_; // process groups, numbered from 1
   std::vector<std::vector<int>> group_list_;
   std::unordered_map<sim::TaskId, std::uint64_t> tags_; // each transfer's comm_tag
-  std::map<std::tuple<std::uint32_t, std::uint32_t, int, int>, Work> work_cache_;
+  std::map<std::tuple<std::uint32_t, std::uint32_t, int, int, int>, Work> work_cache_;
 };
 
 }  // namespace
@@ -815,12 +820,18 @@ ChakraWorkload::Graph ChakraWorkload::build(const calibration::CostModel& cost, 
     sim::TaskId id = 0;
     switch (task.kind) {
     case sim::TaskKind::compute: {
-      sim::ComputeTask c{.device = task.nodes.front().first, .phase = phase(n, sim::Phase::forward),
-                         .stage = integer(n, "ddlsim_stage", 0), .micro_batch = integer(n, "ddlsim_micro_batch", 0),
-                         .samples = integer(n, "ddlsim_samples", 0),
-                         .layer_begin = static_cast<std::uint32_t>(integer(n, "ddlsim_layer_begin", 0)),
-                         .layer_end = static_cast<std::uint32_t>(integer(n, "ddlsim_layer_end", 0)),
-                         .share = n.number("ddlsim_share").value_or(1.0), .on_stream = true};
+      sim::ComputeTask c{
+          .device      = task.nodes.front().first,
+          .phase       = phase(n, sim::Phase::forward),
+          .stage       = integer(n, "ddlsim_stage", 0),
+          .micro_batch = integer(n, "ddlsim_micro_batch", 0),
+          .samples     = integer(n, "ddlsim_samples", 0),
+          .layer_begin = static_cast<std::uint32_t>(integer(n, "ddlsim_layer_begin", 0)),
+          .layer_end   = static_cast<std::uint32_t>(integer(n, "ddlsim_layer_end", 0)),
+          .share       = n.number("ddlsim_share").value_or(1.0),
+          .part =
+              sim::compute_part_table.parse(n.text("ddlsim_part").value_or("whole")).value_or(sim::ComputePart::whole),
+          .on_stream = true};
       id = g.add_compute(c);
       double seconds = 0;
       if (const auto exact = n.number("ddlsim_duration_s"))

@@ -380,11 +380,14 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     for (const auto& [at, longest] : beside)
       tensor[r] += std::max(0.0, longest - sim::range_seconds(point.model, at.first, at.first + 1, at.second, mb,
                                                               compute, cost));
-    const double first = pipe.full_recompute ? 2.0 / 3.0 : 0.5; // as the graph splits the layer
+    // As the graph splits the layer: the gather beside the input gradient's part, the reduction after
+    // it, beside the weight gradient's GEMMs.
     for (const auto& [layer, comm] : async) {
-      const double backward =
-          sim::range_seconds(point.model, layer, layer + 1, sim::Phase::backward, mb, compute, cost);
-      tensor[r] += std::max(0.0, comm.first - first * backward) + std::max(0.0, comm.second - (1 - first) * backward);
+      const auto part = [&](sim::ComputePart which) {
+        return sim::range_seconds(point.model, layer, layer + 1, sim::Phase::backward, mb, compute, cost, which);
+      };
+      tensor[r] += std::max(0.0, comm.first - part(sim::ComputePart::input_gradient)) +
+                   std::max(0.0, comm.second - part(sim::ComputePart::weight_gradient));
     }
     // Context parallelism: the ring hides under the attention compute; Llama 3's all-gather blocks
     // the stream: K/V gathered before the forward and the backward (and its recomputed forward),

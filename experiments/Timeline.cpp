@@ -210,6 +210,8 @@ traces::TraceEvent slice_of(const sim::TaskGraph& graph, sim::TaskId id, const s
                      {"samples", static_cast<double>(c.samples)}};
     if (c.share < 1)
       e.args.emplace_back("share", c.share);
+    if (c.part != sim::ComputePart::whole)
+      e.args.emplace_back("part", std::string(sim::compute_part_table.name(c.part)));
     break;
   }
   case sim::TaskKind::transfer: {

@@ -272,12 +272,26 @@ double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype
   return total;
 }
 
+bool in_part(const KernelLaunch& launch, ComputePart part)
+{
+  switch (part) {
+  case ComputePart::whole:
+    return true;
+  case ComputePart::weight_gradient:
+    return launch.pass == LaunchPass::backward_weight;
+  case ComputePart::input_gradient:
+    return launch.pass != LaunchPass::backward_weight;
+  }
+  return true;
+}
+
 double range_seconds(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, int samples,
-                     const ComputeOptions& options, const calibration::CostModel& cost)
+                     const ComputeOptions& options, const calibration::CostModel& cost, ComputePart part)
 {
   double total = 0;
   for (const auto& launch : range_launches(model, begin, end, phase, samples, options))
-    total += cost.seconds(launch.work);
+    if (in_part(launch, part))
+      total += cost.seconds(launch.work);
   return total;
 }
 
@@ -285,15 +299,16 @@ std::vector<double> compute_durations(const TaskGraph& graph, const models::Mode
                                       const calibration::CostModel& cost, const ComputeOptions& options)
 {
   std::vector<double> seconds(graph.size(), 0.0);
-  std::map<std::tuple<Phase, std::uint32_t, std::uint32_t, int, double>, double> memo;
+  std::map<std::tuple<Phase, std::uint32_t, std::uint32_t, int, double, ComputePart>, double> memo;
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != TaskKind::compute)
       continue;
     const ComputeTask& c = graph.compute(id);
-    auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end, c.samples, c.share);
+    auto key             = std::make_tuple(c.phase, c.layer_begin, c.layer_end, c.samples, c.share, c.part);
     auto it = memo.find(key);
     if (it == memo.end())
-      it = memo.emplace(key, c.share * range_seconds(model, c.layer_begin, c.layer_end, c.phase, c.samples, options, cost))
+      it = memo.emplace(key, c.share * range_seconds(model, c.layer_begin, c.layer_end, c.phase, c.samples, options,
+                                                     cost, c.part))
                .first;
     seconds[id] = it->second;
   }

@@ -103,11 +103,17 @@ double layer_seconds(const models::Layer& layer, Phase phase, int samples, Dtype
 
 /// Seconds of layers [begin, end) in `phase` for `samples` samples, recomputation included in backward.
 /// Phase::optimizer gives the fused update of the parameters those layers hold (tied copies included).
+/// `part`: all of it, or the backward's weight-gradient GEMMs, or the rest (in_part).
 double range_seconds(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, int samples,
-                     const ComputeOptions& options, const calibration::CostModel& cost);
+                     const ComputeOptions& options, const calibration::CostModel& cost,
+                     ComputePart part = ComputePart::whole);
+
+/// Whether `launch` belongs to `part` of its compute task: the weight-gradient part is the backward's
+/// weight-gradient GEMMs (LaunchPass::backward_weight), the input-gradient part every other launch.
+bool in_part(const KernelLaunch& launch, ComputePart part);
 
 /// Seconds of every task of `graph` (0 for transfers and collectives, whose time the replay finds).
-/// Identical tasks (same layers, phase and micro-batch size) are costed once.
+/// Identical tasks (same layers, phase, micro-batch size, share and part) are costed once.
 std::vector<double> compute_durations(const TaskGraph& graph, const models::Model& model,
                                       const calibration::CostModel& cost, const ComputeOptions& options);
 

@@ -301,11 +301,17 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     return done;
   };
   // A compute task of member q (its stream order, and any collective or gather it must wait for).
-  auto add_compute = [&](int s, int q, const PipelinePass& p, std::size_t begin, std::size_t end, double share) {
-    const TaskId id = g.add_compute({.device = device(s, q), .phase = p.phase, .stage = s,
-                                     .micro_batch = p.micro_batch, .samples = plan.micro_batch_size,
+  auto add_compute = [&](int s, int q, const PipelinePass& p, std::size_t begin, std::size_t end, double share,
+                         ComputePart part = ComputePart::whole) {
+    const TaskId id = g.add_compute({.device      = device(s, q),
+                                     .phase       = p.phase,
+                                     .stage       = s,
+                                     .micro_batch = p.micro_batch,
+                                     .samples     = plan.micro_batch_size,
                                      .layer_begin = static_cast<std::uint32_t>(begin),
-                                     .layer_end = static_cast<std::uint32_t>(end), .share = share});
+                                     .layer_end   = static_cast<std::uint32_t>(end),
+                                     .share       = share,
+                                     .part        = part});
     const auto dev = static_cast<std::size_t>(device(s, q));
     TaskId& before = last[dev];
     if (before != no_task && g.kind(before) == TaskKind::collective)
@@ -440,10 +446,10 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           break;
         }
         case PassStep::Kind::tp_async: {
-          // Megatron's column-parallel backward: the input's gather issued, the input gradient's GEMM;
-          // the input gradient's reduction issued, the weight gradient's GEMM (once the gather is
-          // through); the stream waits for the reduction before its next task.
-          const double first = plan.full_recompute ? 2.0 / 3.0 : 0.5;
+          // Megatron's column-parallel backward: the input's gather issued, the input gradient's GEMM
+          // (and the rest of the layer's backward, recomputation included); the stream waits for the
+          // gather, then the input gradient's reduction is issued and the weight gradient's GEMM runs;
+          // the stream waits for the reduction before its next task.
           std::vector<TaskId> gathers, reductions;
           for (int r : kept_replicas[static_cast<std::size_t>(s)]) {
             const auto at = static_cast<std::size_t>(s * dp + r);
@@ -457,10 +463,14 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
             };
             issue(step.overlapped, gathers);
             for (int q : tp_kept[at])
-              add_compute(s, q, p, step.begin, step.end, first);
+              add_compute(s, q, p, step.begin, step.end, 1.0, ComputePart::input_gradient);
             issue(step.after, reductions);
+            for (TaskId reduction : reductions)
+              for (TaskId gather : gathers)
+                g.add_dependency(gather, reduction);
             for (int q : tp_kept[at]) {
-              const TaskId weight_gradient = add_compute(s, q, p, step.begin, step.end, 1.0 - first);
+              const TaskId weight_gradient =
+                  add_compute(s, q, p, step.begin, step.end, 1.0, ComputePart::weight_gradient);
               for (TaskId gather : gathers)
                 g.add_dependency(gather, weight_gradient);
               auto& wait = pending_wait[static_cast<std::size_t>(device(s, q))];

@@ -266,14 +266,11 @@ struct PipelinePlan {
   /// Megatron's column-parallel backward (`parallelism.tp_backward_overlap`; Megatron-LM since 2021-09,
   /// Megatron-Core's LinearWithGradAccumulationAndAsyncCommunication and Transformer Engine's linear
   /// layers): the collectives `beside` a GEMM are issued asynchronously before it, and the stream
-  /// waits for them after it. A column layer's backward costs max(dgrad, gather) + max(wgrad,
-  /// reduction) instead of their sum, each GEMM half of the layer's backward compute (with
-  /// full_recompute, the recomputed forward goes with the first). Collectives
-  /// userbuffers overlap (tp_comm_overlap) are theirs, not these.
+  /// waits for them after it. The layer's backward is two compute tasks (ComputePart): the input
+  /// gradient's part (its GEMMs, the memory-bound kernels, any recomputed forward), then the weight
+  /// gradient's GEMMs, costing max(input part, gather) + max(weight part, reduction) instead of their
+  /// sum. Collectives userbuffers overlap (tp_comm_overlap) are theirs, not these.
   bool tp_backward_overlap = false;
-  /// Full recomputation: every backward compute task holds its layers' recomputed forward (sim/OpCosts),
-  /// a third of a linear layer's; the rest is the input gradient's and the weight gradient's GEMMs
-  bool full_recompute = false;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
   /// When set (over devices()), only the fold's representatives get tasks, and only the
   /// collectives that have a representative member (Fold.hpp): the graph a folded replay runs.

@@ -104,6 +104,18 @@ inline constexpr EnumTable<CollectiveFidelity, 2> collective_fidelity_table{{{
     {"analytic", CollectiveFidelity::analytic, "the algorithm's alpha-beta closed form as one timer; no contention"},
 }}};
 
+/// Which part of its layers' work a compute task runs: all of it, or (a column-parallel layer's
+/// backward split in two, PipelinePlan::tp_backward_overlap) its weight-gradient GEMMs, or the rest
+/// (the input-gradient GEMMs, the memory-bound kernels and any recomputed forward).
+enum class ComputePart : std::uint8_t { whole, input_gradient, weight_gradient };
+
+inline constexpr EnumTable<ComputePart, 3> compute_part_table{{{
+    {"whole", ComputePart::whole, "all of the layers' work in the phase"},
+    {"input_gradient", ComputePart::input_gradient,
+     "the backward but for its weight-gradient GEMMs: input-gradient GEMMs, memory-bound kernels, recomputation"},
+    {"weight_gradient", ComputePart::weight_gradient, "the backward's weight-gradient GEMMs"},
+}}};
+
 struct ComputeTask {
   int device = 0;
   Phase phase = Phase::forward;
@@ -113,6 +125,7 @@ struct ComputeTask {
   std::uint32_t layer_begin = 0; ///< layers [layer_begin, layer_end) of the model
   std::uint32_t layer_end = 0;
   double share = 1;              ///< fraction of that work (a parameter server's shard of the update)
+  ComputePart part          = ComputePart::whole;
   /// false: not on the device's stream but on its arrival queue: such tasks run one at a time in
   /// the order they become ready, beside the stream (sharing the GPU with it): a parameter server
   /// applying pushes in arrival order

@@ -48,6 +48,8 @@ Workload make_workload(const sim::TaskGraph& graph, const models::Model& model, 
       const sim::ComputeTask& c = graph.compute(id);
       if (!c.on_stream || c.share != 1.0)
         throw ExecutionError("parameter-server updates are not executed by the backends yet");
+      if (c.part != sim::ComputePart::whole)
+        throw ExecutionError("a layer's backward split for tp_backward_overlap is not executed by the backends yet");
       t.kind = WorkTask::Kind::compute;
       t.device = c.device;
       t.phase = c.phase == sim::Phase::optimizer ? "optimizer" : c.phase == sim::Phase::forward ? "forward" : "backward";

@@ -101,6 +101,17 @@ a, b, _ = round_trip("tp", tp, "dgx-h100x2")
 count += 1
 check(a["status"] == "ok" and b["status"] == "ok", f"tp statuses {a['status']} {b['status']}: {b['message']}")
 same_row(a, b, "tp")
+# 2a. Megatron's step with its asynchronous tensor-parallel backward: each column layer's backward is
+# two compute nodes (ddlsim_part), the collectives beside them; the import prices each part alone.
+megatron = tp.replace("name: tp", "name: megatron").replace("optimizer: adam}", "optimizer: adam, framework: megatron}") \
+    .replace("tp: 4,", "tp: 4, sequence_parallel: true,")
+a, b, mdir = round_trip("megatron", megatron, "dgx-h100x2")
+count += 2
+check(a["status"] == "ok" and b["status"] == "ok" and a.get("tp_backward_overlap") == "true",
+      f"megatron statuses {a['status']} {b['status']} {a.get('tp_backward_overlap')!r}: {b['message']}")
+same_row(a, b, "megatron")
+with open(os.path.join(mdir, "megatron.0.et"), "rb") as f:
+    check(b"weight_gradient" in f.read(), "the export names the weight gradient's part")
 # 2b. A mixture of experts with expert parallelism (ep 4 over dp 8) and an uneven expert load: the
 # dispatch and combine all-to-alls go out as Chakra ALL_TO_ALL nodes and carry their per-member loads.
 moe = """name: moe

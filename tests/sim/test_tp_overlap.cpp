@@ -104,13 +104,14 @@ TEST_CASE("tp_comm_overlap off: the collectives block") { check_blocking(4, 2e-3
 TEST_CASE("tp_comm_overlap on but a collective it does not overlap: it blocks") { check_blocking(4, 2e-3, false); }
 
 // Megatron's asynchronous column-parallel backward (PipelinePlan::tp_backward_overlap), same node and
-// links. Layer 1 is now a column-parallel linear layer whose backward is two GEMMs of t_l each (the
-// input gradient's, then the weight gradient's; with full recomputation the recomputed forward, t_l,
-// goes before them in the first task). With sequence parallelism its input, of which each GPU kept
-// its s/tp shard, is all-gathered beside the first GEMM (the second needs it), and the input gradient
-// reduce-scattered beside the second; without it the input gradient is all-reduced beside the second:
-//   blocking: AG(X) + 2 t_l + RS(X)
-//   async:    max(max(t_first, AG(X)) + t_l, t_first + R(X)), t_first = t_l (2 t_l recomputing)
+// links. Layer 1 is now a column-parallel linear layer whose backward is two parts (ComputePart): the
+// input gradient's (its GEMM, t_l; 2 t_l when it also holds a recomputed forward) and the weight
+// gradient's GEMM (t_l). With sequence parallelism its input, of which each GPU kept its s/tp shard,
+// is all-gathered beside the first part (the second needs it), and the input gradient reduce-scattered
+// once the gather is through, beside the second; without it the input gradient is all-reduced beside
+// the second:
+//   blocking: AG(X) + t_first + t_l + RS(X)
+//   async:    max(t_first, AG(X)) + max(t_l, R(X)), R the reduce-scatter or the all-reduce
 namespace {
 struct Column {
   int tp                 = 4;
@@ -126,7 +127,6 @@ double column_backward(const Column& c)
   PipelinePlan plan        = one_micro_batch();
   plan.tp                  = c.tp;
   plan.tp_backward_overlap = c.async;
-  plan.full_recompute      = c.recompute;
   plan.tp_algorithm        = CollectiveAlgorithm::ring;
   plan.tp_fidelity         = CollectiveFidelity::analytic;
   StagePlan& stage         = plan.stages.emplace_back();
@@ -149,12 +149,13 @@ double column_backward(const Column& c)
                              .kind             = CollectiveKind::all_reduce,
                              .bytes_per_sample = X,
                              .beside           = TpBeside::weight_gradient}};
-  TaskGraph g                 = build_schedule(plan);
-  const double layer_backward = (c.recompute ? 3 : 2) * c.t_l;
-  const ReplayResult r        = replay_closed(g, one_node(c.tp, B), [&](const ComputeTask& task) {
+  TaskGraph g          = build_schedule(plan);
+  const double first   = (c.recompute ? 2 : 1) * c.t_l; // the input gradient's part
+  const ReplayResult r = replay_closed(g, one_node(c.tp, B), [&](const ComputeTask& task) {
+    const double parts[] = {first + c.t_l, first, c.t_l}; // whole, input gradient, weight gradient
     double t = 0;
     for (std::uint32_t l = task.layer_begin; l < task.layer_end; ++l)
-      t += l == 1 && task.phase == Phase::backward ? layer_backward * task.share : t0;
+      t += l == 1 && task.phase == Phase::backward ? parts[static_cast<int>(task.part)] : t0;
     return t;
   });
   double layer2_end = 0, layer0_start = 1e9;
@@ -182,7 +183,7 @@ double column_closed_form(const Column& c)
   const double first = c.recompute ? 2 * c.t_l : c.t_l;
   if (!c.async)
     return gather + first + c.t_l + reduce;
-  return std::max(std::max(first, gather) + c.t_l, first + reduce);
+  return std::max(first, gather) + std::max(c.t_l, reduce);
 }
 
 void check_column(const Column& c)
@@ -206,7 +207,7 @@ TEST_CASE("tp_backward_overlap: without sequence parallelism the all-reduce hide
 {
   check_column({.tp = 8, .t_l = 0.5e-3, .sequence_parallel = false});
 }
-TEST_CASE("tp_backward_overlap: full recomputation goes before the input gradient")
+TEST_CASE("tp_backward_overlap: a recomputed forward goes with the input gradient")
 {
   check_column({.t_l = 0.2e-3, .recompute = true});
 }
@@ -238,7 +239,8 @@ TEST_CASE("tp_backward_overlap: a pass ending with the column layer sends once i
                                     .beside           = TpBeside::weight_gradient}};
   TaskGraph g                   = build_schedule(plan);
   const ReplayResult r          = replay_closed(g, one_node(2 * tp, B), [&](const ComputeTask& task) {
-    return task.layer_begin == 1 && task.phase == Phase::backward ? 2 * t_l * task.share : t0;
+    return task.layer_begin == 1 && task.phase == Phase::backward ? (task.part == ComputePart::whole ? 2 : 1) * t_l
+                                                                           : t0;
   });
   double layer2_end = 0, layer0_start = 1e9;
   for (TaskId id = 0; id < g.size(); ++id) {
