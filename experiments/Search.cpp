@@ -427,6 +427,17 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       first_gather[r] = first_gather[r] > 0 ? first_gather[r] : g;
     }
   }
+  // Pipeline transfers: hidden in the steady state, but on the critical path of the fill and the
+  // drain, where the first micro-batch's activations cross every chunk boundary on the way down and
+  // the last one's gradients on the way back (K v - 1 boundaries each way, interleaved or not).
+  double pipeline_transfers = 0;
+  for (std::size_t c = 0; c + 1 < pipe.stages.size(); ++c) {
+    const int from = pipe.device(static_cast<int>(c), 0, 0), to = pipe.device(static_cast<int>(c) + 1, 0, 0);
+    if (from != to)
+      pipeline_transfers +=
+          2 * collective_seconds(point, sim::CollectiveKind::broadcast, sim::CollectiveAlgorithm::ring, {from, to},
+                                 pipe.stages[c].activation_bytes * mb / pipe.tp);
+  }
   // Communication hidden under compute slows that compute: D seconds of overlap add D s / (1 + s)
   // (the profile's comm_compute_slowdown s, as the replay applies it: sim/CommOverlap.hpp).
   const calibration::Parameter* slowdown = point.profile.find("comm_compute_slowdown");
@@ -436,7 +447,7 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     const auto i = static_cast<std::size_t>(r);
     const double per_micro_batch = work[i] + tensor[i];
     // The pipeline: M passes of the slowest rank plus its fill and drain ((K - 1) / v of them).
-    double t = per_micro_batch * (m + (ranks - 1.0) / par.virtual_stages);
+    double t = per_micro_batch * (m + (ranks - 1.0) / par.virtual_stages) + pipeline_transfers;
     // Gradient reduction: what the last bucket (or all of it, unbucketed) leaves exposed, and with
     // ZeRO 1-2 the gather of the parameters after the step; ZeRO 3's gathers beyond the compute they
     // hide under, and at least the first unit of every pass.
