@@ -383,11 +383,11 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     // As the graph splits the layer: the gather beside the input gradient's part, the reduction after
     // it, beside the weight gradient's GEMMs.
     for (const auto& [layer, comm] : async) {
-      const auto part = [&](sim::ComputePart which) {
-        return sim::range_seconds(point.model, layer, layer + 1, sim::Phase::backward, mb, compute, cost, which);
-      };
-      tensor[r] += std::max(0.0, comm.first - part(sim::ComputePart::input_gradient)) +
-                   std::max(0.0, comm.second - part(sim::ComputePart::weight_gradient));
+      const double input_gradient = sim::range_seconds(point.model, layer, layer + 1, sim::Phase::backward, mb, compute,
+                                                       cost, sim::ComputePart::input_gradient);
+      const double weight_gradient = sim::range_seconds(point.model, layer, layer + 1, sim::Phase::backward, mb,
+                                                        compute, cost, sim::ComputePart::weight_gradient);
+      tensor[r] += std::max(0.0, comm.first - input_gradient) + std::max(0.0, comm.second - weight_gradient);
     }
     // Context parallelism: the ring hides under the attention compute; Llama 3's all-gather blocks
     // the stream: K/V gathered before the forward and the backward (and its recomputed forward),
