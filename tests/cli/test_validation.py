@@ -1,7 +1,8 @@
 """Published runs (docs/validation.md): experiments/validation.yaml simulated and compared by
 plots/validation.py with experiments/validation/published.csv. Fails when the MAPE of the fit rows or
 of the held-out rows rises above what docs/validation.md reports, when the order of a source's layouts
-is lost, or when a shipped *-megatron profile is not what its fit produced (its fit_mape_pct). A
+is lost, when docs/validation.md's table and summary differ from what the run prints, or when a shipped
+*-megatron profile is not what its fit produced (its fit_mape_pct). A
 corrupted measurement must make the comparison fail, and a layout that differs from the CSV's must be
 refused. Skipped under the sanitizer build (minutes of simulation, the same numbers)."""
 import csv
@@ -34,6 +35,24 @@ p = subprocess.run([sys.executable, script, results, "--markdown", os.path.join(
 print(p.stdout[-1500:])
 checks += 1
 check(p.returncode == 0, f"validation within its bounds: {p.stderr.strip()}")
+
+# docs/validation.md's table and summary are what this run prints, figure for figure (issue 31 item 8:
+# a page's figures kept current by a test).
+def table_and_summary(text):
+    """The comparison table's rows and the summary bullets (fit, holdout, all, rankings) of a page."""
+    return [line for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| id ") and line.count("|") == 10
+            or re.match(r"- (fit|holdout|all|ranking)", line)]
+with open(os.path.join(ROOT, "docs", "validation.md")) as f:
+    page = table_and_summary(f.read())
+generated = []
+if p.returncode == 0:
+    with open(os.path.join(d, "table.md")) as f:
+        generated = table_and_summary(f.read())
+checks += 1
+stale = [line for line in generated if line not in page] + [line for line in page if line not in generated]
+check(generated and not stale, f"docs/validation.md's table and summary as simulated (regenerate with the page's "
+      f"command): {len(stale)} lines differ, e.g. {stale[:2]}")
 
 # The runs whose configurations overlap tensor-parallel communication (MLPerf v3.1, NeMo's and
 # Megatron-Bridge's GPT-3 and Llama 3 recipes) are simulated with it, and say so in the CSV.
