@@ -712,7 +712,7 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.cp = par.cp;
   pipe.cp_algorithm = par.cp_algorithm;
   pipe.tp_comm_overlap = par.tp_comm_overlap;
-  pipe.tp_backward_overlap      = par.tp_backward_overlap;
+  pipe.tp_backward_overlap = par.tp_backward_overlap;
   pipe.overlap_param_gather = par.overlap_param_gather;
   pipe.zero = par.zero;
   pipe.shard = par.shard_group();

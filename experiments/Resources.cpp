@@ -92,7 +92,9 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
                                : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep,
                                                     point.training.recompute == models::Recompute::full);
     // Overlapped (parallelism.tp_comm_overlap): each is two tasks, beside its layer and after it.
-    const auto overlapped = [&](const sim::TpCollective& c) { return par.tp_comm_overlap && c.overlappable; };
+    const auto overlapped = [&](const sim::TpCollective& c) {
+      return c.overlap(par.tp_comm_overlap, par.tp_backward_overlap) == sim::TpOverlap::userbuffers;
+    };
     const double tp_collectives = static_cast<double>(tensor.size() + std::count_if(tensor.begin(), tensor.end(), overlapped));
     // Each splits its pass where it sits, unless another sits there too (sequence parallelism: a
     // row layer's reduce-scatter and the next column layer's all-gather): distinct places count.
@@ -108,8 +110,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     // Megatron's asynchronous backward (parallelism.tp_backward_overlap): a column layer's backward
     // is two compute tasks of its own, its collectives beside them.
     const auto async = [&](const sim::TpCollective& c) {
-      return par.tp_backward_overlap && !overlapped(c) && c.beside != sim::TpBeside::none &&
-             c.phase == sim::Phase::backward && !c.recomputed;
+      return c.overlap(par.tp_comm_overlap, par.tp_backward_overlap) == sim::TpOverlap::backward_async;
     };
     std::set<std::tuple<bool, std::size_t>> splits;
     std::set<std::size_t> async_layers;

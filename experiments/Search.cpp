@@ -362,14 +362,13 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     const double tp_n = pipe.tp;
     for (const sim::TpCollective& tc : stage.tp_collectives) {
       const double comm = collective_seconds(point, tc.kind, pipe.tp_algorithm, tp_group, tc.bytes_per_sample * mb);
-      const bool userbuffers = pipe.tp_comm_overlap && tc.overlappable;
-      if (!userbuffers && pipe.tp_backward_overlap && tc.beside != sim::TpBeside::none &&
-          tc.phase == sim::Phase::backward && !tc.recomputed) {
+      const sim::TpOverlap how = tc.overlap(pipe.tp_comm_overlap, pipe.tp_backward_overlap);
+      if (how == sim::TpOverlap::backward_async) {
         auto& [input_gradient, weight_gradient] = async[tc.layer];
         (tc.beside == sim::TpBeside::input_gradient ? input_gradient : weight_gradient) += comm;
         continue;
       }
-      if (!userbuffers) {
+      if (how == sim::TpOverlap::blocking) {
         tensor[r] += comm;
         continue;
       }

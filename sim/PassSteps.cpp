@@ -86,8 +86,8 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
     for (const TpCollective& c : stage.tp_collectives) {
       if (c.phase != phase)
         continue;
-      const bool userbuffers = plan.tp_comm_overlap && c.overlappable;
-      if (!userbuffers && plan.tp_backward_overlap && c.beside != TpBeside::none && !forward && !c.recomputed) {
+      const TpOverlap how = c.overlap(plan.tp_comm_overlap, plan.tp_backward_overlap);
+      if (how == TpOverlap::backward_async) {
         // Megatron's asynchronous backward: one step per column layer, at the start of its backward.
         auto same = std::find_if(events.begin(), events.end(), [&](const Event& e) {
           return e.step.kind == PassStep::Kind::tp_async && e.step.begin == c.layer;
@@ -100,7 +100,7 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
             .emplace_back(c.kind, c.bytes_per_sample * b);
         continue;
       }
-      if (!userbuffers) {
+      if (how == TpOverlap::blocking) {
         events.push_back({c.position(), {PassStep::Kind::tp_sync, 0, 0, c.kind, c.bytes_per_sample * b}});
         continue;
       }

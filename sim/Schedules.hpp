@@ -111,6 +111,11 @@ struct GradientBucket {
 /// (PipelinePlan::tp_backward_overlap): the input gradient's (dgrad) or the weight gradient's (wgrad).
 enum class TpBeside : std::uint8_t { none, input_gradient, weight_gradient };
 
+/// How a tensor-parallel collective runs under a plan's overlap options (TpCollective::overlap): it
+/// blocks the stream, or Transformer Engine's userbuffers pipeline it with its layer's GEMM
+/// (tp_comm_overlap), or it runs beside one of its column layer's backward GEMMs (tp_backward_overlap).
+enum class TpOverlap : std::uint8_t { blocking, userbuffers, backward_async };
+
 /// A tensor-parallel collective inside a stage's passes, over the tp GPUs of one replica: in
 /// forward it follows layer `layer`; in backward it follows that layer's backward. It blocks the
 /// stream (the next layer needs its result), as Megatron-LM's synchronous all-reduces do; with
@@ -136,6 +141,18 @@ struct TpCollective {
   /// input gradient's reduce-scatter (all-reduce without sequence parallelism) beside the weight
   /// gradient's GEMM
   TpBeside beside = TpBeside::none;
+
+  /// How it runs with PipelinePlan::tp_comm_overlap and tp_backward_overlap as given: one rule for the
+  /// graph (sim/PassSteps), the resource estimate and the search's closed form. Userbuffers take
+  /// precedence; a recomputed forward's collective always blocks.
+  TpOverlap overlap(bool tp_comm_overlap, bool tp_backward_overlap) const
+  {
+    if (tp_comm_overlap && overlappable)
+      return TpOverlap::userbuffers;
+    if (tp_backward_overlap && beside != TpBeside::none && phase == Phase::backward && !recomputed)
+      return TpOverlap::backward_async;
+    return TpOverlap::blocking;
+  }
 
   /// The pass boundary it sits at, as pass_steps numbers them (forward: before layer i is i, after it
   /// i + 1; backward, which runs the layers in reverse: before layer i's backward is i + 1, after it i).
