@@ -713,6 +713,7 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.cp_algorithm = par.cp_algorithm;
   pipe.tp_comm_overlap = par.tp_comm_overlap;
   pipe.tp_backward_overlap = par.tp_backward_overlap;
+  pipe.overlap_p2p_comm         = overlaps_p2p(point);
   pipe.overlap_param_gather = par.overlap_param_gather;
   pipe.zero = par.zero;
   pipe.shard = par.shard_group();
@@ -1165,6 +1166,8 @@ ResultRow describe_point(const PointConfig& p)
     row.set("tp_backward_overlap", std::string("true"));
   if (p.parallelism.overlap_param_gather)
     row.set("overlap_param_gather", std::string("true"));
+  if (p.parallelism.pp > 1)
+    row.set("overlap_p2p_comm", std::string(overlaps_p2p(p) ? "true" : "false"));
   if (shards_optimizer(p.parallelism.zero))
     row.set("zero_group", static_cast<long long>(p.parallelism.shard_group()));
   if (p.model.has(models::LayerKind::attention)) {

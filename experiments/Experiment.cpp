@@ -260,6 +260,24 @@ void check_expert_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem("parallelism.ps", "parameter servers are simulated for dense models: ep must be 1");
 }
 
+bool overlaps_p2p(const PointConfig& point)
+{
+  const auto& par = point.parallelism;
+  if (par.overlap_p2p_comm)
+    return *par.overlap_p2p_comm;
+  switch (point.training.framework) {
+  case sim::Framework::megatron:
+    return par.schedule == sim::ScheduleKind::interleaved && par.virtual_stages > 1;
+  case sim::Framework::megatron_2021:
+    return false;
+  case sim::Framework::pytorch:
+    return par.schedule != sim::ScheduleKind::one_f_one_b;
+  case sim::Framework::ideal:
+    break;
+  }
+  return true;
+}
+
 // An interleaved split that models::splits_evenly refuses, unless the balance is explicit; "" when fine.
 std::string virtual_stage_problem(const PointConfig& p)
 {
@@ -556,6 +574,8 @@ PointConfig Experiment::point(std::size_t index) const
     p.parallelism.tp_backward_overlap =
         par->boolean("tp_backward_overlap", p.training.framework == sim::Framework::megatron);
     p.parallelism.overlap_param_gather = par->boolean("overlap_param_gather", false);
+    if (par->has("overlap_p2p_comm"))
+      p.parallelism.overlap_p2p_comm = par->boolean("overlap_p2p_comm", true);
     p.parallelism.ep = static_cast<int>(par->integer("ep", 1, 1, 1 << 20));
     p.parallelism.ep_collective =
         par->choice("ep_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);

@@ -25,6 +25,8 @@
 //                                                          #   hierarchical | nvls | sharp; flow | analytic
 //                 dp_bucket: 25MiB,                        # gradient buckets overlapped with backward
 //                 overlap_param_gather: false,             # ZeRO 1-2: gather in the next forward
+//                 overlap_p2p_comm: true,                  # pipeline sends beside the next compute
+//                                                          #   (default: the framework's, overlaps_p2p)
 //                 tp_collective: auto, tp_fidelity: flow,  # tensor-parallel collectives
 //                 partition: optimal,   # optimal | balanced | uniform | explicit (with balance: [..])
 //                 ps: {servers: 2, placement: dedicated, consistency: ssp, staleness: 2, iterations: 8}}
@@ -150,6 +152,9 @@ struct ParallelismSpec {
   /// ZeRO 1-2: gather the parameters bucket by bucket during the next forward instead of after the
   /// step (Megatron's --overlap-param-gather; sim::PipelinePlan::overlap_param_gather)
   bool overlap_param_gather = false;
+  /// Pipeline sends beside the next compute (Megatron's --overlap-p2p-communication), or the stream
+  /// waiting for each one; unset: the framework's own (overlaps_p2p())
+  std::optional<bool> overlap_p2p_comm;
   int virtual_stages = 1;  ///< model chunks per device (interleaved schedule)
   sim::CollectiveAlgorithm dp_collective = sim::CollectiveAlgorithm::automatic;
   sim::CollectiveFidelity dp_fidelity = sim::CollectiveFidelity::flow;
@@ -205,6 +210,13 @@ struct PointConfig {
     return static_cast<int>(training.global_batch / (static_cast<long long>(training.micro_batch) * parallelism.dp));
   }
 };
+
+/// Whether a point's pipeline sends overlap the compute after them (`parallelism.overlap_p2p_comm`,
+/// sim::PipelinePlan::overlap_p2p_comm). Unset, as its framework runs them: Megatron-Core overlaps
+/// them in the interleaved schedule only (its 1F1B waits for each batched send and receive),
+/// Megatron-LM 2021 never did (a device synchronize after each); PyTorch's Schedule1F1B waits for
+/// each send with the next receive, its GPipe and interleaved schedules later; `ideal` never waits.
+bool overlaps_p2p(const PointConfig& point);
 
 /// A sweep's points as Experiment::points() checks them, without the points: the sweep index of each
 /// point the `where:` constraint keeps, in sweep order, and whether it can be simulated. A long sweep

@@ -110,6 +110,8 @@ void add_parallelism(const PointConfig& point, MegatronLaunch& out)
     add(out, "--tp-comm-overlap");
   if (par.virtual_stages > 1)
     add(out, "--num-virtual-stages-per-pipeline-rank", std::to_string(par.virtual_stages));
+  if (par.virtual_stages > 1 && !overlaps_p2p(point))
+    add(out, "--no-overlap-p2p-communication");
   if (par.pp > 1 && par.schedule == sim::ScheduleKind::gpipe)
     refuse(out, "parallelism.schedule",
            "Megatron-LM pipelines with 1F1B (interleaved with virtual stages), not GPipe: "
@@ -201,6 +203,9 @@ MegatronLaunch megatron_launch(const PointConfig& point)
       point.parallelism.tp > 1)
     out.notes.push_back("simulated with tp_backward_overlap: false; Megatron-Core always overlaps a column "
                         "layer's backward collectives with its GEMMs (no flag turns it off)");
+  if (point.parallelism.pp > 1 && point.parallelism.virtual_stages == 1 && overlaps_p2p(point))
+    out.notes.push_back("simulated with overlap_p2p_comm: true; Megatron-Core overlaps pipeline sends in the "
+                        "interleaved schedule only (its 1F1B waits for each send and receive)");
   if (point.parallelism.pp > 1 && point.parallelism.partition != models::Partitioner::uniform)
     out.notes.push_back(
         fmt::format("ddlsim cut the stages by `partition: {}`; Megatron-LM splits the layers evenly "

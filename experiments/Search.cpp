@@ -426,16 +426,25 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       first_gather[r] = first_gather[r] > 0 ? first_gather[r] : g;
     }
   }
-  // Pipeline transfers: hidden in the steady state, but on the critical path of the fill and the
-  // drain, where the first micro-batch's activations cross every chunk boundary on the way down and
-  // the last one's gradients on the way back (K v - 1 boundaries each way, interleaved or not).
+  // Pipeline transfers: overlapped (overlap_p2p_comm), hidden in the steady state but on the
+  // critical path of the fill and the drain, where the first micro-batch's activations cross every
+  // chunk boundary on the way down and the last one's gradients on the way back (K v - 1 boundaries
+  // each way, interleaved or not). Blocking, each pass that sends waits for its send, fill and drain
+  // included: part of its rank's time per micro-batch.
   double pipeline_transfers = 0;
+  std::vector<double> sends(static_cast<std::size_t>(ranks), 0.0);
   for (std::size_t c = 0; c + 1 < pipe.stages.size(); ++c) {
     const int from = pipe.device(static_cast<int>(c), 0, 0), to = pipe.device(static_cast<int>(c) + 1, 0, 0);
-    if (from != to)
-      pipeline_transfers +=
-          2 * collective_seconds(point, sim::CollectiveKind::broadcast, sim::CollectiveAlgorithm::ring, {from, to},
-                                 pipe.stages[c].activation_bytes * mb / pipe.tp);
+    if (from == to)
+      continue;
+    const double x = collective_seconds(point, sim::CollectiveKind::broadcast, sim::CollectiveAlgorithm::ring,
+                                        {from, to}, pipe.stages[c].activation_bytes * mb / pipe.tp);
+    if (pipe.overlap_p2p_comm) {
+      pipeline_transfers += 2 * x;
+    } else {
+      sends[c % static_cast<std::size_t>(ranks)] += x;       // the activations, after the forward
+      sends[(c + 1) % static_cast<std::size_t>(ranks)] += x; // their gradients, after the backward
+    }
   }
   // Communication hidden under compute slows that compute: D seconds of overlap add D s / (1 + s)
   // (the profile's comm_compute_slowdown s, as the replay applies it: sim/CommOverlap.hpp).
@@ -444,7 +453,7 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
   double slowest = 0;
   for (int r = 0; r < ranks; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    const double per_micro_batch = work[i] + tensor[i];
+    const double per_micro_batch = work[i] + tensor[i] + sends[i];
     // The pipeline: M passes of the slowest rank plus its fill and drain ((K - 1) / v of them).
     double t = per_micro_batch * (m + (ranks - 1.0) / par.virtual_stages) + pipeline_transfers;
     // Gradient reduction: what the last bucket (or all of it, unbucketed) leaves exposed, and with

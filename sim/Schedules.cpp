@@ -75,11 +75,13 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
     for (std::size_t at = 0; at < kept_members[s].size(); ++at)
       slot[s * static_cast<std::size_t>(members) + static_cast<std::size_t>(kept_members[s][at])] = static_cast<int>(at);
   }
-  // A pass's first and last task (what the activations and their gradients connect), and what its
-  // stream still waits for after the last (tp_async's reductions when they end the pass).
+  // A pass's first and last task (what the activations and their gradients connect), what its
+  // stream still waits for after the last (tp_async's reductions when they end the pass), and its
+  // send once made (without overlap_p2p_comm, as the pass ends: the device's next task waits for it).
   struct Ends {
     TaskId first = no_task, last = no_task;
     std::vector<TaskId> waits{};
+    TaskId sent = no_task;
     void push_back(TaskId id)
     {
       if (first == no_task)
@@ -405,6 +407,30 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
   collectives += static_cast<std::size_t>(chunks * tp) * (per_reduction + static_cast<std::size_t>(families * max_groups));  // the flush
   g.reserve(computes + collectives + transfers, computes, transfers, collectives);
 
+  auto after_pass = [&](const Ends& from, TaskId to) {
+    g.add_dependency(from.back(), to);
+    for (TaskId wait : from.waits)
+      g.add_dependency(wait, to);
+  };
+  // The transfer a pass of chunk s sends to the next chunk's device (forward) or the previous one's
+  // (backward), made once, after the pass; no_task when there is none (an end of the pipeline, or
+  // consecutive chunks on one device).
+  auto send_of = [&](int s, int q, int m, Phase phase) {
+    const int to = phase == Phase::forward ? s + 1 : s - 1;
+    if (to < 0 || to >= chunks || device(to, q) == device(s, q))
+      return no_task;
+    Ends& from = pass(s, q, m, phase);
+    if (from.sent == no_task) {
+      const int boundary = std::min(s, to); // the activations of the earlier chunk cross it
+      const double bytes =
+          plan.stages[static_cast<std::size_t>(boundary)].activation_bytes * plan.micro_batch_size / tp;
+      from.sent = g.add_transfer(
+          {.src = device(s, q), .dst = device(to, q), .bytes = bytes, .phase = phase, .stage = s, .micro_batch = m});
+      after_pass(from, from.sent);
+    }
+    return from.sent;
+  };
+
   for (int rank = 0; rank < k; ++rank) {
     const Program& program = programs[static_cast<std::size_t>(rank)];
     for (std::size_t i = 0; i < program.order.size(); ++i) {
@@ -647,25 +673,23 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
         }
       }
       // A pass that ends with tp_async's reductions sends once they are through.
-      if (stage.tp_collectives.empty() || !plan.tp_backward_overlap)
-        continue;
-      for (int q : kept_members[static_cast<std::size_t>(s)]) {
-        const auto& wait = pending_wait[static_cast<std::size_t>(device(s, q))];
-        if (!wait.empty())
-          pass(s, q, p.micro_batch, p.phase).waits = wait;
-      }
+      if (!stage.tp_collectives.empty() && plan.tp_backward_overlap)
+        for (int q : kept_members[static_cast<std::size_t>(s)]) {
+          const auto& wait = pending_wait[static_cast<std::size_t>(device(s, q))];
+          if (!wait.empty())
+            pass(s, q, p.micro_batch, p.phase).waits = wait;
+        }
+      // Blocking p2p: the pass sends now, and the device's next task waits for the send.
+      if (!plan.overlap_p2p_comm)
+        for (int q : kept_members[static_cast<std::size_t>(s)])
+          if (const TaskId x = send_of(s, q, p.micro_batch, p.phase); x != no_task)
+            pending_wait[static_cast<std::size_t>(device(s, q))].push_back(x);
     }
   }
 
   // Activations flow down the pipeline, their gradients flow back up; each tensor rank sends its
   // 1/tp share to the same rank of the next stage.
-  auto after_pass = [&](const Ends& from, TaskId to) {
-    g.add_dependency(from.back(), to);
-    for (TaskId wait : from.waits)
-      g.add_dependency(wait, to);
-  };
-  for (int s = 0; s + 1 < chunks; ++s) {
-    const double bytes = plan.stages[static_cast<std::size_t>(s)].activation_bytes * plan.micro_batch_size / tp;
+  for (int s = 0; s + 1 < chunks; ++s)
     for (int q : kept_members[static_cast<std::size_t>(s)])
       for (int m = 0; m < m_count; ++m) {
         if (device(s, q) == device(s + 1, q)) {  // consecutive chunks on one device
@@ -673,16 +697,9 @@ TaskGraph build_pipeline(const PipelinePlan& plan)
           after_pass(pass(s + 1, q, m, Phase::backward), pass(s, q, m, Phase::backward).front());
           continue;
         }
-        TaskId act = g.add_transfer({.src = device(s, q), .dst = device(s + 1, q), .bytes = bytes,
-                                     .phase = Phase::forward, .stage = s, .micro_batch = m});
-        after_pass(pass(s, q, m, Phase::forward), act);
-        g.add_dependency(act, pass(s + 1, q, m, Phase::forward).front());
-        TaskId grad = g.add_transfer({.src = device(s + 1, q), .dst = device(s, q), .bytes = bytes,
-                                      .phase = Phase::backward, .stage = s + 1, .micro_batch = m});
-        after_pass(pass(s + 1, q, m, Phase::backward), grad);
-        g.add_dependency(grad, pass(s, q, m, Phase::backward).front());
+        g.add_dependency(send_of(s, q, m, Phase::forward), pass(s + 1, q, m, Phase::forward).front());
+        g.add_dependency(send_of(s + 1, q, m, Phase::backward), pass(s, q, m, Phase::backward).front());
       }
-  }
 
   // Flush: per chunk and tensor rank, reduce the gradients across replicas (unless buckets did) and
   // the experts' over the replicas holding them; then, once every chunk's reductions are issued (as

@@ -288,6 +288,10 @@ struct PipelinePlan {
   /// gradient's GEMMs, costing max(input part, gather) + max(weight part, reduction) instead of their
   /// sum. Collectives userbuffers overlap (tp_comm_overlap) are theirs, not these.
   bool tp_backward_overlap = false;
+  /// Pipeline sends beside the compute after them (Megatron's --overlap-p2p-communication). False: a
+  /// device's next task after a pass that sends waits for the send to arrive, as Megatron-Core's
+  /// 1F1B and Megatron-LM 2021 run them (they wait for each batched send and receive).
+  bool overlap_p2p_comm = true;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
   /// When set (over devices()), only the fold's representatives get tasks, and only the
   /// collectives that have a representative member (Fold.hpp): the graph a folded replay runs.

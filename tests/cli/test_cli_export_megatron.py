@@ -142,4 +142,18 @@ for overlap in ("false", "true"):
     check(rc == 0 and (out.count("# simulated with tp_backward_overlap: false") == 1) == (overlap == "false"),
           f"tp_backward_overlap {overlap}: {rc} {err} {out[:300]}")
 
+# Pipeline sends (parallelism.overlap_p2p_comm): Megatron-Core overlaps them in the interleaved schedule
+# unless told not to, and never in 1F1B. The 405B (interleaved) exports the flag only when simulated
+# blocking; its 1F1B twin notes a simulation with overlapped sends that Megatron would not run.
+for value, flag in (([], False), (["--set", "parallelism.overlap_p2p_comm=false"], True)):
+    rc, out, err, flags, _ = export(VALIDATION, "--point", "37", *value)
+    checks += 1
+    check(rc == 0 and ("--no-overlap-p2p-communication" in flags) == flag, f"interleaved sends {value}: {rc} {err}")
+ONE_F_ONE_B = ["--set", "parallelism.schedule=1f1b", "--set", "parallelism.virtual_stages=1"]
+for value, note in (([], False), (["--set", "parallelism.overlap_p2p_comm=true"], True)):
+    rc, out, err, flags, _ = export(VALIDATION, "--point", "37", *ONE_F_ONE_B, *value)
+    checks += 1
+    check(rc == 0 and "--no-overlap-p2p-communication" not in flags and
+          ("# simulated with overlap_p2p_comm: true" in out) == note, f"1F1B sends {value}: {rc} {err} {out[:300]}")
+
 finish("cli_export_megatron", checks)

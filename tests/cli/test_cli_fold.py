@@ -4,7 +4,8 @@ Folded (the default) and unfolded (parallelism.fold_replicas: false), every CSV 
 simulator's own bookkeeping (activities, wall time, the fold it says it used) agrees to 1e-9 on
 flow-level points with gradient buckets, ZeRO 1-3, hybrid sharding, 1F1B and interleaved pipelines,
 context parallelism, flow and analytic tensor parallelism, synchronised batch norm and fat trees,
-with fewer activities. With tp_aggregate on and off (item 4 of issue 18) the CSV row, the per-GPU
+with fewer activities; and Megatron's step, its column layers' backward split around their
+collectives and its pipeline sends blocking or not. With tp_aggregate on and off (item 4 of issue 18) the CSV row, the per-GPU
 device table and the timeline (process names and nodes, tracks, slices, counters) are the same.
 Where symmetry does not hold (a straggler, a node of other GPUs, replicas straddling a fat tree's
 leaves, tree all-reduces that meet other traffic while they run apart) the fold falls back by itself,
@@ -114,6 +115,12 @@ cases = {
     "experts": (experiment("experts", MOE, two_nodes, "global_batch: 16, micro_batch: 2, recompute: full",
                            "schedule: 1f1b, pp: 1, dp: 8, tp: 2, zero: 1, sequence_parallel: true",
                            "  parallelism.ep: [2, 4]\n" + FOLD_AXIS), "tp2 (dp: expert parallelism (ep "),
+    # Megatron's step: asynchronous column-layer backward (tp_backward_overlap), pipeline sends
+    # blocking (Megatron-Core's 1F1B) and overlapped.
+    "megatron": (experiment("megatron", "gpt3-1.3b", four_nodes,
+                            "global_batch: 64, micro_batch: 2, framework: megatron",
+                            "schedule: 1f1b, pp: 2, dp: 4, tp: 4, zero: 1, sequence_parallel: true, dp_bucket: 32MiB",
+                            "  parallelism.overlap_p2p_comm: [false, true]\n" + FOLD_AXIS), "tp4xdp"),
 }
 for name, (text, fold) in cases.items():
     rows, err = run_rows(name, text)
