@@ -1,6 +1,6 @@
 // One CSV row per configuration, with units in every column name.
 //
-// Columns (in this order; ARCHITECTURE.md's contract first, then extras):
+// Columns (in this order; docs/ARCHITECTURE.md's contract first, then extras):
 //   config_id, experiment, model, cluster, calibration, schedule, pp, dp, tp, gpus, global_batch,
 //   micro_batch, num_micro_batches, dtype, status, iteration_time_s, throughput_samples_per_s,
 //   bubble_fraction, compute_time_s, exposed_comm_time_s, comm_bytes_per_gpu, peak_memory_bytes,
@@ -79,14 +79,18 @@ std::string format_number(double value);
 /// presets, in the order wanted; `-NAME` takes a column or preset out again. Presets:
 ///   default           the contract columns and every other column some row fills (the default)
 ///   all               every column, in csv_columns() order (a fixed schema for scripts)
-///   contract          ARCHITECTURE.md's contract columns
+///   contract          docs/ARCHITECTURE.md's contract columns
 ///   identity          the columns that say which point a row is (what --resume and merge match)
 ///   memory            peak, capacity, activation and reserve bytes
 ///   throughput        iteration time, samples/s, tokens/s (and per GPU), MFU, model TFLOP/s per GPU,
 ///                     bubble, GPU utilization
 ///   measured          what `ddlsim execute` adds (backend, device, measured times, error_pct)
 ///   parameter_server  the parameter-server settings and staleness
-///   llm               seq, attention, cp, zero, zero_group, sequence_parallel, active_parameters
+///   framework         framework, host and GPU busy fractions, GPU utilization, compute time
+///   llm               seq, attention, cp, cp_algorithm, zero, zero_group, sequence_parallel, the
+///                     overlap options (tp_comm_overlap ... overlap_p2p_comm), active_parameters
+///   communication     exposed communication by dimension, all-to-all times, bytes per GPU
+///   moe               expert parallelism, all-to-alls, drops, load, active parameters
 ///   simulation        activity counts and estimates, wall time, fidelity, cost sources
 class ColumnSelection {
 public:
