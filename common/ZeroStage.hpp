@@ -1,5 +1,5 @@
 // Sharded data parallelism (ZeRO, FSDP): what a data-parallel shard group splits among its replicas,
-// and the rules each stage implies, written once for the graph builder (sim/Schedules.cpp,
+// and the rules each stage implies, written once for the graph builder (sim/PipelineBuilder*.cpp,
 // sim/PassSteps.cpp), the fold, the memory model, the resource estimate, the search's closed form and
 // the exports.
 //

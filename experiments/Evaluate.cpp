@@ -713,7 +713,7 @@ sim::PipelinePlan pipeline_layout(const PointConfig& point)
   pipe.cp_algorithm = par.cp_algorithm;
   pipe.tp_comm_overlap = par.tp_comm_overlap;
   pipe.tp_backward_overlap = par.tp_backward_overlap;
-  pipe.overlap_p2p_comm         = overlaps_p2p(point);
+  pipe.p2p                      = p2p_sends(point);
   pipe.overlap_param_gather = par.overlap_param_gather;
   pipe.zero = par.zero;
   pipe.shard = par.shard_group();
@@ -911,12 +911,21 @@ models::MemoryOptions memory_options(const PointConfig& point)
   const auto& par = point.parallelism;
   const auto load = point_expert_load(point);
   const sim::StepDtypes dt = point_dtypes(point);
-  return {.dtype = dt.activations, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-          .reserve_bytes = point.training.memory_reserve, .tp = par.tp, .sequence_parallel = par.sequence_parallel,
-          .cp = par.cp, .zero = par.zero, .shard = par.shard_group(), .ep = par.ep,
-          .expert_shard = par.expert_shard_group(), .expert_load = load ? load->busiest() : 1.0,
-          .gradient_bytes = dtype_bytes(dt.gradients),
-          .weight_copy_bytes = dt.gemm == Dtype::fp8 && dt.weights != Dtype::fp8 ? 2 * dtype_bytes(Dtype::fp8) : 0.0};
+  return {.dtype             = dt.activations,
+          .optimizer         = point.training.optimizer,
+          .recompute         = point.training.recompute,
+          .reserve_bytes     = point.training.memory_reserve,
+          .tp                = par.tp,
+          .sequence_parallel = par.sequence_parallel,
+          .cp                = par.cp,
+          .zero              = par.zero,
+          .shard             = par.shard_group(),
+          .ep                = par.ep,
+          .expert_shard      = par.expert_shard_group(),
+          .expert_load       = load ? load->busiest() : 1.0,
+          .gradient_bytes    = dtype_bytes(dt.gradients),
+          .weight_copy_bytes = dt.gemm == Dtype::fp8 && dt.weights != Dtype::fp8 ? 2 * dtype_bytes(Dtype::fp8) : 0.0,
+          .gemm_input_bytes  = dt.gemm == Dtype::fp8 && dt.activations != Dtype::fp8 ? dtype_bytes(Dtype::fp8) : 0.0};
 }
 
 double model_flop_per_token(const models::Model& model)

@@ -278,6 +278,17 @@ bool overlaps_p2p(const PointConfig& point)
   return true;
 }
 
+sim::P2pSends p2p_sends(const PointConfig& point)
+{
+  const auto& par = point.parallelism;
+  if (overlaps_p2p(point))
+    return sim::P2pSends::overlapped;
+  if (sim::is_megatron(point.training.framework) && par.schedule == sim::ScheduleKind::interleaved &&
+      par.virtual_stages > 1)
+    return sim::P2pSends::paired;
+  return sim::P2pSends::blocking;
+}
+
 // An interleaved split that models::splits_evenly refuses, unless the balance is explicit; "" when fine.
 std::string virtual_stage_problem(const PointConfig& p)
 {

@@ -217,6 +217,10 @@ struct PointConfig {
 /// Megatron-LM 2021 never did (a device synchronize after each); PyTorch's Schedule1F1B waits for
 /// each send with the next receive, its GPipe and interleaved schedules later; `ideal` never waits.
 bool overlaps_p2p(const PointConfig& point);
+/// How the point's pipeline sends meet its compute: overlapped (overlaps_p2p), else as its framework
+/// waits for them (sim::P2pSends: Megatron's interleaved schedule pairs a forward's send with the next
+/// backward's, the rest wait for every send).
+sim::P2pSends p2p_sends(const PointConfig& point);
 
 /// A sweep's points as Experiment::points() checks them, without the points: the sweep index of each
 /// point the `where:` constraint keeps, in sweep order, and whether it can be simulated. A long sweep

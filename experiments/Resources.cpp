@@ -106,7 +106,7 @@ ResourceEstimate estimate_resources(const PointConfig& point, const FoldPlan* pl
     }
     // Where a pass is split (a blocking collective between two compute segments): the tensor-parallel
     // collectives' positions and, with expert parallelism, both sides of every experts layer; two at
-    // one place split it once (pass_steps in sim/Schedules.cpp).
+    // one place split it once (pass_steps in sim/PassSteps.cpp).
     // Megatron's asynchronous backward (parallelism.tp_backward_overlap): a column layer's backward
     // is two compute tasks of its own, its collectives beside them.
     const auto async = [&](const sim::TpCollective& c) {

@@ -418,7 +418,7 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     }
     for (const sim::ShardUnit& u : stage.units) {
       // ZeRO-3 gathers the unit's dense parameters over the shard group and its experts' over the expert
-      // shard group, on their own streams at once (sim/Schedules.cpp): the unit waits for the longer.
+      // shard group, on their own streams at once (sim/PipelineBuilderSteps.cpp): the unit waits for the longer.
       const double g = std::max(
           collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, u.bytes),
           collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, expert_group, u.expert_bytes));
@@ -426,26 +426,32 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       first_gather[r] = first_gather[r] > 0 ? first_gather[r] : g;
     }
   }
-  // Pipeline transfers: overlapped (overlap_p2p_comm), hidden in the steady state but on the
-  // critical path of the fill and the drain, where the first micro-batch's activations cross every
-  // chunk boundary on the way down and the last one's gradients on the way back (K v - 1 boundaries
-  // each way, interleaved or not). Blocking, each pass that sends waits for its send, fill and drain
-  // included: part of its rank's time per micro-batch.
+  // Pipeline transfers (sim::P2pSends). Overlapped, hidden in the steady state but on the critical
+  // path of the fill and the drain, where the first micro-batch's activations cross every chunk
+  // boundary on the way down and the last one's gradients on the way back (K v - 1 boundaries each
+  // way, interleaved or not). Blocking, each pass waits for its send, fill and drain included: part
+  // of its rank's time per micro-batch; paired (Megatron's interleaved schedule), a forward's and a
+  // backward's send leave together, the longer counts.
+  const std::size_t chunk_count = pipe.stages.size();
+  std::vector<double> hop(chunk_count, 0.0); // chunk c to c + 1
+  for (std::size_t c = 0; c + 1 < chunk_count; ++c) {
+    const int from = pipe.device(static_cast<int>(c), 0, 0), to = pipe.device(static_cast<int>(c) + 1, 0, 0);
+    if (from != to)
+      hop[c] = collective_seconds(point, sim::CollectiveKind::broadcast, sim::CollectiveAlgorithm::ring, {from, to},
+                                  pipe.stages[c].activation_bytes * mb / pipe.tp);
+  }
   double pipeline_transfers = 0;
   std::vector<double> sends(static_cast<std::size_t>(ranks), 0.0);
-  for (std::size_t c = 0; c + 1 < pipe.stages.size(); ++c) {
-    const int from = pipe.device(static_cast<int>(c), 0, 0), to = pipe.device(static_cast<int>(c) + 1, 0, 0);
-    if (from == to)
-      continue;
-    const double x = collective_seconds(point, sim::CollectiveKind::broadcast, sim::CollectiveAlgorithm::ring,
-                                        {from, to}, pipe.stages[c].activation_bytes * mb / pipe.tp);
-    if (pipe.overlap_p2p_comm) {
-      pipeline_transfers += 2 * x;
-    } else {
-      sends[c % static_cast<std::size_t>(ranks)] += x;       // the activations, after the forward
-      sends[(c + 1) % static_cast<std::size_t>(ranks)] += x; // their gradients, after the backward
-    }
+  for (std::size_t c = 0; c < chunk_count; ++c) {
+    const double forward = hop[c], backward = c > 0 ? hop[c - 1] : 0.0;
+    pipeline_transfers += 2 * forward;
+    sends[c % static_cast<std::size_t>(ranks)] +=
+        pipe.p2p == sim::P2pSends::paired ? std::max(forward, backward) : forward + backward;
   }
+  if (pipe.p2p == sim::P2pSends::overlapped)
+    std::fill(sends.begin(), sends.end(), 0.0);
+  else
+    pipeline_transfers = 0; // in the fill and drain passes' sends
   // Communication hidden under compute slows that compute: D seconds of overlap add D s / (1 + s)
   // (the profile's comm_compute_slowdown s, as the replay applies it: sim/CommOverlap.hpp).
   const calibration::Parameter* slowdown = point.profile.find("comm_compute_slowdown");

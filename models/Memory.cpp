@@ -99,6 +99,12 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
       // keeps that gathered input: every tensor rank holds all of it, not 1/tp.
       const bool sharded = sp && !expert_layer;
       stash += (((sharded ? whole / tp : whole) + split / tp) * d / cp + l.stashed_mask_bytes * stash_share) * rows;
+      if (options.gemm_input_bytes > 0) { // GEMM inputs kept narrower (Transformer Engine's FP8)
+        const double gemm_split = model.owned_split_gemm_input_stash_elements(i);
+        const double gemm_whole = model.owned_gemm_input_stash_elements(i) - gemm_split;
+        stash -=
+            ((sharded ? gemm_whole / tp : gemm_whole) + gemm_split / tp) * (d - options.gemm_input_bytes) / cp * rows;
+      }
       if (l.recompute_cheap) {
         const double dropped = (l.stashed_elements * d + l.stashed_mask_bytes) * stash_share;
         cheap += dropped;

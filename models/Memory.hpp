@@ -101,6 +101,9 @@ struct MemoryOptions {
   double gradient_bytes = 0;
   /// Bytes per weight held beside it (0: none): Transformer Engine's FP8 copy and its transpose (2)
   double weight_copy_bytes = 0;
+  /// Bytes of a stashed element that only linear layers keep, a GEMM input (0: the dtype's): with FP8
+  /// GEMMs Transformer Engine keeps the FP8 cast of the input for the weight gradient (1)
+  double gemm_input_bytes = 0;
 };
 
 /// Parts of the training state a GPU keeps under ZeRO `stage` with a shard group of `shard` GPUs,

@@ -109,10 +109,20 @@ Model::Model(std::string name, TensorShape input, std::vector<Layer> layers, std
   std::vector<std::size_t> last_consumer(n + 1, no_layer);
   std::vector<std::size_t> first_stasher(n + 1, no_layer);
   std::vector<std::size_t> last_stasher(n + 1, no_layer);
+  feeds_loss_.assign(n, 0);
+  for (const Layer& l : layers_)
+    if (l.kind == LayerKind::softmax_loss)
+      for (std::size_t in : l.inputs)
+        if (in < n)
+          feeds_loss_[in] = 1;
+  // GEMM inputs: tensors every layer that stashes is a linear layer other than the output projection.
+  std::vector<char> gemm_only(n + 1, 1);
   auto note_stash = [&](std::size_t tensor, std::size_t by) {
     if (first_stasher[tensor] == no_layer)
       first_stasher[tensor] = by;
     last_stasher[tensor] = by;
+    if (layers_[by].kind != LayerKind::linear || feeds_loss_[by] != 0)
+      gemm_only[tensor] = 0;
   };
   for (std::size_t i = 0; i < n; ++i) {
     const Layer& l = layers_[i];
@@ -135,6 +145,8 @@ Model::Model(std::string name, TensorShape input, std::vector<Layer> layers, std
 
   owned_stash_.assign(n, 0.0);
   owned_split_stash_.assign(n, 0.0);
+  owned_gemm_stash_.assign(n, 0.0);
+  owned_split_gemm_stash_.assign(n, 0.0);
   for (std::size_t i = 0; i < n; ++i) {
     owned_stash_[i] = layers_[i].stashed_elements;
     if (tp_divides(layers_[i].tp))
@@ -142,9 +154,13 @@ Model::Model(std::string name, TensorShape input, std::vector<Layer> layers, std
   }
   for (std::size_t t = 0; t <= n; ++t)
     if (first_stasher[t] != no_layer) {
+      const bool split = t < n && tp_output_split(layers_[t].tp);
       owned_stash_[first_stasher[t]] += elements(t);
-      if (t < n && tp_output_split(layers_[t].tp))
-        owned_split_stash_[first_stasher[t]] += elements(t);
+      owned_split_stash_[first_stasher[t]] += split ? elements(t) : 0.0;
+      if (gemm_only[t] != 0) {
+        owned_gemm_stash_[first_stasher[t]] += elements(t);
+        owned_split_gemm_stash_[first_stasher[t]] += split ? elements(t) : 0.0;
+      }
     }
 
   // crossing_[p]: tensors produced before p (the model input is not: it is fed, not sent) and read at

@@ -85,6 +85,13 @@ public:
   /// The part of owned_stash_elements(i) that tensor parallelism splits (the layer's own work when
   /// it divides, stashed tensors that are split); the rest is kept whole on every GPU of the group.
   double owned_split_stash_elements(std::size_t i) const { return owned_split_stash_[i]; }
+  /// Whether layer `i` produces an input of a softmax_loss layer: the output projection (an LM head),
+  /// which Megatron runs outside Transformer Engine (a plain ColumnParallelLinear, never FP8).
+  bool feeds_loss(std::size_t i) const { return feeds_loss_[i] != 0; }
+  /// Of owned_stash_elements(i) (and of its split part), the tensors only linear layers stash, the
+  /// output projection aside: GEMM inputs, which Transformer Engine keeps in FP8 with FP8 GEMMs.
+  double owned_gemm_input_stash_elements(std::size_t i) const { return owned_gemm_stash_[i]; }
+  double owned_split_gemm_input_stash_elements(std::size_t i) const { return owned_split_gemm_stash_[i]; }
   /// Elements per sample of the tensors produced before layer position `p` and consumed at or
   /// after it: what a pipeline stage starting at `p` receives (and returns gradients for).
   double crossing_elements(std::size_t p) const { return crossing_[p]; }
@@ -111,6 +118,9 @@ private:
   std::vector<Block> blocks_;
   std::vector<double> owned_stash_;
   std::vector<double> owned_split_stash_;
+  std::vector<char> feeds_loss_;
+  std::vector<double> owned_gemm_stash_;
+  std::vector<double> owned_split_gemm_stash_;
   std::vector<double> crossing_;        // size n + 1
   std::vector<double> crossing_stash_;  // size n + 1
 };

@@ -602,7 +602,11 @@ std::vector<KernelLaunch> megatron_launches(const models::Model& model, std::siz
   std::vector<KernelLaunch> out;
   for (KernelLaunch& launch : range_launches(model, begin, end, phase, samples, bf16)) {
     const bool gemm = launch.kind == models::KernelKind::gemm && launch.work.kind != calibration::WorkKind::attention;
-    if (!fp8 || !gemm || launch.layer == nullptr || launch.layer->kind == models::LayerKind::softmax_loss) {
+    // The output projection (the LM head) is Megatron's own ColumnParallelLinear, outside Transformer
+    // Engine's fp8_autocast: bf16.
+    const bool head =
+        launch.layer != nullptr && model.feeds_loss(static_cast<std::size_t>(launch.layer - model.layers().data()));
+    if (!fp8 || !gemm || launch.layer == nullptr || launch.layer->kind == models::LayerKind::softmax_loss || head) {
       out.push_back(launch);
       continue;
     }

@@ -1,4 +1,4 @@
-// A pass of a pipeline stage as the steps build_pipeline (sim/Schedules.cpp) turns into tasks: internal
+// A pass of a pipeline stage as the steps PipelineBuilder (sim/PipelineBuilder.hpp) turns into tasks: internal
 // to the schedule builders.
 #pragma once
 

@@ -225,6 +225,19 @@ struct StagePlan {
   double expert_gradient_bytes = 0;
 };
 
+/// How a pipeline rank's sends meet its compute: whether the device's next task waits for a pass's
+/// send, as the frameworks run them (docs/frameworks.md#overlap).
+enum class P2pSends {
+  overlapped, ///< beside the compute after them (Megatron's --overlap-p2p-communication; `ideal`)
+  /// every send waited for (Megatron-Core's 1F1B, Megatron-LM 2021 without interleaving; PyTorch's
+  /// Schedule1F1B, whose warm-up and cool-down sends overlap one pass, off the critical path)
+  blocking,
+  /// Megatron's interleaved schedule without overlap: warm-up and cool-down sends waited for one by
+  /// one; in the steady state a forward's send leaves with the next backward's, after that backward
+  /// (send_forward_backward_recv_forward_backward), and the device waits for both
+  paired,
+};
+
 struct PipelinePlan {
   ScheduleKind schedule = ScheduleKind::gpipe;
   int virtual_stages = 1;     ///< v: model chunks per device (interleaved); stages holds pp x v chunks
@@ -288,10 +301,9 @@ struct PipelinePlan {
   /// gradient's GEMMs, costing max(input part, gather) + max(weight part, reduction) instead of their
   /// sum. Collectives userbuffers overlap (tp_comm_overlap) are theirs, not these.
   bool tp_backward_overlap = false;
-  /// Pipeline sends beside the compute after them (Megatron's --overlap-p2p-communication). False: a
-  /// device's next task after a pass that sends waits for the send to arrive, as Megatron-Core's
-  /// 1F1B and Megatron-LM 2021 run them (they wait for each batched send and receive).
-  bool overlap_p2p_comm = true;
+  /// How the pipeline's sends meet the compute after them (P2pSends; `parallelism.overlap_p2p_comm`
+  /// and the framework, experiments::p2p_sends).
+  P2pSends p2p        = P2pSends::overlapped;
   bool optimizer_step = true;  ///< add an optimizer task per device after its gradients are reduced
   /// When set (over devices()), only the fold's representatives get tasks, and only the
   /// collectives that have a representative member (Fold.hpp): the graph a folded replay runs.
@@ -310,5 +322,10 @@ struct PipelinePlan {
 /// expert loads not one per ep rank, a ZeRO stage outside 0-3, or a sync point, bucket, unit, ring
 /// or expert exchange outside its stage.
 TaskGraph build_schedule(const PipelinePlan& plan);
+
+/// Of stream_order's passes, how many forwards lead before the first backward joins them (the
+/// warm-up; GPipe: every forward): 1F1B's steady state pairs the passes after it, a forward then a
+/// backward, until the cool-down's backwards.
+int warmup_forwards(ScheduleKind schedule, int k, int v, int rank, int m_count);
 
 }  // namespace ddlsim::sim

@@ -37,7 +37,6 @@ TO_BE_SPLIT = "issue 30 item 3/4: to be split"
 EXCEPTIONS = {
     "sim/Collectives.cpp": TO_BE_SPLIT,
     "sim/Replay.cpp": TO_BE_SPLIT,
-    "sim/Schedules.cpp:build_pipeline": TO_BE_SPLIT,
     "sim/backends/cuda/CudaExecutor.cpp": TO_BE_SPLIT,
     "sim/backends/cuda/ExecutionPlan.cpp:plan_execution": TO_BE_SPLIT,
     "experiments/ChakraWorkload.cpp": TO_BE_SPLIT,

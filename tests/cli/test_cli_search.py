@@ -269,7 +269,7 @@ checks += 1
 check(rc == 0 and sorted(int(r["micro_batch"]) for r in rows) == [1, 2, 3, 4, 6, 12],
       f"micro-batches 1, 2, 3, 4, 6, 12 of 12 samples: {rc} {err} {sorted(r['micro_batch'] for r in rows)}")
 # ZeRO-3 with expert parallelism: the replay gathers every unit's experts over their own shard group as
-# well as its dense parameters over the shard group, on two streams at once (sim/Schedules.cpp); the
+# well as its dense parameters over the shard group, on two streams at once (sim/PipelineBuilderSteps.cpp); the
 # closed form counts the longer of the two per unit. Mixtral-8x7B on 64 H100s at ep 8, ZeRO 3 (the
 # experts' shard group is the 8 replicas holding each expert): the estimate within docs/moe.md's 2.4%
 # of the simulation for the best layouts (it was 2.1-8.8% too fast without the experts' gathers).

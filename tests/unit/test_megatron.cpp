@@ -102,6 +102,24 @@ TEST_CASE("FP8 GEMMs read a byte per element at the FP8 rate; each forward input
   }
 }
 
+TEST_CASE("the LM head stays bf16 under FP8: Megatron's own output layer, outside Transformer Engine")
+{
+  const models::Model m = models::load_model("llama3-8b");
+  const auto head       = m.blocks().back().layers;
+  for (Phase phase : {Phase::forward, Phase::backward}) {
+    const auto bf16 = range_launches(m, head.begin, head.end, phase, 2, with(Framework::megatron, Dtype::bf16));
+    const auto fp8  = range_launches(m, head.begin, head.end, phase, 2, with(Framework::megatron, Dtype::fp8));
+    REQUIRE(bf16.size() == fp8.size()); // no cast kernels
+    std::size_t gemms = 0;
+    for (std::size_t i = 0; i < fp8.size(); ++i) {
+      CHECK(fp8[i].work.dtype == bf16[i].work.dtype);
+      CHECK(fp8[i].work.bytes == doctest::Approx(bf16[i].work.bytes));
+      gemms += is_gemm(fp8[i]) ? 1 : 0;
+    }
+    CHECK(gemms > 0); // the head has its GEMMs: they are what stayed bf16
+  }
+}
+
 TEST_CASE("Megatron's memory: bf16 weights, fp32 gradients, fp32 master and moments; FP8 adds two bytes of copies")
 {
   const double p = 1e9;

@@ -159,3 +159,33 @@ TEST_CASE("sequence parallelism and context parallelism divide a GPT layer's act
   // Context parallelism: each GPU keeps its s / cp tokens of everything.
   CHECK(per_layer(1, false, 4) == doctest::Approx((34 * s * h + 5 * a * s * s) / 4));
 }
+
+TEST_CASE("FP8 GEMMs keep their inputs a byte per element (Transformer Engine), the LM head's in bf16")
+{
+  const double s = 1024, h = 1024, a = 16, t = 4;
+  const Model m    = make_gpt({.name = "g", .layers = 4, .hidden = 1024, .heads = 16, .seq = 1024, .vocab = 32000});
+  auto activations = [&](StageRange blocks, int tp, bool sp, double gemm_input_bytes) {
+    return StageMemoryModel(m,
+                            {.dtype             = Dtype::bf16,
+                             .optimizer         = Optimizer::adam,
+                             .tp                = tp,
+                             .sequence_parallel = sp,
+                             .gemm_input_bytes  = gemm_input_bytes},
+                            1)
+        .stage(blocks, 1)
+        .activations;
+  };
+  // Of a layer's 34 s h bytes, the four GEMMs' inputs are 14 s h in bf16: the QKV and FC1 inputs (the
+  // layer norms' outputs, s h each), the projection's (s h) and FC2's (4 s h). In FP8 they take half.
+  CHECK(activations({2, 3}, 1, false, 1) == doctest::Approx(27 * s * h + 5 * a * s * s));
+  CHECK(activations({2, 3}, 1, false, 0) == doctest::Approx(34 * s * h + 5 * a * s * s));
+  // Tensor parallelism without sequence parallelism: the two norms' outputs stay whole (10 -> 8 s h),
+  // the split inputs 24 / t -> 19 / t; with it, 34 / t -> 27 / t.
+  CHECK(activations({2, 3}, 4, false, 1) == doctest::Approx(s * h * (8 + 19 / t) + 5 * a * s * s / t));
+  CHECK(activations({2, 3}, 4, true, 1) == doctest::Approx(s * h * 27 / t + 5 * a * s * s / t));
+  // The head: the LM head is Megatron's own linear layer, outside Transformer Engine, so its input
+  // (the final norm's output) stays bf16; nothing of the head changes.
+  const StageRange head{m.blocks().size() - 1, m.blocks().size()};
+  CHECK(activations(head, 1, false, 1) == doctest::Approx(activations(head, 1, false, 0)));
+  CHECK(activations(head, 1, false, 0) > 2 * s * h); // it does stash that input
+}
