@@ -432,22 +432,15 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
                 std::to_string(par.replicas()) + " (hybrid sharding: shard inside a group, replicate across groups)");
 }
 
-PointConfig Experiment::point(std::size_t index) const
-{
-  Diagnostics diags(file_);
-  YAML::Node doc = document_for(index, diags);
-  diags.throw_if_any();
-  PointConfig p;
-  p.index = index;
-  p.experiment = name_;
+namespace {
 
-  YamlMap top(doc, "", diags);
-  top.required_string("name");
-  top.string("description");
-  // training.seq and training.attention shape the model: read them first (training: checks them again).
+// training.seq, training.attention and the routing keys shape the model: read before the model is
+// built (the training: block checks them again, at their keys).
+models::ModelOptions peek_model_options(const YAML::Node& doc, const std::string& file)
+{
   models::ModelOptions model_options;
   if (const YAML::Node t = doc["training"]; t.IsMap()) {
-    Diagnostics quiet(file_);
+    Diagnostics quiet(file);
     YamlMap peek(t, "training", quiet);
     model_options.seq = static_cast<int>(peek.integer("seq", 0, 1, 1 << 26));
     if (peek.has("attention"))
@@ -457,8 +450,201 @@ PointConfig Experiment::point(std::size_t index) const
     if (peek.has("capacity_factor"))
       model_options.capacity_factor = peek.quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
     if (!quiet.empty())
-      model_options = {};  // reported below, at its key
+      model_options = {}; // reported below, at its key
   }
+  return model_options;
+}
+
+// `cluster: {use: NAME_OR_PATH, gpus: N}` (or nodes: K): the first N GPUs of a cluster file, labelled
+// in `subset_label`; a size the cluster cannot give is `subset_problem` (key, message), the point
+// invalid. Any other inline mapping is a cluster.
+sim::ClusterSpec parse_cluster_or_subset(YamlMap& m, const std::filesystem::path& dir, std::string& subset_label,
+                                         std::pair<std::string, std::string>& subset_problem)
+{
+  if (!m.has("use"))
+    return sim::parse_cluster(m);
+  const std::string use = m.required_string("use");
+  const auto gpus       = m.integer("gpus", 1, 1 << 24);
+  const auto nodes      = m.integer("nodes", 1, 1 << 24);
+  m.check_unknown_keys();
+  auto path = resolve_input(use, "sim/clusters", dir);
+  if (!path) {
+    m.report("use", "unknown cluster '" + use + "'" + did_you_mean(use, shipped_names("sim/clusters")) +
+                        " (shipped: " + shipped_names_text("sim/clusters") + "; or give a path to a YAML file)");
+    return sim::ClusterSpec{};
+  }
+  if (gpus && nodes) {
+    m.report("nodes", "give either gpus or nodes");
+    return sim::ClusterSpec{};
+  }
+  sim::ClusterSpec whole;
+  try {
+    whole = sim::load_cluster_file(*path);
+  } catch (const ConfigError& e) {
+    m.diagnostics().append(e.diagnostics());
+    return sim::ClusterSpec{};
+  }
+  const int n  = gpus    ? static_cast<int>(*gpus)
+                 : nodes ? static_cast<int>(*nodes) * whole.gpus_per_node
+                         : whole.gpu_count();
+  subset_label = use + " (" + std::to_string(n) + " GPUs)";
+  try {
+    return sim::first_gpus(whole, n);
+  } catch (const std::invalid_argument& e) {
+    // Well formed, but not this cluster's: the point is invalid, the sweep goes on.
+    subset_problem = {gpus ? "cluster.gpus" : "cluster.nodes", e.what()};
+    return whole;
+  }
+}
+
+void read_training(YamlMap& training, TrainingSpec& t)
+{
+  t.global_batch   = training.required_integer("global_batch", 1, 1'000'000'000);
+  t.micro_batch    = static_cast<int>(training.required_integer("micro_batch", 1, 1'000'000));
+  t.dtype          = training.choice("dtype", dtype_table, Dtype::bf16);
+  t.optimizer      = training.choice("optimizer", models::optimizer_table, models::Optimizer::adam);
+  t.recompute      = training.choice("recompute", models::recompute_table, models::Recompute::none);
+  t.memory_reserve = training.quantity("memory_reserve", Dimension::bytes, t.memory_reserve, Bound::non_negative);
+  if (training.has("grad_dtype"))
+    t.grad_dtype = training.choice("grad_dtype", dtype_table, Dtype::fp32);
+  t.simulate_oom = training.choice("memory_check", memory_check_table, false);
+  t.seq          = static_cast<int>(training.integer("seq", 0, 1, 1 << 26));
+  t.framework    = training.choice("framework", sim::framework_table, sim::Framework::ideal);
+  if (training.has("attention"))
+    t.attention = training.choice("attention", models::attention_kind_table, models::AttentionKind::flash);
+  if (training.has("load_imbalance")) {
+    t.load_imbalance = training.quantity("load_imbalance", Dimension::count, 1.0, Bound::positive);
+    if (*t.load_imbalance < 1)
+      training.report("load_imbalance", "the busiest expert's tokens over the mean is at least 1");
+  }
+  if (training.has("capacity_factor"))
+    t.capacity_factor = training.quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
+  training.check_unknown_keys();
+}
+
+// `parallelism.ps`: parameter servers (sim/ParameterServer.hpp).
+ParameterServerSpec read_parameter_server(YamlMap& ps)
+{
+  ParameterServerSpec spec;
+  spec.servers                = static_cast<int>(ps.integer("servers", 1, 1, 1 << 16));
+  const std::string placement = ps.string("placement", "dedicated");
+  if (placement != "dedicated" && placement != "colocated")
+    ps.report("placement", "unknown value '" + placement + "' (expected one of: dedicated, colocated)");
+  spec.dedicated   = placement != "colocated";
+  spec.consistency = ps.choice("consistency", sim::consistency_table, sim::Consistency::bsp);
+  spec.staleness   = static_cast<int>(ps.integer("staleness", 0, 0, 1 << 16));
+  spec.iterations  = static_cast<int>(ps.integer("iterations", 4, 1, 10000));
+  if (ps.has("hosts")) {
+    const auto hosts = ps.integer_list("hosts", 0, (1 << 20) - 1);
+    const bool ok    = hosts.has_value();
+    if (ok)
+      spec.hosts.assign(hosts->begin(), hosts->end());
+    std::vector<int> sorted = spec.hosts;
+    std::sort(sorted.begin(), sorted.end());
+    if (!ok)
+      ps.report("hosts", "expected a list of GPU indices (>= 0)");
+    else if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      ps.report("hosts", "a GPU can host one server");
+    else if (ps.has("servers") && static_cast<std::size_t>(spec.servers) != spec.hosts.size())
+      ps.report("hosts", "lists " + std::to_string(spec.hosts.size()) + " GPUs for " + std::to_string(spec.servers) +
+                             " servers");
+    if (ok)
+      spec.servers = static_cast<int>(spec.hosts.size());
+    if (ps.has("placement"))
+      ps.report("placement", "give either placement or hosts");
+  }
+  ps.check_unknown_keys();
+  return spec;
+}
+
+// The parallelism: block; dp: auto and tp_fidelity: auto are resolved once the cluster is known.
+void read_parallelism(YamlMap& par, sim::Framework framework, ParallelismSpec& out, bool& dp_auto,
+                      bool& tp_fidelity_auto)
+{
+  out.schedule             = par.choice("schedule", sim::schedule_table, sim::ScheduleKind::gpipe);
+  out.pp                   = static_cast<int>(par.integer("pp", 1, 1, 1 << 20));
+  const YAML::Node dp_node = par.yaml()["dp"];
+  if (dp_node.IsDefined() && dp_node.IsScalar() && dp_node.Scalar() == "auto") {
+    par.node("dp");
+    dp_auto = true; // resolved below, once the cluster's GPU count is known
+  } else {
+    out.dp = static_cast<int>(par.integer("dp", 1, 1, 1 << 20));
+  }
+  out.tp                = static_cast<int>(par.integer("tp", 1, 1, 1 << 20));
+  out.cp                = static_cast<int>(par.integer("cp", 1, 1, 1 << 20));
+  out.cp_algorithm      = par.choice("cp_algorithm", sim::cp_algorithm_table, sim::CpAlgorithm::ring);
+  out.zero              = zero_stage(static_cast<int>(par.integer("zero", 0, 0, 3)));
+  out.zero_group        = static_cast<int>(par.integer("zero_group", 0, 0, 1 << 20));
+  out.sequence_parallel = par.boolean("sequence_parallel", false);
+  out.tp_comm_overlap   = par.boolean("tp_comm_overlap", false);
+  // Megatron-Core always overlaps them; Megatron-LM as of SC'21 did not (added 2021-09).
+  out.tp_backward_overlap  = par.boolean("tp_backward_overlap", framework == sim::Framework::megatron);
+  out.overlap_param_gather = par.boolean("overlap_param_gather", false);
+  if (par.has("overlap_p2p_comm"))
+    out.overlap_p2p_comm = par.boolean("overlap_p2p_comm", true);
+  out.ep            = static_cast<int>(par.integer("ep", 1, 1, 1 << 20));
+  out.ep_collective = par.choice("ep_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
+  if (out.ep_collective != sim::CollectiveAlgorithm::direct &&
+      out.ep_collective != sim::CollectiveAlgorithm::hierarchical &&
+      out.ep_collective != sim::CollectiveAlgorithm::automatic)
+    par.report("ep_collective", "the expert all-to-alls are auto, direct or hierarchical");
+  out.ep_fidelity    = par.choice("ep_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
+  out.virtual_stages = static_cast<int>(par.integer("virtual_stages", 1, 1, 1024));
+  out.dp_collective = par.choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
+  out.dp_fidelity   = par.choice("dp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
+  out.dp_bucket     = par.quantity("dp_bucket", Dimension::bytes, 0.0, Bound::non_negative);
+  out.tp_collective = par.choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
+  // tp_fidelity: auto (the default) is resolved once the cluster is known (below).
+  const YAML::Node tp_fidelity = par.has("tp_fidelity") ? par.yaml()["tp_fidelity"] : YAML::Node();
+  tp_fidelity_auto             = !tp_fidelity.IsDefined() || (tp_fidelity.IsScalar() && tp_fidelity.Scalar() == "auto");
+  if (tp_fidelity_auto && tp_fidelity.IsDefined())
+    par.node("tp_fidelity");
+  else
+    out.tp_fidelity = par.choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
+  out.tp_aggregate  = par.boolean("tp_aggregate", true);
+  out.fold_replicas = par.boolean("fold_replicas", true);
+  for (const auto& [key, algorithm] :
+       {std::pair{"dp_collective", out.dp_collective}, std::pair{"tp_collective", out.tp_collective}})
+    if (algorithm == sim::CollectiveAlgorithm::direct)
+      par.report(key, "direct is the all-to-all algorithm of expert parallelism (ep_collective); expected one "
+                      "of: auto, ring, tree, double_tree, hierarchical, nvls, sharp");
+  // `ps: null` (e.g. one value of a sweep over parameter-server settings) means no parameter server.
+  const bool no_ps = par.has("ps") && par.yaml()["ps"].IsNull();
+  if (no_ps)
+    par.node("ps");
+  if (auto ps = no_ps ? std::nullopt : par.map("ps"))
+    out.ps = read_parameter_server(*ps);
+  const bool has_balance = par.has("balance");
+  out.partition          = par.choice("partition", models::partitioner_table,
+                             has_balance ? models::Partitioner::explicit_balance : models::Partitioner::optimal);
+  if (has_balance) {
+    const auto balance = par.integer_list("balance", 1, 1'000'000);
+    if (balance)
+      out.balance.assign(balance->begin(), balance->end());
+    if (!balance)
+      par.report("balance", "expected a list of blocks per stage, each an integer >= 1");
+    else if (out.partition != models::Partitioner::explicit_balance)
+      par.report("balance", "balance is only used with partition: explicit");
+  }
+  par.check_unknown_keys();
+}
+
+} // namespace
+
+PointConfig Experiment::point(std::size_t index) const
+{
+  Diagnostics diags(file_);
+  YAML::Node doc = document_for(index, diags);
+  diags.throw_if_any();
+  PointConfig p;
+  p.index      = index;
+  p.experiment = name_;
+
+  YamlMap top(doc, "", diags);
+  top.required_string("name");
+  top.string("description");
+  // training.seq and training.attention shape the model: read them first (training: checks them again).
+  const models::ModelOptions model_options = peek_model_options(doc, file_);
   // `model: {chakra: DIR}`: Chakra execution traces are the workload (ChakraWorkload.hpp).
   const bool chakra_model = doc["model"].IsMap() && doc["model"]["chakra"].IsDefined();
   std::optional<models::Model> model;
@@ -475,40 +661,7 @@ PointConfig Experiment::point(std::size_t index) const
   auto cluster = resolve_component<sim::ClusterSpec>(
       top, "cluster", "sim/clusters", dir_, p.cluster_label,
       [](const auto& path) { return sim::load_cluster_file(path); },
-      [&](YamlMap& m) {
-        if (!m.has("use"))
-          return sim::parse_cluster(m);
-        const std::string use = m.required_string("use");
-        const auto gpus = m.integer("gpus", 1, 1 << 24);
-        const auto nodes = m.integer("nodes", 1, 1 << 24);
-        m.check_unknown_keys();
-        auto path = resolve_input(use, "sim/clusters", dir_);
-        if (!path) {
-          m.report("use", "unknown cluster '" + use + "'" + did_you_mean(use, shipped_names("sim/clusters")) +
-                              " (shipped: " + shipped_names_text("sim/clusters") + "; or give a path to a YAML file)");
-          return sim::ClusterSpec{};
-        }
-        if (gpus && nodes) {
-          m.report("nodes", "give either gpus or nodes");
-          return sim::ClusterSpec{};
-        }
-        sim::ClusterSpec whole;
-        try {
-          whole = sim::load_cluster_file(*path);
-        } catch (const ConfigError& e) {
-          m.diagnostics().append(e.diagnostics());
-          return sim::ClusterSpec{};
-        }
-        const int n = gpus ? static_cast<int>(*gpus) : nodes ? static_cast<int>(*nodes) * whole.gpus_per_node : whole.gpu_count();
-        subset_label = use + " (" + std::to_string(n) + " GPUs)";
-        try {
-          return sim::first_gpus(whole, n);
-        } catch (const std::invalid_argument& e) {
-          // Well formed, but not this cluster's: the point is invalid, the sweep goes on.
-          subset_problem = {gpus ? "cluster.gpus" : "cluster.nodes", e.what()};
-          return whole;
-        }
-      });
+      [&](YamlMap& m) { return parse_cluster_or_subset(m, dir_, subset_label, subset_problem); });
   if (!subset_label.empty())
     p.cluster_label = subset_label;
   std::optional<calibration::CalibrationProfile> profile;
@@ -536,138 +689,14 @@ PointConfig Experiment::point(std::size_t index) const
     return p;
   }
   if (auto training = top.map("training")) {
-    p.training.global_batch = training->required_integer("global_batch", 1, 1'000'000'000);
-    p.training.micro_batch = static_cast<int>(training->required_integer("micro_batch", 1, 1'000'000));
-    p.training.dtype = training->choice("dtype", dtype_table, Dtype::bf16);
-    p.training.optimizer = training->choice("optimizer", models::optimizer_table, models::Optimizer::adam);
-    p.training.recompute = training->choice("recompute", models::recompute_table, models::Recompute::none);
-    p.training.memory_reserve =
-        training->quantity("memory_reserve", Dimension::bytes, p.training.memory_reserve, Bound::non_negative);
-    if (training->has("grad_dtype"))
-      p.training.grad_dtype = training->choice("grad_dtype", dtype_table, Dtype::fp32);
-    p.training.simulate_oom = training->choice("memory_check", memory_check_table, false);
-    p.training.seq = static_cast<int>(training->integer("seq", 0, 1, 1 << 26));
-    p.training.framework = training->choice("framework", sim::framework_table, sim::Framework::ideal);
-    if (training->has("attention"))
-      p.training.attention = training->choice("attention", models::attention_kind_table, models::AttentionKind::flash);
-    if (training->has("load_imbalance")) {
-      p.training.load_imbalance = training->quantity("load_imbalance", Dimension::count, 1.0, Bound::positive);
-      if (*p.training.load_imbalance < 1)
-        training->report("load_imbalance", "the busiest expert's tokens over the mean is at least 1");
-    }
-    if (training->has("capacity_factor"))
-      p.training.capacity_factor =
-          training->quantity("capacity_factor", Dimension::count, 0.0, Bound::non_negative);
-    training->check_unknown_keys();
+    read_training(*training, p.training);
   } else {
     top.report("training", "missing required key");
   }
   bool dp_auto = false;
   bool tp_fidelity_auto = false;
-  if (auto par = top.map("parallelism")) {
-    p.parallelism.schedule = par->choice("schedule", sim::schedule_table, sim::ScheduleKind::gpipe);
-    p.parallelism.pp = static_cast<int>(par->integer("pp", 1, 1, 1 << 20));
-    const YAML::Node dp_node = par->yaml()["dp"];
-    if (dp_node.IsDefined() && dp_node.IsScalar() && dp_node.Scalar() == "auto") {
-      par->node("dp");
-      dp_auto = true;  // resolved below, once the cluster's GPU count is known
-    } else {
-      p.parallelism.dp = static_cast<int>(par->integer("dp", 1, 1, 1 << 20));
-    }
-    p.parallelism.tp = static_cast<int>(par->integer("tp", 1, 1, 1 << 20));
-    p.parallelism.cp = static_cast<int>(par->integer("cp", 1, 1, 1 << 20));
-    p.parallelism.cp_algorithm = par->choice("cp_algorithm", sim::cp_algorithm_table, sim::CpAlgorithm::ring);
-    p.parallelism.zero              = zero_stage(static_cast<int>(par->integer("zero", 0, 0, 3)));
-    p.parallelism.zero_group = static_cast<int>(par->integer("zero_group", 0, 0, 1 << 20));
-    p.parallelism.sequence_parallel = par->boolean("sequence_parallel", false);
-    p.parallelism.tp_comm_overlap = par->boolean("tp_comm_overlap", false);
-    // Megatron-Core always overlaps them; Megatron-LM as of SC'21 did not (added 2021-09).
-    p.parallelism.tp_backward_overlap =
-        par->boolean("tp_backward_overlap", p.training.framework == sim::Framework::megatron);
-    p.parallelism.overlap_param_gather = par->boolean("overlap_param_gather", false);
-    if (par->has("overlap_p2p_comm"))
-      p.parallelism.overlap_p2p_comm = par->boolean("overlap_p2p_comm", true);
-    p.parallelism.ep = static_cast<int>(par->integer("ep", 1, 1, 1 << 20));
-    p.parallelism.ep_collective =
-        par->choice("ep_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
-    if (p.parallelism.ep_collective != sim::CollectiveAlgorithm::direct &&
-        p.parallelism.ep_collective != sim::CollectiveAlgorithm::hierarchical &&
-        p.parallelism.ep_collective != sim::CollectiveAlgorithm::automatic)
-      par->report("ep_collective", "the expert all-to-alls are auto, direct or hierarchical");
-    p.parallelism.ep_fidelity = par->choice("ep_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
-    p.parallelism.virtual_stages = static_cast<int>(par->integer("virtual_stages", 1, 1, 1024));
-    p.parallelism.dp_collective =
-        par->choice("dp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
-    p.parallelism.dp_fidelity =
-        par->choice("dp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
-    p.parallelism.dp_bucket = par->quantity("dp_bucket", Dimension::bytes, 0.0, Bound::non_negative);
-    p.parallelism.tp_collective =
-        par->choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
-    // tp_fidelity: auto (the default) is resolved once the cluster is known (below).
-    const YAML::Node tp_fidelity = par->has("tp_fidelity") ? par->yaml()["tp_fidelity"] : YAML::Node();
-    tp_fidelity_auto = !tp_fidelity.IsDefined() || (tp_fidelity.IsScalar() && tp_fidelity.Scalar() == "auto");
-    if (tp_fidelity_auto && tp_fidelity.IsDefined())
-      par->node("tp_fidelity");
-    else
-      p.parallelism.tp_fidelity =
-          par->choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
-    p.parallelism.tp_aggregate = par->boolean("tp_aggregate", true);
-    p.parallelism.fold_replicas = par->boolean("fold_replicas", true);
-    for (const auto& [key, algorithm] : {std::pair{"dp_collective", p.parallelism.dp_collective},
-                                         std::pair{"tp_collective", p.parallelism.tp_collective}})
-      if (algorithm == sim::CollectiveAlgorithm::direct)
-        par->report(key, "direct is the all-to-all algorithm of expert parallelism (ep_collective); expected one "
-                         "of: auto, ring, tree, double_tree, hierarchical, nvls, sharp");
-    // `ps: null` (e.g. one value of a sweep over parameter-server settings) means no parameter server.
-    const bool no_ps = par->has("ps") && par->yaml()["ps"].IsNull();
-    if (no_ps)
-      par->node("ps");
-    if (auto ps = no_ps ? std::nullopt : par->map("ps")) {
-      ParameterServerSpec spec;
-      spec.servers = static_cast<int>(ps->integer("servers", 1, 1, 1 << 16));
-      const std::string placement = ps->string("placement", "dedicated");
-      if (placement != "dedicated" && placement != "colocated")
-        ps->report("placement", "unknown value '" + placement + "' (expected one of: dedicated, colocated)");
-      spec.dedicated = placement != "colocated";
-      spec.consistency = ps->choice("consistency", sim::consistency_table, sim::Consistency::bsp);
-      spec.staleness = static_cast<int>(ps->integer("staleness", 0, 0, 1 << 16));
-      spec.iterations = static_cast<int>(ps->integer("iterations", 4, 1, 10000));
-      if (ps->has("hosts")) {
-        const auto hosts = ps->integer_list("hosts", 0, (1 << 20) - 1);
-        const bool ok = hosts.has_value();
-        if (ok)
-          spec.hosts.assign(hosts->begin(), hosts->end());
-        std::vector<int> sorted = spec.hosts;
-        std::sort(sorted.begin(), sorted.end());
-        if (!ok)
-          ps->report("hosts", "expected a list of GPU indices (>= 0)");
-        else if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-          ps->report("hosts", "a GPU can host one server");
-        else if (ps->has("servers") && static_cast<std::size_t>(spec.servers) != spec.hosts.size())
-          ps->report("hosts", "lists " + std::to_string(spec.hosts.size()) + " GPUs for " +
-                                  std::to_string(spec.servers) + " servers");
-        if (ok)
-          spec.servers = static_cast<int>(spec.hosts.size());
-        if (ps->has("placement"))
-          ps->report("placement", "give either placement or hosts");
-      }
-      ps->check_unknown_keys();
-      p.parallelism.ps = spec;
-    }
-    const bool has_balance = par->has("balance");
-    p.parallelism.partition = par->choice("partition", models::partitioner_table,
-                                          has_balance ? models::Partitioner::explicit_balance : models::Partitioner::optimal);
-    if (has_balance) {
-      const auto balance = par->integer_list("balance", 1, 1'000'000);
-      if (balance)
-        p.parallelism.balance.assign(balance->begin(), balance->end());
-      if (!balance)
-        par->report("balance", "expected a list of blocks per stage, each an integer >= 1");
-      else if (p.parallelism.partition != models::Partitioner::explicit_balance)
-        par->report("balance", "balance is only used with partition: explicit");
-    }
-    par->check_unknown_keys();
-  }
+  if (auto par = top.map("parallelism"))
+    read_parallelism(*par, p.training.framework, p.parallelism, dp_auto, tp_fidelity_auto);
   if (auto output = top.map("output")) {
     output->string("csv");
     output->string("plot");
