@@ -435,8 +435,10 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
 namespace {
 
 // training.seq, training.attention and the routing keys shape the model: read before the model is
-// built (the training: block checks them again, at their keys).
-models::ModelOptions peek_model_options(const YAML::Node& doc, const std::string& file)
+// built (the training: block checks them again, at their keys). `doc` by value, not const: yaml-cpp's
+// const operator[] gives an invalid node for a missing key (a Chakra experiment has no training:),
+// which throws when asked IsMap().
+models::ModelOptions peek_model_options(YAML::Node doc, const std::string& file)
 {
   models::ModelOptions model_options;
   if (const YAML::Node t = doc["training"]; t.IsMap()) {

@@ -1,6 +1,7 @@
 #include "sim/CommBreakdown.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace ddlsim::sim {
@@ -79,13 +80,17 @@ CommBreakdown comm_breakdown(const TaskGraph& graph, const Timings& timings, con
   }
   CommBreakdown out;
   const auto ep = static_cast<std::size_t>(CommDimension::ep);
+  // Each GPU's compute merged once, against every dimension's communication (no copy per dimension).
+  for (std::size_t d = 0; d < n; ++d)
+    if (rep(static_cast<int>(d)) == d)
+      merge_intervals(compute[d]);
   std::vector<double> exposed(n), in_flight(n);
   for (std::size_t k = 0; k < comm_dimensions; ++k) {
     for (std::size_t d = 0; d < n; ++d)
       if (rep(static_cast<int>(d)) == d) {
-        exposed[d] = comm[k][d].empty() ? 0.0 : uncovered_length(comm[k][d], compute[d]);
         if (k == ep)
           in_flight[d] = union_length(comm[k][d]);
+        exposed[d] = comm[k][d].empty() ? 0.0 : uncovered_by_merged(std::move(comm[k][d]), compute[d]);
       }
     for (std::size_t d = 0; d < n; ++d) {
       out.exposed_s[k] += exposed[rep(static_cast<int>(d))];

@@ -116,6 +116,17 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b)
   return merged_uncovered(a, b);
 }
 
+void merge_intervals(std::vector<Interval>& intervals)
+{
+  merge(intervals);
+}
+
+double uncovered_by_merged(std::vector<Interval> a, const std::vector<Interval>& merged_b)
+{
+  merge(a);
+  return merged_uncovered(a, merged_b);
+}
+
 SentBytes sent_bytes_per_device(const TaskGraph& graph, int gpus_per_node)
 {
   const auto n = static_cast<std::size_t>(graph.device_count());

@@ -40,6 +40,11 @@ using Interval = std::pair<double, double>;
 double union_length(std::vector<Interval> intervals);
 /// Length of the union of `a` minus its overlap with the union of `b`.
 double uncovered_length(std::vector<Interval> a, std::vector<Interval> b);
+/// Sorts and coalesces `intervals` in place: the form uncovered_by_merged takes `b` in, so that one
+/// `b` serves several `a` (comm_breakdown: a GPU's compute against each dimension's communication).
+void merge_intervals(std::vector<Interval>& intervals);
+/// uncovered_length(a, b) for a `b` already merge_intervals()'d.
+double uncovered_by_merged(std::vector<Interval> a, const std::vector<Interval>& merged_b);
 
 /// Bytes each device injects into the network for this graph: the transfers it sends and the
 /// messages it sends in every collective's decomposition (2(n-1)/n x S for a ring all-reduce),

@@ -72,6 +72,10 @@ TEST_CASE("interval lengths agree with brute force, whether the intervals come s
     std::shuffle(a.begin(), a.end(), random);
     CHECK(union_length(a) == union_a);
     CHECK(uncovered_length(a, b) == uncovered_a);
+    // b merged once serves several a (comm_breakdown): the same length, to the bit.
+    std::vector<Interval> merged_b = b;
+    merge_intervals(merged_b);
+    CHECK(uncovered_by_merged(a, merged_b) == uncovered_length(a, b));
   }
 }
 
