@@ -440,18 +440,16 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       hop[c] = collective_seconds(point, sim::CollectiveKind::broadcast, sim::CollectiveAlgorithm::ring, {from, to},
                                   pipe.stages[c].activation_bytes * mb / pipe.tp);
   }
-  double pipeline_transfers = 0;
-  std::vector<double> sends(static_cast<std::size_t>(ranks), 0.0);
+  double pipeline_transfers = 0;                                   // overlapped: the fill's and the drain's
+  std::vector<double> sends(static_cast<std::size_t>(ranks), 0.0); // blocking: per micro-batch
   for (std::size_t c = 0; c < chunk_count; ++c) {
     const double forward = hop[c], backward = c > 0 ? hop[c - 1] : 0.0;
-    pipeline_transfers += 2 * forward;
-    sends[c % static_cast<std::size_t>(ranks)] +=
-        pipe.p2p == sim::P2pSends::paired ? std::max(forward, backward) : forward + backward;
+    if (pipe.p2p == sim::P2pSends::overlapped)
+      pipeline_transfers += 2 * forward;
+    else
+      sends[c % static_cast<std::size_t>(ranks)] +=
+          pipe.p2p == sim::P2pSends::paired ? std::max(forward, backward) : forward + backward;
   }
-  if (pipe.p2p == sim::P2pSends::overlapped)
-    std::fill(sends.begin(), sends.end(), 0.0);
-  else
-    pipeline_transfers = 0; // in the fill and drain passes' sends
   // Communication hidden under compute slows that compute: D seconds of overlap add D s / (1 + s)
   // (the profile's comm_compute_slowdown s, as the replay applies it: sim/CommOverlap.hpp).
   const calibration::Parameter* slowdown = point.profile.find("comm_compute_slowdown");

@@ -98,12 +98,15 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
       // before the experts with ep > 1, before the router with ep 1), and the experts' first GEMM
       // keeps that gathered input: every tensor rank holds all of it, not 1/tp.
       const bool sharded = sp && !expert_layer;
-      stash += (((sharded ? whole / tp : whole) + split / tp) * d / cp + l.stashed_mask_bytes * stash_share) * rows;
+      // Elements one GPU keeps of a layer's owned stash (`whole` kept whole, `split` split over tp).
+      const auto on_gpu = [&](double kept_whole, double kept_split) {
+        return (sharded ? kept_whole / tp : kept_whole) + kept_split / tp;
+      };
+      stash += (on_gpu(whole, split) * d / cp + l.stashed_mask_bytes * stash_share) * rows;
       if (options.gemm_input_bytes > 0) { // GEMM inputs kept narrower (Transformer Engine's FP8)
         const double gemm_split = model.owned_split_gemm_input_stash_elements(i);
         const double gemm_whole = model.owned_gemm_input_stash_elements(i) - gemm_split;
-        stash -=
-            ((sharded ? gemm_whole / tp : gemm_whole) + gemm_split / tp) * (d - options.gemm_input_bytes) / cp * rows;
+        stash -= on_gpu(gemm_whole, gemm_split) * (d - options.gemm_input_bytes) / cp * rows;
       }
       if (l.recompute_cheap) {
         const double dropped = (l.stashed_elements * d + l.stashed_mask_bytes) * stash_share;

@@ -35,7 +35,6 @@ PipelineBuilder::PipelineBuilder(const PipelinePlan& checked)
   chunk_gather_wait.assign(devices, no_task);
   pending_ring.assign(devices, no_task);
   pending_wait.resize(devices);
-  deferred_sends.resize(static_cast<std::size_t>(members));
   steps_of.resize(static_cast<std::size_t>(chunks) * 4);
   reduced_of.resize(static_cast<std::size_t>(chunks * tp));
   expert_reduced_of.resize(reduced_of.size());
@@ -449,25 +448,23 @@ void PipelineBuilder::wait_for_sends(const Program& program, std::size_t i)
   const int s           = p.chunk;
   if (plan.p2p == P2pSends::overlapped)
     return;
-  // Paired: the steady state's forward (each pair's first pass), sent after the pair's backward.
+  // Paired: the steady state's pairs (a forward, then a backward) follow the warm-up; a pair's
+  // forward sends with its backward, after it.
   const std::size_t forwards = program.order.size() / 2;
-  const bool defer           = plan.p2p == P2pSends::paired && p.phase == Phase::forward && i >= program.warmup &&
-                     (i - program.warmup) % 2 == 0 && i < program.warmup + 2 * (forwards - program.warmup);
+  const bool in_pairs =
+      plan.p2p == P2pSends::paired && i >= program.warmup && i < program.warmup + 2 * (forwards - program.warmup);
+  if (in_pairs && p.phase == Phase::forward)
+    return;
+  const PipelinePass* paired = in_pairs ? &program.order[i - 1] : nullptr; // the pair's forward
   for (int q : kept_members[static_cast<std::size_t>(s)]) {
-    std::vector<PipelinePass>& held = deferred_sends[static_cast<std::size_t>(q)];
-    if (defer) { // it leaves with the next pass's send
-      held.push_back(p);
-      continue;
-    }
     auto& wait = pending_wait[static_cast<std::size_t>(device(s, q))];
     if (const TaskId x = send_of(s, q, p.micro_batch, p.phase); x != no_task)
       wait.push_back(x);
-    for (const PipelinePass& f : held)
-      if (const TaskId x = send_of(f.chunk, q, f.micro_batch, f.phase); x != no_task) {
+    if (paired != nullptr)
+      if (const TaskId x = send_of(paired->chunk, q, paired->micro_batch, paired->phase); x != no_task) {
         g.add_dependency(pass(s, q, p.micro_batch, p.phase).back(), x);
         wait.push_back(x);
       }
-    held.clear();
   }
 }
 

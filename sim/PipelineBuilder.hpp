@@ -182,9 +182,6 @@ private:
   // waits for before its next task (compute, blocking collective, or the pass's send); and blocking
   // pipeline sends (PipelinePlan::p2p), likewise.
   std::vector<std::vector<TaskId>> pending_wait;
-  // P2pSends::paired: per member of the rank whose program is being built, the forward passes whose
-  // sends wait for the next backward's.
-  std::vector<std::vector<PipelinePass>> deferred_sends;
   // A pass's steps depend only on its chunk, its phase and whether it is the chunk's first forward or
   // last backward (its edge): computed once each (steps_for). Every rank's program in order, with
   // each pass's steps.
