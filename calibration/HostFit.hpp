@@ -10,6 +10,9 @@
 //   host_accumulate_s         (summed host seconds - their stalls - their events x host_profiler_event_s) / ops
 //                           a kind no trace holds gets the median of its pass's fitted kinds
 //   host_optimizer_tensor_s (optimizer seconds - their events x host_profiler_event_s) / parameter tensors
+//   host_compiled_graph_s,  torch.compile's costs (framework pytorch-compile): published values, each with its
+//   host_compiled_kernel_s, source, until a trace of a compiled step is imported (an eager trace holds none)
+//   host_graph_replay_s
 // The profiler's stalls (its set-up of a thread at the thread's first CUDA call, HostActivity.hpp) happen
 // once per thread and trace, not per operator: they are no operator's cost. A cost the correction takes
 // below 0 is 0. Each parameter's source names the traces and the numbers.

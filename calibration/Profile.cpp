@@ -14,14 +14,15 @@
 namespace ddlsim::calibration {
 namespace {
 
-constexpr std::array<ParameterSpec, 46> specs{{
+constexpr std::array<ParameterSpec, 49> specs{{
     {"peak_flops_fp32", Dimension::flop_rate, false, "peak FP32 rate (CUDA cores)"},
     {"peak_flops_tf32", Dimension::flop_rate, false, "peak dense TF32 tensor-core rate"},
     {"peak_flops_fp16", Dimension::flop_rate, false, "peak dense FP16 tensor-core rate"},
     {"peak_flops_bf16", Dimension::flop_rate, false, "peak dense BF16 tensor-core rate"},
     {"peak_flops_fp8", Dimension::flop_rate, false, "peak dense FP8 tensor-core rate"},
     {"sustained_clock", Dimension::count, true,
-     "share of the clock the peaks are rated at that the SMs hold under sustained training load (power and thermal limits): scales every peak_flops_<dtype> and the special-function rate"},
+     "share of the clock the peaks are rated at that the SMs hold under sustained training load (power and thermal "
+     "limits): scales every peak_flops_<dtype> and the special-function rate"},
     {"compute_efficiency", Dimension::count, true, "fraction of the peak rate that layer kernels reach"},
     {"memory_bandwidth", Dimension::bandwidth, false, "device memory bandwidth"},
     {"memory_efficiency", Dimension::count, true, "fraction of the memory bandwidth that kernels reach"},
@@ -34,7 +35,8 @@ constexpr std::array<ParameterSpec, 46> specs{{
     {"gemm_pipeline_steps", Dimension::count, false,
      "main-loop steps of fixed cost per tile: pipeline fill and epilogue"},
     {"gemm_tile_intensity", Dimension::count, false,
-     "tile intensity tm tn / (tm + tn) from which a tile reaches gemm_efficiency (smaller tiles are limited by their operand traffic)"},
+     "tile intensity tm tn / (tm + tn) from which a tile reaches gemm_efficiency (smaller tiles are limited by their "
+     "operand traffic)"},
     {"gemv_max_rows", Dimension::count, false,
      "a GEMM with at most this many rows or columns may run as a memory-bound matrix-vector kernel"},
     {"kernel_launch_floor", Dimension::time, false, "shortest time a kernel runs on the GPU, however little its work"},
@@ -47,12 +49,14 @@ constexpr std::array<ParameterSpec, 46> specs{{
     {"attention_backward_efficiency", Dimension::count, true,
      "fused attention's backward efficiency relative to its forward"},
     {"comm_compute_slowdown", Dimension::count, false,
-     "extra share of time compute takes while a collective or transfer of its GPU runs (NCCL kernels take SMs and memory bandwidth)"},
+     "extra share of time compute takes while a collective or transfer of its GPU runs (NCCL kernels take SMs and "
+     "memory bandwidth)"},
     // Host costs of eager PyTorch (HostModel.hpp), fitted from profiler traces (HostFit.hpp). A forward op
     // is one top-level aten op with the Python up to the next one; a backward one, one autograd node.
     // Eager PyTorch's own kernels against the microbenchmarks' (EagerFit.hpp), fitted from profiler traces.
     {"memory_efficiency_strided", Dimension::count, true,
-     "share of the pointwise microbenchmark's bandwidth a strided or mixed-dtype copy reaches (PyTorch's unrolled loop)"},
+     "share of the pointwise microbenchmark's bandwidth a strided or mixed-dtype copy reaches (PyTorch's unrolled "
+     "loop)"},
     {"memory_efficiency_broadcast", Dimension::count, true,
      "share of the pointwise microbenchmark's bandwidth an elementwise kernel over broadcast operands reaches"},
     {"memory_efficiency_dropout", Dimension::count, true,
@@ -91,6 +95,12 @@ constexpr std::array<ParameterSpec, 46> specs{{
     {"host_accumulate_s", Dimension::time, false, "host time of one AccumulateGrad node (a parameter's gradient)"},
     {"host_optimizer_tensor_s", Dimension::time, false,
      "host time of optimizer.step (fused AdamW) and zero_grad, per parameter tensor"},
+    {"host_compiled_graph_s", Dimension::time, false,
+     "host time of one call into a torch.compile'd graph (guards, AOTAutograd's wrapper), forward or backward"},
+    {"host_compiled_kernel_s", Dimension::time, false,
+     "host time of one kernel launched by Inductor's generated wrapper (Triton launcher or extern kernel)"},
+    {"host_graph_replay_s", Dimension::time, false,
+     "host time of replaying one compiled graph as a CUDA graph (cudagraph trees' checks and cudaGraphLaunch)"},
     {"host_profiler_event_s", Dimension::time, false,
      "host time the PyTorch profiler adds per recorded event (removed from the other host costs)"},
 }};

@@ -154,16 +154,18 @@ backends::TorchPoint torch_point(const PointConfig& p, std::size_t i, const Cros
                          ": the torch backend keeps every activation; set it to none");
   if (p.training.dtype == Dtype::fp8)
     throw ExecutionError("training.dtype = fp8: PyTorch's autocast has no fp8 (that needs Transformer Engine)");
-  return {.label = p.experiment + " point " + std::to_string(p.index),
-          .global_batch = p.training.global_batch,
-          .micro_batch = p.training.micro_batch,
-          .dtype = p.training.dtype,
-          .optimizer = p.training.optimizer,
-          .dp = par.dp,
+  return {.label           = p.experiment + " point " + std::to_string(p.index),
+          .global_batch    = p.training.global_batch,
+          .micro_batch     = p.training.micro_batch,
+          .dtype           = p.training.dtype,
+          .optimizer       = p.training.optimizer,
+          .dp              = par.dp,
           .dp_bucket_bytes = par.dp_bucket,
-          .warmup = o.warmup,
-          .iterations = o.iterations,
-          .trace = "torch-trace-" + std::to_string(i) + ".json"};
+          .warmup          = o.warmup,
+          .iterations      = o.iterations,
+          .trace           = "torch-trace-" + std::to_string(i) + ".json",
+          .compile         = p.training.framework == sim::Framework::pytorch_compile,
+          .cuda_graphs     = p.training.cuda_graphs};
 }
 
 std::string torch_point_text(const PointConfig& p, std::size_t i, const CrossCheckOptions& o)

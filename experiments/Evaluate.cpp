@@ -849,7 +849,7 @@ struct HostIssue {
 HostIssue issue_from_host(const sim::TaskGraph& graph, const PointConfig& point, const std::vector<double>& seconds,
                           sim::ReplayOptions& replay)
 {
-  const std::vector<double> host = sim::host_durations(graph, point.model, point.training.dtype, point.profile);
+  const std::vector<double> host = sim::host_durations(graph, point.model, compute_options(point), point.profile);
   replay.host_start_s.assign(graph.size(), 0.0);
   replay.host_end_s.assign(graph.size(), 0.0);
   std::vector<double> clock(static_cast<std::size_t>(graph.device_count()), -1.0);
@@ -884,9 +884,15 @@ sim::StepDtypes point_dtypes(const PointConfig& point)
 sim::ComputeOptions compute_options(const PointConfig& point)
 {
   const auto& par = point.parallelism;
-  return {.dtype = point.training.dtype, .optimizer = point.training.optimizer, .recompute = point.training.recompute,
-          .tp = par.tp, .sequence_parallel = par.sequence_parallel, .cp = par.cp, .ep = par.ep,
-          .framework = point.training.framework};
+  return {.dtype             = point.training.dtype,
+          .optimizer         = point.training.optimizer,
+          .recompute         = point.training.recompute,
+          .tp                = par.tp,
+          .sequence_parallel = par.sequence_parallel,
+          .cp                = par.cp,
+          .ep                = par.ep,
+          .framework         = point.training.framework,
+          .cuda_graphs       = point.training.cuda_graphs};
 }
 
 std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point)
@@ -1195,6 +1201,8 @@ ResultRow describe_point(const PointConfig& p)
   row.set("dtype", std::string(dtype_table.name(p.training.dtype)));
   row.set("optimizer", std::string(models::optimizer_table.name(p.training.optimizer)));
   row.set("framework", std::string(sim::framework_table.name(p.training.framework)));
+  if (p.training.framework == sim::Framework::pytorch_compile)
+    row.set("cuda_graphs", std::string(p.training.cuda_graphs ? "true" : "false"));
   row.set("dp_collective", std::string(sim::collective_algorithm_table.name(p.parallelism.dp_collective)));
   row.set("collective_fidelity", collective_fidelity(p, plan_fold(p)));
   if (p.model.has(models::LayerKind::moe)) {
@@ -1312,9 +1320,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       sim::ReplayOptions replay = replay_options(point, options);
       replay.fold = pipe.fold;
       replay.estimated_activities = std::stod(row.get("sim_activities_estimate"));
-      const HostIssue host = point.training.framework == sim::Framework::pytorch
-                                 ? issue_from_host(graph, point, seconds, replay)
-                                 : HostIssue{};
+      const HostIssue host =
+          sim::is_pytorch(point.training.framework) ? issue_from_host(graph, point, seconds, replay) : HostIssue{};
       sim::ReplayResult result;
       try {
         result = sim::replay(graph, point.cluster, seconds, replay);

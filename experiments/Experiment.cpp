@@ -271,6 +271,7 @@ bool overlaps_p2p(const PointConfig& point)
   case sim::Framework::megatron_2021:
     return false;
   case sim::Framework::pytorch:
+  case sim::Framework::pytorch_compile:
     return par.schedule != sim::ScheduleKind::one_f_one_b;
   case sim::Framework::ideal:
     break;
@@ -512,6 +513,11 @@ void read_training(YamlMap& training, TrainingSpec& t)
   t.simulate_oom = training.choice("memory_check", memory_check_table, false);
   t.seq          = static_cast<int>(training.integer("seq", 0, 1, 1 << 26));
   t.framework    = training.choice("framework", sim::framework_table, sim::Framework::ideal);
+  t.cuda_graphs  = training.boolean("cuda_graphs", false);
+  if (t.cuda_graphs && t.framework != sim::Framework::pytorch_compile)
+    training.report("cuda_graphs", "CUDA graphs are torch.compile's mode=\"reduce-overhead\": they need framework "
+                                   "pytorch-compile, not " +
+                                       std::string(sim::framework_table.name(t.framework)));
   if (training.has("attention"))
     t.attention = training.choice("attention", models::attention_kind_table, models::AttentionKind::flash);
   if (training.has("load_imbalance")) {

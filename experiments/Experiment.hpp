@@ -96,6 +96,8 @@ struct TrainingSpec {
   std::optional<models::AttentionKind> attention;  ///< set by the run; else the model's own
   /// Whose step is simulated: the simulator's own kernel list, or eager PyTorch's with its host (sim/Framework.hpp)
   sim::Framework framework = sim::Framework::ideal;
+  /// pytorch-compile: the compiled graphs replayed as CUDA graphs (torch.compile's mode="reduce-overhead")
+  bool cuda_graphs = false;
   /// A mixture of experts' busiest expert over the mean, and capacity factor, set by the run (else the
   /// model's `moe:` values); the model is built with them
   std::optional<double> load_imbalance;

@@ -115,7 +115,8 @@ const std::vector<std::string>& csv_columns()
                                                 "exposed_tp_s",
                                                 "exposed_dp_s",
                                                 "exposed_pp_s",
-                                                "exposed_cp_s"};
+                                                "exposed_cp_s",
+                                                "cuda_graphs"};
   return columns;
 }
 
@@ -149,7 +150,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& column_pres
        {"backend", "device", "measured_iteration_time_s", "measured_min_s", "measured_max_s",
         "measured_throughput_samples_per_s", "error_pct", "work_scale", "measured_peak_memory_bytes"}},
       {"parameter_server", {"ps_servers", "ps_consistency", "ps_iterations", "staleness_max", "staleness_mean"}},
-      {"framework", {"framework", "host_busy_fraction", "gpu_busy_fraction", "gpu_utilization", "compute_time_s"}},
+      {"framework",
+       {"framework", "cuda_graphs", "host_busy_fraction", "gpu_busy_fraction", "gpu_utilization", "compute_time_s"}},
       {"llm",
        {"seq", "attention", "cp", "cp_algorithm", "zero", "zero_group", "sequence_parallel", "tp_comm_overlap",
         "tp_backward_overlap", "overlap_param_gather", "overlap_p2p_comm", "active_parameters"}},

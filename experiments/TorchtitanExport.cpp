@@ -230,7 +230,10 @@ void add_training(const PointConfig& point, const models::Architecture& a, Torch
                 fmt::format("torchtitan trains in bfloat16 or float32 (mixed_precision_param), not {}",
                             dtype_table.name(t.dtype)));
   }
-  set(job, "training", "compile", boolean(par.tp > 1 && par.tp_comm_overlap));
+  const bool compiled = t.framework == sim::Framework::pytorch_compile;
+  set(job, "training", "compile", boolean(compiled || (par.tp > 1 && par.tp_comm_overlap)));
+  if (compiled && t.cuda_graphs)
+    job.notes.push_back("torchtitan compiles without CUDA graphs: the point simulated them (training.cuda_graphs)");
   if (t.dtype == Dtype::fp8) { // torchao's float8 Linear (tensorwise scaling), not Transformer Engine
     set(job, "model", "converters", "[\"float8\"]");
     set(job, "float8", "recipe_name", quoted("tensorwise"));
@@ -271,10 +274,10 @@ TorchtitanJob torchtitan_job(const PointConfig& point)
           fmt::format("{} point {}: {} on {}", point.experiment, point.index, point.model_label, point.cluster_label)));
   set(job, "model", "name", quoted("llama3"));
   set(job, "model", "flavor", quoted(*flavor));
-  if (point.training.framework != sim::Framework::pytorch)
-    job.notes.push_back(fmt::format("simulated with framework {}; torchtitan runs eager PyTorch, closest to "
-                                    "`training.framework: pytorch` (which models autocast, not FSDP2's bf16 "
-                                    "parameters)",
+  if (!sim::is_pytorch(point.training.framework))
+    job.notes.push_back(fmt::format("simulated with framework {}; torchtitan runs PyTorch, closest to "
+                                    "`training.framework: pytorch` or `pytorch-compile` (which model autocast, not "
+                                    "FSDP2's bf16 parameters)",
                                     sim::framework_table.name(point.training.framework)));
   if (!a->flash)
     job.notes.push_back("torchtitan's llama3 attends with SDPA (FlashAttention kernels); the point simulated the "

@@ -1,4 +1,5 @@
 #include "sim/Framework.hpp"
+#include "sim/FrameworkParts.hpp"
 
 #include "calibration/EagerFit.hpp"
 #include "common/Error.hpp"
@@ -11,15 +12,7 @@
 
 namespace ddlsim::sim {
 
-namespace {
-
-using models::Layer;
-using models::LayerKind;
-using calibration::HostOpKind;
-using Access = calibration::MemoryAccess;
-
-constexpr double fp32 = 4;  // bytes: master weights, gradients, autocast's fp32 ops
-constexpr double mask = 1;  // bytes: a dropout mask element (bool)
+namespace framework_parts {
 
 // How a layer's output is stored under autocast: fp32 for what autocast runs in fp32 or what is computed
 // from fp32 tensors (the embedding of fp32 weights, layer norms, the loss, a residual sum with an fp32
@@ -53,34 +46,6 @@ std::vector<char> fp32_outputs(const models::Model& model, std::size_t end, Dtyp
   }
   return out;
 }
-
-// Collects one layer pass's memory-bound launches: `bytes` per sample times the samples, plus `fixed`
-// bytes once (weights), as one kernel each.
-struct Launches {
-  const Layer* layer;
-  LaunchPass pass;
-  double samples;
-  std::vector<KernelLaunch>& out;
-
-  void add(double per_sample_bytes, double fixed_bytes = 0, Access access = Access::contiguous) const
-  {
-    KernelLaunch k;
-    k.kind = models::KernelKind::pointwise;
-    k.pass = pass;
-    k.layer = layer;
-    k.work = {.flop = 0, .bytes = per_sample_bytes * samples + fixed_bytes, .dtype = Dtype::fp32,
-              .kind = calibration::WorkKind::memory, .shape = {}};
-    k.work.access = access;
-    if (k.work.bytes > 0)
-      out.push_back(k);
-  }
-  void add(double per_sample_bytes, Access access) const { add(per_sample_bytes, 0, access); }
-  void repeat(int n, double per_sample_bytes) const
-  {
-    for (int i = 0; i < n; ++i)
-      add(per_sample_bytes);
-  }
-};
 
 double input_elements(const models::Model& model, const Layer& layer)
 {
@@ -518,7 +483,9 @@ HostOps layer_host_ops(const models::Model& model, const Layer& l, bool fp32_in,
   return ops;
 }
 
-}  // namespace
+} // namespace framework_parts
+
+using namespace framework_parts;
 
 std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
                                            int samples, const ComputeOptions& options)
@@ -659,7 +626,29 @@ double host_seconds(const HostOps& ops, Phase phase, const calibration::Calibrat
   return s;
 }
 
-std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model, Dtype dtype,
+namespace {
+
+// Host seconds of one compiled task: a call into its graph, then each kernel launched by Inductor's
+// wrapper, or the whole graph replayed as a CUDA graph; after a backward, AccumulateGrad per parameter
+// tensor, eagerly.
+double compiled_host_seconds(const ComputeTask& c, const models::Model& model, const ComputeOptions& options,
+                             const calibration::CalibrationProfile& profile)
+{
+  double s = profile.value("host_compiled_graph_s");
+  if (options.cuda_graphs)
+    s += profile.value("host_graph_replay_s");
+  else
+    s += static_cast<double>(
+             compiled_launches(model, c.layer_begin, c.layer_end, c.phase, std::max(1, c.samples), options).size()) *
+         profile.value("host_compiled_kernel_s");
+  if (c.phase == Phase::backward)
+    s += optimizer_tensors(model, c.layer_begin, c.layer_end) * profile.value("host_accumulate_s");
+  return s;
+}
+
+} // namespace
+
+std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model, const ComputeOptions& options,
                                    const calibration::CalibrationProfile& profile)
 {
   std::vector<double> seconds(graph.size(), 0.0);
@@ -671,9 +660,12 @@ std::vector<double> host_durations(const TaskGraph& graph, const models::Model& 
     const auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end);
     auto it = memo.find(key);
     if (it == memo.end()) {
-      const double s = c.phase == Phase::optimizer
-                           ? optimizer_tensors(model, c.layer_begin, c.layer_end) * profile.value("host_optimizer_tensor_s")
-                           : host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, dtype), c.phase, profile);
+      const double s = c.phase == Phase::optimizer ? optimizer_tensors(model, c.layer_begin, c.layer_end) *
+                                                         profile.value("host_optimizer_tensor_s")
+                       : options.framework == Framework::pytorch_compile
+                           ? compiled_host_seconds(c, model, options, profile)
+                           : host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, options.dtype),
+                                          c.phase, profile);
       it = memo.emplace(key, s).first;
     }
     seconds[id] = it->second;

@@ -28,15 +28,21 @@
 
 namespace ddlsim::sim {
 
-inline constexpr EnumTable<Framework, 4> framework_table{{{
+inline constexpr EnumTable<Framework, 5> framework_table{{{
     {"ideal", Framework::ideal,
-     "the simulator's own kernel list (library GEMMs and convolutions, one fused memory-bound kernel per layer); no host"},
+     "the simulator's own kernel list (library GEMMs and convolutions, one fused memory-bound kernel per layer); no "
+     "host"},
     {"pytorch", Framework::pytorch,
      "eager PyTorch, autocast over fp32 weights: every kernel and host operator of the step (docs/frameworks.md)"},
+    {"pytorch-compile", Framework::pytorch_compile,
+     "PyTorch under torch.compile (Inductor): pointwise chains fused between library kernels, compiled graphs "
+     "issued by the host, optionally as CUDA graphs"},
     {"megatron", Framework::megatron,
-     "Megatron-Core with Transformer Engine: fused kernels, fp32 gradients and master weights, FP8 GEMMs as TE runs them"},
+     "Megatron-Core with Transformer Engine: fused kernels, fp32 gradients and master weights, FP8 GEMMs as TE runs "
+     "them"},
     {"megatron-2021", Framework::megatron_2021,
-     "Megatron-LM as of SC'21 (Narayanan et al.): apex fused kernels, fp32 master weights, gradients in the training dtype"},
+     "Megatron-LM as of SC'21 (Narayanan et al.): apex fused kernels, fp32 master weights, gradients in the training "
+     "dtype"},
 }}};
 
 /// The dtypes of a step's parts under a framework (docs/frameworks.md#dtypes). Under `ideal` and
@@ -53,6 +59,12 @@ struct StepDtypes {
 };
 StepDtypes step_dtypes(Framework framework, Dtype training);
 
+/// Whether `framework` is PyTorch's, eager or compiled.
+inline bool is_pytorch(Framework framework)
+{
+  return framework == Framework::pytorch || framework == Framework::pytorch_compile;
+}
+
 /// Whether `framework` is one of Megatron's.
 inline bool is_megatron(Framework framework)
 {
@@ -65,6 +77,14 @@ inline bool is_megatron(Framework framework)
 /// per step, in the optimizer phase); the optimizer phase is the distributed optimizer's step over
 /// fp32 master weights and gradients, the gradient norm for clipping and the gradient buffer zeroed.
 std::vector<KernelLaunch> megatron_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
+                                            int samples, const ComputeOptions& options);
+
+/// torch.compile's launches of layers [begin, end) in `phase` (docs/frameworks.md#pytorch-compile): the
+/// library GEMMs (padded to aligned shapes), convolutions and attention kernels as under eager PyTorch,
+/// autocast's per-weight casts and the eager AccumulateGrad beside them, and each maximal run of
+/// memory-bound layers between them fused by Inductor into one kernel per reduction, which reads the
+/// run's inputs and writes its outputs once (the backward recomputes the run from its saved inputs).
+std::vector<KernelLaunch> compiled_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
                                             int samples, const ComputeOptions& options);
 
 /// Host operators of one layer pass: how many of each kind (calibration::HostOpKind, in its order); the
@@ -87,8 +107,10 @@ double optimizer_tensors(const models::Model& model, std::size_t begin, std::siz
 /// missing parameter when it has no host costs.
 double host_seconds(const HostOps& ops, Phase phase, const calibration::CalibrationProfile& profile);
 
-/// Host seconds of every task of `graph` (0 for transfers and collectives) under framework pytorch.
-std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model, Dtype dtype,
+/// Host seconds of every task of `graph` (0 for transfers and collectives) under framework pytorch
+/// (each operator by kind) or pytorch-compile (each task's compiled graph called, and each of its
+/// kernels launched, or the graph replayed as a CUDA graph; AccumulateGrad eager).
+std::vector<double> host_durations(const TaskGraph& graph, const models::Model& model, const ComputeOptions& options,
                                    const calibration::CalibrationProfile& profile);
 
 }  // namespace ddlsim::sim

@@ -230,6 +230,8 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
 {
   if (options.framework == Framework::pytorch)
     return pytorch_launches(model, begin, end, phase, samples, options);
+  if (options.framework == Framework::pytorch_compile)
+    return compiled_launches(model, begin, end, phase, samples, options);
   if (is_megatron(options.framework))
     return megatron_launches(model, begin, end, phase, samples, options);
   const auto& layers = model.layers();

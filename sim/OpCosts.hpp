@@ -28,7 +28,7 @@
 namespace ddlsim::sim {
 
 /// Whose step a point simulates (Framework.hpp, docs/frameworks.md).
-enum class Framework : std::uint8_t { ideal, pytorch, megatron, megatron_2021 };
+enum class Framework : std::uint8_t { ideal, pytorch, pytorch_compile, megatron, megatron_2021 };
 
 struct ComputeOptions {
   Dtype dtype = Dtype::bf16;
@@ -49,9 +49,11 @@ struct ComputeOptions {
   /// batch, at least 1; memory-bound kernels' per-sample bytes): a smaller step with the same
   /// layers, for executing a large model on a small machine (`ddlsim execute --scale`). Weights stay.
   double scale = 1;
-  /// ideal: the simulator's own kernel list; pytorch: eager PyTorch's; megatron, megatron-2021:
-  /// Megatron's (Framework.hpp)
+  /// ideal: the simulator's own kernel list; pytorch: eager PyTorch's; pytorch-compile: torch.compile's;
+  /// megatron, megatron-2021: Megatron's (Framework.hpp)
   Framework framework = Framework::ideal;
+  /// pytorch-compile: the compiled graphs replayed as CUDA graphs (mode="reduce-overhead")
+  bool cuda_graphs = false;
 };
 
 /// Work of one kernel's forward or backward pass over `samples` samples.

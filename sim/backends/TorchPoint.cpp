@@ -211,12 +211,14 @@ void write_torch_point(const models::Model& model, const TorchPoint& p, std::ost
            << ",\"stash_inputs\":" << boolean(l.stash_inputs) << ",\"stash_output\":" << boolean(l.stash_output)
            << layer_fields(model, i) << "}";
   }
-  out << "{\"format\":\"ddlsim-torch-point-1\",\"label\":" << text(p.label) << ",\n\"model\":{\"name\":"
-      << text(model.get_name()) << ",\"parameters\":" << num(model.parameter_count())
+  out << "{\"format\":\"ddlsim-torch-point-1\",\"label\":" << text(p.label)
+      << ",\n\"model\":{\"name\":" << text(model.get_name()) << ",\"parameters\":" << num(model.parameter_count())
       << ",\"input\":" << shape_json(model.input_shape()) << ",\"layers\":[" << layers.str() << "]},\n"
       << "\"training\":{\"global_batch\":" << p.global_batch << ",\"micro_batch\":" << p.micro_batch
       << ",\"micro_batches\":" << p.micro_batches() << ",\"dtype\":\"" << dtype_table.name(p.dtype)
-      << "\",\"optimizer\":\"" << models::optimizer_table.name(p.optimizer) << "\"},\n\"parallelism\":{\"dp\":" << p.dp << ",\"dp_bucket_bytes\":" << num(p.dp_bucket_bytes) << "},\n"
+      << "\",\"optimizer\":\"" << models::optimizer_table.name(p.optimizer) << "\",\"compile\":" << boolean(p.compile)
+      << ",\"cuda_graphs\":" << boolean(p.cuda_graphs) << "},\n\"parallelism\":{\"dp\":" << p.dp
+      << ",\"dp_bucket_bytes\":" << num(p.dp_bucket_bytes) << "},\n"
       << "\"timing\":{\"warmup\":" << p.warmup << ",\"iterations\":" << p.iterations << "},\n"
       << "\"trace\":" << text(p.trace) << "}\n";
 }

@@ -34,6 +34,8 @@ struct TorchPoint {
   int warmup = 2;                ///< untimed steps
   int iterations = 3;            ///< timed steps
   std::string trace;             ///< where the profiler trace of one step goes; empty: none
+  bool compile     = false;      ///< the model under torch.compile (framework pytorch-compile)
+  bool cuda_graphs = false;      ///< compiled with mode="reduce-overhead" (CUDA graphs)
   /// Micro-batches per rank and iteration: global_batch / (micro_batch x dp).
   long long micro_batches() const { return global_batch / (static_cast<long long>(micro_batch) * dp); }
 };

@@ -92,7 +92,7 @@ check(rc == 0, f"calibrate import and fit of the three traces: {rc} {err}")
 if rc == 0:
     fresh, committed = fitted_values(os.path.join(d, "all.yaml")), fitted_values(profile)
     checks += 1
-    check(fresh == committed and len(fresh) == 23,
+    check(fresh == committed and len(fresh) == 26,
           f"calibration/profiles/pytorch-h200.yaml is the fit of the traces (its provenance's command): "
           f"{ {k: (fresh.get(k), committed.get(k)) for k in set(fresh) | set(committed) if fresh.get(k) != committed.get(k)} }")
 

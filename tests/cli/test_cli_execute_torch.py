@@ -125,6 +125,22 @@ back = read_csv(refused) if os.path.exists(refused) else []
 checks += 1
 check(rc == 1 and len(back) == 2 and all(b["status"] == "error" and "cannot run" in b["message"] for b in back),
       f"a missing interpreter: error rows saying so: {rc} {[b.get('message') for b in back]} {err}")
+# framework pytorch-compile runs the model under torch.compile, where this PyTorch has it (2.0 or later;
+# Debian 12's is 1.13: each point an error saying what it needs).
+compiled = os.path.join(d, "compiled.csv")
+rc, out, err = run(binary, "execute", experiment, "--backend", "torch", "--python", python, "-o", compiled,
+                   "--set", "training.framework=pytorch-compile", "--set", "calibration=pytorch-h200", *one)
+back = read_csv(compiled) if os.path.exists(compiled) else []
+has_compile = subprocess.run([python, "-c", "import torch; assert hasattr(torch, 'compile')"]).returncode == 0
+checks += 1
+if has_compile:
+    check(rc == 0 and len(back) == 2 and all(b["status"] == "ok" and "torch.compile, mode default" in b["message"]
+                                             for b in back),
+          f"pytorch-compile runs torch.compile: {rc} {[b.get('message') for b in back]} {err}")
+else:
+    check(rc == 1 and len(back) == 2 and all(b["status"] == "error" and "needs torch.compile" in b["message"]
+                                             for b in back),
+          f"pytorch-compile without torch.compile: error rows saying so: {rc} {[b.get('message') for b in back]} {err}")
 for args, what in ((["--scale", "0.5"], "--scale"), (["--cuda-graph"], "--cuda-graph")):
     rc, out, err = run(binary, "execute", experiment, "--backend", "torch", *args)
     checks += 1

@@ -107,6 +107,16 @@ expect(job, {"model.flavor": "8B", "parallelism.pipeline_parallel_schedule": "1F
 checks += 1
 check(rc == 0 and "# simulated with framework" not in out and "sequence parallelism" not in out,
       f"a PyTorch step with sequence parallelism needs no note: {out[:500]}")
+# The same step under torch.compile: torchtitan's compile on, no framework note; CUDA graphs noted.
+rc, out, err, job = export(balance, "--set", "training.framework=pytorch-compile")
+expect(job, {"training.compile": True}, "pytorch-compile")
+checks += 1
+check(rc == 0 and "# simulated with framework" not in out and "CUDA graphs" not in out,
+      f"pytorch-compile is what torchtitan's compile runs: no note: {rc} {err} {out[:500]}")
+rc, out, err, job = export(balance, "--set", "training.framework=pytorch-compile", "--set", "training.cuda_graphs=true")
+checks += 1
+check(rc == 0 and job.get("training", {}).get("compile") is True and "compiles without CUDA graphs" in out,
+      f"CUDA graphs: torchtitan does not replay them, the note says so: {rc} {err} {out[:500]}")
 
 # Plain data parallelism is DDP; without a pipeline torchtitan accumulates micro-batches.
 ddp = write_experiment(tmp, "ddp", BASE + "parallelism: {dp: 16}\n")

@@ -62,7 +62,7 @@ check(step.get("untraced_step_s") == 0.000398 and step.get("host_events") == 26 
 profile = os.path.join(d, "host.yaml")
 rc, _, err = run(binary, "calibrate", "fit", out, "--base", "h200-measured", "--host-only", "-o", profile)
 checks += 1
-check(rc == 0 and "17 host parameters" in err, f"calibrate fit --host-only: {rc} {err}")
+check(rc == 0 and "20 host parameters" in err, f"calibrate fit --host-only: {rc} {err}")
 p = host_parameters(profile) if rc == 0 else {}
 expected = {"host_profiler_event_s": 2, "host_forward_conv_s": 39, "host_forward_view_s": 8,
             "host_forward_elementwise_s": 9.5, "host_backward_conv_s": 24, "host_accumulate_s": 20 / 3,
@@ -135,8 +135,8 @@ checks += 1
 check(rc == 0, f"calibrate fit --host-only of the three traces: {rc} {err}")
 p = {k: v[0] for k, v in host_parameters(fitted).items()} if rc == 0 else {}
 checks += 1
-check(len(p) == 17 and all(v > 0 for v in p.values()), f"17 host parameters, all positive: {p}")
-if len(p) == 17:
+check(len(p) == 20 and all(v > 0 for v in p.values()), f"20 host parameters, all positive: {p}")
+if len(p) == 20:
     orders = [("host_forward_conv_s", "host_forward_view_s"), ("host_forward_gemm_s", "host_forward_elementwise_s"),
               ("host_forward_elementwise_s", "host_forward_view_s"), ("host_forward_norm_s", "host_forward_view_s"),
               ("host_backward_conv_s", "host_backward_view_s"), ("host_backward_gemm_s", "host_backward_elementwise_s"),

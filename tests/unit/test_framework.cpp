@@ -7,6 +7,7 @@
 #include "common/Error.hpp"
 #include "models/ModelLoader.hpp"
 #include "sim/Framework.hpp"
+#include "tests/unit/LayerNamed.hpp"
 
 #include <doctest/doctest.h>
 
@@ -33,14 +34,6 @@ bool library(const KernelLaunch& k)
          k.kind == models::KernelKind::conv2d;
 }
 
-std::size_t layer_named(const models::Model& m, const std::string& name)
-{
-  for (std::size_t i = 0; i < m.size(); ++i)
-    if (m.layers()[i].name == name)
-      return i;
-  FAIL("no layer " << name);
-  return 0;
-}
 
 double pointwise_bytes(const std::vector<KernelLaunch>& launches)
 {

@@ -322,7 +322,10 @@ TEST_CASE("host fit: the profiler's cost per event, then each kind's cost per op
     CHECK(value(fit, "host_backward_norm_s") == doctest::Approx(15 * us));  // median of 24 and 6
     CHECK(source(fit, "host_forward_gemm_s").find("no gemm op in the traces") != std::string::npos);
     CHECK(source(fit, "host_forward_conv_s").find("kineto_host_step.json") != std::string::npos);
-    CHECK(fit.parameters.size() == 17);
+    CHECK(fit.parameters.size() == 20); // and torch.compile's three, published: no compiled graph in the traces
+    CHECK(value(fit, "host_compiled_kernel_s") == doctest::Approx(9.1 * us));
+    CHECK(source(fit, "host_compiled_graph_s").find("published, not fitted") != std::string::npos);
+    CHECK(source(fit, "host_graph_replay_s").find("pytorch/pytorch issue 150488") != std::string::npos);
   }
   SUBCASE("a GPU-bound trace does not measure the profiler")
   {

@@ -178,12 +178,25 @@ def wrap_ddp(model, device, world, bucket_bytes, notes):
     return DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_mb)
 
 
+def compile_model(model, training, notes):
+    """The model under torch.compile for framework pytorch-compile (CUDA graphs: mode reduce-overhead)."""
+    if not training.get("compile"):
+        return model
+    if not hasattr(torch, "compile"):
+        raise PointError(f"training.framework pytorch-compile needs torch.compile (PyTorch 2.0 or later); "
+                         f"this is PyTorch {torch.__version__}")
+    mode = "reduce-overhead" if training.get("cuda_graphs") else "default"
+    notes.append(f"torch.compile, mode {mode}")
+    return torch.compile(model, mode=mode)
+
+
 class Step:
     """One training step: every micro-batch forward (autocast) and backward, then the optimizer."""
 
-    def __init__(self, model, optimizer, batches, amp_dtype, scaler, device):
+    def __init__(self, model, optimizer, batches, amp_dtype, scaler, device, cuda_graphs=False):
         self.model, self.optimizer, self.batches = model, optimizer, batches
         self.amp_dtype, self.scaler, self.device = amp_dtype, scaler, device
+        self.cuda_graphs = cuda_graphs
 
     def _autocast(self):
         if self.amp_dtype is None:
@@ -199,6 +212,8 @@ class Step:
     def __call__(self):
         count = len(self.batches)
         for i, (x, targets) in enumerate(self.batches):
+            if self.cuda_graphs:  # each micro-batch a new replay of the compiled graphs
+                torch.compiler.cudagraph_mark_step_begin()
             with self._no_sync(i == count - 1):
                 with self._autocast():
                     loss = self.model(x, targets) / count
@@ -289,11 +304,13 @@ def make_step(point, device, rank, world, notes):
     parameters = check_parameters(model, spec)
     notes.extend(sorted(model.notes))
     model = wrap_ddp(model, device, world, float(point["parallelism"].get("dp_bucket_bytes", 0)), notes)
+    model = compile_model(model, training, notes)
     optimizer = make_optimizer(training["optimizer"], model, device, notes)
     generator = torch.Generator().manual_seed(SEED + 1 + rank)
     batches = [make_batch(spec, int(training["micro_batch"]), device, generator)
                for _ in range(int(training["micro_batches"]))]
-    return Step(model, optimizer, batches, amp_dtype, make_scaler(amp_dtype, device), device), parameters
+    cuda_graphs = bool(training.get("compile") and training.get("cuda_graphs"))
+    return Step(model, optimizer, batches, amp_dtype, make_scaler(amp_dtype, device), device, cuda_graphs), parameters
 
 
 def what_ran(training, world, timed):

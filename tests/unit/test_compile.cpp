@@ -1,0 +1,134 @@
+// Framework pytorch-compile (sim/FrameworkCompile.cpp) against the step docs/frameworks.md describes:
+// the library kernels are eager PyTorch's (aligned by Inductor's padding), a fused chain moves its
+// inputs and outputs once (closed form for GPT-2's dropout, residual add and layer norm), and the host
+// pays a graph call and a launch per kernel, or a CUDA graph's replay.
+#include "calibration/Profile.hpp"
+#include "common/Error.hpp"
+#include "models/ModelLoader.hpp"
+#include "sim/Framework.hpp"
+#include "tests/unit/LayerNamed.hpp"
+#include "sim/TaskGraph.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+using namespace ddlsim;
+using namespace ddlsim::sim;
+
+namespace {
+
+ComputeOptions with(Framework framework)
+{
+  ComputeOptions o;
+  o.dtype     = Dtype::bf16;
+  o.framework = framework;
+  return o;
+}
+
+bool library(const KernelLaunch& k)
+{
+  return k.kind == models::KernelKind::gemm || k.kind == models::KernelKind::batched_gemm ||
+         k.kind == models::KernelKind::conv2d;
+}
+
+double bytes_of(const std::vector<KernelLaunch>& launches, const models::Layer* layer)
+{
+  double b = 0;
+  for (const auto& k : launches)
+    if (!library(k) && k.layer == layer)
+      b += k.work.bytes;
+  return b;
+}
+
+
+} // namespace
+
+TEST_CASE("pytorch-compile keeps eager PyTorch's library kernels, padded where cuBLAS would run unaligned")
+{
+  for (const char* name : {"gpt2-small", "resnet50", "llama3-8b"}) {
+    const models::Model m = models::load_model(name);
+    for (Phase phase : {Phase::forward, Phase::backward}) {
+      std::vector<KernelLaunch> eager    = range_launches(m, 0, m.size(), phase, 2, with(Framework::pytorch));
+      std::vector<KernelLaunch> compiled = range_launches(m, 0, m.size(), phase, 2, with(Framework::pytorch_compile));
+      const auto unaligned =
+          std::count_if(eager.begin(), eager.end(), [](const KernelLaunch& k) { return k.work.unaligned; });
+      double eager_memory = 0;
+      for (const auto& k : eager)
+        eager_memory += library(k) ? 0 : k.work.bytes;
+      double compiled_memory = 0;
+      for (const auto& k : compiled)
+        compiled_memory += library(k) ? 0 : k.work.bytes;
+      std::erase_if(eager, [](const KernelLaunch& k) { return !library(k); });
+      const std::size_t all = compiled.size();
+      std::erase_if(compiled, [](const KernelLaunch& k) { return !library(k); });
+      REQUIRE(eager.size() == compiled.size());
+      for (std::size_t i = 0; i < eager.size(); ++i) {
+        CHECK(eager[i].work.flop == compiled[i].work.flop);
+        CHECK(eager[i].work.shape == compiled[i].work.shape);
+        CHECK_FALSE(compiled[i].work.unaligned);
+      }
+      CHECK((std::string(name) == "gpt2-small") == (unaligned > 0)); // the LM head over 50,257 classes
+      CHECK(compiled_memory < eager_memory);                         // the chains fused
+      CHECK(all > compiled.size());
+    }
+  }
+}
+
+TEST_CASE("a fused chain reads its inputs and writes its outputs once: GPT-2's dropout, residual add, norm")
+{
+  // layer0.mlp_dropout, layer0.residual2, layer1.ln1: fc2's output (bf16) and the residual stream (fp32)
+  // read; the new residual stream (fp32, for layer1.residual1) and the norm's output (bf16: only qkv
+  // reads it, autocast's cast fused) written; the dropout's mask (a byte per element) saved. Backward:
+  // the two outgoing gradients read, both inputs read again and their gradients written, the mask read,
+  // and the norm's parameter gradients (dy and x read again) in a kernel of their own.
+  const models::Model m   = models::load_model("gpt2-small");
+  const std::size_t first = layer_named(m, "layer0.mlp_dropout");
+  CHECK(m.layers()[first + 1].name == "layer0.residual2");
+  CHECK(m.layers()[first + 2].name == "layer1.ln1");
+  const double T = 1024.0 * 768, samples = 4;
+  const auto forward = compiled_launches(m, 0, m.size(), Phase::forward, 4, with(Framework::pytorch_compile));
+  CHECK(bytes_of(forward, &m.layers()[first]) == doctest::Approx(samples * T * (2 + 4 + 4 + 2 + 1)));
+  CHECK(std::count_if(forward.begin(), forward.end(),
+                      [&](const KernelLaunch& k) { return k.layer == &m.layers()[first]; }) == 1);
+  const auto backward     = compiled_launches(m, 0, m.size(), Phase::backward, 4, with(Framework::pytorch_compile));
+  const double accumulate = m.layers()[first + 2].parameters * 3 * 4; // AccumulateGrad of the norm's weight and bias
+  CHECK(bytes_of(backward, &m.layers()[first]) ==
+        doctest::Approx(samples * T * (4 + 2 + 2 * 2 + 2 * 4 + 1 + 2 * 2) + accumulate));
+  CHECK(std::count_if(backward.begin(), backward.end(),
+                      [&](const KernelLaunch& k) { return k.layer == &m.layers()[first]; }) == 3);
+}
+
+TEST_CASE("the compiled host pays a graph call and a launch per kernel, or a CUDA graph's replay")
+{
+  calibration::CalibrationProfile p;
+  p.name = "test";
+  for (const auto& [name, value] : {std::pair<const char*, double>{"host_compiled_graph_s", 40e-6},
+                                    {"host_compiled_kernel_s", 8e-6},
+                                    {"host_graph_replay_s", 150e-6},
+                                    {"host_accumulate_s", 3e-6},
+                                    {"host_optimizer_tensor_s", 10e-6}})
+    p.parameters[name] = {.name = name, .value = value, .unit = "s", .description = "", .source = "test"};
+  const models::Model m = models::load_model("gpt2-small");
+  const auto n          = static_cast<std::uint32_t>(m.size());
+  TaskGraph g(1);
+  g.add_compute(
+      {.device = 0, .phase = Phase::forward, .micro_batch = 0, .samples = 2, .layer_begin = 0, .layer_end = n});
+  g.add_compute(
+      {.device = 0, .phase = Phase::backward, .micro_batch = 0, .samples = 2, .layer_begin = 0, .layer_end = n});
+  ComputeOptions o         = with(Framework::pytorch_compile);
+  const double fwd_kernels = static_cast<double>(compiled_launches(m, 0, m.size(), Phase::forward, 2, o).size());
+  const double bwd_kernels = static_cast<double>(compiled_launches(m, 0, m.size(), Phase::backward, 2, o).size());
+  const double tensors     = optimizer_tensors(m, 0, m.size());
+  CHECK(tensors ==
+        148); // GPT-2 small: two embeddings, 12 per layer (six weights, six biases or shifts), the last norm's 2
+  std::vector<double> host = host_durations(g, m, o, p);
+  CHECK(host[0] == doctest::Approx(40e-6 + fwd_kernels * 8e-6));
+  CHECK(host[1] == doctest::Approx(40e-6 + bwd_kernels * 8e-6 + tensors * 3e-6));
+  o.cuda_graphs = true;
+  host          = host_durations(g, m, o, p);
+  CHECK(host[0] == doctest::Approx(40e-6 + 150e-6));
+  CHECK(host[1] == doctest::Approx(40e-6 + 150e-6 + tensors * 3e-6));
+  p.parameters.erase("host_graph_replay_s");
+  CHECK_THROWS_WITH_AS(host_durations(g, m, o, p), doctest::Contains("host_graph_replay_s"), CalibrationError);
+}
