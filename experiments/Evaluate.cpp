@@ -835,8 +835,8 @@ std::string collective_fidelity(const PointConfig& p, const FoldPlan& f)
 
 namespace {
 
-// What the hosts of framework pytorch did: their busy seconds and their GPUs' kernel seconds, summed
-// over the simulated GPUs.
+// What the hosts of frameworks pytorch and pytorch-compile did: their busy seconds and their GPUs'
+// kernel seconds, summed over the simulated GPUs.
 struct HostIssue {
   double gpus = 0;
   double host_s = 0;

@@ -389,6 +389,12 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem(blame({"parallelism.tp_comm_overlap", "parallelism.sequence_parallel"}),
             "tp_comm_overlap overlaps sequence parallelism's all-gathers and reduce-scatters: it needs "
             "sequence_parallel: true (as Megatron asserts)");
+  if (p.training.cuda_graphs && p.training.framework != sim::Framework::pytorch_compile)
+    problem(
+        blame({"training.cuda_graphs", "training.framework"}),
+        "cuda_graphs replays torch.compile's graphs (mode=\"reduce-overhead\"): it needs framework pytorch-compile, "
+        "not " +
+            std::string(sim::framework_table.name(p.training.framework)));
   if (par.tp_backward_overlap && !sim::is_megatron(p.training.framework))
     problem(blame({"parallelism.tp_backward_overlap", "training.framework"}),
             "tp_backward_overlap is Megatron's asynchronous tensor-parallel backward: it needs framework megatron "
@@ -514,10 +520,6 @@ void read_training(YamlMap& training, TrainingSpec& t)
   t.seq          = static_cast<int>(training.integer("seq", 0, 1, 1 << 26));
   t.framework    = training.choice("framework", sim::framework_table, sim::Framework::ideal);
   t.cuda_graphs  = training.boolean("cuda_graphs", false);
-  if (t.cuda_graphs && t.framework != sim::Framework::pytorch_compile)
-    training.report("cuda_graphs", "CUDA graphs are torch.compile's mode=\"reduce-overhead\": they need framework "
-                                   "pytorch-compile, not " +
-                                       std::string(sim::framework_table.name(t.framework)));
   if (training.has("attention"))
     t.attention = training.choice("attention", models::attention_kind_table, models::AttentionKind::flash);
   if (training.has("load_imbalance")) {

@@ -18,13 +18,38 @@ namespace {
 // rows shown, named once above it when it does not.
 const std::vector<std::string>& layout_columns()
 {
-  static const std::vector<std::string> columns{
-      "experiment", "model",          "cluster",     "calibration",       "framework",      "schedule",
-      "pp",         "dp",             "tp",          "cp",                "ep",             "zero",
-      "zero_group", "sequence_parallel", "virtual_stages", "global_batch", "micro_batch",    "num_micro_batches",
-      "seq",        "dtype",          "optimizer",   "recompute",         "attention",      "partition",
-      "dp_collective", "ep_collective", "dp_bucket_bytes", "ps_servers", "ps_consistency", "load_imbalance",
-      "capacity_factor"};
+  static const std::vector<std::string> columns{"experiment",
+                                                "model",
+                                                "cluster",
+                                                "calibration",
+                                                "framework",
+                                                "cuda_graphs",
+                                                "schedule",
+                                                "pp",
+                                                "dp",
+                                                "tp",
+                                                "cp",
+                                                "ep",
+                                                "zero",
+                                                "zero_group",
+                                                "sequence_parallel",
+                                                "virtual_stages",
+                                                "global_batch",
+                                                "micro_batch",
+                                                "num_micro_batches",
+                                                "seq",
+                                                "dtype",
+                                                "optimizer",
+                                                "recompute",
+                                                "attention",
+                                                "partition",
+                                                "dp_collective",
+                                                "ep_collective",
+                                                "dp_bucket_bytes",
+                                                "ps_servers",
+                                                "ps_consistency",
+                                                "load_imbalance",
+                                                "capacity_factor"};
   return columns;
 }
 

@@ -232,6 +232,10 @@ void add_training(const PointConfig& point, const models::Architecture& a, Torch
   }
   const bool compiled = t.framework == sim::Framework::pytorch_compile;
   set(job, "training", "compile", boolean(compiled || (par.tp > 1 && par.tp_comm_overlap)));
+  if (compiled)
+    job.notes.push_back("torchtitan compiles each transformer block on its own (the embedding, final norm and output "
+                        "outside them, one graph call per block); the point fused across the blocks' edges and "
+                        "padded the output GEMM");
   if (compiled && t.cuda_graphs)
     job.notes.push_back("torchtitan compiles without CUDA graphs: the point simulated them (training.cuda_graphs)");
   if (t.dtype == Dtype::fp8) { // torchao's float8 Linear (tensorwise scaling), not Transformer Engine

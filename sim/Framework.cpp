@@ -628,22 +628,34 @@ double host_seconds(const HostOps& ops, Phase phase, const calibration::Calibrat
 
 namespace {
 
-// Host seconds of one compiled task: a call into its graph, then each kernel launched by Inductor's
-// wrapper, or the whole graph replayed as a CUDA graph; after a backward, AccumulateGrad per parameter
-// tensor, eagerly.
+// Host seconds of one compiled task, but for the call into its graph: each kernel Inductor's wrapper
+// launches, or none when the graph replays as a CUDA graph; after a backward, AccumulateGrad per
+// parameter tensor, eagerly (its kernels are not the wrapper's).
 double compiled_host_seconds(const ComputeTask& c, const models::Model& model, const ComputeOptions& options,
                              const calibration::CalibrationProfile& profile)
 {
-  double s = profile.value("host_compiled_graph_s");
-  if (options.cuda_graphs)
-    s += profile.value("host_graph_replay_s");
-  else
-    s += static_cast<double>(
-             compiled_launches(model, c.layer_begin, c.layer_end, c.phase, std::max(1, c.samples), options).size()) *
-         profile.value("host_compiled_kernel_s");
+  double s = 0;
+  if (!options.cuda_graphs) {
+    const auto launches =
+        compiled_launches(model, c.layer_begin, c.layer_end, c.phase, std::max(1, c.samples), options);
+    const auto wrapper =
+        std::count_if(launches.begin(), launches.end(), [](const KernelLaunch& k) { return !k.outside_graph; });
+    s += static_cast<double>(wrapper) * profile.value("host_compiled_kernel_s");
+  }
   if (c.phase == Phase::backward)
     s += optimizer_tensors(model, c.layer_begin, c.layer_end) * profile.value("host_accumulate_s");
   return s;
+}
+
+// The host seconds of one task without its position in the step: memoised by layers and phase.
+double task_host_seconds(const ComputeTask& c, const models::Model& model, const ComputeOptions& options,
+                         const calibration::CalibrationProfile& profile)
+{
+  if (c.phase == Phase::optimizer)
+    return optimizer_tensors(model, c.layer_begin, c.layer_end) * profile.value("host_optimizer_tensor_s");
+  if (options.framework == Framework::pytorch_compile)
+    return compiled_host_seconds(c, model, options, profile);
+  return host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, options.dtype), c.phase, profile);
 }
 
 } // namespace
@@ -653,22 +665,27 @@ std::vector<double> host_durations(const TaskGraph& graph, const models::Model& 
 {
   std::vector<double> seconds(graph.size(), 0.0);
   std::map<std::tuple<Phase, std::uint32_t, std::uint32_t>, double> memo;
+  // pytorch-compile: one call into the compiled graph per pass of a stage over a micro-batch (the tasks a
+  // blocking collective or a gradient bucket splits it into run inside that call), or a CUDA graph replay.
+  const bool compiled = options.framework == Framework::pytorch_compile;
+  const double call   = compiled ? profile.value("host_compiled_graph_s") +
+                                     (options.cuda_graphs ? profile.value("host_graph_replay_s") : 0.0)
+                                 : 0.0;
+  std::map<int, std::tuple<Phase, int, int>> pass_of_device; // the pass each GPU's host is in
   for (TaskId id = 0; id < graph.size(); ++id) {
     if (graph.kind(id) != TaskKind::compute)
       continue;
     const ComputeTask& c = graph.compute(id);
     const auto key = std::make_tuple(c.phase, c.layer_begin, c.layer_end);
     auto it = memo.find(key);
-    if (it == memo.end()) {
-      const double s = c.phase == Phase::optimizer ? optimizer_tensors(model, c.layer_begin, c.layer_end) *
-                                                         profile.value("host_optimizer_tensor_s")
-                       : options.framework == Framework::pytorch_compile
-                           ? compiled_host_seconds(c, model, options, profile)
-                           : host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, options.dtype),
-                                          c.phase, profile);
-      it = memo.emplace(key, s).first;
-    }
+    if (it == memo.end())
+      it = memo.emplace(key, task_host_seconds(c, model, options, profile)).first;
     seconds[id] = it->second;
+    const auto pass  = std::make_tuple(c.phase, c.stage, c.micro_batch);
+    auto [at, first] = pass_of_device.try_emplace(c.device, pass);
+    if (compiled && c.phase != Phase::optimizer && (first || at->second != pass))
+      seconds[id] += call;
+    at->second = pass;
   }
   return seconds;
 }

@@ -16,6 +16,8 @@
 #include "sim/Framework.hpp"
 #include "sim/FrameworkParts.hpp"
 
+#include "calibration/EagerFit.hpp"
+
 #include <algorithm>
 #include <set>
 
@@ -84,6 +86,10 @@ struct Graph {
   std::vector<char> fp32_out;
   double d;
 
+  bool feeds_library(std::size_t i) const
+  {
+    return std::any_of(users[i].begin(), users[i].end(), [&](std::size_t u) { return library_layer(layer(u).kind); });
+  }
   Graph(const models::Model& m, const ComputeOptions& o)
       : model(m), options(o), users(m.layers().size()), fp32_out(fp32_outputs(m, m.layers().size(), o.dtype)),
         d(dtype_bytes(o.dtype))
@@ -138,15 +144,28 @@ Chain chain_bytes(const Graph& g, std::size_t first, std::size_t last, Phase pha
                         std::any_of(g.users[l].begin(), g.users[l].end(), [&](std::size_t u) { return u > last; });
     if (leaves) // forward: the output written; backward: its gradient read
       c.bytes += layer.output_elements() * g.stored(l) * share;
-    c.bytes += layer.stashed_mask_bytes * share;            // a dropout's mask: written, then read
-    if (!fwd && norm(layer.kind) && layer.parameters > 0) { // the parameters' gradients: dy and x read again
+    if (leaves && fwd && g.stored(l) > g.d && g.feeds_library(l)) // and a compute-dtype copy for a GEMM
+      c.bytes += layer.output_elements() * g.d * share;
+    c.bytes += layer.stashed_mask_bytes * share; // a dropout's mask: written, then read
+    if (!fwd && norm(layer.kind) && layer.parameters > 0 && !layer.inputs.empty()) {
+      // The parameters' gradients: dy (in the output's dtype) and x (in the input's) read again.
+      const std::size_t x = layer.inputs.front();
       c.kernels += token_norm(layer.kind) ? 1 : 0;
-      c.bytes += layer.output_elements() * 2 * g.stored(l) * share;
+      c.bytes += (layer.output_elements() * g.stored(l) + g.layer(x).output_elements() * g.stored(x)) * share;
     }
   }
   c.kernels += std::max(1, reductions);
   c.reduces = reductions > 0;
   return c;
+}
+
+// AccumulateGrad of `bytes` (grad += g), run eagerly after the compiled backward.
+void accumulate(const Launches& k, double bytes)
+{
+  const std::size_t before = k.out.size();
+  k.add(0, bytes);
+  if (k.out.size() > before)
+    k.out.back().outside_graph = true;
 }
 
 // The kernels of a library layer l beside its library launches: autocast's weight casts, the weight
@@ -169,34 +188,63 @@ void library_extras(const Graph& g, std::size_t l, Phase phase, const Launches& 
     k.add(T * 2 * d, Access::broadcast);
     return;
   }
-  if (layer.inputs.empty() && d < fp32) // an fp32 image cast for the first convolution
-    k.add(fwd ? g.model.input_shape().elements() * (fp32 + d) : 0);
-  if (d >= fp32)
-    return;
+  const bool autocast = d < fp32;
   if (fwd) {
-    k.add(0, w * (fp32 + d));
+    if (autocast && layer.inputs.empty()) // an fp32 image cast for the first convolution
+      k.add(g.model.input_shape().elements() * (fp32 + d));
+    if (autocast)
+      k.add(0, w * (fp32 + d)); // the layer's fp32 weights cast
     return;
   }
-  k.add(0, w * (d + fp32)); // the weight gradient cast to fp32
-  k.add(0, w * 3 * fp32);   // AccumulateGrad
+  if (autocast)
+    k.add(0, w * (d + fp32)); // the weight gradient cast to fp32
   if (layer.kind == LayerKind::linear && parameter_tensors(g.model, layer) > 1)
     k.add(layer.output_elements() * d, Access::reduction); // the bias gradient
+  accumulate(k, w * 3 * fp32);
 }
 
-// Inductor pads a GEMM with a dimension off 16 bytes: the aligned kernel, and a copy of its operands.
-void padded(KernelLaunch& launch, Dtype dtype, std::vector<KernelLaunch>& out)
+// Inductor pads a GEMM with a dimension off 16 bytes (pad_mm): the aligned kernel, and a padded copy of
+// each operand with an unaligned dimension (A[m x k] when m or k is, B[k x n] when k or n is: read and
+// written); the padded output is sliced, a view. The attention op is never padded.
+void padded(const KernelLaunch& launch, Dtype dtype, std::vector<KernelLaunch>& out)
 {
-  if (!unaligned(launch, dtype))
+  if (launch.work.kind == calibration::WorkKind::attention || !unaligned(launch, dtype))
     return;
+  auto off       = [&](double dim) { return calibration::unaligned_gemm(dim, 64, 64, dtype); };
+  const double m = launch.gemm.m, n = launch.gemm.n, k = launch.gemm.k;
+  const double copied =
+      ((off(m) || off(k) ? m * k : 0) + (off(k) || off(n) ? k * n : 0)) * std::max(1.0, launch.gemm.batch);
   KernelLaunch pad = launch;
   pad.kind         = models::KernelKind::pointwise;
   pad.gemm         = {};
   pad.work         = {.flop  = 0,
-                      .bytes = 2 * launch.work.bytes,
+                      .bytes = 2 * dtype_bytes(dtype) * copied,
                       .dtype = Dtype::fp32,
                       .kind  = calibration::WorkKind::memory,
                       .shape = {}};
   out.push_back(pad);
+}
+
+// Layers [begin, end)'s chain starting at `l`: its kernels, then (backward) its parameters' eager
+// AccumulateGrad and an embedding's zeroed dense gradient. Returns the chain's last layer.
+std::size_t add_chain(const Graph& g, std::size_t l, std::size_t end, Phase phase, const Launches& k)
+{
+  std::size_t last = l;
+  while (last + 1 < end && fusible(g.layer(last + 1).kind))
+    ++last;
+  const Chain c = chain_bytes(g, l, last, phase);
+  for (int i = 0; i < c.kernels; ++i)
+    k.add(c.bytes / c.kernels, c.reduces ? Access::reduction : Access::contiguous);
+  if (phase == Phase::backward)
+    for (std::size_t p = l; p <= last; ++p) {
+      // A GPU holds 1/tp of a divided layer's parameters (the embedding's rows), a norm's whole.
+      const Layer& held       = g.layer(p);
+      const double parameters = held.parameters / (models::tp_divides(held.tp) ? g.options.tp : 1);
+      if (held.kind == LayerKind::embedding)
+        k.add(0, parameters * fp32); // the dense gradient zeroed
+      accumulate(k, parameters * 3 * fp32);
+    }
+  return last;
 }
 
 } // namespace
@@ -213,20 +261,7 @@ std::vector<KernelLaunch> compiled_launches(const models::Model& model, std::siz
   for (std::size_t l = begin; l < end; ++l) {
     const Layer& layer = g.layer(l);
     if (fusible(layer.kind)) {
-      std::size_t last = l;
-      while (last + 1 < end && fusible(g.layer(last + 1).kind))
-        ++last;
-      const Chain c = chain_bytes(g, l, last, phase);
-      const Launches k{&layer, pass, per_sample, out};
-      for (int i = 0; i < c.kernels; ++i)
-        k.add(c.bytes / c.kernels, c.reduces ? Access::reduction : Access::contiguous);
-      if (phase == Phase::backward)
-        for (std::size_t p = l; p <= last; ++p) {
-          if (g.layer(p).kind == LayerKind::embedding)
-            k.add(0, g.layer(p).parameters * fp32);   // the dense gradient zeroed
-          k.add(0, g.layer(p).parameters * 3 * fp32); // AccumulateGrad of the chain's parameters, eager
-        }
-      l = last;
+      l = add_chain(g, l, end, phase, Launches{&layer, pass, per_sample, out});
       continue;
     }
     const bool modelled = library_layer(layer.kind);

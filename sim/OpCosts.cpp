@@ -225,13 +225,40 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
   return out;
 }
 
+namespace {
+
+// Eager or compiled PyTorch's launches; a backward also reruns, as that framework runs it, the forward
+// of each run of layers the recomputation drops (activation checkpointing).
+std::vector<KernelLaunch> pytorch_step_launches(const models::Model& model, std::size_t begin, std::size_t end,
+                                                Phase phase, int samples, const ComputeOptions& options)
+{
+  const auto list = options.framework == Framework::pytorch_compile ? compiled_launches : pytorch_launches;
+  std::vector<KernelLaunch> out = list(model, begin, end, phase, samples, options);
+  if (phase != Phase::backward || options.recompute == models::Recompute::none)
+    return out;
+  const auto reruns = [&](std::size_t l) { return models::reruns_forward(options.recompute, model.layers()[l]); };
+  for (std::size_t l = begin; l < end;) {
+    std::size_t r = l;
+    while (r < end && reruns(r))
+      ++r;
+    if (r == l) {
+      ++l;
+      continue;
+    }
+    for (auto& launch : list(model, l, r, Phase::forward, samples, options))
+      out.push_back(launch);
+    l = r;
+  }
+  return out;
+}
+
+} // namespace
+
 std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
                                          int samples, const ComputeOptions& options)
 {
-  if (options.framework == Framework::pytorch)
-    return pytorch_launches(model, begin, end, phase, samples, options);
-  if (options.framework == Framework::pytorch_compile)
-    return compiled_launches(model, begin, end, phase, samples, options);
+  if (is_pytorch(options.framework))
+    return pytorch_step_launches(model, begin, end, phase, samples, options);
   if (is_megatron(options.framework))
     return megatron_launches(model, begin, end, phase, samples, options);
   const auto& layers = model.layers();

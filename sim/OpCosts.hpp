@@ -79,6 +79,8 @@ struct KernelLaunch {
   models::ConvShape conv;
   int conv_batch = 0;
   const models::Layer* layer = nullptr;  ///< nullptr for the optimizer step
+  /// pytorch-compile: launched eagerly after the compiled graph (AccumulateGrad), not by its wrapper
+  bool outside_graph = false;
 };
 
 /// The microbenchmark point that runs one launch (pointwise for every memory-bound kernel).

@@ -66,6 +66,14 @@ rc, _, err = run(binary, "run", experiment, "-o", os.path.join(d, "bad.csv"), "-
 checks += 1
 check(rc == 1 and "training.cuda_graphs" in err and "pytorch-compile" in err and not os.path.exists(os.path.join(d, "bad.csv")),
       f"CUDA graphs without pytorch-compile: exit 1, the key named, nothing written: {rc} {err}")
+# Swept against other frameworks, CUDA graphs make those points invalid, the sweep goes on.
+rc, err, swept = simulate("swept", "sweep.training.framework=[pytorch, pytorch-compile]", "training.cuda_graphs=true",
+                          "sweep.training.micro_batch=[8]")
+checks += 1
+check(rc == 0 and [(r["framework"], r["status"]) for r in swept] == [("pytorch", "invalid"), ("pytorch-compile", "ok")] * 2
+      and all("cuda_graphs" in r["message"] for r in swept if r["status"] == "invalid"),
+      f"a sweep over frameworks with CUDA graphs: the pytorch points invalid, saying why: "
+      f"{rc} {err} {[(r.get('framework'), r.get('status'), r.get('message')) for r in swept]}")
 rc, _, bare = simulate("bare", "training.framework=pytorch-compile", "calibration=h200-measured")
 checks += 1
 check(bare and all(r["status"] == "error" and "host_compiled_graph_s" in r["message"] for r in bare),

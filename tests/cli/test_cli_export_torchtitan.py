@@ -111,8 +111,9 @@ check(rc == 0 and "# simulated with framework" not in out and "sequence parallel
 rc, out, err, job = export(balance, "--set", "training.framework=pytorch-compile")
 expect(job, {"training.compile": True}, "pytorch-compile")
 checks += 1
-check(rc == 0 and "# simulated with framework" not in out and "CUDA graphs" not in out,
-      f"pytorch-compile is what torchtitan's compile runs: no note: {rc} {err} {out[:500]}")
+check(rc == 0 and "# simulated with framework" not in out and "CUDA graphs" not in out and
+      "compiles each transformer block on its own" in out,
+      f"pytorch-compile is what torchtitan's compile runs, a graph per block noted: {rc} {err} {out[:500]}")
 rc, out, err, job = export(balance, "--set", "training.framework=pytorch-compile", "--set", "training.cuda_graphs=true")
 checks += 1
 check(rc == 0 and job.get("training", {}).get("compile") is True and "compiles without CUDA graphs" in out,

@@ -2,12 +2,13 @@
 // the library kernels are eager PyTorch's (aligned by Inductor's padding), a fused chain moves its
 // inputs and outputs once (closed form for GPT-2's dropout, residual add and layer norm), and the host
 // pays a graph call and a launch per kernel, or a CUDA graph's replay.
+#include "calibration/EagerFit.hpp"
 #include "calibration/Profile.hpp"
 #include "common/Error.hpp"
 #include "models/ModelLoader.hpp"
 #include "sim/Framework.hpp"
-#include "tests/unit/LayerNamed.hpp"
 #include "sim/TaskGraph.hpp"
+#include "tests/unit/LayerNamed.hpp"
 
 #include <doctest/doctest.h>
 
@@ -94,7 +95,7 @@ TEST_CASE("a fused chain reads its inputs and writes its outputs once: GPT-2's d
   const auto backward     = compiled_launches(m, 0, m.size(), Phase::backward, 4, with(Framework::pytorch_compile));
   const double accumulate = m.layers()[first + 2].parameters * 3 * 4; // AccumulateGrad of the norm's weight and bias
   CHECK(bytes_of(backward, &m.layers()[first]) ==
-        doctest::Approx(samples * T * (4 + 2 + 2 * 2 + 2 * 4 + 1 + 2 * 2) + accumulate));
+        doctest::Approx(samples * T * (4 + 2 + 2 * 2 + 2 * 4 + 1 + (2 + 4)) + accumulate));
   CHECK(std::count_if(backward.begin(), backward.end(),
                       [&](const KernelLaunch& k) { return k.layer == &m.layers()[first]; }) == 3);
 }
@@ -117,8 +118,13 @@ TEST_CASE("the compiled host pays a graph call and a launch per kernel, or a CUD
   g.add_compute(
       {.device = 0, .phase = Phase::backward, .micro_batch = 0, .samples = 2, .layer_begin = 0, .layer_end = n});
   ComputeOptions o         = with(Framework::pytorch_compile);
-  const double fwd_kernels = static_cast<double>(compiled_launches(m, 0, m.size(), Phase::forward, 2, o).size());
-  const double bwd_kernels = static_cast<double>(compiled_launches(m, 0, m.size(), Phase::backward, 2, o).size());
+  const auto wrapper       = [&](Phase phase) { // the kernels Inductor's wrapper launches: not AccumulateGrad
+    const auto launches = compiled_launches(m, 0, m.size(), phase, 2, o);
+    return static_cast<double>(
+        std::count_if(launches.begin(), launches.end(), [](const KernelLaunch& k) { return !k.outside_graph; }));
+  };
+  const double fwd_kernels = wrapper(Phase::forward), bwd_kernels = wrapper(Phase::backward);
+  CHECK(bwd_kernels < static_cast<double>(compiled_launches(m, 0, m.size(), Phase::backward, 2, o).size()));
   const double tensors     = optimizer_tensors(m, 0, m.size());
   CHECK(tensors ==
         148); // GPT-2 small: two embeddings, 12 per layer (six weights, six biases or shifts), the last norm's 2
@@ -131,4 +137,88 @@ TEST_CASE("the compiled host pays a graph call and a launch per kernel, or a CUD
   CHECK(host[1] == doctest::Approx(40e-6 + 150e-6 + tensors * 3e-6));
   p.parameters.erase("host_graph_replay_s");
   CHECK_THROWS_WITH_AS(host_durations(g, m, o, p), doctest::Contains("host_graph_replay_s"), CalibrationError);
+}
+
+TEST_CASE("one graph call per pass: the tasks a collective splits a pass into run inside it")
+{
+  calibration::CalibrationProfile p;
+  p.name = "test";
+  for (const char* name : {"host_compiled_graph_s", "host_compiled_kernel_s", "host_accumulate_s"})
+    p.parameters[name] = {.name = name, .value = 1e-6, .unit = "s", .description = "", .source = "test"};
+  const models::Model m = models::load_model("gpt2-small");
+  const auto half = static_cast<std::uint32_t>(m.size() / 2), n = static_cast<std::uint32_t>(m.size());
+  TaskGraph g(1);
+  g.add_compute(
+      {.device = 0, .phase = Phase::forward, .micro_batch = 0, .samples = 2, .layer_begin = 0, .layer_end = half});
+  g.add_compute(
+      {.device = 0, .phase = Phase::forward, .micro_batch = 0, .samples = 2, .layer_begin = half, .layer_end = n});
+  g.add_compute(
+      {.device = 0, .phase = Phase::forward, .micro_batch = 1, .samples = 2, .layer_begin = 0, .layer_end = half});
+  const ComputeOptions o         = with(Framework::pytorch_compile);
+  const std::vector<double> host = host_durations(g, m, o, p);
+  const auto kernels             = [&](std::size_t b, std::size_t e) {
+    return static_cast<double>(compiled_launches(m, b, e, Phase::forward, 2, o).size()) * 1e-6;
+  };
+  CHECK(host[0] == doctest::Approx(1e-6 + kernels(0, half))); // the pass's call
+  CHECK(host[1] == doctest::Approx(kernels(half, m.size()))); // the same pass: no second call
+  CHECK(host[2] == doctest::Approx(1e-6 + kernels(0, half))); // the next micro-batch's call
+}
+
+TEST_CASE("recomputation reruns the forward inside the backward, as each PyTorch framework runs it")
+{
+  const models::Model m = models::load_model("gpt2-small");
+  for (Framework f : {Framework::pytorch, Framework::pytorch_compile}) {
+    ComputeOptions o   = with(f);
+    const auto plain   = range_launches(m, 0, m.size(), Phase::backward, 2, o);
+    const auto forward = range_launches(m, 0, m.size(), Phase::forward, 2, o);
+    o.recompute        = models::Recompute::full;
+    const auto rerun   = range_launches(m, 0, m.size(), Phase::backward, 2, o);
+    CHECK(rerun.size() == plain.size() + forward.size());
+    double flop = 0, expected = 0;
+    for (const auto& k : rerun)
+      flop += k.work.flop;
+    for (const auto& k : plain)
+      expected += k.work.flop;
+    for (const auto& k : forward)
+      expected += k.work.flop;
+    CHECK(flop == doctest::Approx(expected));
+  }
+}
+
+TEST_CASE("a tensor-parallel GPU accumulates its share of a divided embedding, a norm's whole weight")
+{
+  const models::Model m       = models::load_model("gpt2-small");
+  const std::size_t embedding = layer_named(m, "embedding"), norm = layer_named(m, "layer0.ln1");
+  CHECK(models::tp_divides(m.layers()[embedding].tp));
+  CHECK_FALSE(models::tp_divides(m.layers()[norm].tp));
+  ComputeOptions one = with(Framework::pytorch_compile), two = one;
+  two.tp                 = 2;
+  const auto accumulated = [&](const ComputeOptions& o, std::size_t begin, std::size_t end) {
+    double b = 0;
+    for (const auto& k : compiled_launches(m, begin, end, Phase::backward, 1, o))
+      b += k.outside_graph ? k.work.bytes : 0;
+    return b;
+  };
+  CHECK(accumulated(one, embedding, embedding + 2) == doctest::Approx(m.layers()[embedding].parameters * 12));
+  CHECK(accumulated(two, embedding, embedding + 2) == doctest::Approx(m.layers()[embedding].parameters * 6));
+  CHECK(accumulated(two, norm, norm + 1) == doctest::Approx(m.layers()[norm].parameters * 12));
+}
+
+TEST_CASE("pad_mm copies the unaligned operand only: GPT-2's head pads its weight, not the activations")
+{
+  const models::Model m = models::load_model("gpt2-small");
+  const auto launches   = compiled_launches(m, 0, m.size(), Phase::forward, 8, with(Framework::pytorch_compile));
+  int padded            = 0;
+  for (std::size_t i = 1; i < launches.size(); ++i) {
+    const KernelLaunch& gemm = launches[i];
+    if (gemm.kind != models::KernelKind::gemm ||
+        !calibration::unaligned_gemm(gemm.gemm.m, gemm.gemm.n, gemm.gemm.k, Dtype::bf16))
+      continue;
+    // C[8192 x 50257] = A[8192 x 768] B[768 x 50257]: B (the tied embedding) is padded, read and written.
+    CHECK(gemm.gemm.n == 50257);
+    CHECK(launches[i - 1].kind == models::KernelKind::pointwise);
+    CHECK(launches[i - 1].work.bytes == doctest::Approx(2 * 2 * gemm.gemm.k * gemm.gemm.n));
+    ++padded;
+  }
+  CHECK(padded == 1); // the head's forward GEMM, and no other
 }

@@ -185,6 +185,9 @@ def compile_model(model, training, notes):
     if not hasattr(torch, "compile"):
         raise PointError(f"training.framework pytorch-compile needs torch.compile (PyTorch 2.0 or later); "
                          f"this is PyTorch {torch.__version__}")
+    if training.get("cuda_graphs") and not hasattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin"):
+        raise PointError(f"training.cuda_graphs needs torch.compiler.cudagraph_mark_step_begin (PyTorch 2.1 or "
+                         f"later) to replay a graph per micro-batch; this is PyTorch {torch.__version__}")
     mode = "reduce-overhead" if training.get("cuda_graphs") else "default"
     notes.append(f"torch.compile, mode {mode}")
     return torch.compile(model, mode=mode)
