@@ -876,6 +876,8 @@ HostIssue issue_from_host(const sim::TaskGraph& graph, const PointConfig& point,
 sim::StepDtypes point_dtypes(const PointConfig& point)
 {
   sim::StepDtypes dt = sim::step_dtypes(point.training.framework, point.training.dtype);
+  if (sim::fsdp_params(compute_options(point))) // FSDP's MixedPrecisionPolicy: reduce_dtype fp32
+    dt.gradients = Dtype::fp32;
   if (point.training.grad_dtype)
     dt.gradients = *point.training.grad_dtype;
   return dt;
@@ -892,7 +894,9 @@ sim::ComputeOptions compute_options(const PointConfig& point)
           .cp                = par.cp,
           .ep                = par.ep,
           .framework         = point.training.framework,
-          .cuda_graphs       = point.training.cuda_graphs};
+          .cuda_graphs       = point.training.cuda_graphs,
+          .zero              = par.zero,
+          .shard             = par.shard_group()};
 }
 
 std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point)

@@ -280,8 +280,8 @@ TorchtitanJob torchtitan_job(const PointConfig& point)
   set(job, "model", "flavor", quoted(*flavor));
   if (!sim::is_pytorch(point.training.framework))
     job.notes.push_back(fmt::format("simulated with framework {}; torchtitan runs PyTorch, closest to "
-                                    "`training.framework: pytorch` or `pytorch-compile` (which model autocast, not "
-                                    "FSDP2's bf16 parameters)",
+                                    "`training.framework: pytorch` or `pytorch-compile` (which model FSDP2's mixed "
+                                    "precision under zero 2 and 3)",
                                     sim::framework_table.name(point.training.framework)));
   if (!a->flash)
     job.notes.push_back("torchtitan's llama3 attends with SDPA (FlashAttention kernels); the point simulated the "

@@ -17,13 +17,13 @@ namespace framework_parts {
 // How a layer's output is stored under autocast: fp32 for what autocast runs in fp32 or what is computed
 // from fp32 tensors (the embedding of fp32 weights, layer norms, the loss, a residual sum with an fp32
 // input, dropout or an activation of an fp32 tensor), else the training dtype (GEMMs, convolutions).
-std::vector<char> fp32_outputs(const models::Model& model, std::size_t end, Dtype dtype)
+std::vector<char> fp32_outputs(const models::Model& model, std::size_t end, Dtype dtype, bool autocast)
 {
   const auto& layers = model.layers();
   std::vector<char> out(end, 0);
   for (std::size_t l = 0; l < end; ++l) {
-    if (dtype == Dtype::fp32) {
-      out[l] = 1;
+    if (dtype == Dtype::fp32 || !autocast) { // without autocast only the loss's explicit logits.float()
+      out[l] = dtype == Dtype::fp32 || layers[l].kind == LayerKind::softmax_loss ? 1 : 0;
       continue;
     }
     bool any_input = false;
@@ -82,13 +82,13 @@ void autocast_library(const Launches& k, Phase phase, double in, bool fp32_in, d
 // Eager attention as Hugging Face's GPT-2 runs it (transformers' eager_attention_forward): scores scaled,
 // the causal mask added (fp32 result), softmax in fp32 (autocast), cast back, dropout, heads merged
 // (a copy). S = heads x s x s scores per sample, T = s x hidden.
-void eager_attention(const Launches& k, Phase phase, const Layer& l, double d)
+void eager_attention(const Launches& k, Phase phase, const Layer& l, double d, bool autocast)
 {
   const double s = l.output.tokens;
   const double S = l.heads * s * s;
   const double T = l.output.elements();
   const bool dropout = l.stashed_mask_bytes > 0;
-  const double r = d < fp32 ? fp32 : d;  // the softmax's precision
+  const double r     = autocast && d < fp32 ? fp32 : d; // the softmax's precision
   if (phase == Phase::forward) {
     k.add(S * 2 * d);                 // scores * 1/sqrt(head_dim)
     k.add(S * (d + r), Access::broadcast);  // + causal mask
@@ -205,10 +205,17 @@ bool fused_attention(const Layer& l)
 
 // One layer's memory-bound launches (the library kernels come from layer_launches).
 void layer_pointwise(const models::Model& model, std::size_t li, const std::vector<char>& fp32_out, Phase phase,
-                     const Launches& k, Dtype dtype)
+                     const Launches& k, Dtype dtype, bool fsdp)
 {
   const Layer& l = model.layers()[li];
   const double d = dtype_bytes(dtype);
+  const double wb = fsdp ? d : fp32; // bytes of a weight and its gradient: FSDP's param dtype, else fp32
+  // FSDP reduce-scatters each micro-batch's gradients and accumulates the shard (fsdp_copies): no
+  // AccumulateGrad kernel on the unsharded weights.
+  auto accumulated = [&](double parameters) {
+    if (!fsdp)
+      k.add(0, parameters * 3 * fp32);
+  };
   const double in = input_elements(model, l);
   const double out = l.output_elements();
   const bool fp32_in = !l.inputs.empty() ? fp32_out[l.inputs.front()] != 0 : true;
@@ -218,7 +225,8 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
   switch (l.kind) {
   case LayerKind::linear:
   case LayerKind::conv2d:
-    autocast_library(k, phase, in, fp32_in, weights(l), d);
+    if (!fsdp)
+      autocast_library(k, phase, in, fp32_in, weights(l), d);
     if (!fwd && l.kind == LayerKind::linear && l.parameters > 0)
       k.add(out * d);  // the bias gradient: a reduction over the rows
     return;
@@ -226,7 +234,7 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
     if (fused_attention(l))
       sdpa_attention(k, phase, l, d);
     else
-      eager_attention(k, phase, l, d);
+      eager_attention(k, phase, l, d, !fsdp);
     return;
   case LayerKind::dropout: k.add(in * (2 * din + mask), fwd ? Access::dropout : Access::contiguous); return;  // forward: y and mask; backward: dy, mask -> dx
   case LayerKind::add: {
@@ -255,7 +263,7 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
     // * sqrt(2/pi), tanh, 1 +, 0.5 x (in x's dtype), the product. Backward through autograd: thirteen fp32
     // kernels (the products' two gradients, pow's, tanh's, the sums into x).
     if (fwd) {
-      const double r = std::max(fp32, din);
+      const double r = fsdp ? din : std::max(fp32, din); // without autocast, pow runs in x's dtype
       if (din < r)
         k.add(in * (din + r));   // x to fp32 for pow
       k.repeat(2, in * 2 * r);   // x^3, * 0.044715
@@ -270,7 +278,7 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
   case LayerKind::rms_norm:
     eager_rms_norm(k, phase, in, input_tokens(model, l), din, dout);
     if (!fwd)
-      k.add(0, l.parameters * 3 * fp32); // accumulated
+      accumulated(l.parameters);
     return;
   case LayerKind::swiglu:
     eager_swiglu(k, phase, out, d);
@@ -283,13 +291,13 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
   }
   case LayerKind::layer_norm:
     if (fwd) {
-      if (!fp32_in && d < fp32)
+      if (!fp32_in && d < fp32 && !fsdp)
         k.add(in * (d + fp32));  // autocast runs norms in fp32
       k.add(in * 2 * dout, Access::norm);
     } else {
       k.add(in * 3 * dout, Access::norm);           // dy, x -> dx
       k.add(in * 2 * dout, Access::norm);           // the weight and bias gradients' reductions
-      k.add(0, l.parameters * 3 * fp32);            // accumulated
+      accumulated(l.parameters);
     }
     return;
   case LayerKind::batch_norm:
@@ -305,14 +313,14 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
   case LayerKind::embedding: {
     const int tables = l.parameters > 0 && l.kernels.front().forward_flop > 0 ? 2 : 1;  // token (+ position) rows
     if (fwd) {
-      k.repeat(tables, out * 2 * fp32);
+      k.repeat(tables, out * 2 * wb);
       if (tables == 2)
-        k.add(out * 3 * fp32);  // their sum
+        k.add(out * 3 * wb); // their sum
     } else {
-      k.add(0, l.parameters * fp32);        // the dense gradient zeroed
+      k.add(0, l.parameters * wb); // the dense gradient zeroed
       for (int t = 0; t < tables; ++t)
-        k.add(out * 2 * fp32, Access::broadcast);  // rows added into it (sorted, then scattered)
-      k.add(0, l.parameters * 3 * fp32);    // accumulated
+        k.add(out * 2 * wb, Access::broadcast); // rows added into it (sorted, then scattered)
+      accumulated(l.parameters);
     }
     return;
   }
@@ -483,6 +491,36 @@ HostOps layer_host_ops(const models::Model& model, const Layer& l, bool fp32_in,
   return ops;
 }
 
+void fsdp_copies(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, int samples,
+                 const ComputeOptions& options, std::vector<KernelLaunch>& out)
+{
+  if (!fsdp_params(options) || phase == Phase::optimizer)
+    return;
+  const auto& layers = model.layers();
+  const double d = dtype_bytes(options.dtype), shard = std::max(1, options.shard);
+  const bool regathers  = shards_parameters(options.zero); // ZeRO 3: gathered before the forward and the backward
+  const LaunchPass pass = phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward;
+  for (std::size_t l = begin; l < end;) {
+    std::size_t e    = l;
+    double unsharded = 0; // the unit's weights one tensor-parallel GPU holds
+    while (e < end && layers[e].block == layers[l].block)
+      unsharded += model.held_parameters(e++, {begin, end}, options.tp);
+    const Launches k{&layers[l], pass, static_cast<double>(samples), out};
+    const std::size_t first = out.size();
+    if (regathers) {
+      k.add(0, unsharded / shard * (fp32 + d)); // all-gather copy-in: the fp32 shard cast
+      k.add(0, unsharded * 2 * d);              // copy-out: the gathered weights split into the parameters
+    }
+    if (phase == Phase::backward) {
+      k.add(0, unsharded * (d + fp32));       // reduce-scatter copy-in: the gradients cast to fp32
+      k.add(0, unsharded / shard * 3 * fp32); // the shard's fp32 gradient accumulated
+    }
+    for (std::size_t i = first; i < out.size(); ++i)
+      out[i].outside_graph = true;
+    l = e;
+  }
+}
+
 } // namespace framework_parts
 
 using namespace framework_parts;
@@ -498,7 +536,8 @@ std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size
     return range_launches(model, begin, end, phase, samples, fp32_weights);
   }
   const auto& layers = model.layers();
-  const std::vector<char> fp32_out = fp32_outputs(model, end, options.dtype);
+  const bool fsdp                  = fsdp_params(options);
+  const std::vector<char> fp32_out = fp32_outputs(model, end, options.dtype, !fsdp);
   std::vector<KernelLaunch> out;
   for (std::size_t l = begin; l < end; ++l) {
     const bool eager = replaces_pointwise(layers[l].kind);
@@ -514,13 +553,14 @@ std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size
     const Launches k{&layers[l], phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward,
                      samples * options.scale / options.cp, out};
     const std::size_t first = out.size();
-    layer_pointwise(model, l, fp32_out, phase, k, options.dtype);
+    layer_pointwise(model, l, fp32_out, phase, k, options.dtype, fsdp);
     // One tensor-parallel GPU's share, as for the library kernels: a divided layer's heads or columns,
     // or with sequence parallelism its tokens (a replicated layer's casts and norms run whole otherwise).
     const double share = tp_share(layers[l], options.tp, options.sequence_parallel);
     for (std::size_t i = first; i < out.size(); ++i)
       out[i].work.bytes *= share;
   }
+  fsdp_copies(model, begin, end, phase, samples, options, out);
   return out;
 }
 
@@ -593,16 +633,17 @@ std::vector<KernelLaunch> megatron_launches(const models::Model& model, std::siz
   return out;
 }
 
-HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, Dtype dtype)
+HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, Dtype dtype,
+                         bool autocast)
 {
   const auto& layers = model.layers();
   HostOps ops{};
   if (phase == Phase::optimizer)  // optimizer.step and zero_grad are priced per tensor (host_durations)
     return ops;
-  const std::vector<char> fp32_out = fp32_outputs(model, end, dtype);
+  const std::vector<char> fp32_out = fp32_outputs(model, end, dtype, autocast);
   for (std::size_t l = begin; l < end; ++l) {
     const bool fp32_in = layers[l].inputs.empty() || fp32_out[layers[l].inputs.front()] != 0;
-    const HostOps one = layer_host_ops(model, layers[l], fp32_in, dtype != Dtype::fp32, phase);
+    const HostOps one  = layer_host_ops(model, layers[l], fp32_in, autocast && dtype != Dtype::fp32, phase);
     for (std::size_t k = 0; k < ops.size(); ++k)
       ops[k] += one[k];
   }
@@ -655,7 +696,9 @@ double task_host_seconds(const ComputeTask& c, const models::Model& model, const
     return optimizer_tensors(model, c.layer_begin, c.layer_end) * profile.value("host_optimizer_tensor_s");
   if (options.framework == Framework::pytorch_compile)
     return compiled_host_seconds(c, model, options, profile);
-  return host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, options.dtype), c.phase, profile);
+  return host_seconds(
+      pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, options.dtype, !fsdp_params(options)), c.phase,
+      profile);
 }
 
 } // namespace

@@ -65,6 +65,15 @@ inline bool is_pytorch(Framework framework)
   return framework == Framework::pytorch || framework == Framework::pytorch_compile;
 }
 
+/// Whether a PyTorch step holds its parameters in the training dtype, FSDP's mixed precision
+/// (fully_shard with MixedPrecisionPolicy(param_dtype = the 16-bit training dtype, reduce_dtype = fp32),
+/// as torchtitan and DeepSpeed run ZeRO 2 and 3) instead of fp32 weights under autocast (DDP, one GPU,
+/// PyTorch's ZeRO 1): no weight casts, bf16 activations, gradients reduced in fp32.
+inline bool fsdp_params(const ComputeOptions& o)
+{
+  return is_pytorch(o.framework) && shards_gradients(o.zero) && (o.dtype == Dtype::bf16 || o.dtype == Dtype::fp16);
+}
+
 /// Whether `framework` is one of Megatron's.
 inline bool is_megatron(Framework framework)
 {
@@ -97,8 +106,10 @@ std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size
                                            int samples, const ComputeOptions& options);
 
 /// The host operators of layers [begin, end) in `phase` (the optimizer: one per parameter tensor), trained
-/// in `dtype` (bf16 and fp16 under autocast, with its casts; fp32 without).
-HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, Dtype dtype);
+/// in `dtype` (bf16 and fp16 under autocast, with its casts; fp32, or `autocast` false, without: FSDP's
+/// mixed precision, fsdp_params).
+HostOps pytorch_host_ops(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, Dtype dtype,
+                         bool autocast = true);
 
 /// Parameter tensors of layers [begin, end): what optimizer.step and zero_grad go through one by one.
 double optimizer_tensors(const models::Model& model, std::size_t begin, std::size_t end);

@@ -86,13 +86,15 @@ struct Graph {
   std::vector<char> fp32_out;
   double d;
 
+  // Bytes of a weight and its gradient: FSDP's parameter dtype, else fp32 under autocast.
+  double weight_bytes() const { return fsdp_params(options) ? d : fp32; }
   bool feeds_library(std::size_t i) const
   {
     return std::any_of(users[i].begin(), users[i].end(), [&](std::size_t u) { return library_layer(layer(u).kind); });
   }
   Graph(const models::Model& m, const ComputeOptions& o)
-      : model(m), options(o), users(m.layers().size()), fp32_out(fp32_outputs(m, m.layers().size(), o.dtype)),
-        d(dtype_bytes(o.dtype))
+      : model(m), options(o), users(m.layers().size()),
+        fp32_out(fp32_outputs(m, m.layers().size(), o.dtype, !fsdp_params(o))), d(dtype_bytes(o.dtype))
   {
     for (std::size_t l = 0; l < users.size(); ++l)
       for (std::size_t i : m.layers()[l].inputs)
@@ -139,7 +141,7 @@ Chain chain_bytes(const Graph& g, std::size_t first, std::size_t last, Phase pha
     if (layer.inputs.empty()) // the model's input: token ids (int64) or an fp32 image
       c.bytes += g.model.input_shape().elements() * (layer.kind == LayerKind::embedding ? 8 : fp32) * share;
     if (layer.kind == LayerKind::embedding) // the rows gathered; backward: scattered into the dense gradient
-      c.bytes += tables(layer) * layer.output_elements() * fp32 * share * (fwd ? 1 : 2);
+      c.bytes += tables(layer) * layer.output_elements() * g.weight_bytes() * share * (fwd ? 1 : 2);
     const bool leaves = g.users[l].empty() ||
                         std::any_of(g.users[l].begin(), g.users[l].end(), [&](std::size_t u) { return u > last; });
     if (leaves) // forward: the output written; backward: its gradient read
@@ -159,9 +161,12 @@ Chain chain_bytes(const Graph& g, std::size_t first, std::size_t last, Phase pha
   return c;
 }
 
-// AccumulateGrad of `bytes` (grad += g), run eagerly after the compiled backward.
-void accumulate(const Launches& k, double bytes)
+// AccumulateGrad of `bytes` (grad += g), run eagerly after the compiled backward; none under FSDP, which
+// reduce-scatters each micro-batch's gradients and accumulates the shard (fsdp_copies).
+void accumulate(const Graph& g, const Launches& k, double bytes)
 {
+  if (fsdp_params(g.options))
+    return;
   const std::size_t before = k.out.size();
   k.add(0, bytes);
   if (k.out.size() > before)
@@ -188,7 +193,7 @@ void library_extras(const Graph& g, std::size_t l, Phase phase, const Launches& 
     k.add(T * 2 * d, Access::broadcast);
     return;
   }
-  const bool autocast = d < fp32;
+  const bool autocast = d < fp32 && !fsdp_params(g.options);
   if (fwd) {
     if (autocast && layer.inputs.empty()) // an fp32 image cast for the first convolution
       k.add(g.model.input_shape().elements() * (fp32 + d));
@@ -200,7 +205,7 @@ void library_extras(const Graph& g, std::size_t l, Phase phase, const Launches& 
     k.add(0, w * (d + fp32)); // the weight gradient cast to fp32
   if (layer.kind == LayerKind::linear && parameter_tensors(g.model, layer) > 1)
     k.add(layer.output_elements() * d, Access::reduction); // the bias gradient
-  accumulate(k, w * 3 * fp32);
+  accumulate(g, k, w * 3 * fp32);
 }
 
 // Inductor pads a GEMM with a dimension off 16 bytes (pad_mm): the aligned kernel, and a padded copy of
@@ -241,8 +246,8 @@ std::size_t add_chain(const Graph& g, std::size_t l, std::size_t end, Phase phas
       const Layer& held       = g.layer(p);
       const double parameters = held.parameters / (models::tp_divides(held.tp) ? g.options.tp : 1);
       if (held.kind == LayerKind::embedding)
-        k.add(0, parameters * fp32); // the dense gradient zeroed
-      accumulate(k, parameters * 3 * fp32);
+        k.add(0, parameters * g.weight_bytes()); // the dense gradient zeroed
+      accumulate(g, k, parameters * 3 * fp32);
     }
   return last;
 }
@@ -279,6 +284,7 @@ std::vector<KernelLaunch> compiled_launches(const models::Model& model, std::siz
     for (std::size_t i = first; i < out.size(); ++i)
       out[i].work.bytes *= g.share(l);
   }
+  fsdp_copies(model, begin, end, phase, samples, options, out);
   return out;
 }
 

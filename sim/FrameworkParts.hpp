@@ -51,8 +51,9 @@ struct Launches {
   }
 };
 
-/// Whether each layer's output is stored in fp32 under autocast (layers [0, end)).
-std::vector<char> fp32_outputs(const models::Model& model, std::size_t end, Dtype dtype);
+/// Whether each layer's output is stored in fp32 (layers [0, end)): under autocast what autocast keeps in
+/// fp32; without it (`autocast` false: FSDP's mixed precision) the loss's logits.float() only.
+std::vector<char> fp32_outputs(const models::Model& model, std::size_t end, Dtype dtype, bool autocast = true);
 /// Elements of a layer's (first) input per sample: the model's input for the first layer.
 double input_elements(const models::Model& model, const Layer& layer);
 /// Weights a layer reads (its own and tied ones).
@@ -61,9 +62,16 @@ double weights(const Layer& layer);
 bool fused_attention(const Layer& l);
 /// SDPA's copies around the fused kernel: K and V repeated for grouped-query attention, heads merged.
 void sdpa_attention(const Launches& k, Phase phase, const Layer& l, double d);
-/// Eager PyTorch's memory-bound launches of layer `li` in `phase` (the library kernels aside).
+/// Eager PyTorch's memory-bound launches of layer `li` in `phase` (the library kernels aside); `fsdp`:
+/// FSDP's mixed precision (fsdp_params): no autocast, weights in the training dtype, no AccumulateGrad.
 void layer_pointwise(const models::Model& model, std::size_t li, const std::vector<char>& fp32_out, Phase phase,
-                     const Launches& k, Dtype dtype);
+                     const Launches& k, Dtype dtype, bool fsdp = false);
+/// FSDP2's copies around its collectives for each unit (block) of layers [begin, end) under fsdp_params:
+/// with ZeRO 3, per all-gather (before the forward, again before the backward) the fp32 shard cast into
+/// the gather's input and the gathered weights copied out; per backward the gradients cast to fp32 into
+/// the reduce-scatter's input, and the shard's fp32 gradient accumulated. Marked outside_graph.
+void fsdp_copies(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, int samples,
+                 const ComputeOptions& options, std::vector<KernelLaunch>& out);
 /// Layers whose ideal memory-bound kernels the eager list replaces.
 bool replaces_pointwise(LayerKind kind);
 /// GEMMs and convolutions: the kernels a framework takes from its libraries.

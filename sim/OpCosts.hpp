@@ -54,6 +54,10 @@ struct ComputeOptions {
   Framework framework = Framework::ideal;
   /// pytorch-compile: the compiled graphs replayed as CUDA graphs (mode="reduce-overhead")
   bool cuda_graphs = false;
+  /// Sharded data parallelism and its shard group: under pytorch and pytorch-compile, stages 2 and 3 are
+  /// FSDP's (fully_shard), whose mixed precision replaces autocast (Framework.hpp: fsdp_params)
+  ZeroStage zero = ZeroStage::none;
+  int shard      = 1;
 };
 
 /// Work of one kernel's forward or backward pass over `samples` samples.

@@ -1,6 +1,6 @@
 """framework pytorch-compile from the command line (docs/frameworks.md#pytorch-compile): the shipped
 H200 cross-check compiled, with and without CUDA graphs, against its eager simulation; the page's table
-being what these runs print; the `cuda_graphs` column; the refusals (CUDA graphs without
+being what these runs print (and its torchtitan table, FSDP's mixed precision); the `cuda_graphs` column; the refusals (CUDA graphs without
 pytorch-compile, a profile without torch.compile's host costs). Needs no ../shared: the experiment's
 profile is shipped."""
 import os
@@ -13,6 +13,7 @@ binary = sys.argv[1]
 checks = 0
 d = workdir()
 experiment = os.path.join(ROOT, "experiments", "crosscheck_pytorch_h200.yaml")
+page = open(os.path.join(ROOT, "docs", "frameworks.md")).read()
 
 
 def simulate(name, *sets):
@@ -50,7 +51,6 @@ if len(eager) == len(compiled) == len(graphs) == 12:
           f"ResNet-50 at micro-batch 1 compiled is still host-bound (its launches): {small['gpu_busy_fraction']}")
 
     # docs/frameworks.md's table is what these runs give.
-    page = open(os.path.join(ROOT, "docs", "frameworks.md")).read()
     section = page[page.index("## pytorch-compile"):page.index("## Where predictions stand")]
     rows = re.findall(r"^\| (gpt2-small|resnet50) \| (\d+) \| ([\d.]+) s \| ([\d.]+) s .*?\| ([\d.]+) s", section, re.M)
     checks += 1
@@ -79,4 +79,15 @@ checks += 1
 check(bare and all(r["status"] == "error" and "host_compiled_graph_s" in r["message"] for r in bare),
       f"a profile without torch.compile's host costs: each point an error naming the parameter: "
       f"{[r.get('message') for r in bare[:1]]}")
+# The page's torchtitan table (FSDP's mixed precision, docs/frameworks.md) is what its experiment prints.
+out = os.path.join(d, "torchtitan.csv")
+rc, _, err = run(binary, "run", os.path.join(ROOT, "experiments", "torchtitan_published.yaml"), "-o", out, "--quiet")
+rows = read_csv(out) if rc == 0 else []
+table = re.findall(r"^\| (\d+) \| [\d,]+ \| ([\d,]+) \| [\d.]+ \| [\d.]+ GiB \| ([\d.]+) GiB \|$", page, re.M)
+checks += 1
+check(rc == 0 and [(g, t, m) for g, t, m in table] ==
+      [(r["gpus"], f"{float(r['tokens_per_s_per_gpu']):,.0f}", f"{int(r['peak_memory_bytes']) / 2**30:.1f}")
+       for r in rows],
+      f"docs/frameworks.md's torchtitan table is what experiments/torchtitan_published.yaml prints: {table} "
+      f"{[(r.get('gpus'), r.get('tokens_per_s_per_gpu'), r.get('peak_memory_bytes')) for r in rows]} {err}")
 finish("cli_compile", checks)

@@ -222,3 +222,50 @@ TEST_CASE("pad_mm copies the unaligned operand only: GPT-2's head pads its weigh
   }
   CHECK(padded == 1); // the head's forward GEMM, and no other
 }
+
+TEST_CASE("FSDP's mixed precision: no autocast casts, the unit's copies around its collectives")
+{
+  // Llama 3 8B under ZeRO 3 over 8 GPUs (torchtitan's fully_shard, param_dtype bf16, reduce_dtype fp32):
+  // each block's weights gathered before its forward and its backward, its gradients reduce-scattered.
+  const models::Model m = models::load_model("llama3-8b");
+  for (Framework f : {Framework::pytorch, Framework::pytorch_compile}) {
+    ComputeOptions autocast = with(f), fsdp = autocast;
+    fsdp.zero  = ZeroStage::parameters;
+    fsdp.shard = 8;
+    CHECK_FALSE(fsdp_params(autocast));
+    CHECK(fsdp_params(fsdp));
+    const std::size_t q = layer_named(m, "layer3.qkv");
+    const auto block    = m.layers()[q].block;
+    std::size_t begin = q, end = q;
+    while (begin > 0 && m.layers()[begin - 1].block == block)
+      --begin;
+    while (end < m.size() && m.layers()[end].block == block)
+      ++end;
+    double unsharded = 0;
+    for (std::size_t l = begin; l < end; ++l)
+      unsharded += m.held_parameters(l, {begin, end}, 1);
+    const auto copies = [&](Phase phase) {
+      std::vector<double> bytes;
+      for (const auto& k : range_launches(m, begin, end, phase, 1, fsdp))
+        if (k.outside_graph)
+          bytes.push_back(k.work.bytes);
+      return bytes;
+    };
+    const std::vector<double> forward = copies(Phase::forward), backward = copies(Phase::backward);
+    REQUIRE(forward.size() == 2); // the all-gather's copy-in (the fp32 shard cast to bf16) and copy-out
+    CHECK(forward[0] == doctest::Approx(unsharded / 8 * 6));
+    CHECK(forward[1] == doctest::Approx(unsharded * 4));
+    REQUIRE(backward.size() == 4); // gathered again; the gradients cast into the reduce-scatter, the shard accumulated
+    CHECK(backward[2] == doctest::Approx(unsharded * 6));
+    CHECK(backward[3] == doctest::Approx(unsharded / 8 * 12));
+    // No weight cast: the forward's other memory-bound bytes are below autocast's by at least the casts.
+    double cast = 0, with_autocast = 0, without = 0;
+    for (std::size_t l = begin; l < end; ++l)
+      cast += m.layers()[l].kind == models::LayerKind::linear ? m.layers()[l].parameters * 6 : 0;
+    for (const auto& k : range_launches(m, begin, end, Phase::forward, 1, autocast))
+      with_autocast += library(k) ? 0 : k.work.bytes;
+    for (const auto& k : range_launches(m, begin, end, Phase::forward, 1, fsdp))
+      without += library(k) || k.outside_graph ? 0 : k.work.bytes;
+    CHECK(with_autocast - without >= cast);
+  }
+}
