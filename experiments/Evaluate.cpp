@@ -876,8 +876,14 @@ HostIssue issue_from_host(const sim::TaskGraph& graph, const PointConfig& point,
 sim::StepDtypes point_dtypes(const PointConfig& point)
 {
   sim::StepDtypes dt = sim::step_dtypes(point.training.framework, point.training.dtype);
-  if (sim::fsdp_params(compute_options(point))) // FSDP's MixedPrecisionPolicy: reduce_dtype fp32
+  const bool sixteen = point.training.dtype == Dtype::bf16 || point.training.dtype == Dtype::fp16;
+  if (sim::is_pytorch(point.training.framework) && sixteen) {
+    // FSDP's MixedPrecisionPolicy: 16-bit parameters gathered, gradients reduced in fp32 (reduce_dtype);
+    // else autocast over fp32 weights, whose gradients are fp32 (DDP all-reduces them so).
+    if (!sim::fsdp_params(compute_options(point)))
+      dt.weights = Dtype::fp32;
     dt.gradients = Dtype::fp32;
+  }
   if (point.training.grad_dtype)
     dt.gradients = *point.training.grad_dtype;
   return dt;
@@ -896,7 +902,8 @@ sim::ComputeOptions compute_options(const PointConfig& point)
           .framework         = point.training.framework,
           .cuda_graphs       = point.training.cuda_graphs,
           .zero              = par.zero,
-          .shard             = par.shard_group()};
+          .shard             = par.shard_group(),
+          .expert_shard      = par.expert_shard_group()};
 }
 
 std::optional<models::ExpertLoad> point_expert_load(const PointConfig& point)
@@ -922,6 +929,7 @@ models::MemoryOptions memory_options(const PointConfig& point)
   const auto load = point_expert_load(point);
   const sim::StepDtypes dt = point_dtypes(point);
   return {.dtype             = dt.activations,
+          .weights           = dt.weights != dt.activations ? std::optional<Dtype>(dt.weights) : std::nullopt,
           .optimizer         = point.training.optimizer,
           .recompute         = point.training.recompute,
           .reserve_bytes     = point.training.memory_reserve,
@@ -1038,8 +1046,11 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
         for (std::size_t i = unit.begin; i < unit.end; ++i)
           (par.ep > 1 && model.layers()[i].kind == models::LayerKind::moe ? experts : params) +=
               model.held_parameters(i, layers, par.tp) / (model.layers()[i].kind == models::LayerKind::moe ? par.ep : 1);
-        stage.units.push_back(
-            {.begin = unit.begin, .end = unit.end, .bytes = params * weight_d, .expert_bytes = experts * weight_d});
+        stage.units.push_back({.begin          = unit.begin,
+                               .end            = unit.end,
+                               .bytes          = params * weight_d,
+                               .expert_bytes   = experts * weight_d,
+                               .gradient_bytes = params * grad_d});
       }
     if (par.cp > 1)
       for (std::size_t i = layers.begin; i < layers.end; ++i)

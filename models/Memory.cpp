@@ -174,9 +174,10 @@ MemoryBreakdown StageMemoryModel::stage(StageRange blocks, int in_flight) const
   // Dense weights are sharded over the shard group, the experts' over their own.
   const double experts = expert_parameters(blocks);
   const double g = options_.gradient_bytes > 0 ? options_.gradient_bytes : d;
-  const TrainingState state = training_state(m.parameters - experts, options_.dtype, options_.optimizer, options_.zero,
+  const Dtype held          = options_.weights.value_or(options_.dtype); // the weights' dtype, and so their master's
+  const TrainingState state = training_state(m.parameters - experts, held, options_.optimizer, options_.zero,
                                              options_.shard, g, options_.weight_copy_bytes);
-  const TrainingState expert_state = training_state(experts, options_.dtype, options_.optimizer, options_.zero,
+  const TrainingState expert_state = training_state(experts, held, options_.optimizer, options_.zero,
                                                     options_.expert_shard, g, options_.weight_copy_bytes);
   m.weights = state.weights + expert_state.weights;
   m.gradients = state.gradients + expert_state.gradients;

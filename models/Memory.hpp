@@ -50,6 +50,7 @@
 #include "common/ZeroStage.hpp"
 #include "models/Model.hpp"
 
+#include <optional>
 #include <vector>
 
 namespace ddlsim::models {
@@ -83,6 +84,9 @@ double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype);
 
 struct MemoryOptions {
   Dtype dtype = Dtype::bf16;
+  /// The held weights' dtype when it is not `dtype`: autocast's fp32 weights, which are their own master
+  /// copy (the optimizer keeps no other); unset: `dtype`'s
+  std::optional<Dtype> weights;
   Optimizer optimizer = Optimizer::adam;
   Recompute recompute = Recompute::none;
   double reserve_bytes = 0;  ///< CUDA context, NCCL buffers, allocator slack

@@ -272,7 +272,7 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
       k.add(in * 2 * din);       // 0.5 x
       k.add(in * (din + 2 * r)); // the product
     } else {
-      k.repeat(13, in * 3 * std::max(fp32, din));
+      k.repeat(13, in * 3 * (fsdp ? din : std::max(fp32, din)));
     }
     return;
   case LayerKind::rms_norm:
@@ -494,26 +494,33 @@ HostOps layer_host_ops(const models::Model& model, const Layer& l, bool fp32_in,
 void fsdp_copies(const models::Model& model, std::size_t begin, std::size_t end, Phase phase, int samples,
                  const ComputeOptions& options, std::vector<KernelLaunch>& out)
 {
-  if (!fsdp_params(options) || phase == Phase::optimizer)
+  // A recomputed forward runs on the weights its backward gathered: no copies of its own.
+  if (!fsdp_params(options) || phase == Phase::optimizer || options.recomputing)
     return;
   const auto& layers = model.layers();
-  const double d = dtype_bytes(options.dtype), shard = std::max(1, options.shard);
+  const double d        = dtype_bytes(options.dtype);
   const bool regathers  = shards_parameters(options.zero); // ZeRO 3: gathered before the forward and the backward
   const LaunchPass pass = phase == Phase::forward ? LaunchPass::forward : LaunchPass::backward;
   for (std::size_t l = begin; l < end;) {
     std::size_t e    = l;
-    double unsharded = 0; // the unit's weights one tensor-parallel GPU holds
-    while (e < end && layers[e].block == layers[l].block)
-      unsharded += model.held_parameters(e++, {begin, end}, options.tp);
+    double unsharded = 0, shard = 0; // the unit's own weights one tensor-parallel GPU holds, and its shard
+    for (; e < end && layers[e].block == layers[l].block; ++e) {
+      const bool experts = layers[e].kind == LayerKind::moe;
+      const double held  = layers[e].parameters / (models::tp_divides(layers[e].tp) ? options.tp : 1) /
+                          (experts ? options.ep : 1); // tied weights are gathered with their owner
+      unsharded += held;
+      shard += held / std::max(1, experts ? options.expert_shard : options.shard);
+    }
     const Launches k{&layers[l], pass, static_cast<double>(samples), out};
     const std::size_t first = out.size();
     if (regathers) {
-      k.add(0, unsharded / shard * (fp32 + d)); // all-gather copy-in: the fp32 shard cast
-      k.add(0, unsharded * 2 * d);              // copy-out: the gathered weights split into the parameters
+      k.add(0, shard * (fp32 + d)); // all-gather inputs: the fp32 shard cast to the param dtype,
+      k.add(0, shard * 2 * d);      // then copied into the gather's input buffer
+      k.add(0, unsharded * 2 * d);  // copy-out: the gathered weights split into the parameters
     }
     if (phase == Phase::backward) {
-      k.add(0, unsharded * (d + fp32));       // reduce-scatter copy-in: the gradients cast to fp32
-      k.add(0, unsharded / shard * 3 * fp32); // the shard's fp32 gradient accumulated
+      k.add(0, unsharded * (d + fp32)); // reduce-scatter copy-in: the gradients cast to fp32
+      k.add(0, shard * 3 * fp32);       // the shard's fp32 gradient accumulated
     }
     for (std::size_t i = first; i < out.size(); ++i)
       out[i].outside_graph = true;

@@ -245,7 +245,9 @@ std::vector<KernelLaunch> pytorch_step_launches(const models::Model& model, std:
       ++l;
       continue;
     }
-    for (auto& launch : list(model, l, r, Phase::forward, samples, options))
+    ComputeOptions rerun = options;
+    rerun.recomputing    = true;
+    for (auto& launch : list(model, l, r, Phase::forward, samples, rerun))
       out.push_back(launch);
     l = r;
   }

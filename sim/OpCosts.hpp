@@ -58,6 +58,8 @@ struct ComputeOptions {
   /// FSDP's (fully_shard), whose mixed precision replaces autocast (Framework.hpp: fsdp_params)
   ZeroStage zero = ZeroStage::none;
   int shard      = 1;
+  int expert_shard = 1;     ///< the experts' shard group
+  bool recomputing = false; ///< a forward rerun inside the backward (activation checkpointing)
 };
 
 /// Work of one kernel's forward or backward pass over `samples` samples.

@@ -24,7 +24,8 @@ std::vector<PassStep> pass_steps(const StagePlan& stage, Phase phase, const Pipe
     if (!forward && (last_backward || shards_gradients(plan.zero))) {
       if (reduces_per_block(plan.zero, !stage.buckets.empty()) && !stage.units.empty())
         for (const ShardUnit& u : stage.units)  // per unit, as FSDP reduces each wrapped module
-          events.push_back({u.begin, {PassStep::Kind::bucket, 0, 0, reduce, u.bytes}});
+          events.push_back(
+              {u.begin, {PassStep::Kind::bucket, 0, 0, reduce, u.gradient_bytes > 0 ? u.gradient_bytes : u.bytes}});
       else if (!stage.buckets.empty())
         for (const GradientBucket& g : stage.buckets)
           events.push_back({g.layer, {PassStep::Kind::bucket, 0, 0, reduce, g.bytes}});

@@ -173,6 +173,9 @@ struct ShardUnit {
   std::size_t end = 0;
   double bytes = 0;         ///< the unit's parameters on one tensor-parallel rank, unsharded (experts' apart)
   double expert_bytes = 0;  ///< its experts' parameters on that rank, gathered over the expert shard group
+  /// The unit's gradients as reduce-scattered (the gradients' dtype: fp32 where the weights are bf16 under
+  /// Megatron or FSDP's mixed precision); 0: `bytes`
+  double gradient_bytes = 0;
 };
 
 /// An attention layer under context parallelism (ring attention, as Megatron-Core's CP and

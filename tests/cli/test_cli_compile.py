@@ -90,4 +90,13 @@ check(rc == 0 and [(g, t, m) for g, t, m in table] ==
        for r in rows],
       f"docs/frameworks.md's torchtitan table is what experiments/torchtitan_published.yaml prints: {table} "
       f"{[(r.get('gpus'), r.get('tokens_per_s_per_gpu'), r.get('peak_memory_bytes')) for r in rows]} {err}")
+# FSDP's mixed precision on the wire: Llama 3.1 8B's 8,030,261,248 parameters (Hugging Face's count)
+# gathered twice in bf16 and reduce-scattered in fp32 per step, each sending (n - 1)/n of them.
+P = 8_030_261_248
+for r in rows:
+    n = int(r["gpus"])
+    checks += 1
+    check(abs(float(r["comm_bytes_per_gpu"]) - P * (2 + 2 + 4) * (n - 1) / n) < 1e-6 * P,
+          f"torchtitan's Llama 3.1 8B on {n} GPUs sends P x (2 + 2 + 4) x (n - 1)/n bytes per GPU: "
+          f"{r['comm_bytes_per_gpu']}")
 finish("cli_compile", checks)

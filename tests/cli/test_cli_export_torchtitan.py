@@ -128,8 +128,12 @@ expect(job, {"parallelism.data_parallel_replicate_degree": 16, "parallelism.data
              "training.global_batch_size": 64}, "DDP")
 checks += 1
 check(rc == 0 and "module_fqns_per_model_part" not in job.get("parallelism", {}) and "100 MiB buckets" in out
-      and "reduces float32 gradients; the point reduced them in bf16" in out,
-      f"DDP: no chunks, torchtitan's bucket and float32 gradients noted: {rc} {err} {out[:600]}")
+      and "reduces float32 gradients" not in out,
+      f"DDP: no chunks, torchtitan's bucket noted; float32 gradients, as simulated (autocast): {rc} {err} {out[:600]}")
+rc, out, err, job = export(ddp, "--set", "training.grad_dtype=bf16")
+checks += 1
+check(rc == 0 and "reduces float32 gradients; the point reduced them in bf16" in out,
+      f"DDP with bf16 gradients: torchtitan's float32 noted: {rc} {err} {out[:600]}")
 
 # Hybrid sharding: ZeRO 3 within groups of 4 of the 8 replicas is HSDP, 2 replicated x 4 sharded;
 # with cp 2 the shard degree counts whole context-parallel groups (zero_group 4 = 2 shards x cp 2).

@@ -252,12 +252,25 @@ TEST_CASE("FSDP's mixed precision: no autocast casts, the unit's copies around i
       return bytes;
     };
     const std::vector<double> forward = copies(Phase::forward), backward = copies(Phase::backward);
-    REQUIRE(forward.size() == 2); // the all-gather's copy-in (the fp32 shard cast to bf16) and copy-out
+    // The all-gather's inputs (the fp32 shard cast to bf16, then copied into the gather's buffer), its copy-out.
+    REQUIRE(forward.size() == 3);
     CHECK(forward[0] == doctest::Approx(unsharded / 8 * 6));
-    CHECK(forward[1] == doctest::Approx(unsharded * 4));
-    REQUIRE(backward.size() == 4); // gathered again; the gradients cast into the reduce-scatter, the shard accumulated
-    CHECK(backward[2] == doctest::Approx(unsharded * 6));
-    CHECK(backward[3] == doctest::Approx(unsharded / 8 * 12));
+    CHECK(forward[1] == doctest::Approx(unsharded / 8 * 4));
+    CHECK(forward[2] == doctest::Approx(unsharded * 4));
+    REQUIRE(backward.size() == 5); // gathered again; the gradients cast into the reduce-scatter, the shard accumulated
+    CHECK(backward[3] == doctest::Approx(unsharded * 6));
+    CHECK(backward[4] == doctest::Approx(unsharded / 8 * 12));
+    // A recomputed forward runs on the weights the backward gathered: no copies of its own.
+    ComputeOptions full      = fsdp;
+    full.recompute           = models::Recompute::full;
+    std::size_t rerun_copies = 0;
+    for (const auto& k : range_launches(m, begin, end, Phase::backward, 1, full))
+      rerun_copies += k.outside_graph ? 1 : 0;
+    CHECK(rerun_copies == 5);
+    // One GPU in the shard group is no FSDP: autocast, as torchtitan without data parallelism.
+    ComputeOptions alone = fsdp;
+    alone.shard          = 1;
+    CHECK_FALSE(fsdp_params(alone));
     // No weight cast: the forward's other memory-bound bytes are below autocast's by at least the casts.
     double cast = 0, with_autocast = 0, without = 0;
     for (std::size_t l = begin; l < end; ++l)
