@@ -483,11 +483,14 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       // ZeRO 1-2 gather after the step, or with overlap_param_gather under the next forward (about a
       // third of a micro-batch's work) but for its first bucket.
       if (gathers_per_step(par.zero)) {
-        const double gather = collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads);
-        t += par.overlap_param_gather
-                 ? std::max(collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, last),
-                            gather - work[i] / 3)
-                 : gather;
+        // The weights' bytes, as the simulation gathers them: bf16 beside fp32 gradients under Megatron.
+        const double w = pipe.gather_per_gradient_byte;
+        const double gather =
+            collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads * w);
+        t += par.overlap_param_gather ? std::max(collective_seconds(point, sim::CollectiveKind::all_gather,
+                                                                    pipe.dp_algorithm, shard_group, last * w),
+                                                 gather - work[i] / 3)
+                                      : gather;
       }
       if (shards_parameters(par.zero))
         t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]) +
