@@ -307,6 +307,21 @@ double collective_seconds(const PointConfig& point, sim::CollectiveKind kind, si
 
 }  // namespace
 
+// ZeRO 1-2's gather of a stage's weights after the step, or with overlap_param_gather under the next
+// forward (about a third of a micro-batch's `work`) but for its first bucket (`last` of its `grads`
+// gradient bytes). In the weights' bytes, as the simulation gathers them: bf16 beside fp32 gradients
+// under Megatron.
+double per_step_gather(const PointConfig& point, const sim::PipelinePlan& pipe, const std::vector<int>& group,
+                       double grads, double last, double work)
+{
+  const double w      = pipe.gather_per_gradient_byte;
+  const double gather = collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, group, grads * w);
+  if (!point.parallelism.overlap_param_gather)
+    return gather;
+  return std::max(collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, group, last * w),
+                  gather - work / 3);
+}
+
 double estimate_iteration(const PointConfig& point, const PointPlan& plan, const calibration::CostModel& cost)
 {
   const auto& par = point.parallelism;
@@ -480,18 +495,8 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
       t += collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, shards_parameters(par.zero) ? 0.0 : last);
       if (shards_optimizer(par.zero) && shard < par.replicas())
         t += collective_seconds(point, sim::CollectiveKind::all_reduce, pipe.dp_algorithm, across_group, last / shard);
-      // ZeRO 1-2 gather after the step, or with overlap_param_gather under the next forward (about a
-      // third of a micro-batch's work) but for its first bucket.
-      if (gathers_per_step(par.zero)) {
-        // The weights' bytes, as the simulation gathers them: bf16 beside fp32 gradients under Megatron.
-        const double w = pipe.gather_per_gradient_byte;
-        const double gather =
-            collective_seconds(point, sim::CollectiveKind::all_gather, pipe.dp_algorithm, shard_group, grads * w);
-        t += par.overlap_param_gather ? std::max(collective_seconds(point, sim::CollectiveKind::all_gather,
-                                                                    pipe.dp_algorithm, shard_group, last * w),
-                                                 gather - work[i] / 3)
-                                      : gather;
-      }
+      if (gathers_per_step(par.zero))
+        t += per_step_gather(point, pipe, shard_group, grads, last, work[i]);
       if (shards_parameters(par.zero))
         t += std::max(2 * m * first_gather[i], 2 * m * gathers[i] - m * work[i]) +
              overlap_cost * std::min(2 * m * gathers[i], m * work[i]);
