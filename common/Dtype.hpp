@@ -31,6 +31,12 @@ constexpr double dtype_bytes(Dtype d)
   return 4.0;
 }
 
+/// The 16-bit floating-point dtypes (bf16, fp16): what mixed precision computes in.
+constexpr bool sixteen_bit(Dtype d)
+{
+  return d == Dtype::bf16 || d == Dtype::fp16;
+}
+
 /// Bytes per stored element of a dtype by name, as plan points and workloads carry it ("bf16": 2); a name the
 /// table does not know, or none (a copy's), counts as fp32 (4).
 inline double dtype_bytes(std::string_view name)

@@ -876,8 +876,7 @@ HostIssue issue_from_host(const sim::TaskGraph& graph, const PointConfig& point,
 sim::StepDtypes point_dtypes(const PointConfig& point)
 {
   sim::StepDtypes dt = sim::step_dtypes(point.training.framework, point.training.dtype);
-  const bool sixteen = point.training.dtype == Dtype::bf16 || point.training.dtype == Dtype::fp16;
-  if (sim::is_pytorch(point.training.framework) && sixteen) {
+  if (sim::is_pytorch(point.training.framework) && sixteen_bit(point.training.dtype)) {
     // FSDP's MixedPrecisionPolicy: 16-bit parameters gathered, gradients reduced in fp32 (reduce_dtype);
     // else autocast over fp32 weights, whose gradients are fp32 (DDP all-reduces them so).
     if (!sim::fsdp_params(compute_options(point)))
@@ -929,7 +928,6 @@ models::MemoryOptions memory_options(const PointConfig& point)
   const auto load = point_expert_load(point);
   const sim::StepDtypes dt = point_dtypes(point);
   return {.dtype             = dt.activations,
-          .weights           = dt.weights != dt.activations ? std::optional<Dtype>(dt.weights) : std::nullopt,
           .optimizer         = point.training.optimizer,
           .recompute         = point.training.recompute,
           .reserve_bytes     = point.training.memory_reserve,
@@ -943,7 +941,8 @@ models::MemoryOptions memory_options(const PointConfig& point)
           .expert_load       = load ? load->busiest() : 1.0,
           .gradient_bytes    = dtype_bytes(dt.gradients),
           .weight_copy_bytes = dt.gemm == Dtype::fp8 && dt.weights != Dtype::fp8 ? 2 * dtype_bytes(Dtype::fp8) : 0.0,
-          .gemm_input_bytes  = dt.gemm == Dtype::fp8 && dt.activations != Dtype::fp8 ? dtype_bytes(Dtype::fp8) : 0.0};
+          .gemm_input_bytes  = dt.gemm == Dtype::fp8 && dt.activations != Dtype::fp8 ? dtype_bytes(Dtype::fp8) : 0.0,
+          .weights           = dt.weights != dt.activations ? std::optional<Dtype>(dt.weights) : std::nullopt};
 }
 
 double model_flop_per_token(const models::Model& model)

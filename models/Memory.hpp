@@ -83,10 +83,7 @@ inline bool reruns_forward(Recompute recompute, const Layer& layer)
 double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype);
 
 struct MemoryOptions {
-  Dtype dtype = Dtype::bf16;
-  /// The held weights' dtype when it is not `dtype`: autocast's fp32 weights, which are their own master
-  /// copy (the optimizer keeps no other); unset: `dtype`'s
-  std::optional<Dtype> weights;
+  Dtype dtype            = Dtype::bf16;
   Optimizer optimizer = Optimizer::adam;
   Recompute recompute = Recompute::none;
   double reserve_bytes = 0;  ///< CUDA context, NCCL buffers, allocator slack
@@ -108,6 +105,9 @@ struct MemoryOptions {
   /// Bytes of a stashed element that only linear layers keep, a GEMM input (0: the dtype's): with FP8
   /// GEMMs Transformer Engine keeps the FP8 cast of the input for the weight gradient (1)
   double gemm_input_bytes = 0;
+  /// The held weights' dtype when it is not `dtype`: autocast's fp32 weights, which are their own master
+  /// copy (the optimizer keeps no other); unset: `dtype`'s
+  std::optional<Dtype> weights = std::nullopt;
 };
 
 /// Parts of the training state a GPU keeps under ZeRO `stage` with a shard group of `shard` GPUs,

@@ -311,14 +311,14 @@ void layer_pointwise(const models::Model& model, std::size_t li, const std::vect
       k.add(in * 5 * din, Access::norm);  // dy, x for the statistics' gradients, then dy, x -> dx
     return;
   case LayerKind::embedding: {
-    const int tables = l.parameters > 0 && l.kernels.front().forward_flop > 0 ? 2 : 1;  // token (+ position) rows
+    const int rows = tables(l); // token (+ position) rows
     if (fwd) {
-      k.repeat(tables, out * 2 * wb);
-      if (tables == 2)
+      k.repeat(rows, out * 2 * wb);
+      if (rows == 2)
         k.add(out * 3 * wb); // their sum
     } else {
       k.add(0, l.parameters * wb); // the dense gradient zeroed
-      for (int t = 0; t < tables; ++t)
+      for (int t = 0; t < rows; ++t)
         k.add(out * 2 * wb, Access::broadcast); // rows added into it (sorted, then scattered)
       accumulated(l.parameters);
     }
@@ -401,7 +401,8 @@ double parameter_tensors(const models::Model& model, const Layer& l)
   case LayerKind::batch_norm:
   case LayerKind::sync_batch_norm:
   case LayerKind::group_norm: return 2;
-  case LayerKind::embedding: return l.kernels.front().forward_flop > 0 ? 2 : 1;
+  case LayerKind::embedding:
+    return tables(l);
   default: return 1;
   }
 }
@@ -506,8 +507,7 @@ void fsdp_copies(const models::Model& model, std::size_t begin, std::size_t end,
     double unsharded = 0, shard = 0; // the unit's own weights one tensor-parallel GPU holds, and its shard
     for (; e < end && layers[e].block == layers[l].block; ++e) {
       const bool experts = layers[e].kind == LayerKind::moe;
-      const double held  = layers[e].parameters / (models::tp_divides(layers[e].tp) ? options.tp : 1) /
-                          (experts ? options.ep : 1); // tied weights are gathered with their owner
+      const double held  = own_parameters(layers[e], options.tp) / (experts ? options.ep : 1); // tied: with their owner
       unsharded += held;
       shard += held / std::max(1, experts ? options.expert_shard : options.shard);
     }

@@ -71,8 +71,7 @@ inline bool is_pytorch(Framework framework)
 /// PyTorch's ZeRO 1): no weight casts, bf16 activations, gradients reduced in fp32.
 inline bool fsdp_params(const ComputeOptions& o)
 {
-  return is_pytorch(o.framework) && shards_gradients(o.zero) && o.shard > 1 &&
-         (o.dtype == Dtype::bf16 || o.dtype == Dtype::fp16);
+  return is_pytorch(o.framework) && shards_gradients(o.zero) && o.shard > 1 && sixteen_bit(o.dtype);
 }
 
 /// Whether `framework` is one of Megatron's.

@@ -59,12 +59,6 @@ int forward_reductions(LayerKind kind)
   }
 }
 
-// An embedding's tables: token rows, and position rows where it has them.
-int tables(const Layer& l)
-{
-  return l.parameters > 0 && l.kernels.front().forward_flop > 0 ? 2 : 1;
-}
-
 bool norm(LayerKind kind)
 {
   return kind == LayerKind::layer_norm || kind == LayerKind::rms_norm || kind == LayerKind::group_norm ||
@@ -244,7 +238,7 @@ std::size_t add_chain(const Graph& g, std::size_t l, std::size_t end, Phase phas
     for (std::size_t p = l; p <= last; ++p) {
       // A GPU holds 1/tp of a divided layer's parameters (the embedding's rows), a norm's whole.
       const Layer& held       = g.layer(p);
-      const double parameters = held.parameters / (models::tp_divides(held.tp) ? g.options.tp : 1);
+      const double parameters = own_parameters(held, g.options.tp);
       if (held.kind == LayerKind::embedding)
         k.add(0, parameters * g.weight_bytes()); // the dense gradient zeroed
       accumulate(g, k, parameters * 3 * fp32);

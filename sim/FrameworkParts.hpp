@@ -80,5 +80,16 @@ bool library_kernel(models::KernelKind kind);
 bool unaligned(const KernelLaunch& launch, Dtype dtype);
 /// Parameter tensors of a layer: a weight, and a bias or a norm's shift where it has one.
 double parameter_tensors(const models::Model& model, const Layer& l);
+/// An embedding's tables: token rows, and position rows where it has them.
+inline int tables(const Layer& l)
+{
+  return l.parameters > 0 && l.kernels.front().forward_flop > 0 ? 2 : 1;
+}
+/// A layer's own parameters (tied ones are its owner's) on one of `tp` GPUs: 1/tp of a divided layer's,
+/// a replicated one's whole.
+inline double own_parameters(const Layer& l, int tp)
+{
+  return l.parameters / (models::tp_divides(l.tp) ? tp : 1);
+}
 
 } // namespace ddlsim::sim::framework_parts
