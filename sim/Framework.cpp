@@ -683,9 +683,8 @@ double compiled_host_seconds(const ComputeTask& c, const models::Model& model, c
                              const calibration::CalibrationProfile& profile)
 {
   double s = 0;
-  if (!options.cuda_graphs) {
-    const auto launches =
-        compiled_launches(model, c.layer_begin, c.layer_end, c.phase, std::max(1, c.samples), options);
+  if (!options.cuda_graphs) { // the backward's wrapper launches the recomputed forward's kernels too
+    const auto launches = range_launches(model, c.layer_begin, c.layer_end, c.phase, std::max(1, c.samples), options);
     const auto wrapper =
         std::count_if(launches.begin(), launches.end(), [](const KernelLaunch& k) { return !k.outside_graph; });
     s += static_cast<double>(wrapper) * profile.value("host_compiled_kernel_s");
@@ -703,9 +702,14 @@ double task_host_seconds(const ComputeTask& c, const models::Model& model, const
     return optimizer_tensors(model, c.layer_begin, c.layer_end) * profile.value("host_optimizer_tensor_s");
   if (options.framework == Framework::pytorch_compile)
     return compiled_host_seconds(c, model, options, profile);
-  return host_seconds(
-      pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, options.dtype, !fsdp_params(options)), c.phase,
-      profile);
+  const bool autocast = !fsdp_params(options);
+  double s = host_seconds(pytorch_host_ops(model, c.layer_begin, c.layer_end, c.phase, options.dtype, autocast),
+                          c.phase, profile);
+  if (c.phase == Phase::backward) // activation checkpointing: the dropped layers' forward operators again
+    for (const auto& [first, last] : recomputed_runs(model, c.layer_begin, c.layer_end, options.recompute))
+      s += host_seconds(pytorch_host_ops(model, first, last, Phase::forward, options.dtype, autocast), Phase::forward,
+                        profile);
+  return s;
 }
 
 } // namespace

@@ -234,27 +234,37 @@ std::vector<KernelLaunch> pytorch_step_launches(const models::Model& model, std:
 {
   const auto list = options.framework == Framework::pytorch_compile ? compiled_launches : pytorch_launches;
   std::vector<KernelLaunch> out = list(model, begin, end, phase, samples, options);
-  if (phase != Phase::backward || options.recompute == models::Recompute::none)
+  if (phase != Phase::backward)
     return out;
-  const auto reruns = [&](std::size_t l) { return models::reruns_forward(options.recompute, model.layers()[l]); };
-  for (std::size_t l = begin; l < end;) {
-    std::size_t r = l;
-    while (r < end && reruns(r))
-      ++r;
-    if (r == l) {
-      ++l;
-      continue;
-    }
-    ComputeOptions rerun = options;
-    rerun.recomputing    = true;
-    for (auto& launch : list(model, l, r, Phase::forward, samples, rerun))
+  ComputeOptions rerun = options;
+  rerun.recomputing    = true;
+  for (const auto& [first, last] : recomputed_runs(model, begin, end, options.recompute))
+    for (auto& launch : list(model, first, last, Phase::forward, samples, rerun))
       out.push_back(launch);
-    l = r;
-  }
   return out;
 }
 
 } // namespace
+
+std::vector<std::pair<std::size_t, std::size_t>> recomputed_runs(const models::Model& model, std::size_t begin,
+                                                                 std::size_t end, models::Recompute recompute)
+{
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  if (recompute == models::Recompute::none)
+    return runs;
+  for (std::size_t l = begin; l < end;) {
+    std::size_t r = l;
+    while (r < end && models::reruns_forward(recompute, model.layers()[r]))
+      ++r;
+    if (r == l)
+      ++l;
+    else {
+      runs.emplace_back(l, r);
+      l = r;
+    }
+  }
+  return runs;
+}
 
 std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
                                          int samples, const ComputeOptions& options)

@@ -23,6 +23,7 @@
 #include "sim/TaskGraph.hpp"
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace ddlsim::sim {
@@ -100,6 +101,12 @@ double tp_share(const models::Layer& layer, int tp, bool sequence_parallel);
 /// (work x tp_share; the shapes stay the whole layer's) and one of `cp` GPUs sharing each sequence (rows / cp).
 std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase, int samples, Dtype dtype, int tp = 1,
                                          double scale = 1, bool sequence_parallel = false, int cp = 1, int ep = 1);
+
+/// The maximal runs [first, last) of layers in [begin, end) whose forward `recompute` reruns in the
+/// backward (models::reruns_forward), in layer order: what an activation-checkpointed PyTorch backward
+/// runs forward again, kernels and host operators both.
+std::vector<std::pair<std::size_t, std::size_t>> recomputed_runs(const models::Model& model, std::size_t begin,
+                                                                 std::size_t end, models::Recompute recompute);
 
 /// Launches of layers [begin, end) in `phase` for `samples` samples: recomputation included in
 /// backward; Phase::optimizer gives the one fused update of the parameters those layers hold.

@@ -42,7 +42,6 @@ double bytes_of(const std::vector<KernelLaunch>& launches, const models::Layer* 
   return b;
 }
 
-
 } // namespace
 
 TEST_CASE("pytorch-compile keeps eager PyTorch's library kernels, padded where cuBLAS would run unaligned")
@@ -117,15 +116,15 @@ TEST_CASE("the compiled host pays a graph call and a launch per kernel, or a CUD
       {.device = 0, .phase = Phase::forward, .micro_batch = 0, .samples = 2, .layer_begin = 0, .layer_end = n});
   g.add_compute(
       {.device = 0, .phase = Phase::backward, .micro_batch = 0, .samples = 2, .layer_begin = 0, .layer_end = n});
-  ComputeOptions o         = with(Framework::pytorch_compile);
-  const auto wrapper       = [&](Phase phase) { // the kernels Inductor's wrapper launches: not AccumulateGrad
+  ComputeOptions o   = with(Framework::pytorch_compile);
+  const auto wrapper = [&](Phase phase) { // the kernels Inductor's wrapper launches: not AccumulateGrad
     const auto launches = compiled_launches(m, 0, m.size(), phase, 2, o);
     return static_cast<double>(
         std::count_if(launches.begin(), launches.end(), [](const KernelLaunch& k) { return !k.outside_graph; }));
   };
   const double fwd_kernels = wrapper(Phase::forward), bwd_kernels = wrapper(Phase::backward);
   CHECK(bwd_kernels < static_cast<double>(compiled_launches(m, 0, m.size(), Phase::backward, 2, o).size()));
-  const double tensors     = optimizer_tensors(m, 0, m.size());
+  const double tensors = optimizer_tensors(m, 0, m.size());
   CHECK(tensors ==
         148); // GPT-2 small: two embeddings, 12 per layer (six weights, six biases or shifts), the last norm's 2
   std::vector<double> host = host_durations(g, m, o, p);
@@ -183,6 +182,65 @@ TEST_CASE("recomputation reruns the forward inside the backward, as each PyTorch
       expected += k.work.flop;
     CHECK(flop == doctest::Approx(expected));
   }
+}
+
+TEST_CASE("under recomputation the backward's host issues the rerun forward too, eager and compiled")
+{
+  calibration::CalibrationProfile p;
+  p.name         = "test";
+  const auto set = [&](const std::string& name, double value) {
+    p.parameters[name] = {.name = name, .value = value, .unit = "s", .description = "", .source = "test"};
+  };
+  for (calibration::HostOpKind kind : calibration::host_op_kinds) {
+    set(calibration::host_parameter(kind, false), 1e-6 * (1 + static_cast<double>(kind)));
+    set(calibration::host_parameter(kind, true), 3e-6 * (1 + static_cast<double>(kind)));
+  }
+  set("host_compiled_graph_s", 40e-6);
+  set("host_compiled_kernel_s", 8e-6);
+  set("host_accumulate_s", 3e-6);
+  const models::Model m = models::load_model("gpt2-small");
+  const auto n          = static_cast<std::uint32_t>(m.size());
+  const auto block      = m.blocks()[1].layers; // one transformer block: selective reruns its attention core
+  TaskGraph g(1);
+  g.add_compute(
+      {.device = 0, .phase = Phase::backward, .micro_batch = 0, .samples = 2, .layer_begin = 0, .layer_end = n});
+  g.add_compute({.device      = 0,
+                 .phase       = Phase::backward,
+                 .micro_batch = 1,
+                 .samples     = 2,
+                 .layer_begin = static_cast<std::uint32_t>(block.begin),
+                 .layer_end   = static_cast<std::uint32_t>(block.end)});
+  // Eager: the backward's autograd nodes, then each rerun run's forward operators at the forward's prices.
+  ComputeOptions o = with(Framework::pytorch);
+  const auto eager = [&](std::size_t b, std::size_t e, Phase phase) {
+    return host_seconds(pytorch_host_ops(m, b, e, phase, Dtype::bf16), phase, p);
+  };
+  const double plain = host_durations(g, m, o, p)[0];
+  CHECK(plain == doctest::Approx(eager(0, n, Phase::backward)));
+  o.recompute = models::Recompute::full;
+  CHECK(host_durations(g, m, o, p)[0] == doctest::Approx(plain + eager(0, n, Phase::forward)));
+  o.recompute     = models::Recompute::selective;
+  const auto runs = recomputed_runs(m, block.begin, block.end, o.recompute);
+  REQUIRE(!runs.empty());
+  double rerun = 0;
+  for (const auto& [first, last] : runs) {
+    CHECK(models::reruns_forward(o.recompute, m.layers()[first]));
+    rerun += eager(first, last, Phase::forward);
+  }
+  CHECK(rerun > 0);
+  CHECK(host_durations(g, m, o, p)[1] == doctest::Approx(eager(block.begin, block.end, Phase::backward) + rerun));
+  // Compiled: the backward graph's wrapper launches the recomputed forward's kernels as well.
+  o                  = with(Framework::pytorch_compile);
+  const auto wrapper = [&](Phase phase) {
+    const auto launches = compiled_launches(m, 0, n, phase, 2, o);
+    return static_cast<double>(
+        std::count_if(launches.begin(), launches.end(), [](const KernelLaunch& k) { return !k.outside_graph; }));
+  };
+  const double tensors = optimizer_tensors(m, 0, n);
+  const double fwd = wrapper(Phase::forward), bwd = wrapper(Phase::backward);
+  CHECK(host_durations(g, m, o, p)[0] == doctest::Approx(40e-6 + bwd * 8e-6 + tensors * 3e-6));
+  o.recompute = models::Recompute::full;
+  CHECK(host_durations(g, m, o, p)[0] == doctest::Approx(40e-6 + (bwd + fwd) * 8e-6 + tensors * 3e-6));
 }
 
 TEST_CASE("a tensor-parallel GPU accumulates its share of a divided embedding, a norm's whole weight")
