@@ -1,7 +1,7 @@
 #include "experiments/MegatronExport.hpp"
 
 #include "common/Dtype.hpp"
-#include "experiments/Evaluate.hpp"
+#include "experiments/Plan.hpp"
 
 #include <fmt/core.h>
 

@@ -1,7 +1,7 @@
 #include "experiments/Resources.hpp"
 
 #include "common/Units.hpp"
-#include "experiments/Evaluate.hpp"
+#include "experiments/Plan.hpp"
 #include "experiments/Experiment.hpp"
 #include "sim/Collectives.hpp"
 

@@ -42,7 +42,7 @@ struct ResourceEstimate {
 };
 
 /// Estimates a valid point's cost (doubles: counts of absurd points exceed 64-bit integers), as
-/// simulated under `fold` (Evaluate.hpp). By default: the best case, the fold plan_fold() plans
+/// simulated under `fold` (Plan.hpp). By default: the best case, the fold plan_fold() plans
 /// before the stages are known without guessing which all-reduces NCCL's tuner runs as trees (the
 /// guards of a whole file and of the search, which must not refuse a point that would fold);
 /// evaluate_point() estimates under the fold it plans with its stages, and again under the one it

@@ -14,7 +14,7 @@
 //   for (const auto& b : s.batches) ...   // best and baseline per mini-batch
 #pragma once
 
-#include "experiments/Evaluate.hpp"
+#include "experiments/Plan.hpp"
 #include "experiments/SweepRunner.hpp"
 
 #include <functional>

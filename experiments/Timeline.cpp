@@ -466,7 +466,7 @@ TimelineMemory pipeline_timeline_memory(const PointConfig& point, const PointPla
 
 TimelineMemory parameter_server_timeline_memory(const PointConfig& point, const sim::TaskGraph& graph)
 {
-  // The terms of parameter_server_memory (Evaluate.cpp), per GPU; tests/cli/test_cli_timeline.py
+  // The terms of parameter_server_memory (Plan.cpp), per GPU; tests/cli/test_cli_timeline.py
   // checks that the largest is the CSV's peak_memory_bytes.
   const auto& ps    = *point.parallelism.ps;
   const int workers = point.parallelism.dp;

@@ -53,7 +53,7 @@
 //   write_timeline(point, graph, result, cluster, pipeline_timeline_memory(point, plan, graph), "traces");
 #pragma once
 
-#include "experiments/Evaluate.hpp"
+#include "experiments/Plan.hpp"
 #include "experiments/TimelineView.hpp"
 #include "sim/ClusterSpec.hpp"
 #include "sim/Replay.hpp"

@@ -2,7 +2,7 @@
 
 #include "calibration/TableCostModel.hpp"
 #include "common/Dtype.hpp"
-#include "experiments/Evaluate.hpp"
+#include "experiments/Plan.hpp"
 
 #include "common/Units.hpp"
 

@@ -3,7 +3,7 @@
 // collectives over each cp group around a whole attention layer; the tensor-parallel collectives on
 // a cp rank's s/cp tokens; cp_algorithm's checks with file:line:key. The expected values come from
 // the formulas, not from the simulator.
-#include "experiments/Evaluate.hpp"
+#include "experiments/Plan.hpp"
 #include "experiments/Experiment.hpp"
 #include "calibration/TableCostModel.hpp"
 #include "sim/Collectives.hpp"

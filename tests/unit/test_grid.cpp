@@ -7,7 +7,7 @@
 //   Megatron tensor parallelism moves 8 s b h (t-1)/t x dtype bytes per GPT layer and micro-batch, and
 //   a layer stashes s h (10 + 24/t) + 5 a s^2 / t bytes (Korthikanti et al. 2022).
 #include "calibration/RooflineCostModel.hpp"
-#include "experiments/Evaluate.hpp"
+#include "experiments/Plan.hpp"
 #include "experiments/Experiment.hpp"
 #include "models/Memory.hpp"
 #include "models/Zoo.hpp"

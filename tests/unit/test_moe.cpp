@@ -2,7 +2,7 @@
 // the dispatched bytes (tokens x top_k x hidden x dtype per GPU, times the kept share and (ep-1)/ep
 // leaving it), the busiest GPU's expert compute, expert parameters and their optimizer state over
 // their own group, the expert gradients' reduction groups, and the checks with file:line:key.
-#include "experiments/Evaluate.hpp"
+#include "experiments/Plan.hpp"
 #include "experiments/Experiment.hpp"
 #include "calibration/TableCostModel.hpp"
 #include "models/ExpertLoad.hpp"
