@@ -144,7 +144,7 @@ Model make_llama(const LlamaConfig& c)
                          .expert_ffn_hidden = static_cast<double>(c.moe.expert_ffn_hidden),
                          .swiglu = c.ffn == FeedForward::swiglu, .capacity_factor = c.moe.capacity_factor,
                          .load_imbalance = c.moe.load_imbalance},
-                p + ".moe");  // each expert split over tp (expert TP = TP); collectives: experiments/Evaluate
+                p + ".moe");  // each expert split over tp (expert TP = TP); collectives: experiments/Plan
       if (c.moe.shared_experts > 0)  // experts every token uses: one dense MLP beside the routed ones
         m = b.add({m, dense_mlp(normed, static_cast<double>(c.moe.shared_experts) * c.moe.expert_ffn_hidden,
                                 p + ".shared")},

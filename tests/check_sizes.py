@@ -40,7 +40,6 @@ EXCEPTIONS = {
     "sim/backends/cuda/ExecutionPlan.cpp:plan_execution": TO_BE_SPLIT,
     "experiments/ChakraWorkload.cpp": TO_BE_SPLIT,
     "experiments/ChakraWorkload.cpp:ChakraWorkload::match": TO_BE_SPLIT,
-    "experiments/Resources.cpp:estimate_resources": TO_BE_SPLIT,
 }
 
 
