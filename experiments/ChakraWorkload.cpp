@@ -1,388 +1,35 @@
 #include "experiments/ChakraWorkload.hpp"
 
-#include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
-#include "experiments/Evaluate.hpp"
-#include "sim/OpCosts.hpp"
+#include "experiments/ChakraSchema.hpp"
 #include "traces/Json.hpp"
 
-#include <fmt/core.h>
-
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
-#include <unordered_map>
 
 namespace ddlsim::experiments {
 
 namespace fs = std::filesystem;
 using traces::EtAttr;
 using traces::EtCommType;
-using traces::EtFile;
 using traces::EtNode;
 using traces::EtNodeType;
+using namespace chakra_schema;
 
 namespace {
 
-constexpr const char* column_prefix = "ddlsim_column.";
-
-EtCommType comm_type_of(sim::CollectiveKind kind)
+std::int64_t to_int(double v)
 {
-  switch (kind) {
-  case sim::CollectiveKind::all_reduce: return EtCommType::all_reduce;
-  case sim::CollectiveKind::all_gather: return EtCommType::all_gather;
-  case sim::CollectiveKind::reduce_scatter: return EtCommType::reduce_scatter;
-  case sim::CollectiveKind::broadcast: return EtCommType::broadcast;
-  case sim::CollectiveKind::all_to_all: return EtCommType::all_to_all;
-  }
-  return EtCommType::all_reduce;
+  return static_cast<std::int64_t>(v);
 }
-
-std::optional<sim::CollectiveKind> collective_of(double comm_type)
-{
-  switch (static_cast<int>(comm_type)) {
-  case static_cast<int>(EtCommType::all_reduce): return sim::CollectiveKind::all_reduce;
-  case static_cast<int>(EtCommType::all_gather): return sim::CollectiveKind::all_gather;
-  case static_cast<int>(EtCommType::reduce_scatter): return sim::CollectiveKind::reduce_scatter;
-  case static_cast<int>(EtCommType::broadcast): return sim::CollectiveKind::broadcast;
-  case static_cast<int>(EtCommType::all_to_all): return sim::CollectiveKind::all_to_all;
-  default: return std::nullopt;
-  }
-}
-
-std::string ranks_json(const std::vector<int>& ranks)
-{
-  std::string out = "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "]";
-}
-
-std::int64_t to_int(double v) { return static_cast<std::int64_t>(v); }
-std::uint64_t to_count(double v) { return v > 0 ? static_cast<std::uint64_t>(std::llround(v)) : 0; }
-
-// Flop and bytes a compute task moves: its kernels' work, as the cost model priced them.
-struct Work {
-  double flop = 0;
-  double bytes = 0;
-};
-
-class ExportWriter {
-public:
-  ExportWriter(const PointConfig& point, const PointWorkload& w) : point_(point), w_(w)
-  {
-    const sim::TaskGraph& g = w.graph;
-    // Predecessors of every task, in the order the graph lists its edges; each compute task's place
-    // on its GPU's stream.
-    preds_.resize(g.size());
-    for (sim::TaskId id = 0; id < g.size(); ++id)
-      for (sim::TaskId s : g.successors(id))
-        preds_[s].push_back(id);
-    stream_pos_.assign(g.size(), 0);
-    for (int d = 0; d < g.device_count(); ++d) {
-      const auto& stream = g.stream(d);
-      for (std::size_t i = 0; i < stream.size(); ++i)
-        stream_pos_[stream[i]] = static_cast<std::uint32_t>(i + 1);
-    }
-  }
-
-  /// Writes the files rank by rank: only one rank's nodes are held at a time. `on_rank(done, ranks)`
-  /// sees each file written.
-  ChakraExport write(const std::string& dir, const std::function<void(int, int)>& on_rank)
-  {
-    const sim::TaskGraph& g = w_.graph;
-    const int ranks         = g.device_count();
-    // Process groups: each distinct member list, numbered from 1 (0 and "" mean every rank in ASTRA-sim).
-    for (sim::TaskId id = 0; id < g.size(); ++id)
-      if (g.kind(id) == sim::TaskKind::collective)
-        groups_.emplace(g.collective(id).group, 0);
-    int next_group = 1;
-    for (auto& [members, number] : groups_) {
-      number = next_group++;
-      group_list_.push_back(members);
-    }
-    // Each rank's tasks in graph order (a task's node id there is its place + 1: node 0 is the
-    // metadata, and a task may wait for one created after it), and each transfer's tag.
-    std::vector<std::vector<sim::TaskId>> tasks_of(static_cast<std::size_t>(ranks));
-    std::uint64_t transfers = 0;
-    for (sim::TaskId id = 0; id < g.size(); ++id) {
-      for (int r : ranks_of(id))  // once per rank (a transfer within one GPU names it twice)
-        if (auto& mine = tasks_of[static_cast<std::size_t>(r)]; mine.empty() || mine.back() != id)
-          mine.push_back(id);
-      if (g.kind(id) == sim::TaskKind::transfer)
-        tags_.emplace(id, transfers++);
-    }
-    ChakraExport result;
-    fs::create_directories(dir);
-    ids_.assign(g.size(), no_node);
-    for (int r = 0; r < ranks; ++r) {
-      std::vector<sim::TaskId>& mine = tasks_of[static_cast<std::size_t>(r)];
-      for (std::size_t i = 0; i < mine.size(); ++i)
-        ids_[mine[i]] = i + 1;
-      const EtFile f         = rank_file(r, ranks, mine);
-      const std::string path = (fs::path(dir) / (point_.experiment + "." + std::to_string(r) + ".et")).string();
-      traces::write_et_file(path, f);
-      result.files.push_back(path);
-      result.nodes += f.nodes.size();
-      for (sim::TaskId id : mine)
-        ids_[id] = no_node;
-      std::vector<sim::TaskId>().swap(mine);
-      if (on_rank)
-        on_rank(r + 1, ranks);
-    }
-    // ASTRA-sim's --comm-group-configuration: {"1": [0, 2], ...}
-    std::string json = "{";
-    for (std::size_t i = 0; i < group_list_.size(); ++i)
-      json += std::string(i ? ",\n " : "") + "\"" + std::to_string(i + 1) + "\": " + ranks_json(group_list_[i]);
-    json += "}\n";
-    result.comm_groups = (fs::path(dir) / "comm_groups.json").string();
-    write_file_atomically(result.comm_groups, "process groups", [&](std::ostream& o) { o << json; });
-    return result;
-  }
-
-private:
-  static constexpr std::uint64_t no_node = ~std::uint64_t{0};
-
-  // Rank `rank`'s file: its metadata, its process groups (node 0), then a node per task of `mine`.
-  EtFile rank_file(int rank, int ranks, const std::vector<sim::TaskId>& mine)
-  {
-    EtFile f;
-    f.version = chakra_schema_version;
-    metadata(f, rank, ranks);
-    // Node 0: the rank's process groups, as PyTorch's trace writes them (ASTRA-sim's
-    // issue_pytorch_pg_metadata strips the two outer characters on each side, then parses JSON).
-    EtNode& pg = f.nodes.emplace_back();
-    pg.id      = 0;
-    pg.name    = "process_groups";
-    pg.type    = EtNodeType::metadata;
-    std::string list;
-    for (std::size_t i = 0; i < group_list_.size(); ++i)
-      if (std::find(group_list_[i].begin(), group_list_[i].end(), rank) != group_list_[i].end())
-        list += std::string(list.empty() ? "" : ", ") + "{\"pg_name\": \"" + std::to_string(i + 1) +
-                "\", \"ranks\": " + ranks_json(group_list_[i]) + "}";
-    pg.inputs_values = "[\"[" + list + "]\"]";
-    f.nodes.reserve(mine.size() + 1);
-    std::uint64_t last_compute = no_node;
-    for (sim::TaskId id : mine)
-      add_node(f, rank, id, last_compute);
-    return f;
-  }
-
-  // The node of task `id` on `rank` (a transfer between a rank and itself: its send and its receive).
-  void add_node(EtFile& f, int rank, sim::TaskId id, std::uint64_t& last_compute)
-  {
-    const sim::TaskGraph& g = w_.graph;
-    switch (g.kind(id)) {
-    case sim::TaskKind::compute: {
-      const sim::ComputeTask& c = g.compute(id);
-      if (!c.on_stream)
-        throw Error("task " + g.label(id) +
-                    " runs off the GPU stream (a parameter server's queue): Chakra cannot "
-                    "express it");
-      EtNode& n            = add(f, rank, id, sim::TaskKind::compute);
-      n.name               = g.label(id);
-      n.type               = EtNodeType::comp;
-      const double seconds = w_.compute_seconds[id];
-      n.duration_micros    = to_count(seconds * 1e6);
-      const Work work      = work_of(c);
-      n.set("num_ops", to_count(work.flop));
-      n.set("tensor_size", to_count(work.bytes));
-      n.set("is_cpu_op", false);
-      n.set("ddlsim_duration_s", seconds);
-      n.set("ddlsim_phase", std::string(sim::phase_table.name(c.phase)));
-      n.set("ddlsim_stage", std::int64_t{c.stage});
-      n.set("ddlsim_micro_batch", std::int64_t{c.micro_batch});
-      n.set("ddlsim_samples", std::int64_t{c.samples});
-      n.set("ddlsim_layer_begin", std::int64_t{c.layer_begin});
-      n.set("ddlsim_layer_end", std::int64_t{c.layer_end});
-      n.set("ddlsim_share", c.share);
-      if (c.part != sim::ComputePart::whole)
-        n.set("ddlsim_part", std::string(sim::compute_part_table.name(c.part)));
-      if (last_compute != no_node)
-        n.ctrl_deps.push_back(last_compute);
-      last_compute = n.id;
-      return;
-    }
-    case sim::TaskKind::transfer: {
-      const sim::TransferTask& t = g.transfer(id);
-      for (const bool sender : {true, false}) {
-        if ((sender ? t.src : t.dst) != rank)
-          continue;
-        EtNode& n = add(f, rank, id, sim::TaskKind::transfer);
-        n.name    = g.label(id);
-        n.type    = sender ? EtNodeType::send : EtNodeType::recv;
-        n.set("comm_src", std::int64_t{t.src});
-        n.set("comm_dst", std::int64_t{t.dst});
-        n.set("comm_tag", static_cast<std::int64_t>(tags_.at(id)));
-        n.set("comm_size", static_cast<std::int64_t>(to_count(t.bytes)));
-        n.set("is_cpu_op", false);
-        n.set("ddlsim_bytes", t.bytes);
-        n.set("ddlsim_phase", std::string(sim::phase_table.name(t.phase)));
-        n.set("ddlsim_stage", std::int64_t{t.stage});
-        n.set("ddlsim_micro_batch", std::int64_t{t.micro_batch});
-        n.set("ddlsim_transfer_kind", static_cast<std::int64_t>(t.kind));
-        n.set("ddlsim_server", std::int64_t{t.server});
-      }
-      return;
-    }
-    case sim::TaskKind::collective: {
-      const sim::CollectiveTask& c = g.collective(id);
-      EtNode& n                    = add(f, rank, id, sim::TaskKind::collective);
-      n.name                       = g.label(id);
-      n.type                       = EtNodeType::coll;
-      n.set("comm_type", static_cast<std::int64_t>(comm_type_of(c.kind)));
-      n.set("comm_size", static_cast<std::int64_t>(to_count(c.bytes)));
-      n.set("pg_name", std::to_string(groups_.at(c.group)));
-      n.set("is_cpu_op", false);
-      n.set("ddlsim_bytes", c.bytes);
-      n.set("ddlsim_algorithm", std::string(sim::collective_algorithm_table.name(c.algorithm)));
-      n.set("ddlsim_fidelity", std::string(sim::collective_fidelity_table.name(c.fidelity)));
-      n.set("ddlsim_role", static_cast<std::int64_t>(c.role));
-      n.set("ddlsim_phase", std::string(sim::phase_table.name(c.phase)));
-      n.set("ddlsim_stage", std::int64_t{c.stage});
-      n.set("ddlsim_micro_batch", std::int64_t{c.micro_batch});
-      if (c.kind == sim::CollectiveKind::broadcast) // the rank whose buffer every member ends with
-        n.set("root", std::int64_t{c.group.front()});
-      if (!c.member_load.empty()) { // an expert all-to-all's uneven loads (Chakra has one comm_size)
-        std::string loads;
-        for (double l : c.member_load)
-          loads += (loads.empty() ? "" : ",") + fmt::format("{:.17g}", l);
-        n.set("ddlsim_member_load", loads);
-        n.set("ddlsim_load_at_source", c.load_at_source);
-      }
-      return;
-    }
-    }
-  }
-
-  // A new node of task `id` on `rank`, with data_deps on the nodes of its predecessors there.
-  EtNode& add(EtFile& f, int rank, sim::TaskId id, sim::TaskKind kind)
-  {
-    EtNode& n = f.nodes.emplace_back();
-    n.id                    = ids_[id];
-    const sim::TaskGraph& g = w_.graph;
-    for (sim::TaskId p : preds_[id]) {
-      const std::uint64_t there = ids_[p];
-      const bool stream = kind == sim::TaskKind::compute && g.kind(p) == sim::TaskKind::compute &&
-                          g.compute(p).device == rank && is_previous_on_stream(p, id);
-      if (there != no_node && !stream)
-        n.data_deps.push_back(there);
-      else if (there == no_node && !shares_rank(p, id))
-        throw Error("task '" + g.label(id) + "' waits for '" + g.label(p) +
-                    "' and the two share no GPU: Chakra's dependencies stay within a rank");
-    }
-    n.set("ddlsim_task", static_cast<std::uint64_t>(id));
-    return n;
-  }
-
-  // Whether compute task p runs just before id on id's GPU stream.
-  bool is_previous_on_stream(sim::TaskId p, sim::TaskId id) const
-  {
-    return stream_pos_[p] != 0 && stream_pos_[id] == stream_pos_[p] + 1 &&
-           w_.graph.compute(p).device == w_.graph.compute(id).device;
-  }
-  std::vector<int> ranks_of(sim::TaskId id) const
-  {
-    const sim::TaskGraph& g = w_.graph;
-    switch (g.kind(id)) {
-    case sim::TaskKind::compute: return {g.compute(id).device};
-    case sim::TaskKind::transfer: return {g.transfer(id).src, g.transfer(id).dst};
-    case sim::TaskKind::collective: return g.collective(id).group;
-    }
-    return {};
-  }
-
-  bool shares_rank(sim::TaskId a, sim::TaskId b) const
-  {
-    const std::vector<int> ra = ranks_of(a), rb = ranks_of(b);
-    return std::any_of(ra.begin(), ra.end(), [&](int r) { return std::find(rb.begin(), rb.end(), r) != rb.end(); });
-  }
-
-  Work work_of(const sim::ComputeTask& c)
-  {
-    const auto key =
-        std::make_tuple(c.layer_begin, c.layer_end, static_cast<int>(c.phase), c.samples, static_cast<int>(c.part));
-    auto [it, fresh] = work_cache_.try_emplace(key);
-    if (fresh) {
-      sim::ComputeOptions options = compute_options(point_);
-      for (const sim::KernelLaunch& l :
-           sim::range_launches(point_.model, c.layer_begin, c.layer_end, c.phase, c.samples, options)) {
-        if (!sim::in_part(l, c.part))
-          continue;
-        it->second.flop += l.work.flop;
-        it->second.bytes += l.work.bytes;
-      }
-    }
-    return {it->second.flop * c.share, it->second.bytes * c.share};
-  }
-
-  void metadata(EtFile& f, int rank, int ranks) const
-  {
-    f.attrs.push_back({"schema", std::string("ddlsim-chakra.") + chakra_schema_version});
-    f.attrs.push_back({"ddlsim_rank", std::int64_t{rank}});
-    f.attrs.push_back({"ddlsim_ranks", std::int64_t{ranks}});
-    const WorkloadFlop flop = workload_flop(point_);
-    f.attrs.push_back({"ddlsim_flop_per_sample", flop.per_sample});
-    f.attrs.push_back({"ddlsim_model_flop_per_sample", flop.model_per_sample});
-    f.attrs.push_back({"ddlsim_tokens_per_sample", flop.tokens});
-    const auto& names = csv_columns();
-    for (std::size_t i = 0; i < names.size(); ++i)
-      if (!w_.row.cells()[i].empty())
-        f.attrs.push_back({column_prefix + names[i], w_.row.cells()[i]});
-  }
-
-  const PointConfig& point_;
-  const PointWorkload& w_;
-  std::vector<std::uint64_t> ids_; // the node id of each task on the rank being written, or no_node
-  std::vector<std::vector<sim::TaskId>> preds_;
-  std::vector<std::uint32_t> stream_pos_;  // a compute task's place on its stream + 1 (0: none)
-  std::map<std::vector<int>, int> groups_; // process groups, numbered from 1
-  std::vector<std::vector<int>> group_list_;
-  std::unordered_map<sim::TaskId, std::uint64_t> tags_; // each transfer's comm_tag
-  std::map<std::tuple<std::uint32_t, std::uint32_t, int, int, int>, Work> work_cache_;
-};
 
 }  // namespace
-
-ChakraExport write_chakra(const PointConfig& point, const std::string& dir,
-                          const std::function<void(int, int)>& on_rank)
-{
-  if (point.chakra)
-    throw Error("point " + std::to_string(point.index) + " is already a Chakra workload (" + point.chakra->get_dir() +
-                "): copy its files instead");
-  if (point.parallelism.ps)
-    throw Error("point " + std::to_string(point.index) + " uses parameter servers, which apply pushes in arrival "
-                "order: Chakra's dependencies cannot express it");
-  PointConfig per_rank = point;
-  per_rank.parallelism.tp_aggregate = false;  // one file per GPU: tensor-parallel groups stay rank by rank
-  std::optional<ChakraExport> written;
-  std::string failure;
-  EvaluateOptions options;
-  options.on_workload = [&](const PointWorkload& w) {
-    try {
-      written = ExportWriter(per_rank, w).write(dir, on_rank);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-  };
-  const ResultRow row = evaluate_point(per_rank, options);
-  if (!failure.empty())
-    throw Error(failure);
-  if (!written)
-    throw Error("point " + std::to_string(point.index) + " of " + point.experiment + " cannot be exported: " +
-                row.get("status") + ": " + row.get("message"));
-  return *written;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Import
 
 struct ChakraWorkload::Task {
   sim::TaskKind kind = sim::TaskKind::compute;
@@ -451,11 +98,40 @@ std::shared_ptr<const ChakraWorkload> ChakraWorkload::load(const std::string& di
   return w;
 }
 
-void ChakraWorkload::match()
+// ChakraWorkload::match in its phases, over the state they share: the process groups, each node's
+// index and task, and the tasks found, before they are put in creation order.
+struct ChakraWorkload::Matching {
+  explicit Matching(ChakraWorkload& workload) : w(workload), n_ranks(workload.ranks())
+  {
+    for (int r = 0; r < n_ranks; ++r)
+      everyone.push_back(r);
+    index.resize(w.files_.size());
+    task_of.resize(w.files_.size());
+  }
+  ChakraWorkload& w;
+  const int n_ranks;
+  std::vector<int> everyone;
+  std::map<std::string, std::vector<int>> groups; // process groups by name
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  // Per rank: node id -> index; the task of each node (none: takes no time, passes its dependencies on).
+  std::vector<std::map<std::uint64_t, std::size_t>> index;
+  std::vector<std::vector<std::size_t>> task_of;
+  std::vector<Task> found;
+  using P2pKey = std::tuple<int, int, std::int64_t>; // src, dst, tag
+  std::map<P2pKey, std::vector<std::pair<int, std::size_t>>> sends, recvs;
+  std::map<std::string, std::vector<std::vector<std::size_t>>> colls; // pg -> per rank, node indices
+
+  void read_groups();
+  void classify();
+  void pair_transfers();
+  void pair_collectives();
+  void put_in_order();
+  void dependencies();
+};
+
+void ChakraWorkload::Matching::read_groups()
 {
-  const int n_ranks = ranks();
   // Process groups: the metadata nodes' lists (PyTorch's form) and comm_groups.json (ASTRA-sim's).
-  std::map<std::string, std::vector<int>> groups;
   auto define = [&](const std::string& name, std::vector<int> ranks, const std::string& where) {
     for (int r : ranks)
       if (r < 0 || r >= n_ranks)
@@ -484,13 +160,13 @@ void ChakraWorkload::match()
       define(*name, members, where);
     }
   };
-  for (std::size_t r = 0; r < files_.size(); ++r)
-    for (const EtNode& n : files_[r].nodes)
+  for (std::size_t r = 0; r < w.files_.size(); ++r)
+    for (const EtNode& n : w.files_[r].nodes)
       if (n.type == EtNodeType::metadata && n.inputs_values.size() > 4)
         read_groups(traces::parse_json(std::string_view(n.inputs_values).substr(2, n.inputs_values.size() - 4),
-                                       node_ref(paths_[r], n)),
-                    node_ref(paths_[r], n));
-  if (const fs::path json = fs::path(dir_) / "comm_groups.json"; fs::exists(json)) {
+                                       node_ref(w.paths_[r], n)),
+                    node_ref(w.paths_[r], n));
+  if (const fs::path json = fs::path(w.dir_) / "comm_groups.json"; fs::exists(json)) {
     std::ifstream in(json);
     std::stringstream text;
     text << in.rdbuf();
@@ -506,25 +182,18 @@ void ChakraWorkload::match()
       define(name, members, json.string());
     }
   }
-  std::vector<int> everyone;
-  for (int r = 0; r < n_ranks; ++r)
-    everyone.push_back(r);
+}
 
-  // Per rank: node id -> index; the task of each node (npos: takes no time, passes its dependencies on).
-  constexpr std::size_t none = static_cast<std::size_t>(-1);
-  std::vector<std::map<std::uint64_t, std::size_t>> index(files_.size());
-  std::vector<std::vector<std::size_t>> task_of(files_.size());
-  std::vector<Task> found;
-  using P2pKey = std::tuple<int, int, std::int64_t>;  // src, dst, tag
-  std::map<P2pKey, std::vector<std::pair<int, std::size_t>>> sends, recvs;
-  std::map<std::string, std::vector<std::vector<std::size_t>>> colls;  // pg -> per rank, node indices
-  for (std::size_t r = 0; r < files_.size(); ++r) {
-    const auto& nodes = files_[r].nodes;
+// Each node to its task: a compute node its own, sends and receives and collectives listed for pairing.
+void ChakraWorkload::Matching::classify()
+{
+  for (std::size_t r = 0; r < w.files_.size(); ++r) {
+    const auto& nodes = w.files_[r].nodes;
     task_of[r].assign(nodes.size(), none);
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const EtNode& n = nodes[i];
       if (!index[r].emplace(n.id, i).second)
-        throw TraceError(node_ref(paths_[r], n) + ": a second node with this id");
+        throw TraceError(node_ref(w.paths_[r], n) + ": a second node with this id");
       const int rank = static_cast<int>(r);
       switch (n.type) {
       case EtNodeType::invalid:
@@ -534,21 +203,21 @@ void ChakraWorkload::match()
           break;
         task_of[r][i] = found.size();
         found.push_back({.kind = sim::TaskKind::compute, .nodes = {{rank, i}}, .preds = {}, .group = {}});
-        total_ops_ += n.number("num_ops").value_or(0);
+        w.total_ops_ += n.number("num_ops").value_or(0);
         break;
       case EtNodeType::send:
       case EtNodeType::recv: {
         const bool send = n.type == EtNodeType::send;
         const auto src = n.number("comm_src"), dst = n.number("comm_dst");
         if (!(send ? dst : src) || !n.number("comm_size"))
-          throw TraceError(node_ref(paths_[r], n) + ": " + traces::et_node_type_name(n.type) + " needs " +
+          throw TraceError(node_ref(w.paths_[r], n) + ": " + traces::et_node_type_name(n.type) + " needs " +
                            (send ? "comm_dst" : "comm_src") + " and comm_size");
         const int peer = static_cast<int>(send ? *dst : *src);
         if (peer < 0 || peer >= n_ranks || peer == rank)
-          throw TraceError(node_ref(paths_[r], n) + ": peer rank " + std::to_string(peer) + " is not another of the " +
-                           std::to_string(n_ranks) + " ranks");
+          throw TraceError(node_ref(w.paths_[r], n) + ": peer rank " + std::to_string(peer) +
+                           " is not another of the " + std::to_string(n_ranks) + " ranks");
         if ((send && src && static_cast<int>(*src) != rank) || (!send && dst && static_cast<int>(*dst) != rank))
-          throw TraceError(node_ref(paths_[r], n) + ": a " + (send ? "send's comm_src" : "receive's comm_dst") +
+          throw TraceError(node_ref(w.paths_[r], n) + ": a " + (send ? "send's comm_src" : "receive's comm_dst") +
                            " must be its own rank " + std::to_string(rank));
         const P2pKey key{send ? rank : peer, send ? peer : rank, to_int(n.number("comm_tag").value_or(0))};
         (send ? sends : recvs)[key].emplace_back(rank, i);
@@ -557,9 +226,9 @@ void ChakraWorkload::match()
       case EtNodeType::coll: {
         const auto type = n.number("comm_type");
         if (!type || !n.number("comm_size"))
-          throw TraceError(node_ref(paths_[r], n) + ": COMM_COLL_NODE needs comm_type and comm_size");
+          throw TraceError(node_ref(w.paths_[r], n) + ": COMM_COLL_NODE needs comm_type and comm_size");
         if (!collective_of(*type))
-          throw TraceError(node_ref(paths_[r], n) + ": collective " +
+          throw TraceError(node_ref(w.paths_[r], n) + ": collective " +
                            traces::et_comm_type_name(static_cast<EtCommType>(to_int(*type))) +
                            " is not simulated (ALL_REDUCE, ALL_GATHER and REDUCE_SCATTER are)");
         std::string pg = n.text("pg_name").value_or("");
@@ -567,16 +236,20 @@ void ChakraWorkload::match()
           if (const auto number = n.number("pg_name"))
             pg = std::to_string(to_int(*number));
         auto& per_rank = colls[pg];
-        per_rank.resize(files_.size());
+        per_rank.resize(w.files_.size());
         per_rank[r].push_back(i);
         break;
       }
       default:
-        throw TraceError(node_ref(paths_[r], n) + ": " + traces::et_node_type_name(n.type) +
+        throw TraceError(node_ref(w.paths_[r], n) + ": " + traces::et_node_type_name(n.type) +
                          " is not simulated (compute, send, receive and collective nodes are)");
       }
     }
   }
+}
+
+void ChakraWorkload::Matching::pair_transfers()
+{
   // Sends and receives: the k-th of each (src, dst, tag) pair up.
   for (const auto& [key, list] : sends) {
     const auto it = recvs.find(key);
@@ -584,9 +257,10 @@ void ChakraWorkload::match()
     for (std::size_t k = 0; k < list.size(); ++k) {
       const auto [rank, i] = list[k];
       if (k >= matched)
-        throw TraceError(node_ref(paths_[static_cast<std::size_t>(rank)], files_[static_cast<std::size_t>(rank)].nodes[i]) +
-                         ": this send (to rank " + std::to_string(std::get<1>(key)) + ", tag " +
-                         std::to_string(std::get<2>(key)) + ") has no matching COMM_RECV_NODE there");
+        throw TraceError(
+            node_ref(w.paths_[static_cast<std::size_t>(rank)], w.files_[static_cast<std::size_t>(rank)].nodes[i]) +
+            ": this send (to rank " + std::to_string(std::get<1>(key)) + ", tag " + std::to_string(std::get<2>(key)) +
+            ") has no matching COMM_RECV_NODE there");
       const auto [peer, j] = it->second[k];
       const std::size_t t = found.size();
       task_of[static_cast<std::size_t>(rank)][i] = t;
@@ -598,11 +272,16 @@ void ChakraWorkload::match()
     const auto it = sends.find(key);
     if (it == sends.end() || it->second.size() < list.size()) {
       const auto [rank, i] = list[it == sends.end() ? 0 : it->second.size()];
-      throw TraceError(node_ref(paths_[static_cast<std::size_t>(rank)], files_[static_cast<std::size_t>(rank)].nodes[i]) +
-                       ": this receive (from rank " + std::to_string(std::get<0>(key)) + ", tag " +
-                       std::to_string(std::get<2>(key)) + ") has no matching COMM_SEND_NODE there");
+      throw TraceError(
+          node_ref(w.paths_[static_cast<std::size_t>(rank)], w.files_[static_cast<std::size_t>(rank)].nodes[i]) +
+          ": this receive (from rank " + std::to_string(std::get<0>(key)) + ", tag " +
+          std::to_string(std::get<2>(key)) + ") has no matching COMM_SEND_NODE there");
     }
   }
+}
+
+void ChakraWorkload::Matching::pair_collectives()
+{
   // Collectives: the k-th of a process group on each of its members.
   for (const auto& [pg, per_rank] : colls) {
     const auto g = groups.find(pg);
@@ -610,15 +289,15 @@ void ChakraWorkload::match()
       const auto r = static_cast<std::size_t>(std::find_if(per_rank.begin(), per_rank.end(),
                                                            [](const auto& v) { return !v.empty(); }) -
                                               per_rank.begin());
-      throw TraceError(node_ref(paths_[r], files_[r].nodes[per_rank[r].front()]) + ": process group '" + pg +
-                       "' is defined nowhere (no metadata node lists it, no comm_groups.json in " + dir_ + ")");
+      throw TraceError(node_ref(w.paths_[r], w.files_[r].nodes[per_rank[r].front()]) + ": process group '" + pg +
+                       "' is defined nowhere (no metadata node lists it, no comm_groups.json in " + w.dir_ + ")");
     }
     const std::vector<int>& members = g == groups.end() ? everyone : g->second;
     std::size_t count = 0;
     for (std::size_t r = 0; r < per_rank.size(); ++r) {
       const bool member = std::find(members.begin(), members.end(), static_cast<int>(r)) != members.end();
       if (!member && !per_rank[r].empty())
-        throw TraceError(node_ref(paths_[r], files_[r].nodes[per_rank[r].front()]) + ": rank " + std::to_string(r) +
+        throw TraceError(node_ref(w.paths_[r], w.files_[r].nodes[per_rank[r].front()]) + ": rank " + std::to_string(r) +
                          " is not a member of process group '" + pg + "' " + ranks_json(members));
     }
     for (int m : members)
@@ -629,15 +308,17 @@ void ChakraWorkload::match()
       for (int m : members) {
         const auto r = static_cast<std::size_t>(m);
         if (per_rank[r].size() <= k) {
-          const EtNode& other = files_[static_cast<std::size_t>(task.nodes.front().first)].nodes[task.nodes.front().second];
-          throw TraceError(paths_[r] + ": rank " + std::to_string(m) + " joins " + std::to_string(per_rank[r].size()) +
-                           " collectives of process group '" + pg + "', its other members more (the next is " +
-                           node_ref(paths_[static_cast<std::size_t>(task.nodes.front().first)], other) + ")");
+          const EtNode& other =
+              w.files_[static_cast<std::size_t>(task.nodes.front().first)].nodes[task.nodes.front().second];
+          throw TraceError(w.paths_[r] + ": rank " + std::to_string(m) + " joins " +
+                           std::to_string(per_rank[r].size()) + " collectives of process group '" + pg +
+                           "', its other members more (the next is " +
+                           node_ref(w.paths_[static_cast<std::size_t>(task.nodes.front().first)], other) + ")");
         }
-        const EtNode& n = files_[r].nodes[per_rank[r][k]];
+        const EtNode& n = w.files_[r].nodes[per_rank[r][k]];
         if (first != nullptr && (n.number("comm_type") != first->number("comm_type") ||
                                  n.number("comm_size") != first->number("comm_size")))
-          throw TraceError(node_ref(paths_[r], n) + ": collective " + std::to_string(k) + " of process group '" + pg +
+          throw TraceError(node_ref(w.paths_[r], n) + ": collective " + std::to_string(k) + " of process group '" + pg +
                            "' differs in comm_type or comm_size from the same collective on rank " +
                            std::to_string(task.nodes.front().first));
         first = first == nullptr ? &n : first;
@@ -647,11 +328,14 @@ void ChakraWorkload::match()
       found.push_back(std::move(task));
     }
   }
+}
 
+void ChakraWorkload::Matching::put_in_order()
+{
   // Creation order: ddlsim's own task order when every task carries it, else the order of first
   // appearance (rank by rank, each file in order).
   auto node = [&](const std::pair<int, std::size_t>& at) -> const EtNode& {
-    return files_[static_cast<std::size_t>(at.first)].nodes[at.second];
+    return w.files_[static_cast<std::size_t>(at.first)].nodes[at.second];
   };
   const bool ordered = std::all_of(found.begin(), found.end(), [&](const Task& t) {
     return node(t.nodes.front()).number("ddlsim_task").has_value();
@@ -672,30 +356,34 @@ void ChakraWorkload::match()
     for (std::size_t& t : per_rank)
       if (t != none)
         t = position[t];
-  tasks_.clear();
+  w.tasks_.clear();
   for (std::size_t i : order)
-    tasks_.push_back(std::move(found[i]));
+    w.tasks_.push_back(std::move(found[i]));
+}
 
+void ChakraWorkload::Matching::dependencies()
+{
   // Dependencies: a node's data and control dependencies, through nodes that take no time (their
   // own dependencies, found depth first without recursion: PyTorch traces chain thousands of CPU
   // operators). Each such node's set of tasks is kept; their total is bounded.
   constexpr std::size_t max_through = std::size_t{50'000'000};
   std::size_t through_total = 0;
-  std::vector<std::vector<std::optional<std::vector<std::size_t>>>> through(files_.size());
-  std::vector<std::vector<char>> visiting(files_.size());
-  for (std::size_t r = 0; r < files_.size(); ++r) {
-    through[r].resize(files_[r].nodes.size());
-    visiting[r].assign(files_[r].nodes.size(), 0);
+  std::vector<std::vector<std::optional<std::vector<std::size_t>>>> through(w.files_.size());
+  std::vector<std::vector<char>> visiting(w.files_.size());
+  for (std::size_t r = 0; r < w.files_.size(); ++r) {
+    through[r].resize(w.files_[r].nodes.size());
+    visiting[r].assign(w.files_[r].nodes.size(), 0);
   }
   auto dep_count = [&](std::size_t r, std::size_t i) {
-    return files_[r].nodes[i].data_deps.size() + files_[r].nodes[i].ctrl_deps.size();
+    return w.files_[r].nodes[i].data_deps.size() + w.files_[r].nodes[i].ctrl_deps.size();
   };
   auto dep_at = [&](std::size_t r, std::size_t i, std::size_t k) {
-    const EtNode& n = files_[r].nodes[i];
+    const EtNode& n       = w.files_[r].nodes[i];
     const std::uint64_t d = k < n.data_deps.size() ? n.data_deps[k] : n.ctrl_deps[k - n.data_deps.size()];
     const auto it = index[r].find(d);
     if (it == index[r].end())
-      throw TraceError(node_ref(paths_[r], n) + ": depends on node id " + std::to_string(d) + ", which is not in the file");
+      throw TraceError(node_ref(w.paths_[r], n) + ": depends on node id " + std::to_string(d) +
+                       ", which is not in the file");
     return it->second;
   };
   // The tasks that no-time node `root` of rank r stands for.
@@ -712,7 +400,7 @@ void ChakraWorkload::match()
         if (task_of[r][d] != none || through[r][d])
           continue;
         if (visiting[r][d])
-          throw TraceError(node_ref(paths_[r], files_[r].nodes[d]) +
+          throw TraceError(node_ref(w.paths_[r], w.files_[r].nodes[d]) +
                            ": dependencies through metadata or CPU nodes form a cycle");
         visiting[r][d] = 1;
         stack.emplace_back(d, 0);
@@ -730,7 +418,7 @@ void ChakraWorkload::match()
       tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
       through_total += tasks.size();
       if (through_total > max_through)
-        throw TraceError(paths_[r] + ": over " + std::to_string(max_through) +
+        throw TraceError(w.paths_[r] + ": over " + std::to_string(max_through) +
                          " dependencies through metadata or CPU nodes: too many to resolve");
       through[r][i] = std::move(tasks);
       visiting[r][i] = 0;
@@ -751,24 +439,35 @@ void ChakraWorkload::match()
     }
     return out;
   };
-  std::vector<std::size_t> last_compute(files_.size(), none);
-  std::vector<std::size_t> previous_on_stream(tasks_.size(), none);
-  for (std::size_t t = 0; t < tasks_.size(); ++t)
-    if (tasks_[t].kind == sim::TaskKind::compute) {
-      auto& last = last_compute[static_cast<std::size_t>(tasks_[t].nodes.front().first)];
+  std::vector<std::size_t> last_compute(w.files_.size(), none);
+  std::vector<std::size_t> previous_on_stream(w.tasks_.size(), none);
+  for (std::size_t t = 0; t < w.tasks_.size(); ++t)
+    if (w.tasks_[t].kind == sim::TaskKind::compute) {
+      auto& last            = last_compute[static_cast<std::size_t>(w.tasks_[t].nodes.front().first)];
       previous_on_stream[t] = last;
       last = t;
     }
-  for (std::size_t t = 0; t < tasks_.size(); ++t) {
+  for (std::size_t t = 0; t < w.tasks_.size(); ++t) {
     std::vector<std::size_t> preds;
-    for (const auto& [rank, i] : tasks_[t].nodes)
+    for (const auto& [rank, i] : w.tasks_[t].nodes)
       for (std::size_t p : deps_of(static_cast<std::size_t>(rank), i))
         if (p != t && p != previous_on_stream[t])
           preds.push_back(p);
     std::sort(preds.begin(), preds.end());
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
-    tasks_[t].preds = std::move(preds);
+    w.tasks_[t].preds = std::move(preds);
   }
+}
+
+void ChakraWorkload::match()
+{
+  Matching m(*this);
+  m.read_groups();
+  m.classify();
+  m.pair_transfers();
+  m.pair_collectives();
+  m.put_in_order();
+  m.dependencies();
 }
 
 double ChakraWorkload::flop_per_sample(long long global_batch) const

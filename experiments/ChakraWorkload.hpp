@@ -109,6 +109,7 @@ public:
 
 private:
   struct Task;
+  struct Matching;
   std::string dir_;
   std::vector<std::string> paths_;
   std::vector<traces::EtFile> files_;
