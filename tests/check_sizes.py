@@ -35,11 +35,8 @@ TO_BE_SPLIT = "issue 30 item 3/4: to be split"
 # "FOLDER/FILE" for a file, "FOLDER/FILE:FUNCTION" for a function (the name as it is written in
 # the definition, qualified where it is defined out of its class): the reason it may be larger.
 EXCEPTIONS = {
-    "sim/Replay.cpp": TO_BE_SPLIT,
     "sim/backends/cuda/CudaExecutor.cpp": TO_BE_SPLIT,
     "sim/backends/cuda/ExecutionPlan.cpp:plan_execution": TO_BE_SPLIT,
-    "experiments/ChakraWorkload.cpp": TO_BE_SPLIT,
-    "experiments/ChakraWorkload.cpp:ChakraWorkload::match": TO_BE_SPLIT,
 }
 
 
