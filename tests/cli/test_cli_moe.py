@@ -7,7 +7,7 @@ import functools
 import os
 import sys
 
-from common import check, finish, read_csv, run, workdir, write_experiment
+from common import ROOT, check, finish, read_csv, run, workdir, write_experiment
 from common import simulate as run_experiment
 
 binary = sys.argv[1]
@@ -173,5 +173,36 @@ rc, _, err = run(binary, "validate", path)
 checks += 1
 check(rc == 1 and "dense.yaml:5: training.load_imbalance: model 'llama3-8b' has no mixture of experts" in err,
       f"load_imbalance on a dense model: {err}")
+
+# docs/moe.md's table of experiments/moe.yaml (45 points, minutes at -j 2) against the golden CSV of that
+# file, which CTest `golden` keeps byte-identical to what `ddlsim run experiments/moe.yaml` writes: the
+# page's figures cannot drift from the simulator (issue 31, item 8).
+def moe_table_rows():
+    golden = read_csv(os.path.join(ROOT, "tests", "golden", "experiments", "moe.csv"))
+    by = {(r["model"], r["gpus"], r["ep"], r["ep_collective"], r["load_imbalance"]): r for r in golden}
+    rows = []
+    for model, name, gpus_list in (("mixtral-8x7b", "8x7B", ("16", "64", "256")), ("mixtral-8x22b", "8x22B", ("64", "256"))):
+        for gpus in gpus_list:
+            collectives = [("8", "direct"), ("16", "direct")] + ([("16", "hierarchical")] if gpus == "16" else [])
+            for ep, collective in collectives:
+                cell = []
+                for load in ("1", "2"):
+                    r = by[(model, gpus, ep, collective, load)]
+                    cell.append(f"{float(r['iteration_time_s']):.2f} s, {100 * float(r['mfu']):.1f}%, "
+                                f"{float(r['all_to_all_time_s']):.3f} s")
+                ep_text = ep if ep == "8" else f"{ep} {collective}"
+                inter = float(by[(model, gpus, ep, collective, "1")]["inter_node_bytes_per_gpu"]) / 1e9
+                rows.append(f"| {name} on {gpus} | {ep_text} | {cell[0]} | {cell[1]} | {inter:.1f} GB |")
+    return rows
+
+
+page = open(os.path.join(ROOT, "docs", "moe.md"), encoding="utf-8").read().splitlines()
+expected = moe_table_rows()
+for row in expected:
+    checks += 1
+    check(row in page, f"docs/moe.md's experiments/moe.yaml table lacks, from tests/golden/experiments/moe.csv: {row}")
+checks += 1
+check(sum(1 for line in page if line.startswith("| 8x")) == len(expected),
+      "docs/moe.md's experiments/moe.yaml table has rows the golden CSV does not give")
 
 finish("cli_moe", checks)
