@@ -162,7 +162,10 @@ std::string describe_task(const Workload& w, int task)
   return head + "?)";
 }
 
-ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
+namespace {
+
+// Refuses a mapping that cannot run: no GPU, no device, no such rank, or devices and GPUs that do not match.
+void check_mapping(const Workload& w, const MappingOptions& options)
 {
   if (options.visible_gpus < 1)
     throw ExecutionError("no CUDA GPU is visible");
@@ -181,6 +184,11 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
     throw ExecutionError("the workload needs " + std::to_string(w.devices) + " GPUs, " +
                          std::to_string(options.visible_gpus) + (options.visible_gpus == 1 ? " is" : " are") +
                          " visible");
+}
+
+// The plan's devices on GPUs (device d on GPU d mod gpus) and its per-task and per-GPU tables, empty.
+ExecutionPlan mapped_plan(const Workload& w, const MappingOptions& options)
+{
   ExecutionPlan plan;
   plan.ranks         = options.ranks;
   plan.rank          = options.rank;
@@ -192,10 +200,7 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
     plan.gpu_of.push_back(d % plan.gpus);
     plan.devices_of[static_cast<std::size_t>(d % plan.gpus)].push_back(d);
   }
-  plan.element_bytes = dtype_bytes(w.dtype);
-  auto gpu           = [&](int device) { return plan.gpu_of[static_cast<std::size_t>(device)]; };
-  auto rank          = [&](int device) { return plan.rank_of(gpu(device)); };
-
+  plan.element_bytes      = dtype_bytes(w.dtype);
   const std::size_t tasks = w.tasks.size();
   plan.task_signal.assign(tasks, -1);
   plan.collectives.resize(tasks);
@@ -205,137 +210,168 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
   plan.launches.resize(static_cast<std::size_t>(plan.gpus));
   plan.first_use.resize(static_cast<std::size_t>(plan.gpus));
   plan.comm_bytes.assign(static_cast<std::size_t>(plan.gpus), 0);
-  std::vector<std::map<std::string, int>> launch_ids(static_cast<std::size_t>(plan.gpus));
+  return plan;
+}
+
+// Plans the workload's tasks in order, each from the signals of the tasks before it.
+struct Planner {
+  Planner(const Workload& workload, ExecutionPlan& p)
+      : w(workload), plan(p), launch_ids(static_cast<std::size_t>(p.gpus))
+  {
+  }
+  const Workload& w;
+  ExecutionPlan& plan;
+  std::vector<std::map<std::string, int>> launch_ids; // per GPU: a launch's key -> its index
   std::map<std::vector<int>, int> communicator_ids;
   std::set<std::pair<int, int>> peers;
 
-  auto add_signal = [&](int task, int device, Lane lane) {
+  int gpu(int device) const { return plan.gpu_of[static_cast<std::size_t>(device)]; }
+  int rank(int device) const { return plan.rank_of(gpu(device)); }
+  int add_signal(int task, int device, Lane lane)
+  {
     plan.signals.push_back({.task = task, .device = device, .lane = lane, .gpu = gpu(device)});
     return static_cast<int>(plan.signals.size()) - 1;
-  };
-  auto grow_comm = [&](int g, std::size_t bytes) {
+  }
+  void grow_comm(int g, std::size_t bytes)
+  {
     std::size_t& b = plan.comm_bytes[static_cast<std::size_t>(g)];
     b              = std::max(b, bytes);
-  };
-  auto add_peers = [&](int a, int b) {
+  }
+  void add_peers(int a, int b)
+  {
     if (a != b && plan.rank_of(a) == plan.rank_of(b))
       peers.insert({std::min(a, b), std::max(a, b)});
-  };
-  // What work issued on `device` waits for, from the signals of the tasks before it (all planned already). Only
-  // signals of the device's own rank: no thread sees another rank's. carried[j]: t.after[j] has a signal here.
-  auto waits_of = [&](const WorkTask& t, int device, std::vector<char>& carried) {
-    std::vector<int> out;
-    auto add = [&](int s) {
-      if (s < 0 || plan.rank_of(plan.signals[static_cast<std::size_t>(s)].gpu) != rank(device))
-        return false;
-      if (std::find(out.begin(), out.end(), s) == out.end())
-        out.push_back(s);
-      return true;
-    };
-    carried.resize(t.after.size(), 0);
-    for (std::size_t j = 0; j < t.after.size(); ++j) {
-      const auto b           = static_cast<std::size_t>(t.after[j]);
-      const WorkTask& before = w.tasks[b];
-      bool here              = false;
-      if (before.kind != WorkTask::Kind::collective) {
-        here = add(plan.task_signal[b]) || add(plan.transfers[b].received); // a transfer: sent, or received
-      } else {
-        const PlannedCollective& c = plan.collectives[b];
-        const auto member          = std::find(before.group.begin(), before.group.end(), device);
-        if (member != before.group.end()) {
-          here = add(c.done[static_cast<std::size_t>(member - before.group.begin())]);
-        } else {
-          for (int s : c.done) // the members of the device's rank, once they have finished, imply the others'
-            here = add(s) || here;
-        }
-      }
-      carried[j] = static_cast<char>(carried[j] || here);
-    }
-    return out;
-  };
-  auto count_unenforced = [&](const std::vector<char>& carried) {
+  }
+  void count_unenforced(const std::vector<char>& carried)
+  {
     plan.unenforced_waits += static_cast<int>(std::count(carried.begin(), carried.end(), 0));
-  };
+  }
+  std::vector<int> waits_of(const WorkTask& t, int device, std::vector<char>& carried) const;
+  void compute(std::size_t i);
+  void transfer(std::size_t i);
+  void collective(std::size_t i);
+  void communicators();
+  void cross_threads();
+};
 
-  for (std::size_t i = 0; i < tasks; ++i) {
-    const WorkTask& t = w.tasks[i];
-    const int task    = static_cast<int>(i);
-    switch (t.kind) {
-    case WorkTask::Kind::compute: {
-      const int g = gpu(t.device);
-      std::vector<char> carried;
-      plan.waits[i].push_back(waits_of(t, t.device, carried));
-      count_unenforced(carried);
-      plan.task_signal[i] = add_signal(task, t.device, Lane::compute);
-      auto& ids           = launch_ids[static_cast<std::size_t>(g)];
-      for (std::size_t l = 0; l < t.launches.size(); ++l) {
-        const auto [it, added] = ids.try_emplace(launch_key(t.launches[l]), static_cast<int>(ids.size()));
-        if (added) {
-          plan.launches[static_cast<std::size_t>(g)].push_back(t.launches[l]);
-          plan.first_use[static_cast<std::size_t>(g)].push_back({task, static_cast<int>(l)});
-        }
-        plan.launch_index[i].push_back(it->second);
+// What work issued on `device` waits for, from the signals of the tasks before it (all planned already). Only
+// signals of the device's own rank: no thread sees another rank's. carried[j]: t.after[j] has a signal here.
+std::vector<int> Planner::waits_of(const WorkTask& t, int device, std::vector<char>& carried) const
+{
+  std::vector<int> out;
+  auto add = [&](int s) {
+    if (s < 0 || plan.rank_of(plan.signals[static_cast<std::size_t>(s)].gpu) != rank(device))
+      return false;
+    if (std::find(out.begin(), out.end(), s) == out.end())
+      out.push_back(s);
+    return true;
+  };
+  carried.resize(t.after.size(), 0);
+  for (std::size_t j = 0; j < t.after.size(); ++j) {
+    const auto b           = static_cast<std::size_t>(t.after[j]);
+    const WorkTask& before = w.tasks[b];
+    bool here              = false;
+    if (before.kind != WorkTask::Kind::collective) {
+      here = add(plan.task_signal[b]) || add(plan.transfers[b].received); // a transfer: sent, or received
+    } else {
+      const PlannedCollective& c = plan.collectives[b];
+      const auto member          = std::find(before.group.begin(), before.group.end(), device);
+      if (member != before.group.end()) {
+        here = add(c.done[static_cast<std::size_t>(member - before.group.begin())]);
+      } else {
+        for (int s : c.done) // the members of the device's rank, once they have finished, imply the others'
+          here = add(s) || here;
       }
-      break;
     }
-    case WorkTask::Kind::transfer: {
-      PlannedTransfer& x = plan.transfers[i];
-      x.nccl             = rank(t.src) != rank(t.dst);
-      std::vector<char> carried;
-      plan.waits[i].push_back(waits_of(t, t.src, carried));
-      count_unenforced(carried);
-      plan.task_signal[i] = add_signal(task, t.src, x.nccl ? Lane::nccl : Lane::transfer);
-      if (x.nccl) {
-        x.received = add_signal(task, t.dst, Lane::nccl);
-        ++plan.rank_transfers;
-      }
-      grow_comm(gpu(t.src), whole_bytes(t.bytes));
-      grow_comm(gpu(t.dst), whole_bytes(t.bytes));
-      add_peers(gpu(t.src), gpu(t.dst));
-      break;
+    carried[j] = static_cast<char>(carried[j] || here);
+  }
+  return out;
+}
+
+void Planner::compute(std::size_t i)
+{
+  const WorkTask& t = w.tasks[i];
+  const int task    = static_cast<int>(i);
+  const int g       = gpu(t.device);
+  std::vector<char> carried;
+  plan.waits[i].push_back(waits_of(t, t.device, carried));
+  count_unenforced(carried);
+  plan.task_signal[i] = add_signal(task, t.device, Lane::compute);
+  auto& ids           = launch_ids[static_cast<std::size_t>(g)];
+  for (std::size_t l = 0; l < t.launches.size(); ++l) {
+    const auto [it, added] = ids.try_emplace(launch_key(t.launches[l]), static_cast<int>(ids.size()));
+    if (added) {
+      plan.launches[static_cast<std::size_t>(g)].push_back(t.launches[l]);
+      plan.first_use[static_cast<std::size_t>(g)].push_back({task, static_cast<int>(l)});
     }
-    case WorkTask::Kind::collective: {
-      PlannedCollective& c = plan.collectives[i];
-      const std::size_t n  = t.group.size();
-      std::set<int> member_gpus;
-      for (int d : t.group)
-        member_gpus.insert(gpu(d));
-      c.nccl = member_gpus.size() == n;
-      if (c.nccl && n > 0) {
-        const auto [it, added] = communicator_ids.try_emplace(t.group, static_cast<int>(plan.communicators.size()));
-        if (added)
-          plan.communicators.push_back(t.group);
-        c.communicator = it->second;
-        c.count        = whole_bytes(t.bytes / plan.element_bytes);
-        if (t.collective != "all_reduce" && c.count > 0)
-          c.count = (c.count + n - 1) / n * n;
-        for (int d : t.group)
-          grow_comm(gpu(d), static_cast<std::size_t>(static_cast<double>(c.count) * plan.element_bytes));
-      } else if (n > 0) {
-        ++plan.emulated_collectives;
-        c.copy_bytes = whole_bytes(t.bytes * static_cast<double>(n - 1) / static_cast<double>(n));
-        for (std::size_t k = 0; k < n; ++k) {
-          const int pred = t.group[(k + n - 1) % n];
-          grow_comm(gpu(t.group[k]), c.copy_bytes);
-          add_peers(gpu(t.group[k]), gpu(pred));
-        }
-      }
-      // A dependency some member waits for holds for all: no member finishes before every member has joined.
-      std::vector<char> carried;
-      for (int d : t.group) {
-        plan.waits[i].push_back(waits_of(t, d, carried));
-        c.done.push_back(add_signal(task, d, c.nccl ? Lane::nccl : Lane::collective));
-        if (!c.nccl)
-          c.ready.push_back(add_signal(task, d, Lane::collective));
-      }
-      count_unenforced(carried);
-      break;
-    }
+    plan.launch_index[i].push_back(it->second);
+  }
+}
+
+void Planner::transfer(std::size_t i)
+{
+  const WorkTask& t  = w.tasks[i];
+  const int task     = static_cast<int>(i);
+  PlannedTransfer& x = plan.transfers[i];
+  x.nccl             = rank(t.src) != rank(t.dst);
+  std::vector<char> carried;
+  plan.waits[i].push_back(waits_of(t, t.src, carried));
+  count_unenforced(carried);
+  plan.task_signal[i] = add_signal(task, t.src, x.nccl ? Lane::nccl : Lane::transfer);
+  if (x.nccl) {
+    x.received = add_signal(task, t.dst, Lane::nccl);
+    ++plan.rank_transfers;
+  }
+  grow_comm(gpu(t.src), whole_bytes(t.bytes));
+  grow_comm(gpu(t.dst), whole_bytes(t.bytes));
+  add_peers(gpu(t.src), gpu(t.dst));
+}
+
+void Planner::collective(std::size_t i)
+{
+  const WorkTask& t    = w.tasks[i];
+  const int task       = static_cast<int>(i);
+  PlannedCollective& c = plan.collectives[i];
+  const std::size_t n  = t.group.size();
+  std::set<int> member_gpus;
+  for (int d : t.group)
+    member_gpus.insert(gpu(d));
+  c.nccl = member_gpus.size() == n;
+  if (c.nccl && n > 0) {
+    const auto [it, added] = communicator_ids.try_emplace(t.group, static_cast<int>(plan.communicators.size()));
+    if (added)
+      plan.communicators.push_back(t.group);
+    c.communicator = it->second;
+    c.count        = whole_bytes(t.bytes / plan.element_bytes);
+    if (t.collective != "all_reduce" && c.count > 0)
+      c.count = (c.count + n - 1) / n * n;
+    for (int d : t.group)
+      grow_comm(gpu(d), static_cast<std::size_t>(static_cast<double>(c.count) * plan.element_bytes));
+  } else if (n > 0) {
+    ++plan.emulated_collectives;
+    c.copy_bytes = whole_bytes(t.bytes * static_cast<double>(n - 1) / static_cast<double>(n));
+    for (std::size_t k = 0; k < n; ++k) {
+      const int pred = t.group[(k + n - 1) % n];
+      grow_comm(gpu(t.group[k]), c.copy_bytes);
+      add_peers(gpu(t.group[k]), gpu(pred));
     }
   }
+  // A dependency some member waits for holds for all: no member finishes before every member has joined.
+  std::vector<char> carried;
+  for (int d : t.group) {
+    plan.waits[i].push_back(waits_of(t, d, carried));
+    c.done.push_back(add_signal(task, d, c.nccl ? Lane::nccl : Lane::collective));
+    if (!c.nccl)
+      c.ready.push_back(add_signal(task, d, Lane::collective));
+  }
+  count_unenforced(carried);
+}
 
-  // Transfers between ranks go over a communicator of every device, made after the collectives' (every rank makes
-  // them in this one order); a collective over every device in order already is one.
+// Transfers between ranks go over a communicator of every device, made after the collectives' (every rank makes
+// them in this one order); a collective over every device in order already is one. NCCL work goes to its
+// communicator's stream on each member GPU.
+void Planner::communicators()
+{
   if (plan.rank_transfers > 0) {
     std::vector<int> world(static_cast<std::size_t>(w.devices));
     for (int d = 0; d < w.devices; ++d)
@@ -345,12 +381,11 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
       plan.communicators.push_back(world);
     plan.world_communicator = it->second;
   }
-  // NCCL work goes to its communicator's stream on each member GPU.
   plan.nccl_streams.assign(static_cast<std::size_t>(plan.gpus), {});
   for (std::size_t c = 0; c < plan.communicators.size(); ++c)
     for (int d : plan.communicators[c])
       plan.nccl_streams[static_cast<std::size_t>(gpu(d))].push_back(static_cast<int>(c));
-  for (std::size_t i = 0; i < tasks; ++i) {
+  for (std::size_t i = 0; i < w.tasks.size(); ++i) {
     const WorkTask& t = w.tasks[i];
     if (t.kind == WorkTask::Kind::collective && plan.collectives[i].nccl)
       for (int s : plan.collectives[i].done)
@@ -360,10 +395,12 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
       plan.signals[static_cast<std::size_t>(plan.transfers[i].received)].communicator = plan.world_communicator;
     }
   }
-  plan_memory(w, plan);
+}
 
-  // A signal is cross-thread when work on another GPU waits for it.
-  for (std::size_t i = 0; i < tasks; ++i) {
+// A signal is cross-thread when work on another GPU waits for it.
+void Planner::cross_threads()
+{
+  for (std::size_t i = 0; i < w.tasks.size(); ++i) {
     const WorkTask& t = w.tasks[i];
     for (std::size_t slot = 0; slot < plan.waits[i].size(); ++slot) {
       const int device = t.kind == WorkTask::Kind::compute    ? t.device
@@ -379,7 +416,31 @@ ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
           if (plan.signals[static_cast<std::size_t>(s)].gpu != gpu(d))
             plan.signals[static_cast<std::size_t>(s)].cross_thread = true;
   }
-  plan.peer_pairs.assign(peers.begin(), peers.end());
+}
+
+} // namespace
+
+ExecutionPlan plan_execution(const Workload& w, const MappingOptions& options)
+{
+  check_mapping(w, options);
+  ExecutionPlan plan = mapped_plan(w, options);
+  Planner planner(w, plan);
+  for (std::size_t i = 0; i < w.tasks.size(); ++i)
+    switch (w.tasks[i].kind) {
+    case WorkTask::Kind::compute:
+      planner.compute(i);
+      break;
+    case WorkTask::Kind::transfer:
+      planner.transfer(i);
+      break;
+    case WorkTask::Kind::collective:
+      planner.collective(i);
+      break;
+    }
+  planner.communicators();
+  plan_memory(w, plan);
+  planner.cross_threads();
+  plan.peer_pairs.assign(planner.peers.begin(), planner.peers.end());
   return plan;
 }
 
