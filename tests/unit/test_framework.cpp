@@ -237,8 +237,10 @@ TEST_CASE("the host prices each operator with the profile's parameter, and names
   const std::array<double, 8> forward{1e-6, 2e-6, 3e-6, 4e-6, 5e-6, 6e-6, 7e-6, 8e-6};
   for (HostOpKind kind : calibration::host_op_kinds) {
     const std::size_t i = static_cast<std::size_t>(kind);
-    p.parameters[calibration::host_parameter(kind, false)] = {.name = "", .value = forward[i]};
-    p.parameters[calibration::host_parameter(kind, true)] = {.name = "", .value = 10 * forward[i]};
+    p.parameters[calibration::host_parameter(kind, false)] = {
+        .name = "", .value = forward[i], .unit = "s", .description = "", .source = "test"};
+    p.parameters[calibration::host_parameter(kind, true)] = {
+        .name = "", .value = 10 * forward[i], .unit = "s", .description = "", .source = "test"};
   }
   HostOps ops{};
   ops[static_cast<std::size_t>(HostOpKind::gemm)] = 3;
@@ -253,7 +255,8 @@ TEST_CASE("the host prices each operator with the profile's parameter, and names
 TEST_CASE("a slower memory access costs what a contiguous kernel of bytes / efficiency costs")
 {
   calibration::CalibrationProfile p = calibration::load_profile("h200-measured");
-  p.parameters["memory_efficiency_broadcast"] = {.name = "memory_efficiency_broadcast", .value = 0.5};
+  p.parameters["memory_efficiency_broadcast"] = {
+      .name = "memory_efficiency_broadcast", .value = 0.5, .unit = "1", .description = "", .source = "test"};
   const auto cost = calibration::make_cost_model(p);
   using calibration::KernelWork;
   const KernelWork broadcast{.flop = 0, .bytes = 1e9, .dtype = Dtype::fp32, .kind = calibration::WorkKind::memory,
@@ -273,7 +276,8 @@ TEST_CASE("an unaligned GEMM runs at gemm_unaligned_efficiency of the peak; alig
   calibration::CalibrationProfile p = calibration::load_profile("h200-measured");
   const double peak = p.value("peak_flops_bf16");
   const auto tables = calibration::make_cost_model(p);
-  p.parameters["gemm_unaligned_efficiency"] = {.name = "gemm_unaligned_efficiency", .value = 0.125};
+  p.parameters["gemm_unaligned_efficiency"] = {
+      .name = "gemm_unaligned_efficiency", .value = 0.125, .unit = "1", .description = "", .source = "test"};
   const auto cost = calibration::make_cost_model(p);
   const models::Model m = models::load_model("gpt2-small");
   for (const auto& k : range_launches(m, 0, m.size(), Phase::forward, 8, eager())) {
