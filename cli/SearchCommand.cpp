@@ -66,11 +66,14 @@ int cmd_search_grid(const SearchGridArgs& a)
   // the cluster's GPUs over cp, written as pp x tp x dp.
   const int gpus  = base.cluster.gpu_count() / base.parallelism.cp;
   auto make_point = [&](int pp, int tp, int dp) {
-    std::vector<std::string> shape = a.sets;
-    shape.push_back("parallelism.pp=" + std::to_string(pp));
-    shape.push_back("parallelism.tp=" + std::to_string(tp));
-    shape.push_back("parallelism.dp=" + std::to_string(dp));
-    return experiments::Experiment::load(a.file, shape).point(0);
+    return exp.with(
+        base,
+        [&](experiments::TrainingSpec&, experiments::ParallelismSpec& par) {
+          par.pp = pp;
+          par.tp = tp;
+          par.dp = dp;
+        },
+        fmt::format("search grid's shape pp {} x tp {} x dp {}", pp, tp, dp));
   };
   const experiments::GridSearch search = experiments::search_grid(gpus, make_point, a.options);
   const std::string csv                = a.output ? *a.output : "results/" + exp.get_name() + "-grid.csv";
@@ -280,26 +283,31 @@ int cmd_search_parallel(const SearchParallelArgs& a)
   const experiments::ParallelSearchOptions options = parallel_options(a);
   const auto exp                      = load_one_point(a.file, a.sets, "parallel");
   const experiments::PointConfig base = exp.point(0);
-  auto make_point                     = [&](const experiments::ParallelLayout& l) {
-    std::vector<std::string> layout = a.sets;
-    if (l.dtype)
-      layout.push_back("training.dtype=" + std::string(dtype_table.name(*l.dtype)));
-    if (l.framework)
-      layout.push_back("training.framework=" + std::string(sim::framework_table.name(*l.framework)));
-    layout.push_back("parallelism.tp=" + std::to_string(l.tp));
-    layout.push_back("parallelism.pp=" + std::to_string(l.pp));
-    layout.push_back("parallelism.dp=" + std::to_string(l.dp));
-    layout.push_back("parallelism.cp=" + std::to_string(l.cp));
-    layout.push_back("parallelism.zero=" + std::to_string(zero_level(l.zero)));
-    layout.push_back(std::string("parallelism.sequence_parallel=") + (l.sequence_parallel ? "true" : "false"));
-    layout.push_back("training.micro_batch=" + std::to_string(l.micro_batch));
-    layout.push_back("parallelism.ep=" + std::to_string(l.ep));
-    // The shape is checked with 1F1B; each layout's schedule and virtual stages are set on a copy.
-    layout.push_back("parallelism.schedule=1f1b");
-    layout.push_back("parallelism.virtual_stages=1");
-    if (!shards_optimizer(l.zero))
-      layout.push_back("parallelism.zero_group=0");
-    return experiments::Experiment::load(a.file, layout).point(0);
+  // Each layout is the experiment's point with its layout set, derived and checked again (no --set strings,
+  // no file read again). The shape is checked with 1F1B; each layout's schedule and virtual stages are set
+  // on a copy.
+  auto make_point = [&](const experiments::ParallelLayout& l) {
+    return exp.with(
+        base,
+        [&](experiments::TrainingSpec& t, experiments::ParallelismSpec& par) {
+          if (l.dtype)
+            t.dtype = *l.dtype;
+          if (l.framework)
+            t.framework = *l.framework;
+          par.tp                = l.tp;
+          par.pp                = l.pp;
+          par.dp                = l.dp;
+          par.cp                = l.cp;
+          par.zero              = l.zero;
+          par.sequence_parallel = l.sequence_parallel;
+          t.micro_batch         = l.micro_batch;
+          par.ep                = l.ep;
+          par.schedule          = sim::ScheduleKind::one_f_one_b;
+          par.virtual_stages    = 1;
+          if (!shards_optimizer(l.zero))
+            par.zero_group = 0;
+        },
+        "search parallel's layout");
   };
   const experiments::ParallelSearch search = experiments::search_parallel(base, make_point, options);
   const std::string csv                    = a.output ? *a.output : "results/" + exp.get_name() + "-parallel.csv";
@@ -324,7 +332,16 @@ int cmd_search_microbatch(const SearchMicrobatchArgs& a)
   if (nothing_valid(points))
     return exit_bad_input;
   const experiments::PointConfig& base       = points.front();
-  const experiments::MicrobatchSearch search = experiments::search_microbatch(base, a.options);
+  auto make_point                            = [&](long long global_batch, int micro_batch) {
+    return exp.with(
+                                   base,
+                                   [&](experiments::TrainingSpec& t, experiments::ParallelismSpec&) {
+          t.global_batch = global_batch;
+          t.micro_batch  = micro_batch;
+        },
+                                   fmt::format("search microbatch's point (global batch {}, micro-batch {})", global_batch, micro_batch));
+  };
+  const experiments::MicrobatchSearch search = experiments::search_microbatch(base, make_point, a.options);
   const std::string csv                      = a.output ? *a.output : "results/" + exp.get_name() + "-microbatch.csv";
   experiments::write_csv(csv, search.rows, a.columns);
 

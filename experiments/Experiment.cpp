@@ -568,8 +568,7 @@ ParameterServerSpec read_parameter_server(YamlMap& ps)
 }
 
 // The parallelism: block; dp: auto and tp_fidelity: auto are resolved once the cluster is known.
-void read_parallelism(YamlMap& par, sim::Framework framework, ParallelismSpec& out, bool& dp_auto,
-                      bool& tp_fidelity_auto)
+void read_parallelism(YamlMap& par, ParallelismSpec& out, bool& dp_auto)
 {
   out.schedule             = par.choice("schedule", sim::schedule_table, sim::ScheduleKind::gpipe);
   out.pp                   = static_cast<int>(par.integer("pp", 1, 1, 1 << 20));
@@ -587,8 +586,8 @@ void read_parallelism(YamlMap& par, sim::Framework framework, ParallelismSpec& o
   out.zero_group        = static_cast<int>(par.integer("zero_group", 0, 0, 1 << 20));
   out.sequence_parallel = par.boolean("sequence_parallel", false);
   out.tp_comm_overlap   = par.boolean("tp_comm_overlap", false);
-  // Megatron-Core always overlaps them; Megatron-LM as of SC'21 did not (added 2021-09).
-  out.tp_backward_overlap  = par.boolean("tp_backward_overlap", framework == sim::Framework::megatron);
+  if (par.has("tp_backward_overlap")) // else the framework's default (Experiment::resolve)
+    out.tp_backward_overlap_set = par.boolean("tp_backward_overlap", false);
   out.overlap_param_gather = par.boolean("overlap_param_gather", false);
   if (par.has("overlap_p2p_comm"))
     out.overlap_p2p_comm = par.boolean("overlap_p2p_comm", true);
@@ -606,8 +605,8 @@ void read_parallelism(YamlMap& par, sim::Framework framework, ParallelismSpec& o
   out.tp_collective = par.choice("tp_collective", sim::collective_algorithm_table, sim::CollectiveAlgorithm::automatic);
   // tp_fidelity: auto (the default) is resolved once the cluster is known (below).
   const YAML::Node tp_fidelity = par.has("tp_fidelity") ? par.yaml()["tp_fidelity"] : YAML::Node();
-  tp_fidelity_auto             = !tp_fidelity.IsDefined() || (tp_fidelity.IsScalar() && tp_fidelity.Scalar() == "auto");
-  if (tp_fidelity_auto && tp_fidelity.IsDefined())
+  out.tp_fidelity_auto         = !tp_fidelity.IsDefined() || (tp_fidelity.IsScalar() && tp_fidelity.Scalar() == "auto");
+  if (out.tp_fidelity_auto && tp_fidelity.IsDefined())
     par.node("tp_fidelity");
   else
     out.tp_fidelity = par.choice("tp_fidelity", sim::collective_fidelity_table, sim::CollectiveFidelity::flow);
@@ -704,9 +703,8 @@ PointConfig Experiment::point(std::size_t index) const
     top.report("training", "missing required key");
   }
   bool dp_auto = false;
-  bool tp_fidelity_auto = false;
   if (auto par = top.map("parallelism"))
-    read_parallelism(*par, p.training.framework, p.parallelism, dp_auto, tp_fidelity_auto);
+    read_parallelism(*par, p.parallelism, dp_auto);
   if (auto output = top.map("output")) {
     output->string("csv");
     output->string("plot");
@@ -723,7 +721,56 @@ PointConfig Experiment::point(std::size_t index) const
   p.model = std::move(*model);
   p.cluster = std::move(*cluster);
   p.profile = std::move(*profile);
+  p.cluster_problem = subset_problem;
+  resolve(p, doc, diags, dp_auto);
+  p.problems = diags.list();
+  return p;
+}
 
+PointConfig Experiment::with(const PointConfig& base,
+                             const std::function<void(TrainingSpec&, ParallelismSpec&)>& change,
+                             const std::string& origin) const
+{
+  Diagnostics diags(file_);
+  const YAML::Node doc = document_for(base.index, diags); // for the lines of the keys only
+  PointConfig p        = base;
+  p.problems.clear();
+  change(p.training, p.parallelism);
+  // A problem at a key the change set is the change's, not the file's; a rule over several keys blames
+  // the one the change set, as it blames a swept one.
+  std::set<std::string> varied;
+  const auto changed = [&](const char* key, const auto& get) {
+    if (get(base) != get(p)) {
+      diags.set_origin(key, origin);
+      varied.insert(key);
+    }
+  };
+  changed("parallelism.pp", [](const PointConfig& q) { return q.parallelism.pp; });
+  changed("parallelism.tp", [](const PointConfig& q) { return q.parallelism.tp; });
+  changed("parallelism.dp", [](const PointConfig& q) { return q.parallelism.dp; });
+  changed("parallelism.cp", [](const PointConfig& q) { return q.parallelism.cp; });
+  changed("parallelism.ep", [](const PointConfig& q) { return q.parallelism.ep; });
+  changed("parallelism.zero", [](const PointConfig& q) { return q.parallelism.zero; });
+  changed("parallelism.zero_group", [](const PointConfig& q) { return q.parallelism.zero_group; });
+  changed("parallelism.sequence_parallel", [](const PointConfig& q) { return q.parallelism.sequence_parallel; });
+  changed("parallelism.schedule", [](const PointConfig& q) { return q.parallelism.schedule; });
+  changed("parallelism.virtual_stages", [](const PointConfig& q) { return q.parallelism.virtual_stages; });
+  changed("training.global_batch", [](const PointConfig& q) { return q.training.global_batch; });
+  changed("training.micro_batch", [](const PointConfig& q) { return q.training.micro_batch; });
+  changed("training.dtype", [](const PointConfig& q) { return q.training.dtype; });
+  changed("training.framework", [](const PointConfig& q) { return q.training.framework; });
+  resolve(p, doc, diags, false, varied);
+  p.problems = diags.list();
+  return p;
+}
+
+void Experiment::resolve(PointConfig& p, const YAML::Node& doc, Diagnostics& diags, bool dp_auto,
+                         const std::set<std::string>& varied) const
+{
+  // Megatron-Core always overlaps the column layers' backward collectives; Megatron-LM as of SC'21 did
+  // not (added 2021-09).
+  p.parallelism.tp_backward_overlap =
+      p.parallelism.tp_backward_overlap_set.value_or(p.training.framework == sim::Framework::megatron);
   // Cross-field checks: the point is well formed but may not be simulable.
   auto problem = [&](const std::string& key, const std::string& message) {
     diags.error_at_line(yaml_line(find_path(doc, key)), key, message);
@@ -731,10 +778,13 @@ PointConfig Experiment::point(std::size_t index) const
   // A problem that involves several keys is reported at the one this point sweeps, if any:
   // that is the value that made this point impossible.
   auto blame = [&](std::initializer_list<std::string> keys) {
-    for (const auto& key : keys)
+    for (const auto& key : keys) {
+      if (varied.count(key) != 0)
+        return key;
       for (const auto& axis : axes_)
         if (std::find(axis.keys.begin(), axis.keys.end(), key) != axis.keys.end())
           return key;
+    }
     return *keys.begin();
   };
   const auto& par = p.parallelism;
@@ -759,12 +809,12 @@ PointConfig Experiment::point(std::size_t index) const
               "dp: auto cannot fill the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +
                   p.cluster.name + "' with replicas of pp x tp x cp = " + std::to_string(per_replica) + " GPUs");
   }
-  if (tp_fidelity_auto)
+  if (p.parallelism.tp_fidelity_auto)
     p.parallelism.tp_fidelity = auto_tp_fidelity(
         p.parallelism, p.cluster,
         p.profile.find("comm_compute_slowdown") != nullptr ? p.profile.find("comm_compute_slowdown")->value : 0.0);
-  if (!subset_problem.first.empty())
-    problem(subset_problem.first, subset_problem.second);
+  if (!p.cluster_problem.first.empty())
+    problem(p.cluster_problem.first, p.cluster_problem.second);
   check_modern_parallelism(p, problem, blame);
   if (par.ps && (par.pp != 1 || par.tp != 1 || par.cp != 1 || shards_optimizer(par.zero)))
     problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp, tp and cp must be 1, "
@@ -793,8 +843,6 @@ PointConfig Experiment::point(std::size_t index) const
   check_pipeline_split(p, diags.empty(), problem, blame);
   if (diags.empty())
     check_resources(p, doc, diags);
-  p.problems = diags.list();
-  return p;
 }
 
 }  // namespace ddlsim::experiments

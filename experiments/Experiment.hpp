@@ -70,6 +70,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,6 +155,11 @@ struct ParallelismSpec {
   /// ZeRO 1-2: gather the parameters bucket by bucket during the next forward instead of after the
   /// step (Megatron's --overlap-param-gather; sim::PipelinePlan::overlap_param_gather)
   bool overlap_param_gather = false;
+  /// tp_backward_overlap as the file wrote it (unset: the framework's default, derived again when a
+  /// search changes the framework: Experiment::with)
+  std::optional<bool> tp_backward_overlap_set;
+  /// tp_fidelity unset or `auto` in the file: resolved for the point's tp and cluster (auto_tp_fidelity)
+  bool tp_fidelity_auto = true;
   /// Pipeline sends beside the next compute (Megatron's --overlap-p2p-communication), or the stream
   /// waiting for each one; unset: the framework's own (overlaps_p2p())
   std::optional<bool> overlap_p2p_comm;
@@ -206,6 +212,8 @@ struct PointConfig {
   std::shared_ptr<const ChakraWorkload> chakra;
   /// Why this point cannot be simulated as written (pp x dp x tp != GPUs, ...); empty when it can.
   std::vector<Diagnostic> problems;
+  /// A cluster subset the cluster cannot give (`cluster: {use: ..., gpus: N}`): key and message
+  std::pair<std::string, std::string> cluster_problem;
   bool is_valid() const { return problems.empty(); }
   int micro_batches() const
   {
@@ -253,6 +261,13 @@ public:
   /// Resolves point `index`. Throws ConfigError when the file or a swept value is malformed; a point
   /// that is well formed but cannot be simulated comes back with PointConfig::problems filled.
   PointConfig point(std::size_t index) const;
+  /// Point `base` of this experiment with its training and parallelism changed by `change` (what
+  /// `ddlsim search` varies), derived and checked again as point() does (dp, the framework's defaults,
+  /// tp_fidelity: auto, every cross-field rule, the resource guard), without reading the file or
+  /// building the model again. A problem at a key the change set names `origin` ("search grid"), at
+  /// any other key its line in the file.
+  PointConfig with(const PointConfig& base, const std::function<void(TrainingSpec&, ParallelismSpec&)>& change,
+                   const std::string& origin) const;
   /// Every point the `where:` constraint keeps, resolved, in sweep order. Throws ConfigError with
   /// the problems of every malformed point, or when the constraint keeps none.
   std::vector<PointConfig> points() const;
@@ -286,6 +301,11 @@ private:
   void scan_points(const std::function<void(PointConfig&&)>& keep) const;
   /// The resource guard: reports a point whose estimated cost is over its limits (Resources.hpp).
   void check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags) const;
+  /// Derives what depends on other keys (dp: auto, the framework's defaults, tp_fidelity: auto) and checks
+  /// every cross-field rule of a parsed point, each problem at its key's line in `doc`; a rule over several
+  /// keys blames a `varied` or swept one first.
+  void resolve(PointConfig& p, const YAML::Node& doc, Diagnostics& diags, bool dp_auto,
+               const std::set<std::string>& varied = {}) const;
 
   std::string file_;
   std::string text_;

@@ -33,8 +33,9 @@ std::vector<std::size_t> rank_rows(const std::vector<ResultRow>& rows)
 
 class MicrobatchSearcher {
 public:
-  MicrobatchSearcher(const PointConfig& base, const MicrobatchSearchOptions& options)
-      : base_(base), options_(options), dp_(base.parallelism.dp),
+  MicrobatchSearcher(const PointConfig& base, const std::function<PointConfig(long long, int)>& make_point,
+                     const MicrobatchSearchOptions& options)
+      : make_point_(make_point), options_(options), dp_(base.parallelism.dp),
         baseline_m_(static_cast<long long>(options.baseline_factor) * base.parallelism.pp)
   {
   }
@@ -58,12 +59,8 @@ public:
       sizes.insert(per_replica / baseline_m_);
     std::vector<PointConfig> points;
     for (long long b : sizes) {
-      PointConfig p = base_;
-      p.index = next_index_++;
-      p.training.global_batch = batch;
-      p.training.micro_batch = static_cast<int>(b);
-      if (p.parallelism.schedule == sim::ScheduleKind::interleaved && (per_replica / b) % p.parallelism.pp != 0)
-        p.problems.push_back({"", 0, "training.micro_batch", "interleaved 1F1B needs M divisible by pp"});
+      PointConfig p = make_point_(batch, static_cast<int>(b)); // every rule checked again
+      p.index       = next_index_++;
       points.push_back(std::move(p));
     }
     const std::size_t first = search_.rows.size();
@@ -107,7 +104,7 @@ public:
   MicrobatchSearch search_;
 
 private:
-  const PointConfig& base_;
+  const std::function<PointConfig(long long, int)>& make_point_;
   const MicrobatchSearchOptions& options_;
   int dp_;
   long long baseline_m_;
@@ -116,13 +113,15 @@ private:
 
 }  // namespace
 
-MicrobatchSearch search_microbatch(const PointConfig& base, const MicrobatchSearchOptions& options)
+MicrobatchSearch search_microbatch(const PointConfig& base,
+                                   const std::function<PointConfig(long long, int)>& make_point,
+                                   const MicrobatchSearchOptions& options)
 {
   if (base.chakra)
     throw Error(chakra_refusal("search microbatch"));
   if (!base.is_valid())
     throw Error("the experiment's point is not valid: " + base.problems.front().to_string());
-  MicrobatchSearcher s(base, options);
+  MicrobatchSearcher s(base, make_point, options);
   MicrobatchSearch& search = s.search_;
   const long long max_batch = options.max_batch > 0 ? options.max_batch : 16 * base.training.global_batch;
   long long search_fail = 0, baseline_fail = 0;

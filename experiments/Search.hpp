@@ -10,7 +10,7 @@
 // trains and the first that does not, a bisection in steps of dp x the baseline's M finds each
 // largest trainable mini-batch (the search's and the baseline's) more finely.
 //
-//   MicrobatchSearch s = search_microbatch(point, {.jobs = 2});
+//   MicrobatchSearch s = search_microbatch(point, make_point, {.jobs = 2});
 //   for (const auto& b : s.batches) ...   // best and baseline per mini-batch
 #pragma once
 
@@ -45,8 +45,11 @@ struct MicrobatchSearch {
 };
 
 /// Runs the search from `base` (its global batch is the first mini-batch). Throws Error when the
-/// base point is invalid.
-MicrobatchSearch search_microbatch(const PointConfig& base, const MicrobatchSearchOptions& options);
+/// base point is invalid. `make_point(global_batch, micro_batch)` gives each point tried: `base` with
+/// those two set, derived and checked again (Experiment::with).
+MicrobatchSearch search_microbatch(const PointConfig& base,
+                                   const std::function<PointConfig(long long, int)>& make_point,
+                                   const MicrobatchSearchOptions& options);
 
 // Grid search (Gholami et al., SPAA 2018, extended with pipeline stages): every way of writing the
 // cluster's GPU count P as pp x tp x dp (tp is the P_r of the model x data grid, dp its P_c), each

@@ -1,5 +1,6 @@
 #include "common/DataPath.hpp"
 #include "experiments/Constraint.hpp"
+#include "experiments/Evaluate.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/SweepRunner.hpp"
 #include "sim/ClusterSpec.hpp"
@@ -371,4 +372,68 @@ TEST_CASE("constraint expressions: precedence, logic words, comparisons, errors"
   CHECK_THROWS_WITH_AS(Constraint("pp == (dp"), "at character 10: expected ')'", std::invalid_argument);
   CHECK_THROWS_WITH_AS(Constraint("pp ==="), "at character 6: unexpected '='", std::invalid_argument);
   CHECK_THROWS_AS(Constraint(""), std::invalid_argument);
+}
+
+TEST_CASE("a point changed in code is the point the file would give with those keys set")
+{
+  // What `ddlsim search` does: a layout set on the experiment's point, derived and checked again
+  // without reading the file: dp given, the framework's default for tp_backward_overlap, tp_fidelity:
+  // auto resolved for the new tp, and every rule, as --set and a fresh load give them.
+  const std::string path  = write_temp("name: t\nmodel: llama3-8b\ncluster: dgx-h100x2\ncalibration: h100-sxm\n"
+                                        "training: {global_batch: 64, micro_batch: 2, seq: 2048}\n"
+                                        "parallelism: {dp: auto, schedule: 1f1b}\n");
+  const Experiment exp    = Experiment::load(path);
+  const PointConfig start = exp.point(0);
+  REQUIRE(start.is_valid());
+  CHECK(start.parallelism.dp == 16);
+  CHECK(!start.parallelism.tp_backward_overlap);
+  const PointConfig changed = exp.with(
+      start,
+      [](TrainingSpec& t, ParallelismSpec& par) {
+        t.framework           = sim::Framework::megatron;
+        t.micro_batch         = 1;
+        par.tp                = 8;
+        par.dp                = 2;
+        par.sequence_parallel = true;
+      },
+      "test");
+  const PointConfig loaded =
+      Experiment::load(path, {"training.framework=megatron", "training.micro_batch=1", "parallelism.tp=8",
+                              "parallelism.dp=2", "parallelism.sequence_parallel=true"})
+          .point(0);
+  REQUIRE(loaded.is_valid());
+  CHECK(changed.is_valid());
+  CHECK(changed.parallelism.tp_backward_overlap); // Megatron-Core's default, derived for the new framework
+  CHECK(changed.parallelism.tp_backward_overlap == loaded.parallelism.tp_backward_overlap);
+  CHECK(changed.parallelism.tp_fidelity == loaded.parallelism.tp_fidelity);
+  CHECK(changed.micro_batches() == loaded.micro_batches());
+  CHECK(describe_point(changed).serialize() == describe_point(loaded).serialize());
+  // A problem at a key the change set names the change, and a rule over several keys blames the one the
+  // change set (global_batch not divisible by the new micro-batch x dp: micro_batch); a problem of the
+  // file's own keys stays at its line.
+  const PointConfig deep = exp.with(
+      start,
+      [](TrainingSpec&, ParallelismSpec& par) {
+        par.pp = 64;
+        par.dp = 1;
+      },
+      "the search's layout");
+  REQUIRE(!deep.is_valid());
+  CHECK(deep.problems.front().file == "the search's layout");
+  CHECK(deep.problems.front().key.rfind("parallelism.", 0) == 0);
+  const PointConfig odd = exp.with(
+      start, [](TrainingSpec& t, ParallelismSpec&) { t.micro_batch = 3; }, "x");
+  REQUIRE(!odd.is_valid());
+  CHECK(odd.problems.front().key == "training.micro_batch");
+  CHECK(odd.problems.front().file == "x");
+  const std::string three        = write_temp("name: t\nmodel: llama3-8b\ncluster: dgx-h100x2\ncalibration: h100-sxm\n"
+                                                     "training: {global_batch: 64, micro_batch: 2, seq: 2048}\n"
+                                                     "parallelism: {dp: 4, tp: 3}\n");
+  const Experiment bad           = Experiment::load(three);
+  const PointConfig file_problem = bad.with(
+      bad.point(0), [](TrainingSpec& t, ParallelismSpec&) { t.micro_batch = 1; }, "x");
+  REQUIRE(!file_problem.is_valid());
+  CHECK(file_problem.problems.front().key == "parallelism.tp");
+  CHECK(file_problem.problems.front().file == three);
+  CHECK(file_problem.problems.front().line == 6);
 }
