@@ -69,7 +69,8 @@ public:
     double best = 0;
     for (std::size_t r = first; r < search_.rows.size(); ++r) {
       const ResultRow& row = search_.rows[r];
-      if (has_baseline && std::stoll(row.get("micro_batch")) == per_replica / baseline_m_)
+      // The rows come in the points' order: row r is points[r - first], whose micro-batch is known.
+      if (has_baseline && points[r - first].training.micro_batch == per_replica / baseline_m_)
         result.baseline = r;
       if (row.get("status") != "ok")
         continue;
