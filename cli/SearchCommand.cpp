@@ -1,6 +1,7 @@
 // ddlsim search microbatch|grid|parallel: the searches of experiments/Search.hpp over one point, their
 // rankings printed and every point tried written as a CSV.
 #include "cli/Commands.hpp"
+#include "experiments/ChakraWorkload.hpp"
 #include "experiments/Experiment.hpp"
 #include "experiments/Search.hpp"
 #include "models/Layer.hpp"
@@ -62,6 +63,8 @@ int cmd_search_grid(const SearchGridArgs& a)
 {
   const auto exp                      = load_one_point(a.file, a.sets, "grid");
   const experiments::PointConfig base = exp.point(0);
+  if (base.chakra)
+    throw Error(experiments::chakra_refusal("search grid"));
   // The experiment's context parallelism, ZeRO stage and sequence parallelism stay: the grid is
   // the cluster's GPUs over cp, written as pp x tp x dp.
   const int gpus  = base.cluster.gpu_count() / base.parallelism.cp;
@@ -357,9 +360,11 @@ int cmd_search_microbatch(const SearchMicrobatchArgs& a)
     const auto& row          = search.rows[*r];
     const std::string memory = row.get("peak_memory_bytes");
     const double mem_gib     = memory.empty() ? 0.0 : std::stod(memory) / gib;
-    if (row.get("status") != "ok")
-      return fmt::format("{:>8} {:>8} {:>14} {:7.1f}GiB", row.get("micro_batch"), row.get("num_micro_batches"),
-                         row.get("status"), mem_gib);
+    if (row.get("status") != "ok") // an invalid point has no memory figure
+      return memory.empty() ? fmt::format("{:>8} {:>8} {:>14} {:>10}", row.get("micro_batch"),
+                                          row.get("num_micro_batches"), row.get("status"), "-")
+                            : fmt::format("{:>8} {:>8} {:>14} {:7.1f}GiB", row.get("micro_batch"),
+                                          row.get("num_micro_batches"), row.get("status"), mem_gib);
     return fmt::format("{:>8} {:>8} {:14.6g} {:7.1f}GiB", row.get("micro_batch"), row.get("num_micro_batches"),
                        std::stod(row.get("throughput_samples_per_s")), mem_gib);
   };

@@ -185,7 +185,8 @@ Experiment Experiment::load(const std::string& path, const std::vector<std::stri
   return exp;
 }
 
-void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags) const
+void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags,
+                                 const std::set<std::string>& varied) const
 {
   // The best case (Resources.hpp): evaluate_point checks the point again with its planned stages.
   const ResourceEstimate cost = estimate_resources(p);
@@ -212,6 +213,11 @@ void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Di
   });
   if (swept != factors.end() && find_path(doc, swept->second).IsDefined())
     key = swept->second;
+  // A key a search changed (Experiment::with) before any: the largest factor it set.
+  const auto changed = std::find_if(factors.begin(), factors.end(),
+                                    [&](const auto& factor) { return varied.count(factor.second) != 0; });
+  if (changed != factors.end())
+    key = changed->second;
   diags.error_at_line(yaml_line(find_path(doc, key)), key, message);
 }
 
@@ -568,14 +574,14 @@ ParameterServerSpec read_parameter_server(YamlMap& ps)
 }
 
 // The parallelism: block; dp: auto and tp_fidelity: auto are resolved once the cluster is known.
-void read_parallelism(YamlMap& par, ParallelismSpec& out, bool& dp_auto)
+void read_parallelism(YamlMap& par, ParallelismSpec& out)
 {
   out.schedule             = par.choice("schedule", sim::schedule_table, sim::ScheduleKind::gpipe);
   out.pp                   = static_cast<int>(par.integer("pp", 1, 1, 1 << 20));
   const YAML::Node dp_node = par.yaml()["dp"];
   if (dp_node.IsDefined() && dp_node.IsScalar() && dp_node.Scalar() == "auto") {
     par.node("dp");
-    dp_auto = true; // resolved below, once the cluster's GPU count is known
+    out.dp_auto = true; // resolved below, once the cluster's GPU count is known
   } else {
     out.dp = static_cast<int>(par.integer("dp", 1, 1, 1 << 20));
   }
@@ -702,9 +708,8 @@ PointConfig Experiment::point(std::size_t index) const
   } else {
     top.report("training", "missing required key");
   }
-  bool dp_auto = false;
   if (auto par = top.map("parallelism"))
-    read_parallelism(*par, p.parallelism, dp_auto);
+    read_parallelism(*par, p.parallelism);
   if (auto output = top.map("output")) {
     output->string("csv");
     output->string("plot");
@@ -722,7 +727,7 @@ PointConfig Experiment::point(std::size_t index) const
   p.cluster = std::move(*cluster);
   p.profile = std::move(*profile);
   p.cluster_problem = subset_problem;
-  resolve(p, doc, diags, dp_auto);
+  resolve(p, doc, diags, p.parallelism.dp_auto);
   p.problems = diags.list();
   return p;
 }
@@ -731,11 +736,18 @@ PointConfig Experiment::with(const PointConfig& base,
                              const std::function<void(TrainingSpec&, ParallelismSpec&)>& change,
                              const std::string& origin) const
 {
+  if (base.chakra)
+    throw std::logic_error("Experiment::with: a Chakra point's layout is its traces'");
   Diagnostics diags(file_);
   const YAML::Node doc = document_for(base.index, diags); // for the lines of the keys only
   PointConfig p        = base;
   p.problems.clear();
   change(p.training, p.parallelism);
+  const TrainingSpec& t = p.training;
+  if (t.seq != base.training.seq || t.attention != base.training.attention ||
+      t.load_imbalance != base.training.load_imbalance || t.capacity_factor != base.training.capacity_factor)
+    throw std::logic_error("Experiment::with: training.seq, attention, load_imbalance and capacity_factor shape the "
+                           "model: load the file with them set");
   // A problem at a key the change set is the change's, not the file's; a rule over several keys blames
   // the one the change set, as it blames a swept one.
   std::set<std::string> varied;
@@ -759,7 +771,7 @@ PointConfig Experiment::with(const PointConfig& base,
   changed("training.micro_batch", [](const PointConfig& q) { return q.training.micro_batch; });
   changed("training.dtype", [](const PointConfig& q) { return q.training.dtype; });
   changed("training.framework", [](const PointConfig& q) { return q.training.framework; });
-  resolve(p, doc, diags, false, varied);
+  resolve(p, doc, diags, p.parallelism.dp_auto && p.parallelism.dp == base.parallelism.dp, varied);
   p.problems = diags.list();
   return p;
 }
@@ -778,13 +790,13 @@ void Experiment::resolve(PointConfig& p, const YAML::Node& doc, Diagnostics& dia
   // A problem that involves several keys is reported at the one this point sweeps, if any:
   // that is the value that made this point impossible.
   auto blame = [&](std::initializer_list<std::string> keys) {
-    for (const auto& key : keys) {
+    for (const auto& key : keys)
       if (varied.count(key) != 0)
         return key;
+    for (const auto& key : keys)
       for (const auto& axis : axes_)
         if (std::find(axis.keys.begin(), axis.keys.end(), key) != axis.keys.end())
           return key;
-    }
     return *keys.begin();
   };
   const auto& par = p.parallelism;
@@ -842,7 +854,7 @@ void Experiment::resolve(PointConfig& p, const YAML::Node& doc, Diagnostics& dia
                                          " = " + std::to_string(per_step));
   check_pipeline_split(p, diags.empty(), problem, blame);
   if (diags.empty())
-    check_resources(p, doc, diags);
+    check_resources(p, doc, diags, varied);
 }
 
 }  // namespace ddlsim::experiments

@@ -160,6 +160,9 @@ struct ParallelismSpec {
   std::optional<bool> tp_backward_overlap_set;
   /// tp_fidelity unset or `auto` in the file: resolved for the point's tp and cluster (auto_tp_fidelity)
   bool tp_fidelity_auto = true;
+  /// dp `auto` in the file: the replicas that fill the cluster, derived again when a search changes the
+  /// layout but not dp (Experiment::with)
+  bool dp_auto = false;
   /// Pipeline sends beside the next compute (Megatron's --overlap-p2p-communication), or the stream
   /// waiting for each one; unset: the framework's own (overlaps_p2p())
   std::optional<bool> overlap_p2p_comm;
@@ -262,10 +265,13 @@ public:
   /// that is well formed but cannot be simulated comes back with PointConfig::problems filled.
   PointConfig point(std::size_t index) const;
   /// Point `base` of this experiment with its training and parallelism changed by `change` (what
-  /// `ddlsim search` varies), derived and checked again as point() does (dp, the framework's defaults,
-  /// tp_fidelity: auto, every cross-field rule, the resource guard), without reading the file or
-  /// building the model again. A problem at a key the change set names `origin` ("search grid"), at
-  /// any other key its line in the file.
+  /// `ddlsim search` varies), derived and checked again as point() does (dp: auto where the change
+  /// leaves dp, tp_backward_overlap from tp_backward_overlap_set and the framework, tp_fidelity: auto,
+  /// every cross-field rule, the resource guard), without reading the file or building the model
+  /// again. A problem at a key the change set names `origin` ("search grid"), and a rule over several
+  /// keys blames the one it set; any other problem is at its line in the file. Throws std::logic_error
+  /// for a Chakra point or a change of what shapes the model (training.seq, attention, load_imbalance,
+  /// capacity_factor): load the file with those keys set instead.
   PointConfig with(const PointConfig& base, const std::function<void(TrainingSpec&, ParallelismSpec&)>& change,
                    const std::string& origin) const;
   /// Every point the `where:` constraint keeps, resolved, in sweep order. Throws ConfigError with
@@ -300,7 +306,8 @@ private:
   /// every malformed point's problems, or when the constraint keeps none.
   void scan_points(const std::function<void(PointConfig&&)>& keep) const;
   /// The resource guard: reports a point whose estimated cost is over its limits (Resources.hpp).
-  void check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags) const;
+  void check_resources(const PointConfig& p, const YAML::Node& doc, Diagnostics& diags,
+                       const std::set<std::string>& varied = {}) const;
   /// Derives what depends on other keys (dp: auto, the framework's defaults, tp_fidelity: auto) and checks
   /// every cross-field rule of a parsed point, each problem at its key's line in `doc`; a rule over several
   /// keys blames a `varied` or swept one first.

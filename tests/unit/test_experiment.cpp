@@ -436,4 +436,28 @@ TEST_CASE("a point changed in code is the point the file would give with those k
   CHECK(file_problem.problems.front().key == "parallelism.tp");
   CHECK(file_problem.problems.front().file == three);
   CHECK(file_problem.problems.front().line == 6);
+  // dp: auto in the file fills the cluster again when the change leaves dp: tp 8 on 16 GPUs, dp 2.
+  const PointConfig filled = exp.with(
+      start, [](TrainingSpec&, ParallelismSpec& par) { par.tp = 8; }, "x");
+  CHECK(filled.is_valid());
+  CHECK(filled.parallelism.dp == 2);
+  // The resource guard blames the largest factor of the cost the change set.
+  const std::string tight  = write_temp("name: t\nmodel: llama3-8b\ncluster: dgx-h100x2\ncalibration: h100-sxm\n"
+                                         "training: {global_batch: 64, micro_batch: 2, seq: 2048}\n"
+                                         "parallelism: {dp: auto}\nlimits: {max_activities: 10}\n");
+  const Experiment guarded = Experiment::load(tight);
+  const PointConfig over   = guarded.with(
+        guarded.point(0),
+        [](TrainingSpec&, ParallelismSpec& par) {
+        par.pp = 2;
+        par.dp = 8;
+      },
+        "x");
+  REQUIRE(over.problems.size() == 1);
+  CHECK(over.problems.front().key == "parallelism.dp");
+  CHECK(over.problems.front().file == "x");
+  // What shapes the model cannot change without building it again.
+  CHECK_THROWS_AS(exp.with(
+                      start, [](TrainingSpec& t, ParallelismSpec&) { t.seq = 4096; }, "x"),
+                  std::logic_error);
 }
