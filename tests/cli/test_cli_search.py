@@ -106,6 +106,17 @@ by_speed = sorted((r for r in grid if r["status"] == "ok"), key=lambda r: -float
 check([(x[2], x[3]) for x in ranked] == [(r["tp"], r["dp"]) for r in by_speed], f"the ranking is the CSV's by throughput: {ranked}")
 check(ranked and ranked[-1][2] == "64", f"pure model parallelism (64 x 1) is the slowest grid: {ranked[-1:]}")
 
+# With pipelines, AlexNet's 8 blocks cannot fill 16 or 32 stages: those shapes are invalid rows whose
+# message names the shape the search made (Experiment::with), not a --set the user never typed.
+rc, out, err = run(binary, "search", "grid", os.path.join(ROOT, "experiments", "grid_shapes.yaml"),
+                   "--set", "sweep.model=[alexnet]", "--set", "sweep.cluster=[dgx-a100x8]", "--set", "sweep.parallelism.tp=[1]",
+                   "-o", grid_csv, "-j", "2")
+bad = [r for r in read_csv(grid_csv) if r["status"] == "invalid"] if rc == 0 else []
+checks += 1
+check(bad and all(r["message"].startswith(f"search grid's shape pp {r['pp']} x tp {r['tp']} x dp {r['dp']}: "
+                                          "parallelism.pp: pp = ") for r in bad),
+      f"invalid shapes name the search's shape: {[r['message'] for r in bad][:2]} {err}")
+
 rc, out, err = run(binary, "search", "microbatch", os.path.join(ROOT, "experiments", "demo.yaml"))
 checks += 1
 check(rc == 2 and "one configuration" in err, f"a sweep file needs its axes fixed: {rc} {err}")
