@@ -87,9 +87,9 @@ int cmd_search_grid(const SearchGridArgs& a)
   fmt::print("{:>5} {:>5} {:>5} {:>5} {:>14} {:>10} {:>16} {:>14} {:>10}  \n", "rank", "pp", "tp", "dp", "samples/s",
              "vs best", "comm_bytes/GPU", "exposed_comm_s", "memory");
   const double best =
-      search.ranking.empty() ? 0 : std::stod(search.rows[search.ranking.front()].get("throughput_samples_per_s"));
+      search.ranking.empty() ? 0 : *search.rows[search.ranking.front()].number("throughput_samples_per_s");
   auto label = [&](const experiments::ResultRow& row) {
-    const int pp = std::stoi(row.get("pp")), tp = std::stoi(row.get("tp")), dp = std::stoi(row.get("dp"));
+    const auto pp = row.number("pp"), tp = row.number("tp"), dp = row.number("dp");
     if (dp == gpus)
       return "pure data parallel";
     if (tp == gpus)
@@ -98,17 +98,19 @@ int cmd_search_grid(const SearchGridArgs& a)
       return "pure model parallel (pipeline)";
     return "";
   };
-  int rank = 0;
+  const double nan = std::nan(""); // an ok row fills these; were one empty, it would print as nan
+  int rank         = 0;
   for (std::size_t r : search.ranking) {
     const auto& row = search.rows[r];
-    const double t  = std::stod(row.get("throughput_samples_per_s"));
+    const double t  = *row.number("throughput_samples_per_s");
     fmt::print("{:5} {:>5} {:>5} {:>5} {:14.6g} {:9.1f}% {:16.4g} {:14.4g} {:7.1f}GiB  {}\n", ++rank, row.get("pp"),
-               row.get("tp"), row.get("dp"), t, 100 * (t / best - 1), std::stod(row.get("comm_bytes_per_gpu")),
-               std::stod(row.get("exposed_comm_time_s")), std::stod(row.get("peak_memory_bytes")) / gib, label(row));
+               row.get("tp"), row.get("dp"), t, 100 * (t / best - 1), row.number("comm_bytes_per_gpu").value_or(nan),
+               row.number("exposed_comm_time_s").value_or(nan), row.number("peak_memory_bytes").value_or(nan) / gib,
+               label(row));
   }
   std::size_t others = 0;
   for (const auto& row : search.rows)
-    if (row.get("status") != "ok") {
+    if (!row.is_ok()) {
       ++others;
       fmt::print("{:>5} {:>5} {:>5} {:>5} {:>14}  {}\n", "-", row.get("pp"), row.get("tp"), row.get("dp"),
                  row.get("status"), label(row));
@@ -215,10 +217,7 @@ void print_ranking(const experiments::PointConfig& base, const experiments::Para
     const auto& c         = search.simulated[layouts[r]];
     const auto& l         = c.layout;
     // A column a row leaves empty (a parameter-server point's dimensions) prints as nan.
-    const auto number = [&](const char* column) {
-      const std::string& cell = row.get(column);
-      return cell.empty() ? std::nan("") : std::stod(cell);
-    };
+    const auto number     = [&](const char* column) { return row.number(column).value_or(std::nan("")); };
     const std::string mfu = row.get("mfu").empty() ? "-" : fmt::format("{:.1f}%", 100 * number("mfu"));
     fmt::print("{:4} {:3} {:3} {:4} {:3} {:3} {:4} {:>3} {:4} {:>5} {:>14} {:>9}{} {:7.1f}GiB {:11.4g} {:11.4g} "
                "{:13.6g} {:>6} {:9.4g} {:5.1f}% {:9.4g} {:8.3g} {:8.3g} {:8.3g} {:8.3g}{}\n",
@@ -233,7 +232,7 @@ void print_ranking(const experiments::PointConfig& base, const experiments::Para
                experts ? fmt::format(" {:9.4g}", number("all_to_all_time_s")) : "");
   }
   for (const auto& row : rows)
-    if (row.get("status") != "ok")
+    if (!row.is_ok())
       fmt::print("   - {}: {}\n", row.get("status"), row.get("message"));
 }
 
@@ -251,7 +250,7 @@ void print_confirmation(const experiments::PointConfig& base, const experiments:
   // fidelity is named, and the others keep their places around it).
   std::vector<std::size_t> expected;
   for (std::size_t i = 0; i < search.confirmed.size(); ++i)
-    if (search.confirmed[i].get("status") == "ok")
+    if (search.confirmed[i].is_ok())
       expected.push_back(i);
     else
       moved.push_back(fmt::format("#{} is {} at flow fidelity", i + 1, search.confirmed[i].get("status")));
@@ -358,21 +357,21 @@ int cmd_search_microbatch(const SearchMicrobatchArgs& a)
     if (!r)
       return fmt::format("{:>8} {:>8} {:>14} {:>10}", "-", "-", "-", "-");
     const auto& row          = search.rows[*r];
-    const std::string memory = row.get("peak_memory_bytes");
-    const double mem_gib     = memory.empty() ? 0.0 : std::stod(memory) / gib;
-    if (row.get("status") != "ok") // an invalid point has no memory figure
-      return memory.empty() ? fmt::format("{:>8} {:>8} {:>14} {:>10}", row.get("micro_batch"),
-                                          row.get("num_micro_batches"), row.get("status"), "-")
-                            : fmt::format("{:>8} {:>8} {:>14} {:7.1f}GiB", row.get("micro_batch"),
-                                          row.get("num_micro_batches"), row.get("status"), mem_gib);
+    const std::optional<double> memory = row.number("peak_memory_bytes");
+    const double mem_gib               = memory.value_or(0.0) / gib;
+    if (!row.is_ok()) // an invalid point has no memory figure
+      return !memory ? fmt::format("{:>8} {:>8} {:>14} {:>10}", row.get("micro_batch"), row.get("num_micro_batches"),
+                                   row.get("status"), "-")
+                     : fmt::format("{:>8} {:>8} {:>14} {:7.1f}GiB", row.get("micro_batch"),
+                                   row.get("num_micro_batches"), row.get("status"), mem_gib);
     return fmt::format("{:>8} {:>8} {:14.6g} {:7.1f}GiB", row.get("micro_batch"), row.get("num_micro_batches"),
-                       std::stod(row.get("throughput_samples_per_s")), mem_gib);
+                       *row.number("throughput_samples_per_s"), mem_gib);
   };
   for (const auto& b : search.batches) {
     std::string gain = "-";
-    if (b.best && b.baseline && search.rows[*b.baseline].get("status") == "ok")
-      gain = fmt::format("{:+.1f}%", 100 * (std::stod(search.rows[*b.best].get("throughput_samples_per_s")) /
-                                                std::stod(search.rows[*b.baseline].get("throughput_samples_per_s")) -
+    if (b.best && b.baseline && search.rows[*b.baseline].is_ok())
+      gain = fmt::format("{:+.1f}%", 100 * (*search.rows[*b.best].number("throughput_samples_per_s") /
+                                                *search.rows[*b.baseline].number("throughput_samples_per_s") -
                                             1));
     fmt::print("{:12} | {} | {} | {:>8}\n", b.global_batch, cells(b.best), cells(b.baseline), gain);
   }

@@ -251,12 +251,9 @@ BenchMeasurement measure_point(const PointConfig& point, const EvaluateOptions& 
   m.message = row->get("message");
   if (!row->get("sim_activities").empty())
     m.activities = std::stoull(row->get("sim_activities"));
-  if (!row->get("iteration_time_s").empty())
-    m.simulated_s = std::stod(row->get("iteration_time_s"));
-  if (!row->get("sim_activities_estimate").empty())
-    m.estimated_activities = std::stod(row->get("sim_activities_estimate"));
-  if (!row->get("sim_memory_estimate_bytes").empty())
-    m.estimated_memory_bytes = std::stod(row->get("sim_memory_estimate_bytes"));
+  m.simulated_s            = row->number("iteration_time_s").value_or(m.simulated_s);
+  m.estimated_activities   = row->number("sim_activities_estimate").value_or(m.estimated_activities);
+  m.estimated_memory_bytes = row->number("sim_memory_estimate_bytes").value_or(m.estimated_memory_bytes);
   // Simulated devices: GPUs over the fold the replay kept (collective_fidelity's "fold=tp8xdp128
   // (...)"; a fold that fell back while simulating keeps fewer symmetries than plan_fold's).
   m.devices = point.parallelism.gpus() / folded_factor(row->get("collective_fidelity"));
@@ -294,7 +291,7 @@ SweepMeasurement measure_sweep(const std::string& experiment_file, int jobs)
         RowSpool rows;
         std::size_t ok = 0;
         options.on_row = [&](std::size_t k, const ResultRow& row) {
-          ok += row.get("status") == "ok" ? 1 : 0;
+          ok += row.is_ok() ? 1 : 0;
           rows.add(k, row);
         };
         run_sweep(point_source(exp, list), options);

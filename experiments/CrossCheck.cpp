@@ -416,7 +416,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
   for (std::size_t i = 0; i < points.size(); ++i) {
     ResultRow& row = result.rows[i];
     row.set("backend", backend);
-    if (row.get("status") != "ok")
+    if (!row.is_ok())
       continue;
     const PointConfig& point = points[i];
     if (options.on_status)
@@ -487,7 +487,7 @@ CrossCheck cross_check(std::vector<PointConfig> points, const CrossCheckOptions&
         });
         measured = backends::parse_execution_result(text, out);
       }
-      const double sim = std::stod(row.get("iteration_time_s"));
+      const double sim   = *row.number("iteration_time_s"); // an ok row has one
       const double real = measured.median_s();
       const double batch = static_cast<double>(point.training.global_batch);
       const double error = 100.0 * (sim - real) / real;

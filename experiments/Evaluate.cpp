@@ -268,12 +268,16 @@ std::string apply_measured_collectives(sim::TaskGraph& graph, const sim::Cluster
 
 // The resource guard (Resources.hpp): its estimate beside the replay's own count and the process's
 // size, and why the point is over its limits (empty when it is not). Experiment::point() has refused
-// such points already; a point changed since (the micro-batch search's) is refused here.
-std::string check_estimate(ResultRow& row, const PointConfig& point, const FoldPlan* fold = nullptr)
+// such points already; a point changed since (the micro-batch search's) is refused here. `estimate`,
+// when given, receives the estimate.
+std::string check_estimate(ResultRow& row, const PointConfig& point, const FoldPlan* fold = nullptr,
+                           ResourceEstimate* estimate = nullptr)
 {
   const ResourceEstimate e = estimate_resources(point, fold);
   row.set("sim_activities_estimate", e.activities);
   row.set("sim_memory_estimate_bytes", e.memory_bytes);
+  if (estimate != nullptr)
+    *estimate = e;
   return over_limits(point, e);
 }
 
@@ -661,7 +665,8 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
     // with the others.
     FoldPlan folding = plan_fold(point);
     row.set("collective_fidelity", collective_fidelity(point, folding));
-    if (const std::string over = check_estimate(row, point, &folding); !over.empty())
+    ResourceEstimate estimate;
+    if (const std::string over = check_estimate(row, point, &folding, &estimate); !over.empty())
       return fail(Status::invalid, over);
     if (options.on_workload) { // an exported workload holds every GPU's tasks: guarded unfolded
       folding = FoldPlan{};
@@ -685,7 +690,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
       }
       sim::ReplayOptions replay = replay_options(point, options);
       replay.fold = pipe.fold;
-      replay.estimated_activities = std::stod(row.get("sim_activities_estimate"));
+      replay.estimated_activities = estimate.activities; // for progress lines only
       const HostIssue host =
           sim::is_pytorch(point.training.framework) ? issue_from_host(graph, point, seconds, replay) : HostIssue{};
       sim::ReplayResult result;
@@ -703,7 +708,7 @@ ResultRow evaluate_point(const PointConfig& point, const EvaluateOptions& option
         folding.note += (folding.note.empty() ? "" : "; ") + std::string(e.what());
         row.set("collective_fidelity", collective_fidelity(point, folding));
         // Less folded, the point costs more: estimated again, and refused over the limits.
-        if (const std::string over = check_estimate(row, point, &folding); !over.empty())
+        if (const std::string over = check_estimate(row, point, &folding, &estimate); !over.empty())
           return fail(Status::invalid, over);
         continue;
       }

@@ -225,7 +225,7 @@ void Experiment::check_resources(const PointConfig& p, const YAML::Node& doc, Di
 // the dp x cp replicas; sequence parallelism with tp (Megatron-Core's rule), whole ep groups per ZeRO
 // shard group.
 template <typename Problem, typename Blame>
-void check_expert_parallelism(PointConfig& p, Problem problem, Blame blame)
+void check_expert_parallelism(const PointConfig& p, Problem problem, Blame blame)
 {
   const auto& par = p.parallelism;
   const bool experts = p.model.has(models::LayerKind::moe);
@@ -321,7 +321,7 @@ std::string virtual_stage_problem(const PointConfig& p)
 // over the chunks (see virtual_stage_problem), an explicit balance that adds up. `clean`: no problem
 // found so far (the micro-batch count is only meaningful then).
 template <typename Problem, typename Blame>
-void check_pipeline_split(PointConfig& p, bool clean, Problem problem, Blame blame)
+void check_pipeline_split(const PointConfig& p, bool clean, Problem problem, Blame blame)
 {
   const auto& par = p.parallelism;
   const std::size_t blocks = p.model.blocks().size();
@@ -363,7 +363,7 @@ void check_pipeline_split(PointConfig& p, bool clean, Problem problem, Blame bla
 // The checks of the 2024-2026 recipes: sequence length, grouped-query attention under tensor
 // parallelism, context parallelism, ZeRO sharding groups.
 template <typename Problem, typename Blame>
-void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
+void check_modern_parallelism(const PointConfig& p, Problem problem, Blame blame)
 {
   const auto& par = p.parallelism;
   const double tokens = p.model.input_shape().tokens;
@@ -443,6 +443,52 @@ void check_modern_parallelism(PointConfig& p, Problem problem, Blame blame)
     problem(blame({"parallelism.zero_group", "parallelism.dp", "parallelism.cp"}),
             "zero_group = " + std::to_string(par.zero_group) + " does not divide dp x cp = " +
                 std::to_string(par.replicas()) + " (hybrid sharding: shard inside a group, replicate across groups)");
+}
+
+// Every cross-field rule of a derived point (the resource guard aside), reported through `problem` at
+// the key `blame` picks; `clean()` says whether nothing was reported so far (some rules only mean
+// something then). Experiment::resolve reports at the keys' lines; rule_problems collects the messages.
+template <typename Problem, typename Blame, typename Clean>
+void check_rules(const PointConfig& p, Problem problem, Blame blame, Clean clean)
+{
+  const auto& par = p.parallelism;
+  if (!p.cluster_problem.first.empty())
+    problem(p.cluster_problem.first, p.cluster_problem.second);
+  check_modern_parallelism(p, problem, blame);
+  if (par.ps && (par.pp != 1 || par.tp != 1 || par.cp != 1 || shards_optimizer(par.zero)))
+    problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp, tp and cp must be 1, "
+                              "zero 0");
+  if (par.ps && par.ps->hosts.empty() && !par.ps->dedicated && par.ps->servers > par.dp)
+    problem("parallelism.ps.servers", "colocated servers need as many workers (" + std::to_string(par.dp) + ")");
+  if (par.ps && par.ps->consistency != sim::Consistency::ssp && par.ps->staleness != 0)
+    problem("parallelism.ps.staleness", "staleness applies to consistency: ssp");
+  if (clean() && par.ps && par.gpus() != p.cluster.gpu_count())
+    problem(blame({"parallelism.dp", "parallelism.ps.servers"}),
+            "dp workers + servers on other GPUs = " + std::to_string(par.gpus()) + " does not match the " +
+                std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" + p.cluster.name + "'");
+  else if (clean() && par.gpus() != p.cluster.gpu_count())
+    problem(blame({"parallelism.pp", "parallelism.dp", "parallelism.tp", "parallelism.cp"}),
+            "pp x dp x tp" + std::string(par.cp > 1 ? " x cp" : "") + " = " + std::to_string(par.pp) + " x " +
+                std::to_string(par.dp) + " x " + std::to_string(par.tp) +
+                (par.cp > 1 ? " x " + std::to_string(par.cp) : "") + " = " + std::to_string(par.gpus()) +
+                " does not match the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" + p.cluster.name +
+                "'");
+  const long long per_step = static_cast<long long>(p.training.micro_batch) * par.dp;
+  if (p.training.global_batch % per_step != 0)
+    problem(blame({"training.global_batch", "training.micro_batch", "parallelism.dp"}),
+            "global_batch " + std::to_string(p.training.global_batch) +
+                " is not divisible by micro_batch x dp = " + std::to_string(p.training.micro_batch) + " x " +
+                std::to_string(par.dp) + " = " + std::to_string(per_step));
+  check_pipeline_split(p, clean(), problem, blame);
+}
+
+std::vector<std::string> rule_problems(const PointConfig& point)
+{
+  std::vector<std::string> out;
+  check_rules(
+      point, [&](const std::string& key, const std::string& message) { out.push_back(key + ": " + message); },
+      [](std::initializer_list<std::string> keys) { return *keys.begin(); }, [&] { return out.empty(); });
+  return out;
 }
 
 namespace {
@@ -825,34 +871,7 @@ void Experiment::resolve(PointConfig& p, const YAML::Node& doc, Diagnostics& dia
     p.parallelism.tp_fidelity = auto_tp_fidelity(
         p.parallelism, p.cluster,
         p.profile.find("comm_compute_slowdown") != nullptr ? p.profile.find("comm_compute_slowdown")->value : 0.0);
-  if (!p.cluster_problem.first.empty())
-    problem(p.cluster_problem.first, p.cluster_problem.second);
-  check_modern_parallelism(p, problem, blame);
-  if (par.ps && (par.pp != 1 || par.tp != 1 || par.cp != 1 || shards_optimizer(par.zero)))
-    problem("parallelism.ps", "parameter servers are simulated for pure data parallelism: pp, tp and cp must be 1, "
-                              "zero 0");
-  if (par.ps && par.ps->hosts.empty() && !par.ps->dedicated && par.ps->servers > par.dp)
-    problem("parallelism.ps.servers", "colocated servers need as many workers (" + std::to_string(par.dp) + ")");
-  if (par.ps && par.ps->consistency != sim::Consistency::ssp && par.ps->staleness != 0)
-    problem("parallelism.ps.staleness", "staleness applies to consistency: ssp");
-  if (diags.empty() && par.ps && par.gpus() != p.cluster.gpu_count())
-    problem(blame({"parallelism.dp", "parallelism.ps.servers"}),
-            "dp workers + servers on other GPUs = " + std::to_string(par.gpus()) + " does not match the " +
-                std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" + p.cluster.name + "'");
-  else if (diags.empty() && par.gpus() != p.cluster.gpu_count())
-    problem(blame({"parallelism.pp", "parallelism.dp", "parallelism.tp", "parallelism.cp"}),
-            "pp x dp x tp" + std::string(par.cp > 1 ? " x cp" : "") + " = " + std::to_string(par.pp) + " x " +
-                std::to_string(par.dp) + " x " + std::to_string(par.tp) +
-                (par.cp > 1 ? " x " + std::to_string(par.cp) : "") + " = " + std::to_string(par.gpus()) +
-                " does not match the " + std::to_string(p.cluster.gpu_count()) + " GPUs of cluster '" +
-                p.cluster.name + "'");
-  const long long per_step = static_cast<long long>(p.training.micro_batch) * par.dp;
-  if (p.training.global_batch % per_step != 0)
-    problem(blame({"training.global_batch", "training.micro_batch", "parallelism.dp"}), "global_batch " + std::to_string(p.training.global_batch) +
-                                         " is not divisible by micro_batch x dp = " +
-                                         std::to_string(p.training.micro_batch) + " x " + std::to_string(par.dp) +
-                                         " = " + std::to_string(per_step));
-  check_pipeline_split(p, diags.empty(), problem, blame);
+  check_rules(p, problem, blame, [&] { return diags.empty(); });
   if (diags.empty())
     check_resources(p, doc, diags, varied);
 }

@@ -235,6 +235,11 @@ bool overlaps_p2p(const PointConfig& point);
 /// backward's, the rest wait for every send).
 sim::P2pSends p2p_sends(const PointConfig& point);
 
+/// Every cross-field rule's problem for a derived point, as "key: message" (Experiment::point and with()
+/// report the same at the keys' lines; the resource guard aside): empty when the point passes them all.
+/// `ddlsim search parallel` screens each layout's changed fields with it before estimating the layout.
+std::vector<std::string> rule_problems(const PointConfig& point);
+
 /// A sweep's points as Experiment::points() checks them, without the points: the sweep index of each
 /// point the `where:` constraint keeps, in sweep order, and whether it can be simulated. A long sweep
 /// keeps this list and builds each point again where it is simulated (experiments/SweepRunner.hpp).

@@ -58,18 +58,6 @@ bool has_column(const CsvTable& table, const std::string& column)
   return std::find(table.columns.begin(), table.columns.end(), column) != table.columns.end();
 }
 
-// A cell as a number; nullopt when empty or not a number.
-std::optional<double> number(const std::string& cell)
-{
-  if (cell.empty())
-    return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(cell.c_str(), &end);
-  if (end == cell.c_str() || *end != '\0' || !std::isfinite(v))
-    return std::nullopt;
-  return v;
-}
-
 // `significant` digits in fixed notation (never an exponent): 0.1676, 381.8, 24433.
 std::string fixed(double v, int significant)
 {
@@ -90,13 +78,13 @@ std::vector<Metric> metrics()
 {
   auto seconds = [](const char* column) {
     return [column](const ResultRow& r) {
-      const auto v = number(r.get(column));
+      const auto v = r.number(column);
       return v ? fixed(*v, 4) : std::string();
     };
   };
   auto percent = [](const char* column) {
     return [column](const ResultRow& r) {
-      const auto v = number(r.get(column));
+      const auto v = r.number(column);
       return v ? fmt::format("{:.1f}%", 100 * *v) : std::string();
     };
   };
@@ -104,14 +92,14 @@ std::vector<Metric> metrics()
       {"iteration_s", seconds("iteration_time_s")},
       {"samples/s",
        [](const ResultRow& r) {
-         const auto v = number(r.get("throughput_samples_per_s"));
+         const auto v = r.number("throughput_samples_per_s");
          return v ? fixed(*v, 4) : std::string();
        }},
       {"tokens/s/GPU",
        [](const ResultRow& r) {
          // CSVs from before the column: tokens_per_s / gpus.
-         auto v = number(r.get("tokens_per_s_per_gpu"));
-         const auto total = number(r.get("tokens_per_s")), gpus = number(r.get("gpus"));
+         auto v           = r.number("tokens_per_s_per_gpu");
+         const auto total = r.number("tokens_per_s"), gpus = r.number("gpus");
          if (!v && total && gpus && *gpus > 0)
            v = *total / *gpus;
          return v ? fmt::format("{:.0f}", *v) : std::string();
@@ -128,7 +116,7 @@ std::vector<Metric> metrics()
       {"memory/GPU_GiB",
        [](const ResultRow& r) {
          constexpr double gib = 1024.0 * 1024 * 1024;
-         const auto used = number(r.get("peak_memory_bytes")), capacity = number(r.get("memory_capacity_bytes"));
+         const auto used = r.number("peak_memory_bytes"), capacity = r.number("memory_capacity_bytes");
          if (!used)
            return std::string();
          return capacity ? fmt::format("{:.1f} of {:.1f}", *used / gib, *capacity / gib)
@@ -159,12 +147,8 @@ std::string format_report(const std::string& path, const CsvTable& table, const 
                                                  "including status and the preset throughput)",
                                                  column));
   std::vector<const ResultRow*> ok;
-  for (const auto& row : table.rows)
-    if (row.get("status") == "ok" && number(row.get("throughput_samples_per_s")))
-      ok.push_back(&row);
-  std::stable_sort(ok.begin(), ok.end(), [](const ResultRow* a, const ResultRow* b) {
-    return *number(a->get("throughput_samples_per_s")) > *number(b->get("throughput_samples_per_s"));
-  });
+  for (std::size_t r : rank_by_throughput(table.rows))
+    ok.push_back(&table.rows[r]);
   const std::size_t shown = std::min(ok.size(), options.top);
   ok.resize(shown);
 
@@ -217,7 +201,7 @@ std::string format_report(const std::string& path, const CsvTable& table, const 
       std::string cell = cells[c](i);
       if (cell.empty())
         cell = "-";
-      else if (!number(cell) && !(cell.back() == '%' && number(cell.substr(0, cell.size() - 1))) &&
+      else if (!cell_number(cell) && !(cell.back() == '%' && cell_number(cell.substr(0, cell.size() - 1))) &&
                cell.find(" of ") == std::string::npos)
         numeric[c] = false;
       width[c] = std::max(width[c], cell.size());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -300,6 +301,36 @@ void ResultRow::set(const std::string& column, long long value)
   cells_[column_index(column)] = std::to_string(value);
 }
 const std::string& ResultRow::get(const std::string& column) const { return cells_[column_index(column)]; }
+
+std::optional<double> cell_number(const std::string& cell)
+{
+  if (cell.empty())
+    return std::nullopt;
+  char* end      = nullptr;
+  const double v = std::strtod(cell.c_str(), &end);
+  if (end == cell.c_str() || *end != '\0' || !std::isfinite(v))
+    return std::nullopt;
+  return v;
+}
+
+std::optional<double> ResultRow::number(const std::string& column) const
+{
+  return cell_number(get(column));
+}
+
+std::vector<std::size_t> rank_by_throughput(const std::vector<ResultRow>& rows)
+{
+  std::vector<std::size_t> ranking;
+  std::vector<double> throughput(rows.size(), 0.0);
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    if (const auto t = rows[r].number("throughput_samples_per_s"); rows[r].is_ok() && t) {
+      throughput[r] = *t;
+      ranking.push_back(r);
+    }
+  std::stable_sort(ranking.begin(), ranking.end(),
+                   [&](std::size_t a, std::size_t b) { return throughput[a] > throughput[b]; });
+  return ranking;
+}
 
 std::string ResultRow::serialize() const
 {

@@ -58,6 +58,10 @@ public:
   void set(const std::string& column, double value);
   void set(const std::string& column, long long value);
   const std::string& get(const std::string& column) const;
+  /// The cell as a number; nullopt when it is empty (does not apply) or not a finite number.
+  std::optional<double> number(const std::string& column) const;
+  /// Whether the point was simulated (status ok).
+  bool is_ok() const { return get("status") == status_table.name(Status::ok); }
   const std::vector<std::string>& cells() const { return cells_; }
 
   /// Cells joined by the ASCII unit separator, for passing rows between processes.
@@ -69,8 +73,15 @@ private:
   std::vector<std::string> cells_;
 };
 
+/// The rows that ran (status ok) with a throughput, best first by throughput_samples_per_s (ties keep
+/// their order), as indices into `rows`: how `ddlsim search` and `ddlsim report` rank points.
+std::vector<std::size_t> rank_by_throughput(const std::vector<ResultRow>& rows);
+
 /// Sets filled[c] (one flag per csv_columns() entry) for every cell `row` fills.
 void mark_filled(const ResultRow& row, std::vector<bool>& filled);
+
+/// A cell's text as a number; nullopt when it is empty or not a finite number ("12.5", "1e+09").
+std::optional<double> cell_number(const std::string& cell);
 
 /// Formats a double with up to 10 significant digits ("%.10g"): stable across runs and machines.
 std::string format_number(double value);

@@ -18,19 +18,6 @@
 namespace ddlsim::experiments {
 namespace {
 
-// Ranks the ok rows by throughput, highest first (ties keep their order).
-std::vector<std::size_t> rank_rows(const std::vector<ResultRow>& rows)
-{
-  std::vector<std::size_t> ranking;
-  for (std::size_t r = 0; r < rows.size(); ++r)
-    if (rows[r].get("status") == "ok")
-      ranking.push_back(r);
-  std::stable_sort(ranking.begin(), ranking.end(), [&](std::size_t a, std::size_t b) {
-    return std::stod(rows[a].get("throughput_samples_per_s")) > std::stod(rows[b].get("throughput_samples_per_s"));
-  });
-  return ranking;
-}
-
 class MicrobatchSearcher {
 public:
   MicrobatchSearcher(const PointConfig& base, const std::function<PointConfig(long long, int)>& make_point,
@@ -72,18 +59,18 @@ public:
       // The rows come in the points' order: row r is points[r - first], whose micro-batch is known.
       if (has_baseline && points[r - first].training.micro_batch == per_replica / baseline_m_)
         result.baseline = r;
-      if (row.get("status") != "ok")
+      const std::optional<double> throughput = row.number("throughput_samples_per_s");
+      if (!row.is_ok() || !throughput)
         continue;
-      const double throughput = std::stod(row.get("throughput_samples_per_s"));
-      if (throughput > best) {
-        best = throughput;
+      if (*throughput > best) {
+        best        = *throughput;
         result.best = r;
       }
     }
     return result;
   }
 
-  bool baseline_ok(const BatchResult& r) const { return r.baseline && search_.rows[*r.baseline].get("status") == "ok"; }
+  bool baseline_ok(const BatchResult& r) const { return r.baseline && search_.rows[*r.baseline].is_ok(); }
 
   // Largest mini-batch in (ok, fail) that still trains, by bisection in steps of dp x baseline M
   // (so that the baseline's micro-batch size stays whole).
@@ -167,7 +154,7 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
   }
   GridSearch search;
   search.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
-  search.ranking = rank_rows(search.rows);
+  search.ranking = rank_by_throughput(search.rows);
   return search;
 }
 
@@ -546,10 +533,7 @@ std::optional<ParallelCandidate> screen_layout(ParallelLayout layout, const Poin
   p.parallelism.schedule = layout.schedule;
   p.parallelism.virtual_stages = layout.virtual_stages;
   valid = false;
-  if (p.parallelism.zero_group > 0 && (p.parallelism.replicas() % p.parallelism.zero_group != 0 ||
-                                       p.parallelism.zero_group % p.parallelism.ep != 0))
-    return std::nullopt;
-  if (p.parallelism.schedule == sim::ScheduleKind::interleaved && p.micro_batches() % p.parallelism.pp != 0)
+  if (!rule_problems(p).empty()) // the shape passed them: what the layout changed may not
     return std::nullopt;
   for (std::size_t i = 0; i < order.size(); ++i) {
     p.training.recompute = order[i];
@@ -586,7 +570,7 @@ void confirm_best(ParallelSearch& search, std::size_t count, int jobs)
     const std::string note = "confirms config_id " + std::to_string(search.ranking[i]) + " with every collective as flows";
     row.set("message", row.get("message").empty() ? note : row.get("message") + "; " + note);
   }
-  search.confirmed_ranking = rank_rows(search.confirmed);
+  search.confirmed_ranking = rank_by_throughput(search.confirmed);
 }
 
 }  // namespace
@@ -641,7 +625,7 @@ ParallelSearch search_parallel(const PointConfig& base, const std::function<Poin
   }
   search.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
   search.simulated = std::move(fitting);
-  search.ranking = rank_rows(search.rows);
+  search.ranking       = rank_by_throughput(search.rows);
   const auto simulated = clock::now();
   search.simulate_s = std::chrono::duration<double>(simulated - screened).count();
   if (options.confirm > 0) {

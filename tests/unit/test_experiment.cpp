@@ -461,3 +461,37 @@ TEST_CASE("a point changed in code is the point the file would give with those k
                       start, [](TrainingSpec& t, ParallelismSpec&) { t.seq = 4096; }, "x"),
                   std::logic_error);
 }
+
+TEST_CASE("rule_problems gives the messages the point's own checks give, without the resource guard")
+{
+  // What `search parallel` screens each layout with: the rules resolve() reports at the keys' lines.
+  const std::string path  = write_temp("name: t\nmodel: llama3-8b\ncluster: dgx-h100x2\ncalibration: h100-sxm\n"
+                                        "training: {global_batch: 64, micro_batch: 2, seq: 2048}\n"
+                                        "parallelism: {dp: 8, pp: 2, schedule: 1f1b}\n"
+                                        "limits: {max_activities: 10}\n");
+  const Experiment exp    = Experiment::load(path);
+  const PointConfig start = exp.point(0);
+  REQUIRE(start.problems.size() == 1); // over the resource guard only
+  CHECK(rule_problems(start).empty());
+  const auto changed = [&](const std::function<void(TrainingSpec&, ParallelismSpec&)>& change) {
+    const PointConfig p                  = exp.with(start, change, "x");
+    const std::vector<std::string> rules = rule_problems(p);
+    REQUIRE(!rules.empty());
+    // The same first problem as the point's own checks, at the key its rule names first.
+    CHECK(rules.front().find(p.problems.front().message) != std::string::npos);
+    return rules.front();
+  };
+  // The two rules the search once checked by hand, and one it did not.
+  CHECK(changed([](TrainingSpec&, ParallelismSpec& par) {
+          par.zero       = ZeroStage::optimizer;
+          par.zero_group = 3;
+        }).rfind("parallelism.zero_group: zero_group = 3 does not divide dp x cp = 8", 0) == 0);
+  CHECK(changed([](TrainingSpec& t, ParallelismSpec& par) {
+          par.schedule       = sim::ScheduleKind::interleaved;
+          par.virtual_stages = 2;
+          t.micro_batch      = 8; // one micro-batch per replica: not divisible by pp 2
+        }).find("divisible by pp (2)") != std::string::npos);
+  CHECK(changed([](TrainingSpec&, ParallelismSpec& par) {
+          par.virtual_stages = 2; // without the interleaved schedule
+        }).rfind("parallelism.virtual_stages: virtual_stages > 1 needs schedule: interleaved", 0) == 0);
+}
