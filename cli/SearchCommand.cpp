@@ -365,14 +365,15 @@ int cmd_search_microbatch(const SearchMicrobatchArgs& a)
                      : fmt::format("{:>8} {:>8} {:>14} {:7.1f}GiB", row.get("micro_batch"),
                                    row.get("num_micro_batches"), row.get("status"), mem_gib);
     return fmt::format("{:>8} {:>8} {:14.6g} {:7.1f}GiB", row.get("micro_batch"), row.get("num_micro_batches"),
-                       *row.number("throughput_samples_per_s"), mem_gib);
+                       row.number("throughput_samples_per_s").value_or(std::nan("")), mem_gib);
   };
   for (const auto& b : search.batches) {
     std::string gain = "-";
     if (b.best && b.baseline && search.rows[*b.baseline].is_ok())
-      gain = fmt::format("{:+.1f}%", 100 * (*search.rows[*b.best].number("throughput_samples_per_s") /
-                                                *search.rows[*b.baseline].number("throughput_samples_per_s") -
-                                            1));
+      gain =
+          fmt::format("{:+.1f}%", 100 * (search.rows[*b.best].number("throughput_samples_per_s").value_or(0) /
+                                             search.rows[*b.baseline].number("throughput_samples_per_s").value_or(0) -
+                                         1));
     fmt::print("{:12} | {} | {} | {:>8}\n", b.global_batch, cells(b.best), cells(b.baseline), gain);
   }
   const int baseline_m      = a.options.baseline_factor * pp;

@@ -306,7 +306,8 @@ TEST_CASE("fit_profile recovers a table, alpha-beta regimes and roofline efficie
     k.point   = 1001;
     three.kernels.push_back(k);
   }
-  const FitResult busy = fit_profile(base, three, {.name = "busy", .base = "h100-sxm"});
+  const FitResult busy =
+      fit_profile(base, three, {.name = "busy", .base = "h100-sxm", .sources = "", .command = "", .date = ""});
   const KernelTable* conv = nullptr;
   for (const auto& t : busy.profile.kernel_tables)
     if (t.op == "conv2d")

@@ -12,8 +12,8 @@ namespace ddlsim::backends::cuda::detail {
 std::string nccl_text(ncclResult_t status, ncclComm_t comm)
 {
   std::string text = ncclGetErrorString(status);
-  if (const char* detail = ncclGetLastError(comm); detail != nullptr && *detail != '\0')
-    text += std::string(" (") + detail + ")";
+  if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0')
+    text += std::string(" (") + last + ")";
   return text;
 }
 

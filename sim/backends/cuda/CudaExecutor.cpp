@@ -195,9 +195,9 @@ void describe_trace(const Workload& w, const ExecutionPlan& plan, const CudaRunO
                     " traced after " + std::to_string(options.iterations) + " timed and " +
                     std::to_string(options.warmup) + " warm-up (CUPTI off while timing)";
   p["point"]           = options.cuda_graph
-                             ? "workload task index + 1: one record per launch of one eager iteration; then none: two replays "
-                               "of the captured CUDA graph, one record per kernel in the order it ran (a graph's kernels carry "
-                               "no launch's id)"
+                             ? "workload task index + 1: one record per launch of one eager iteration; then none: "
+                               "two replays of the captured CUDA graph, one record per kernel in the order it ran (a "
+                               "graph's kernels carry no launch's id)"
                              : "workload task index + 1; one record per launch and traced iteration";
   p["start_s"]         = "host steady_clock seconds since ddlsim-run-cuda started";
   p["dropped_records"] = std::to_string(tracer.dropped_records());
