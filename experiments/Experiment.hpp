@@ -6,7 +6,7 @@
 //   cluster: dgx-h100x2              # shipped name, path, or inline mapping
 //   calibration: h100-sxm            # shipped profile name or path
 //   training: {global_batch: 512, micro_batch: 8, dtype: bf16, optimizer: adam,
-//              recompute: none, memory_reserve: 1GiB,      # recompute: none | selective | full
+//              recompute: none, memory_reserve: 1GiB,      # recompute: none | selective | full | selective-op
 //              seq: 8192, attention: flash,                # override the model's sequence length and
 //                                                          # attention kernel (transformers: eager | flash)
 //              load_imbalance: 1.5, capacity_factor: 1.25} # and a mixture of experts' routing

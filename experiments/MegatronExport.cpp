@@ -173,6 +173,9 @@ void add_training(const PointConfig& point, MegatronLaunch& out)
     add(out, "--recompute-num-layers", "1");
   } else if (t.recompute == models::Recompute::selective) {
     add(out, "--recompute-granularity", "selective");
+  } else if (t.recompute == models::Recompute::selective_op) {
+    refuse(out, "training.recompute",
+           "Megatron has no per-op checkpointing (torchtitan's selective-op): choose selective or full");
   }
   add(out, "--optimizer", t.optimizer == models::Optimizer::adam ? "adam" : "sgd");
   if (t.optimizer != models::Optimizer::adam)

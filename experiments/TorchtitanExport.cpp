@@ -242,16 +242,16 @@ void add_training(const PointConfig& point, const models::Architecture& a, Torch
     set(job, "model", "converters", "[\"float8\"]");
     set(job, "float8", "recipe_name", quoted("tensorwise"));
   }
-  const char* mode = t.recompute == models::Recompute::full        ? "full"
-                     : t.recompute == models::Recompute::selective ? "selective"
-                                                                   : "none";
+  const bool selective = t.recompute == models::Recompute::selective || t.recompute == models::Recompute::selective_op;
+  const char* mode     = t.recompute == models::Recompute::full ? "full" : selective ? "selective" : "none";
   set(job, "activation_checkpoint", "mode", quoted(mode));
-  if (t.recompute == models::Recompute::selective) {
+  if (selective)
     set(job, "activation_checkpoint", "selective_ac_option", quoted("op"));
+  if (t.recompute == models::Recompute::selective)
     job.notes.push_back("torchtitan's per-op selective checkpointing keeps every other matmul's output and the "
-                        "attention's, and recomputes the other matmuls and every elementwise kernel; ddlsim's "
-                        "selective recomputes the attention core (Megatron's), nothing with flash attention");
-  }
+                        "attention's, and recomputes the other matmuls and every elementwise kernel; the point's "
+                        "selective recomputes the attention core (Megatron's), nothing with flash attention: "
+                        "simulate recompute: selective-op for torchtitan's");
   if (t.optimizer != models::Optimizer::adam)
     add_problem(job.problems, "training.optimizer", "torchtitan's optimizers are Adam and AdamW: simulate adam");
   set(job, "optimizer", "name", quoted("AdamW"));

@@ -176,6 +176,11 @@ struct Layer {
   double stashed_mask_bytes = 0;    ///< private bytes kept for backward per sample (dropout masks, pool indices)
   double norm_channels = 0;         ///< channels whose batch statistics sync_batch_norm all-reduces
   bool recompute_cheap = false;     ///< selective recomputation drops this layer's stash and recomputes it
+  bool bias                 = false;     ///< linear: adds a bias (PyTorch runs one addmm, not an mm)
+  /// linear: the output features of each matrix multiply its one GEMM stands for, in the order a PyTorch
+  /// module calls them (Llama's wq, wk and wv for a fused qkv; w1 and w3 for a SwiGLU's up projection);
+  /// empty: one. Per-op checkpointing counts them (models::op_checkpoint_kept).
+  std::vector<double> matmuls;
   std::uint32_t block = 0;          ///< index of the block (pipeline partition unit) holding this layer
   int heads = 0;                    ///< attention and rotary layers: query heads
   int kv_heads = 0;                 ///< attention and rotary layers: key/value heads (grouped-query attention)

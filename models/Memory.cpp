@@ -23,6 +23,40 @@ std::vector<std::vector<double>> sparse_table(const std::vector<double>& values)
 
 }  // namespace
 
+bool fused_attention(const Layer& layer)
+{
+  return std::any_of(layer.kernels.begin(), layer.kernels.end(), [](const Kernel& k) { return k.fused; });
+}
+
+bool op_checkpointed(const Model& model, StageRange block)
+{
+  return std::any_of(model.layers().begin() + static_cast<std::ptrdiff_t>(block.begin),
+                     model.layers().begin() + static_cast<std::ptrdiff_t>(block.end),
+                     [](const Layer& l) { return l.kind == LayerKind::attention; });
+}
+
+std::vector<double> op_checkpoint_kept(const Model& model, StageRange block)
+{
+  std::vector<double> kept;
+  int matmuls = 0; // aten.mm calls so far in the block's forward
+  for (std::size_t i = block.begin; i < block.end; ++i) {
+    const Layer& l = model.layers()[i];
+    double share   = 0;
+    if (l.kind == LayerKind::linear && !l.bias) {
+      const std::vector<double> parts = l.matmuls.empty() ? std::vector<double>{l.output.features} : l.matmuls;
+      double saved                    = 0;
+      for (double features : parts)
+        if (++matmuls % 2 == 1) // every second mm of the block is recomputed
+          saved += features;
+      share = saved / l.output.features;
+    } else if (l.kind == LayerKind::attention && fused_attention(l)) {
+      share = 1;
+    }
+    kept.push_back(share);
+  }
+  return kept;
+}
+
 double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype)
 {
   const double state = optimizer == Optimizer::adam ? 8.0 : optimizer == Optimizer::momentum ? 4.0 : 0.0;
@@ -136,6 +170,33 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
                             (options.sequence_parallel && sequence_model ? tp : 1.0);
     block_workspace[b] = workspace;
   }
+  // Per-op checkpointing: a transformer block keeps its input and the outputs its policy saves (a
+  // linear's whole on each tensor-parallel GPU unless split by columns; SDPA's output and its fp32
+  // log-sum-exp per head and token), and rebuilds the rest of its stash in its backward; another
+  // block keeps its stash.
+  op_kept_.assign(nb + 1, 0.0);
+  op_block_.assign(nb, false);
+  std::vector<double> block_op_rerun(nb, 0.0);
+  for (std::size_t b = 0; b < nb; ++b) {
+    const StageRange r = model.blocks()[b].layers;
+    double kept        = stash_[b + 1] - stash_[b];
+    if (op_checkpointed(model, r)) {
+      const std::vector<double> share = op_checkpoint_kept(model, r);
+      double outputs                  = 0;
+      for (std::size_t i = r.begin; i < r.end; ++i) {
+        const Layer& l     = layers[i];
+        const double split = tp_output_split(l.tp) ? tp : 1.0;
+        outputs += share[i - r.begin] * l.output_elements() * d / split / cp;
+        if (l.kind == LayerKind::attention && share[i - r.begin] > 0)
+          outputs += l.heads * l.output.tokens * 4.0 / split / cp;
+      }
+      op_block_[b]      = true;
+      kept              = boundary_[b + 1] - boundary_[b] + outputs;
+      block_op_rerun[b] = std::max(0.0, block_full[b] - outputs);
+    }
+    op_kept_[b + 1] = op_kept_[b] + kept;
+  }
+  max_op_rerun_     = sparse_table(block_op_rerun);
   max_cheap_ = sparse_table(block_cheap);
   max_full_ = sparse_table(block_full);
   max_workspace_ = sparse_table(block_workspace);
@@ -199,6 +260,11 @@ MemoryBreakdown StageMemoryModel::stage(StageRange blocks, int in_flight) const
     break;
   case Recompute::full:
     m.activations = n * b * (boundary_[blocks.end] - boundary_[blocks.begin]) + b * range_max(max_full_, blocks);
+    break;
+  case Recompute::selective_op: // a first block not checkpointed keeps what it received, as without recomputation
+    m.activations =
+        n * b * (op_kept_[blocks.end] - op_kept_[blocks.begin] + (op_block_[blocks.begin] ? 0.0 : received)) +
+        b * range_max(max_op_rerun_, blocks);
     break;
   }
   m.workspace = b * range_max(max_workspace_, blocks);

@@ -15,6 +15,10 @@
 //              rebuilt at a time
 //   full       keep only each block's input (checkpoint per block, Megatron's full recompute);
 //              the largest block's whole stash is rebuilt for one micro-batch at a time
+//   selective-op  torchtitan's per-op checkpointing of each transformer block (a block with an
+//              attention layer; the others keep their stash): the block's input and the outputs of
+//              the ops it saves (op_checkpoint_kept: every other matmul, SDPA's output); the block's
+//              whole stash, less what was kept, is rebuilt for one micro-batch at a time
 // Workspace is the largest, over the stage's layers, of library scratch (im2col for convolutions)
 // plus the gradient buffers live during that layer's backward (its input and output gradients).
 // Tensor parallelism (tp GPUs per group) divides the weights, work and private stash of the layers
@@ -63,20 +67,42 @@ inline constexpr EnumTable<Optimizer, 3> optimizer_table{{{
     {"adam", Optimizer::adam, "Adam/AdamW: two fp32 moments per parameter"},
 }}};
 
-enum class Recompute { none, selective, full };
+enum class Recompute { none, selective, full, selective_op };
 
-inline constexpr EnumTable<Recompute, 3> recompute_table{{{
+inline constexpr EnumTable<Recompute, 4> recompute_table{{{
     {"none", Recompute::none, "keep every activation backward needs"},
     {"selective", Recompute::selective, "recompute the attention core (softmax, dropout) in backward"},
     {"full", Recompute::full, "keep only each block's input; rerun the block's forward before its backward"},
+    {"selective-op", Recompute::selective_op,
+     "torchtitan's per-op checkpointing: keep every other matmul's and SDPA's outputs, rerun the rest of each "
+     "transformer block"},
 }}};
 
+/// Whether an attention layer runs fused (FlashAttention: SDPA's flash backend under PyTorch).
+bool fused_attention(const Layer& layer);
+
 /// Whether recomputation `recompute` reruns `layer`'s forward in its backward pass (and so whatever
-/// communication that forward does): full reruns every layer, selective the recompute_cheap ones.
+/// communication that forward does): full reruns every layer, selective the recompute_cheap ones,
+/// selective-op an attention layer that is not fused (SDPA's output is kept; which other layers rerun
+/// depends on their block: op_checkpoint_kept).
 inline bool reruns_forward(Recompute recompute, const Layer& layer)
 {
-  return recompute == Recompute::full || (recompute == Recompute::selective && layer.recompute_cheap);
+  return recompute == Recompute::full || (recompute == Recompute::selective && layer.recompute_cheap) ||
+         (recompute == Recompute::selective_op && layer.kind == LayerKind::attention && !fused_attention(layer));
 }
+
+/// Whether per-op checkpointing (Recompute::selective_op) wraps `block`: torchtitan checkpoints each
+/// transformer block, a block with an attention layer; the embedding and the output head keep their stash.
+bool op_checkpointed(const Model& model, StageRange block);
+
+/// torchtitan's per-op selective checkpointing (`selective_ac_option = "op"`, torch.utils.checkpoint's
+/// selective contexts) of the checkpointed block `block`: per layer, in order, the share of its forward
+/// output the checkpoint keeps instead of recomputing. Its policy keeps the outputs of aten.mm (but every
+/// second one of the block, counted in call order), of SDPA's flash and efficient kernels and of
+/// reduce-scatters, and recomputes every other op. Here: a linear without a bias keeps the matmuls
+/// (Layer::matmuls) the count gives it (one with a bias runs addmm: none); a fused attention keeps its
+/// output (its copies rerun); every other layer keeps nothing.
+std::vector<double> op_checkpoint_kept(const Model& model, StageRange block);
 
 /// Optimizer bytes per parameter beyond weights and gradients (moments, and the fp32 master copy
 /// when `dtype` is narrower than 32 bits).
@@ -163,8 +189,11 @@ private:
   std::vector<double> stash_;      // bytes per sample, no recomputation
   std::vector<double> cheap_;      // bytes per sample selective recomputation drops
   std::vector<double> boundary_;   // bytes per sample of each block's input
+  std::vector<double> op_kept_; // bytes per sample per-op checkpointing keeps (a block's stash when not checkpointed)
+  std::vector<bool> op_block_;  // whether per-op checkpointing wraps the block
   std::vector<std::vector<double>> max_cheap_;      // sparse tables over blocks
   std::vector<std::vector<double>> max_full_;
+  std::vector<std::vector<double>> max_op_rerun_; // a checkpointed block's stash less what it keeps
   std::vector<std::vector<double>> max_workspace_;
   std::vector<std::vector<double>> max_block_params_;  // parameters of the largest block (ZeRO buffers)
   std::vector<std::size_t> tied_layers_;

@@ -19,19 +19,6 @@ Kernel make_kernel(std::string name, KernelKind kind)
   return k;
 }
 
-Kernel gemm_kernel(std::string name, double m, double n, double k)
-{
-  Kernel g = make_kernel(std::move(name), KernelKind::gemm);
-  g.gemm = {.m = m, .n = n, .k = k, .batch = 1};
-  g.forward_flop = 2 * m * n * k;
-  g.forward_sample_elements = m * k + m * n;
-  g.forward_fixed_elements = k * n;
-  g.backward_flop = 4 * m * n * k;
-  g.backward_sample_elements = 2 * m * n + 2 * m * k;  // dgrad reads dY writes dX; wgrad reads X and dY
-  g.backward_fixed_elements = 2 * k * n;               // dgrad reads W, wgrad writes dW
-  return g;
-}
-
 Kernel batched_gemm_kernel(std::string name, double batch, double m, double n, double k)
 {
   Kernel g = make_kernel(std::move(name), KernelKind::batched_gemm);
@@ -167,6 +154,19 @@ bool positive_int(double v) { return v >= 1 && std::floor(v) == v; }
 
 }  // namespace
 
+Kernel gemm_kernel(std::string name, double m, double n, double k)
+{
+  Kernel g                   = make_kernel(std::move(name), KernelKind::gemm);
+  g.gemm                     = {.m = m, .n = n, .k = k, .batch = 1};
+  g.forward_flop             = 2 * m * n * k;
+  g.forward_sample_elements  = m * k + m * n;
+  g.forward_fixed_elements   = k * n;
+  g.backward_flop            = 4 * m * n * k;
+  g.backward_sample_elements = 2 * m * n + 2 * m * k; // dgrad reads dY writes dX; wgrad reads X and dY
+  g.backward_fixed_elements  = 2 * k * n;             // dgrad reads W, wgrad writes dW
+  return g;
+}
+
 ModelBuilder::ModelBuilder(std::string model_name, TensorShape input) : model_name_(std::move(model_name)), input_(input)
 {
   if (!(input.elements() > 0))
@@ -213,6 +213,7 @@ Tensor ModelBuilder::linear(Tensor x, double out_features, bool bias, std::strin
   const double in = x.shape.features * x.shape.height * x.shape.width;  // images are flattened
   Layer& l = add_layer(LayerKind::linear, std::move(name), {x}, TensorShape::sequence(rows, out_features));
   l.parameters = in * out_features + (bias ? out_features : 0.0);
+  l.bias            = bias;
   l.stash_inputs = true;
   l.kernels.push_back(gemm_kernel(l.name, rows, out_features, in));
   return {layers_.size() - 1, l.output};
@@ -573,6 +574,17 @@ void ModelBuilder::set_tp(TpRole role)
   if (layers_.empty())
     throw std::invalid_argument("set_tp: no layer yet");
   layers_.back().tp = role;
+}
+
+void ModelBuilder::set_matmuls(std::vector<double> features)
+{
+  double sum = 0;
+  for (double f : features)
+    sum += f;
+  if (layers_.empty() || layers_.back().kind != LayerKind::linear ||
+      std::fabs(sum - layers_.back().output.features) > 1e-9 * sum)
+    throw std::invalid_argument("set_matmuls: the last layer must be a linear of as many output features");
+  layers_.back().matmuls = std::move(features);
 }
 
 void ModelBuilder::tie_last_to(std::size_t owner, double parameters)

@@ -115,6 +115,10 @@ struct CustomCosts {
   double traffic_elements = 0;  ///< elements read + written per sample in forward
 };
 
+/// A linear layer's GEMM kernel: `m` rows (tokens) of one sample by `n` output features over `k` input
+/// features, with the costs of its forward and of its backward's data- and weight-gradient GEMMs.
+Kernel gemm_kernel(std::string name, double m, double n, double k);
+
 class ModelBuilder {
 public:
   ModelBuilder(std::string model_name, TensorShape input);
@@ -163,6 +167,10 @@ public:
   /// Sets how tensor parallelism splits the last layer added (defaults: linear and conv2d
   /// `gathered`, attention `split`, embedding `row`, everything else `replicated`).
   void set_tp(TpRole role);
+
+  /// Says that the last layer, a linear, stands for several matrix multiplies of these output features
+  /// (Layer::matmuls), which must add up to its own. Throws std::invalid_argument otherwise.
+  void set_matmuls(std::vector<double> features);
 
   /// Marks the last layer as using the weights of layer `owner` (tied embeddings): the weights count
   /// once in the model, but a pipeline stage holding only the user keeps its own copy.

@@ -113,6 +113,7 @@ Model make_llama(const LlamaConfig& c)
     b.block(p);
     Tensor t = b.linear(b.norm(x, c.norm, p + ".attention_norm"), (c.heads + 2.0 * kv) * d, c.bias, p + ".qkv");
     b.set_tp(TpRole::column);
+    b.set_matmuls({c.heads * d, kv * d, kv * d}); // Llama's wq, wk, wv
     if (!learned)
       t = b.rotary(t, c.heads, kv, p + ".rope");
     t = b.attention(t, {.heads = c.heads, .kv_heads = kv, .dropout = c.dropout, .kind = c.attention, .causal = true},
@@ -129,6 +130,7 @@ Model make_llama(const LlamaConfig& c)
       Tensor u = b.linear(in, c.ffn == FeedForward::swiglu ? 2 * width : width, c.bias, name + "_up");
       b.set_tp(TpRole::column);
       if (c.ffn == FeedForward::swiglu) {
+        b.set_matmuls({width, width}); // w1 (the gate), then w3
         u = b.swiglu(u, name + "_swiglu");
       } else {
         u = b.activation(u, Activation::gelu, name + "_gelu");

@@ -3,6 +3,7 @@
 
 #include "calibration/EagerFit.hpp"
 #include "common/Error.hpp"
+#include "models/ModelBuilder.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -195,12 +196,6 @@ void eager_rotary(const Launches& k, Phase phase, double n, double d)
   k.add(n * 2 * d, Access::strided);   // the halves' gradients into a zeroed tensor (slice backward)
   k.add(n * 2 * d, Access::broadcast); // g * cos
   k.add(n * 3 * d);                    // the two paths summed
-}
-
-// Whether an attention layer runs fused (FlashAttention: SDPA's flash backend under PyTorch).
-bool fused_attention(const Layer& l)
-{
-  return std::any_of(l.kernels.begin(), l.kernels.end(), [](const models::Kernel& k) { return k.fused; });
 }
 
 // One layer's memory-bound launches (the library kernels come from layer_launches).
@@ -568,6 +563,50 @@ std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size
       out[i].work.bytes *= share;
   }
   fsdp_copies(model, begin, end, phase, samples, options, out);
+  return out;
+}
+
+namespace {
+
+// The forward of the share `rerun` of a linear's columns: one GEMM as wide as the matmuls it recomputes.
+std::vector<KernelLaunch> partial_gemm(const Layer& layer, double rerun, int samples, const ComputeOptions& options)
+{
+  const models::Kernel& whole   = layer.kernels.front();
+  Layer part                    = layer;
+  part.kernels                  = {models::gemm_kernel(whole.name, whole.gemm.m, whole.gemm.n * rerun, whole.gemm.k)};
+  std::vector<KernelLaunch> out = layer_launches(part, Phase::forward, samples, options.dtype, options.tp,
+                                                 options.scale, options.sequence_parallel, options.cp, options.ep);
+  for (KernelLaunch& launch : out) {
+    launch.layer          = &layer; // not the copy
+    launch.work.unaligned = unaligned(launch, options.dtype);
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<KernelLaunch> op_checkpoint_reruns(const models::Model& model, std::size_t begin, std::size_t end,
+                                               int samples, const ComputeOptions& rerun)
+{
+  const auto& layers = model.layers();
+  std::vector<KernelLaunch> out;
+  for (std::size_t l = begin; l < end;) {
+    const models::StageRange block = model.blocks()[layers[l].block].layers;
+    const std::size_t last         = std::min(end, block.end);
+    const std::vector<double> kept =
+        models::op_checkpointed(model, block) ? models::op_checkpoint_kept(model, block) : std::vector<double>{};
+    for (; l < last && !kept.empty(); ++l) {
+      const double share = kept[l - block.begin];
+      for (KernelLaunch& launch : pytorch_launches(model, l, l + 1, Phase::forward, samples, rerun)) {
+        if (share == 0 || !library_kernel(launch.kind))
+          out.push_back(std::move(launch)); // recomputed, or around a kept op (SDPA's copies)
+        else if (share < 1 && launch.kind == models::KernelKind::gemm)
+          for (KernelLaunch& part : partial_gemm(layers[l], 1 - share, samples, rerun))
+            out.push_back(std::move(part));
+      }
+    }
+    l = last;
+  }
   return out;
 }
 

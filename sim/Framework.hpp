@@ -105,6 +105,13 @@ using HostOps = std::array<double, calibration::host_op_kinds.size()>;
 std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,
                                            int samples, const ComputeOptions& options);
 
+/// What a backward over layers [begin, end) runs forward again under torchtitan's per-op checkpointing
+/// (models::Recompute::selective_op), as eager PyTorch launches it (`rerun`: the step's options, recomputing):
+/// each checkpointed block's forward but the ops it kept (models::op_checkpoint_kept), a fused attention's
+/// kernel and the kept matmuls' columns of each GEMM.
+std::vector<KernelLaunch> op_checkpoint_reruns(const models::Model& model, std::size_t begin, std::size_t end,
+                                               int samples, const ComputeOptions& rerun);
+
 /// The host operators of layers [begin, end) in `phase` (the optimizer: one per parameter tensor), trained
 /// in `dtype` (bf16 and fp16 under autocast, with its casts; fp32, or `autocast` false, without: FSDP's
 /// mixed precision, fsdp_params).

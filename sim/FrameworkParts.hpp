@@ -5,6 +5,7 @@
 
 #include "calibration/CostModel.hpp"
 #include "calibration/HostModel.hpp"
+#include "models/Memory.hpp"
 #include "models/Model.hpp"
 #include "sim/OpCosts.hpp"
 
@@ -13,6 +14,7 @@
 namespace ddlsim::sim::framework_parts {
 
 using calibration::HostOpKind;
+using models::fused_attention; // FlashAttention: SDPA's flash backend
 using models::Layer;
 using models::LayerKind;
 using Access = calibration::MemoryAccess;
@@ -58,8 +60,6 @@ std::vector<char> fp32_outputs(const models::Model& model, std::size_t end, Dtyp
 double input_elements(const models::Model& model, const Layer& layer);
 /// Weights a layer reads (its own and tied ones).
 double weights(const Layer& layer);
-/// Whether an attention layer runs fused (FlashAttention: SDPA's flash backend).
-bool fused_attention(const Layer& l);
 /// SDPA's copies around the fused kernel: K and V repeated for grouped-query attention, heads merged.
 void sdpa_attention(const Launches& k, Phase phase, const Layer& l, double d);
 /// Eager PyTorch's memory-bound launches of layer `li` in `phase` (the library kernels aside); `fsdp`:

@@ -238,6 +238,11 @@ std::vector<KernelLaunch> pytorch_step_launches(const models::Model& model, std:
     return out;
   ComputeOptions rerun = options;
   rerun.recomputing    = true;
+  if (options.recompute == models::Recompute::selective_op) { // eager only (the experiment's rules)
+    for (auto& launch : op_checkpoint_reruns(model, begin, end, samples, rerun))
+      out.push_back(std::move(launch));
+    return out;
+  }
   for (const auto& [first, last] : recomputed_runs(model, begin, end, options.recompute))
     for (auto& launch : list(model, first, last, Phase::forward, samples, rerun))
       out.push_back(launch);
@@ -252,6 +257,21 @@ std::vector<std::pair<std::size_t, std::size_t>> recomputed_runs(const models::M
   std::vector<std::pair<std::size_t, std::size_t>> runs;
   if (recompute == models::Recompute::none)
     return runs;
+  if (recompute ==
+      models::Recompute::selective_op) { // every layer of a checkpointed block (SAC skips kernels, not ops)
+    for (std::size_t l = begin; l < end;) {
+      const models::StageRange block = model.blocks()[model.layers()[l].block].layers;
+      const std::size_t last         = std::min(end, block.end);
+      if (models::op_checkpointed(model, block)) {
+        if (!runs.empty() && runs.back().second == l)
+          runs.back().second = last;
+        else
+          runs.emplace_back(l, last);
+      }
+      l = last;
+    }
+    return runs;
+  }
   for (std::size_t l = begin; l < end;) {
     std::size_t r = l;
     while (r < end && models::reruns_forward(recompute, model.layers()[r]))

@@ -111,6 +111,12 @@ rc, out, err, _, _ = export(uneven)
 checks += 1
 check(rc == 1 and "parallelism.virtual_stages: pp x virtual_stages = 6 model chunks divide neither the 32 layers" in err,
       f"an uneven interleaved split refused: {rc} {err}")
+per_op = write_experiment(tmp, "per_op", BASE.replace("dtype: bf16}", "dtype: bf16, framework: pytorch, "
+                                                       "recompute: selective-op}") + "parallelism: {dp: 16}\n")
+rc, out, err, _, _ = export(per_op)
+checks += 1
+check(rc == 1 and out == "" and f"{per_op}:5: training.recompute: Megatron has no per-op checkpointing" in err,
+      f"torchtitan's per-op checkpointing refused at its line: {rc} {err}")
 # A spec-sheet point (framework ideal) exports with a note; ZeRO 3 as Megatron FSDP.
 zero3 = write_experiment(tmp, "zero3", BASE + "parallelism: {schedule: 1f1b, pp: 1, dp: 16, zero: 3}\n")
 rc, out, err, flags, _ = export(zero3)

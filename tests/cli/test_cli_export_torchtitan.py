@@ -135,6 +135,18 @@ checks += 1
 check(rc == 0 and "reduces float32 gradients; the point reduced them in bf16" in out,
       f"DDP with bf16 gradients: torchtitan's float32 noted: {rc} {err} {out[:600]}")
 
+# Checkpointing: selective-op is torchtitan's per-op policy as simulated; Megatron's selective (the
+# attention core) exports the same job, saying what differs.
+for recompute, noted in (("selective-op", False), ("selective", True)):
+    rc, out, err, job = export(ddp, "--set", f"training.recompute={recompute}")
+    known_keys(job, recompute)
+    expect(job, {"activation_checkpoint.mode": "selective", "activation_checkpoint.selective_ac_option": "op"},
+           recompute)
+    checks += 1
+    check(rc == 0 and ("simulate recompute: selective-op for torchtitan's" in out) == noted,
+          f"recompute {recompute}: torchtitan's per-op checkpointing, noted only when the point simulated "
+          f"another: {rc} {err} {out[:800]}")
+
 # Hybrid sharding: ZeRO 3 within groups of 4 of the 8 replicas is HSDP, 2 replicated x 4 sharded;
 # with cp 2 the shard degree counts whole context-parallel groups (zero_group 4 = 2 shards x cp 2).
 for name, par, degrees in (("hsdp", "{dp: 8, tp: 2, zero: 3, zero_group: 4, sequence_parallel: true}", (2, 4)),

@@ -6,6 +6,7 @@
 #include "calibration/Profile.hpp"
 #include "common/Error.hpp"
 #include "models/ModelLoader.hpp"
+#include "models/Zoo.hpp"
 #include "sim/Framework.hpp"
 #include "sim/TaskGraph.hpp"
 #include "tests/unit/LayerNamed.hpp"
@@ -339,4 +340,49 @@ TEST_CASE("FSDP's mixed precision: no autocast casts, the unit's copies around i
       without += library(k) || k.outside_graph ? 0 : k.work.bytes;
     CHECK(with_autocast - without >= cast);
   }
+}
+
+TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, wo and w3, no SDPA")
+{
+  // torchtitan's selective_ac_option "op" over a Llama block (wq wk wv wo w1 w3 w2: mm 1-7, the odd
+  // ones kept, and SDPA's output): its backward reruns the even matmuls and every other kernel.
+  const double s = 1024, h = 1024, kv = 256, f = 2816, samples = 2;
+  const models::Model m = models::make_llama({.name       = "l",
+                                              .layers     = 2,
+                                              .hidden     = 1024,
+                                              .heads      = 8,
+                                              .kv_heads   = 2,
+                                              .ffn_hidden = 2816,
+                                              .seq        = 1024,
+                                              .vocab      = 32000});
+  const auto block      = m.blocks()[1].layers;
+  ComputeOptions o      = with(Framework::pytorch);
+  const auto backward   = [&](models::Recompute r) {
+    o.recompute = r;
+    return range_launches(m, block.begin, block.end, Phase::backward, 2, o);
+  };
+  const auto plain = backward(models::Recompute::none), op = backward(models::Recompute::selective_op);
+  REQUIRE(op.size() > plain.size());
+  const std::vector<KernelLaunch> rerun(op.begin() + static_cast<std::ptrdiff_t>(plain.size()), op.end());
+  double gemm = 0, pointwise = 0;
+  for (const auto& k : rerun) {
+    CHECK(k.pass == LaunchPass::forward);
+    CHECK(k.kind != models::KernelKind::batched_gemm); // SDPA's output is kept
+    (k.kind == models::KernelKind::gemm ? gemm : pointwise) +=
+        k.kind == models::KernelKind::gemm ? k.work.flop : k.work.bytes;
+  }
+  CHECK(gemm == doctest::Approx(2 * samples * s * h * (kv + h + f)));
+  // Every memory-bound kernel of the forward again (SDPA's copies included), recomputing.
+  ComputeOptions again = o;
+  again.recompute      = models::Recompute::none;
+  again.recomputing    = true;
+  double forward       = 0;
+  for (const auto& k : pytorch_launches(m, block.begin, block.end, Phase::forward, 2, again))
+    forward += library(k) ? 0.0 : k.work.bytes;
+  CHECK(pointwise == doctest::Approx(forward));
+  // The host reruns every operator of the block (a kept op is still dispatched), and nothing of the
+  // embedding's block, which torchtitan does not checkpoint.
+  const auto runs = recomputed_runs(m, 0, block.end, models::Recompute::selective_op);
+  REQUIRE(runs.size() == 1);
+  CHECK(runs.front() == std::pair<std::size_t, std::size_t>{block.begin, block.end});
 }

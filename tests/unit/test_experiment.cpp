@@ -169,7 +169,8 @@ TEST_CASE("partition options: explicit balance is checked against pp and the mod
   d = load_errors(base, {"training.recompute=sometimes"});
   REQUIRE(d.size() == 1);
   CHECK(d[0].key == "training.recompute");
-  CHECK(d[0].message.find("unknown value 'sometimes' (expected one of: none, selective, full)") != std::string::npos);
+  CHECK(d[0].message.find("unknown value 'sometimes' (expected one of: none, selective, full, selective-op)") !=
+        std::string::npos);
 }
 
 TEST_CASE("cluster files: fat trees, heterogeneous nodes and stragglers; errors with file, line and key")
@@ -494,4 +495,29 @@ TEST_CASE("rule_problems gives the messages the point's own checks give, without
   CHECK(changed([](TrainingSpec&, ParallelismSpec& par) {
           par.virtual_stages = 2; // without the interleaved schedule
         }).rfind("parallelism.virtual_stages: virtual_stages > 1 needs schedule: interleaved", 0) == 0);
+}
+
+TEST_CASE("recompute: selective-op is refused where its collectives or framework are not modelled")
+{
+  const std::string llama = "name: t\nmodel: llama3-8b\ncluster: dgx-h100x2\ncalibration: pytorch-h200\n"
+                            "training: {global_batch: 16, micro_batch: 1, seq: 2048, recompute: selective-op, ";
+  const auto problems     = [&](const std::string& rest) {
+    return Experiment::load(write_temp(llama + rest)).point(0).problems;
+  };
+  CHECK(problems("framework: pytorch}\nparallelism: {dp: 16}\n").empty());
+  const auto megatron = problems("framework: megatron}\nparallelism: {dp: 16}\n");
+  REQUIRE(megatron.size() == 1);
+  CHECK(megatron.front().key == "training.recompute");
+  CHECK(megatron.front().message.find("needs framework pytorch, not megatron") != std::string::npos);
+  const auto tp = problems("framework: pytorch}\nparallelism: {dp: 8, tp: 2}\n");
+  REQUIRE(tp.size() == 1);
+  CHECK(tp.front().message.find("tp or ep > 1") != std::string::npos);
+  const auto resnet =
+      Experiment::load(write_temp("name: t\nmodel: resnet50\ncluster: dgx-h100x2\ncalibration: "
+                                  "pytorch-h200\ntraining: {global_batch: 16, micro_batch: 1, "
+                                  "recompute: selective-op, framework: pytorch}\nparallelism: {dp: 16}\n"))
+          .point(0)
+          .problems;
+  REQUIRE(resnet.size() == 1);
+  CHECK(resnet.front().message.find("has no attention layer") != std::string::npos);
 }

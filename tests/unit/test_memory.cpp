@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -188,4 +189,63 @@ TEST_CASE("FP8 GEMMs keep their inputs a byte per element (Transformer Engine), 
   const StageRange head{m.blocks().size() - 1, m.blocks().size()};
   CHECK(activations(head, 1, false, 1) == doctest::Approx(activations(head, 1, false, 0)));
   CHECK(activations(head, 1, false, 0) > 2 * s * h); // it does stash that input
+}
+
+TEST_CASE("per-op checkpointing keeps every other matmul's output and SDPA's, and rebuilds one block")
+{
+  // torchtitan's policy over a Llama block: wq, wk, wv, wo, w1, w3, w2 are mm 1-7; the odd ones and
+  // SDPA's output (with its fp32 log-sum-exp per head and token) are kept, the rest is recomputed.
+  const double s = 1024, h = 1024, kv = 256, f = 2816, heads = 8, layers = 4, b = 2, n = 3;
+  const Model m          = make_llama({.name       = "l",
+                                       .layers     = 4,
+                                       .hidden     = 1024,
+                                       .heads      = 8,
+                                       .kv_heads   = 2,
+                                       .ffn_hidden = 2816,
+                                       .seq        = 1024,
+                                       .vocab      = 32000});
+  const StageRange block = m.blocks()[1].layers;
+  CHECK_FALSE(op_checkpointed(m, m.blocks()[0].layers)); // the embedding keeps its stash
+  REQUIRE(op_checkpointed(m, block));
+  const std::vector<double> kept = op_checkpoint_kept(m, block);
+  auto share                     = [&](const std::string& name) {
+    for (std::size_t i = block.begin; i < block.end; ++i)
+      if (m.layers()[i].name == "layer0." + name)
+        return kept[i - block.begin];
+    FAIL("no layer " << name);
+    return -1.0;
+  };
+  CHECK(share("qkv") == doctest::Approx((h + kv) / (h + 2 * kv))); // wq and wv of wq, wk, wv
+  CHECK(share("proj") == 0);                                       // wo: the fourth
+  CHECK(share("mlp_up") == doctest::Approx(0.5));                  // w1, not w3
+  CHECK(share("mlp_down") == 1);                                   // w2: the seventh
+  CHECK(share("attention") == 1);
+  CHECK(share("mlp_norm") == 0);
+  // A linear with a bias runs addmm, which the policy neither keeps nor counts.
+  const Model biased             = make_llama({.name       = "l",
+                                               .layers     = 1,
+                                               .hidden     = 1024,
+                                               .heads      = 8,
+                                               .kv_heads   = 2,
+                                               .ffn_hidden = 2816,
+                                               .seq        = 1024,
+                                               .vocab      = 32000,
+                                               .bias       = true});
+  const std::vector<double> none = op_checkpoint_kept(biased, biased.blocks()[1].layers);
+  CHECK(std::count(none.begin(), none.end(), 0.0) == static_cast<long>(none.size()) - 1); // SDPA's alone
+
+  auto activations = [&](Recompute r) {
+    return StageMemoryModel(m, {.dtype = Dtype::bf16, .optimizer = Optimizer::adam, .recompute = r}, 2)
+        .stage(gpt_layers(m), 3)
+        .activations;
+  };
+  // Per sample and block, in bytes: the block's input and the kept outputs; one micro-batch's block
+  // rebuilt less what it kept.
+  const double outputs = 2 * s * (h + kv) + 2 * s * h + heads * s * 4 + 2 * s * f + 2 * s * h;
+  const double input   = 2 * s * h;
+  const double whole   = activations(Recompute::none) / (n * b * layers); // a block's stash (its input among it)
+  CHECK(activations(Recompute::selective_op) ==
+        doctest::Approx(n * b * layers * (input + outputs) + b * (whole - outputs)));
+  CHECK(activations(Recompute::selective_op) < activations(Recompute::none));
+  CHECK(activations(Recompute::selective_op) > activations(Recompute::full));
 }
