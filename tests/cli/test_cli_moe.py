@@ -205,4 +205,54 @@ checks += 1
 check(sum(1 for line in page if line.startswith("| 8x")) == len(expected),
       "docs/moe.md's experiments/moe.yaml table has rows the golden CSV does not give")
 
+# docs/moe.md's two search tables and their figures are what `ddlsim search parallel` prints now (seconds
+# each at -j 2): the ranked rows, the layouts counted, the closed form's spread against the simulation.
+def ranked(out):
+    """The search's ranked table: rows as dicts by header."""
+    rows, header = [], None
+    for line in out.splitlines():
+        words = line.split()
+        if words[:2] == ["rank", "tp"]:
+            header = words
+        elif header and words and words[0].isdigit() and len(words) == len(header):
+            rows.append(dict(zip(header, words)))
+        elif header:
+            break
+    return rows
+
+
+def page_row(r, columns):
+    cells = {"schedule": r["schedule"].replace(":v", ", v "), "estimate": f"{float(r['estimate_s']):.3f} s",
+             "simulated": f"{float(r['simulated_s']):.3f} s", "tokens/s": f"{float(r['tokens/s']):,.0f}",
+             "MFU": r["mfu"], "exposed a2a": f"{float(r['a2a_s']):.3f} s"}
+    return "| " + " | ".join(cells.get(c, r.get(c, "?")) for c in columns) + " |"
+
+
+moe_search = os.path.join(ROOT, "experiments", "moe_search.yaml")
+text = " ".join(page)  # the page's prose, line breaks as spaces
+for args, columns, counts, spread in (
+        ([], ["rank", "tp", "pp", "dp", "ep", "zero", "mb", "schedule", "recompute", "estimate", "simulated", "tokens/s",
+              "MFU", "exposed a2a"], "3,021 layouts, 2,810 fit", "0.4% slow to 3.4% fast"),
+        (["--recompute", "full", "--schedules", "1f1b"],
+         ["rank", "tp", "pp", "dp", "ep", "zero", "mb", "estimate", "simulated", "tokens/s", "MFU"],
+         "1,118 layouts, 1,028 fit", "4.7% and 7.1% too fast")):
+    rc, out, err = run(binary, "search", "parallel", moe_search, "-j", "2", *args, "-o", os.path.join(tmp, "moe_search.csv"))
+    rows = ranked(out) if rc == 0 else []
+    # "3021 layouts, 3021 valid, 2810 fit in memory; ..."
+    numbers = [int(w) for w in (out.splitlines()[1] if rc == 0 else "").replace(",", " ").split() if w.isdigit()]
+    said = f"{numbers[0]:,} layouts, {numbers[2]:,} fit" if len(numbers) >= 3 else ""
+    checks += 1
+    check(rc == 0 and len(rows) == 16 and said == counts and counts in text,
+          f"docs/moe.md says {counts!r} for `search parallel moe_search.yaml {' '.join(args)}`: now {said!r} {err}")
+    for r in rows[:6]:
+        checks += 1
+        check(page_row(r, columns) in page, f"docs/moe.md's table of `search parallel {' '.join(args)}` lacks "
+                                            f"{page_row(r, columns)}")
+    errors = sorted(100 * (float(r["estimate_s"]) / float(r["simulated_s"]) - 1) for r in rows)
+    quoted = "" if len(errors) < 2 else (f"{errors[-1]:.1f}% slow to {-errors[0]:.1f}% fast" if not args else
+                                         f"{-errors[1]:.1f}% and {-errors[0]:.1f}% too fast")
+    checks += 1
+    check(quoted == spread and spread in text,
+          f"docs/moe.md's closed form against the simulation, {spread!r}, is {quoted!r} now")
+
 finish("cli_moe", checks)
