@@ -532,12 +532,11 @@ std::optional<ParallelCandidate> screen_layout(ParallelLayout layout, const Poin
   p.training.micro_batch = layout.micro_batch;
   p.parallelism.schedule = layout.schedule;
   p.parallelism.virtual_stages = layout.virtual_stages;
-  valid = false;
-  if (!rule_problems(p).empty()) // the shape passed them: what the layout changed may not
-    return std::nullopt;
+  valid                        = false;
   for (std::size_t i = 0; i < order.size(); ++i) {
     p.training.recompute = order[i];
-    if (!over_limits(p, estimate_resources(p)).empty())
+    // The shape passed the rules: what the layout changed, and its recomputation, may not.
+    if (!rule_problems(p).empty() || !over_limits(p, estimate_resources(p)).empty())
       continue;
     valid = true;
     const PointPlan plan = plan_point(p, cost);

@@ -182,17 +182,33 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
     double kept        = stash_[b + 1] - stash_[b];
     if (op_checkpointed(model, r)) {
       const std::vector<double> share = op_checkpoint_kept(model, r);
-      double outputs                  = 0;
+      // Whether the block's stash holds tensor t (a layer's output, or its input when t < r.begin).
+      const auto stashed = [&](std::size_t t) {
+        for (std::size_t j = r.begin; j < r.end; ++j)
+          if ((layers[j].stash_inputs &&
+               std::find(layers[j].inputs.begin(), layers[j].inputs.end(), t) != layers[j].inputs.end()) ||
+              (layers[j].stash_output && j == t))
+            return true;
+        return false;
+      };
+      const double input = boundary_[b + 1] - boundary_[b];
+      double outputs = 0, of_stash = 0; // kept; and of that, what the stash holds (not rebuilt)
       for (std::size_t i = r.begin; i < r.end; ++i) {
-        const Layer& l     = layers[i];
-        const double split = tp_output_split(l.tp) ? tp : 1.0;
-        outputs += share[i - r.begin] * l.output_elements() * d / split / cp;
+        const Layer& l      = layers[i];
+        const double split  = tp_output_split(l.tp) ? tp : 1.0;
+        const double output = share[i - r.begin] * l.output_elements() * d / split / cp;
+        outputs += output;
+        of_stash += stashed(i) ? output : 0.0;
         if (l.kind == LayerKind::attention && share[i - r.begin] > 0)
-          outputs += l.heads * l.output.tokens * 4.0 / split / cp;
+          outputs += l.heads * l.output.tokens * 4.0 / split / cp; // the fp32 log-sum-exp
       }
+      bool input_stashed = false; // the block's input, kept by the checkpoint
+      for (std::size_t j = r.begin; j < r.end; ++j)
+        for (std::size_t t : layers[j].inputs)
+          input_stashed |= t < r.begin && stashed(t);
       op_block_[b]      = true;
-      kept              = boundary_[b + 1] - boundary_[b] + outputs;
-      block_op_rerun[b] = std::max(0.0, block_full[b] - outputs);
+      kept              = input + outputs;
+      block_op_rerun[b] = std::max(0.0, block_full[b] - of_stash - (input_stashed ? input : 0.0));
     }
     op_kept_[b + 1] = op_kept_[b] + kept;
   }

@@ -3,7 +3,6 @@
 
 #include "calibration/EagerFit.hpp"
 #include "common/Error.hpp"
-#include "models/ModelBuilder.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -568,18 +567,12 @@ std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size
 
 namespace {
 
-// The forward of the share `rerun` of a linear's columns: one GEMM as wide as the matmuls it recomputes.
+// The forward of the share `rerun` of a linear's columns, as eager PyTorch launches it.
 std::vector<KernelLaunch> partial_gemm(const Layer& layer, double rerun, int samples, const ComputeOptions& options)
 {
-  const models::Kernel& whole   = layer.kernels.front();
-  Layer part                    = layer;
-  part.kernels                  = {models::gemm_kernel(whole.name, whole.gemm.m, whole.gemm.n * rerun, whole.gemm.k)};
-  std::vector<KernelLaunch> out = layer_launches(part, Phase::forward, samples, options.dtype, options.tp,
-                                                 options.scale, options.sequence_parallel, options.cp, options.ep);
-  for (KernelLaunch& launch : out) {
-    launch.layer          = &layer; // not the copy
+  std::vector<KernelLaunch> out = rerun_launches(layer, rerun, samples, options);
+  for (KernelLaunch& launch : out)
     launch.work.unaligned = unaligned(launch, options.dtype);
-  }
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include "sim/Framework.hpp"
 
 #include "models/ExpertLoad.hpp"
+#include "models/ModelBuilder.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -251,6 +252,26 @@ std::vector<KernelLaunch> pytorch_step_launches(const models::Model& model, std:
 
 } // namespace
 
+std::vector<KernelLaunch> rerun_launches(const models::Layer& layer, double rerun, int samples,
+                                         const ComputeOptions& options)
+{
+  const auto launches = [&](const models::Layer& l) {
+    return layer_launches(l, Phase::forward, samples, options.dtype, options.tp, options.scale,
+                          options.sequence_parallel, options.cp, options.ep);
+  };
+  if (rerun <= 0)
+    return {};
+  if (rerun >= 1 || layer.kind != models::LayerKind::linear || layer.kernels.size() != 1)
+    return launches(layer);
+  const models::Kernel& whole = layer.kernels.front();
+  models::Layer part          = layer;
+  part.kernels = {models::gemm_kernel(whole.name, whole.gemm.m, std::round(whole.gemm.n * rerun), whole.gemm.k)};
+  std::vector<KernelLaunch> out = launches(part);
+  for (KernelLaunch& launch : out)
+    launch.layer = &layer; // not the copy
+  return out;
+}
+
 std::vector<std::pair<std::size_t, std::size_t>> recomputed_runs(const models::Model& model, std::size_t begin,
                                                                  std::size_t end, models::Recompute recompute)
 {
@@ -316,11 +337,21 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
     for (auto& launch : layer_launches(layers[l], phase, samples, options.dtype, options.tp, options.scale,
                                        options.sequence_parallel, options.cp, options.ep))
       out.push_back(launch);
-    if (phase == Phase::backward && models::reruns_forward(options.recompute, layers[l]))
+    if (phase == Phase::backward && options.recompute != models::Recompute::selective_op &&
+        models::reruns_forward(options.recompute, layers[l]))
       for (auto& launch : layer_launches(layers[l], Phase::forward, samples, options.dtype, options.tp, options.scale,
                                          options.sequence_parallel, options.cp, options.ep))
         out.push_back(launch);
   }
+  // Per-op checkpointing: each checkpointed block's layers again, less what the policy kept.
+  if (phase == Phase::backward && options.recompute == models::Recompute::selective_op)
+    for (const auto& [first, last] : recomputed_runs(model, begin, end, options.recompute))
+      for (std::size_t l = first; l < last; ++l) {
+        const models::StageRange block = model.blocks()[layers[l].block].layers;
+        const double kept              = models::op_checkpoint_kept(model, block)[l - block.begin];
+        for (auto& launch : rerun_launches(layers[l], 1 - kept, samples, options))
+          out.push_back(launch);
+      }
   return out;
 }
 

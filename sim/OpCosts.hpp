@@ -110,6 +110,13 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
 std::vector<std::pair<std::size_t, std::size_t>> recomputed_runs(const models::Model& model, std::size_t begin,
                                                                  std::size_t end, models::Recompute recompute);
 
+/// The forward launches of the share `rerun` (0 to 1) of `layer`'s work a per-op checkpointed backward
+/// runs again (models::op_checkpoint_kept): all of them at 1, none at 0; in between a linear's GEMM
+/// narrowed to the output features of the matmuls it recomputes (whole features: 1,024 of Llama 3
+/// 8B's 6,144 for wk).
+std::vector<KernelLaunch> rerun_launches(const models::Layer& layer, double rerun, int samples,
+                                         const ComputeOptions& options);
+
 /// Launches of layers [begin, end) in `phase` for `samples` samples: recomputation included in
 /// backward; Phase::optimizer gives the one fused update of the parameters those layers hold.
 std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t begin, std::size_t end, Phase phase,

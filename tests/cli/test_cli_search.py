@@ -318,4 +318,11 @@ checks += 1
 check(rc == 0 and "no mini-batch tried trains: nothing fits from 65536" in out and "with the search" not in out,
       f"nothing trainable is said plainly: {rc} {out[-300:]} {err}")
 
+# The layouts' recomputation obeys the rules too: torchtitan's per-op checkpointing needs eager PyTorch,
+# so under the file's framework (ideal) no layout is valid with it alone.
+rc, out, err = run(binary, "search", "parallel", os.path.join(ROOT, "experiments", "llama3_70b_search.yaml"),
+                   "--recompute", "selective-op", "-o", os.path.join(d, "per_op.csv"))
+checks += 1
+check(rc == 1 and "layouts (0 valid)" in err, f"selective-op under framework ideal: no layout valid: {rc} {err}")
+
 finish("cli_search", checks)

@@ -368,6 +368,7 @@ TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, w
   for (const auto& k : rerun) {
     CHECK(k.pass == LaunchPass::forward);
     CHECK(k.kind != models::KernelKind::batched_gemm); // SDPA's output is kept
+    CHECK_FALSE(k.work.unaligned);                     // whole features: 256 of 1,536 (wk), not 255.99...
     (k.kind == models::KernelKind::gemm ? gemm : pointwise) +=
         k.kind == models::KernelKind::gemm ? k.work.flop : k.work.bytes;
   }
@@ -380,6 +381,17 @@ TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, w
   for (const auto& k : pytorch_launches(m, block.begin, block.end, Phase::forward, 2, again))
     forward += library(k) ? 0.0 : k.work.bytes;
   CHECK(pointwise == doctest::Approx(forward));
+  // The ideal kernel list (parameter servers' compute, execute's workloads) reruns the same GEMMs.
+  ComputeOptions ideal  = with(Framework::ideal);
+  const auto ideal_gemm = [&](models::Recompute r) {
+    ideal.recompute = r;
+    double flop     = 0;
+    for (const auto& k : range_launches(m, block.begin, block.end, Phase::backward, 2, ideal))
+      flop += k.kind == models::KernelKind::gemm ? k.work.flop : 0.0;
+    return flop;
+  };
+  CHECK(ideal_gemm(models::Recompute::selective_op) - ideal_gemm(models::Recompute::none) ==
+        doctest::Approx(2 * samples * s * h * (kv + h + f)));
   // The host reruns every operator of the block (a kept op is still dispatched), and nothing of the
   // embedding's block, which torchtitan does not checkpoint.
   const auto runs = recomputed_runs(m, 0, block.end, models::Recompute::selective_op);
