@@ -448,8 +448,10 @@ void add_search_commands(CommandTable& table)
                     "virtual stages tried with interleaved, e.g. 2,4 (default: every v from 2 to 8 that splits the "
                     "layers evenly)")
       ->type_name("LIST");
-  p.app->add_option("--recompute", p.args.recompute,
-                    "recomputation tried, the first that fits kept, e.g. none,full (default none,selective,full)")
+  p.app
+      ->add_option("--recompute", p.args.recompute,
+                   "recomputation tried, the first that fits kept, e.g. none,full (default "
+                   "none,selective,selective-op,full)")
       ->type_name("LIST");
   p.app->add_option("--dtype", p.args.dtype, "dtypes tried, e.g. bf16,fp8 (default: the experiment's)")
       ->type_name("LIST");

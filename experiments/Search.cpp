@@ -503,13 +503,16 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
 
 namespace {
 
-// The recomputation tried per layout, cheapest first (ParallelSearchOptions::recomputes).
+// The recomputation tried per layout, cheapest first (ParallelSearchOptions::recomputes): per-op
+// checkpointing reruns part of each block, full all of it; a layout whose framework cannot run one
+// (selective-op is eager PyTorch's) skips it by the rules.
 std::vector<models::Recompute> recompute_order(const PointConfig& base, const ParallelSearchOptions& options)
 {
   if (!options.recomputes.empty())
     return options.recomputes;
   if (base.model.has(models::LayerKind::attention))
-    return {models::Recompute::none, models::Recompute::selective, models::Recompute::full};
+    return {models::Recompute::none, models::Recompute::selective, models::Recompute::selective_op,
+            models::Recompute::full};
   return {models::Recompute::none, models::Recompute::full};
 }
 
