@@ -88,13 +88,13 @@ int cmd_search_grid(const SearchGridArgs& a)
              "vs best", "comm_bytes/GPU", "exposed_comm_s", "memory");
   const double best =
       search.ranking.empty() ? 0 : *search.rows[search.ranking.front()].number("throughput_samples_per_s");
-  auto label = [&](const experiments::ResultRow& row) {
-    const auto pp = row.number("pp"), tp = row.number("tp"), dp = row.number("dp");
-    if (dp == gpus)
+  auto label = [&](std::size_t r) {
+    const experiments::GridShape& s = search.shapes[r];
+    if (s.dp == gpus)
       return "pure data parallel";
-    if (tp == gpus)
+    if (s.tp == gpus)
       return "pure model parallel (tensor)";
-    if (pp == gpus)
+    if (s.pp == gpus)
       return "pure model parallel (pipeline)";
     return "";
   };
@@ -106,14 +106,14 @@ int cmd_search_grid(const SearchGridArgs& a)
     fmt::print("{:5} {:>5} {:>5} {:>5} {:14.6g} {:9.1f}% {:16.4g} {:14.4g} {:7.1f}GiB  {}\n", ++rank, row.get("pp"),
                row.get("tp"), row.get("dp"), t, 100 * (t / best - 1), row.number("comm_bytes_per_gpu").value_or(nan),
                row.number("exposed_comm_time_s").value_or(nan), row.number("peak_memory_bytes").value_or(nan) / gib,
-               label(row));
+               label(r));
   }
   std::size_t others = 0;
-  for (const auto& row : search.rows)
-    if (!row.is_ok()) {
+  for (std::size_t r = 0; r < search.rows.size(); ++r)
+    if (const auto& row = search.rows[r]; !row.is_ok()) {
       ++others;
       fmt::print("{:>5} {:>5} {:>5} {:>5} {:>14}  {}\n", "-", row.get("pp"), row.get("tp"), row.get("dp"),
-                 row.get("status"), label(row));
+                 row.get("status"), label(r));
     }
   fmt::print("{} shapes, {} ok; every shape: {}\n", search.rows.size(), search.rows.size() - others, csv);
   return exit_ok;

@@ -141,6 +141,7 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
                        const GridSearchOptions& options)
 {
   std::vector<PointConfig> points;
+  GridSearch search;
   for (int pp = 1; pp <= gpus; ++pp) {
     if (gpus % pp != 0 || (!options.pipeline && pp > 1))
       continue;
@@ -150,9 +151,9 @@ GridSearch search_grid(int gpus, const std::function<PointConfig(int pp, int tp,
       PointConfig p = make_point(pp, tp, gpus / (pp * tp));
       p.index = points.size();
       points.push_back(std::move(p));
+      search.shapes.push_back({.pp = pp, .tp = tp, .dp = gpus / (pp * tp)});
     }
   }
-  GridSearch search;
   search.rows = run_sweep(points, {.jobs = options.jobs, .evaluate = {}, .on_progress = {}, .on_row = {}});
   search.ranking = rank_by_throughput(search.rows);
   return search;
@@ -471,9 +472,9 @@ double estimate_iteration(const PointConfig& point, const PointPlan& plan, const
     if (par.replicas() > 1) {
       // Reductions hidden under the backward slow it: the earlier buckets (ZeRO 2 without buckets: every
       // unit) under the last micro-batch's; with ZeRO 2, every micro-batch's reduction under its own.
-      const bool every_micro_batch = par.zero == ZeroStage::gradients; // ZeRO 2 reduces each one
+      const bool every_micro_batch = shards_gradients(par.zero); // in this branch ZeRO 2: reduces each one
       if (overlap_cost > 0 && !shards_parameters(par.zero)) {
-        const double hidden_last = every_micro_batch && par.dp_bucket <= 0 ? grads : grads - last;
+        const double hidden_last = reduces_per_block(par.zero, par.dp_bucket > 0) ? grads : grads - last;
         double hidden = collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, hidden_last);
         if (every_micro_batch)
           hidden += (m - 1) * collective_seconds(point, reduce, pipe.dp_algorithm, shard_group, grads);

@@ -61,8 +61,14 @@ struct GridSearchOptions {
   bool pipeline = true;  ///< also vary pp
 };
 
+/// One shape of the grid: pipeline, tensor and data-parallel sizes.
+struct GridShape {
+  int pp = 1, tp = 1, dp = 1;
+};
+
 struct GridSearch {
   std::vector<ResultRow> rows;       ///< every shape, in order of (pp, tp, dp)
+  std::vector<GridShape> shapes;     ///< the shape of each row
   std::vector<std::size_t> ranking;  ///< rows that are ok, fastest first
 };
 
