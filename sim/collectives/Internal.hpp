@@ -1,5 +1,6 @@
 // What the collective families share (sim/Collectives.cpp and sim/collectives/*.cpp), internal to
-// them: group layout and NCCL's trees (Groups.cpp), the message builders (Messages.cpp), the links a
+// them: group layout and NCCL's trees (Groups.cpp), the message builders of each family (Ring.cpp,
+// Tree.cpp, Nvls.cpp), the links a
 // message loads and the closed forms (Analytic.cpp), the all-to-all (AllToAll.cpp), NCCL's tuner
 // constants and protocols (Tuner.cpp). sim/Collectives.hpp is the interface; this is not.
 #pragma once
@@ -39,7 +40,7 @@ TreeLinks btree(int n, int r);
 TreeLinks dtree(int n, int r, int tree);
 int tree_depth(int n, int tree);
 
-// --- Building messages (Messages.cpp)
+// --- Building messages: rings, joins and chains (Ring.cpp)
 
 /// A ring over `members` of `steps` steps of `chunk` bytes; every first-step message waits for
 /// `start`. Returns the indices of the messages each member receives last. With rails_gpn > 0 (GPUs
@@ -51,6 +52,8 @@ Index add_message(std::vector<Message>& out, int src, int dst, double bytes, std
                   bool rails = false);
 /// A pipelined chain (broadcast) of `chunks` chunks.
 void add_chain(std::vector<Message>& out, const std::vector<int>& chain, int chunks, double chunk, int rails_gpn);
+// --- Trees and double trees (Tree.cpp)
+
 /// The binary tree in member order (parent of i is (i-1)/2), reduce up then broadcast down.
 void decompose_tree(std::vector<Message>& out, const std::vector<int>& g, double bytes);
 struct DoubleTreeShape {
@@ -63,6 +66,9 @@ struct DoubleTreeShape {
 DoubleTreeShape double_tree_shape(const CollectiveTask& c, int gpus_per_node);
 /// One tree of NCCL's double tree: per node a chain from member `head`, heads joined by tree `tree`.
 void add_double_tree_channel(std::vector<Message>& out, const DoubleTreeShape& s, int tree, int head);
+
+// --- NVLink SHARP (Nvls.cpp)
+
 /// Bytes each member sends into the switch and receives back, per whole buffer (NVLS).
 std::pair<double, double> nvls_bytes(CollectiveKind kind, double bytes, double m);
 /// K chunks into a switch and back; returns the last arrivals.

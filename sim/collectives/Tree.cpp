@@ -1,78 +1,11 @@
-// Building a collective's messages: rings, chains, trees, double trees, switch pipelines.
+// The tree family's messages: a binary tree over a group, and NCCL's double tree (a chain in every
+// node, two trees over the nodes).
 #include "sim/collectives/Internal.hpp"
 
 #include <algorithm>
 #include <utility>
 
 namespace ddlsim::sim::collectives {
-
-// ---------------------------------------------------------------------------------------------
-// Building messages
-
-// Appends a ring over `members` of `steps` steps of `chunk` bytes. Every first-step message waits
-// for `start` (when given). Returns the indices of the messages each member receives last.
-// With rails_gpn > 0 (GPUs per node), hops between nodes go over the nodes' rails.
-std::vector<Index> add_ring(std::vector<Message>& out, const std::vector<int>& members, int steps, double chunk,
-                            const std::vector<Index>& start, int rails_gpn)
-{
-  const std::size_t n = members.size();
-  std::vector<Index> previous(n); // message member i sent at the previous step
-  std::vector<Index> current(n);
-  for (int k = 0; k < steps; ++k) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const int dst = members[(i + 1) % n];
-      Message m{.src   = members[i],
-                .dst   = dst,
-                .bytes = chunk,
-                .after = {},
-                .rails = rails_gpn > 0 && members[i] / rails_gpn != dst / rails_gpn};
-      if (k == 0) {
-        m.after = start;
-      } else {
-        m.after.push_back(previous[i]);               // i finished sending step k-1
-        m.after.push_back(previous[(i + n - 1) % n]); // i received step k-1
-      }
-      current[i] = static_cast<Index>(out.size());
-      out.push_back(std::move(m));
-    }
-    previous = current;
-  }
-  // Member i's last arrival is what its predecessor sent at the last step.
-  std::vector<Index> last(n);
-  for (std::size_t i = 0; i < n; ++i)
-    last[i] = previous[(i + n - 1) % n];
-  return last;
-}
-
-Index add_join(std::vector<Message>& out, std::vector<Index> after)
-{
-  out.push_back({.src = -1, .dst = -1, .bytes = 0, .after = std::move(after)});
-  return static_cast<Index>(out.size() - 1);
-}
-
-Index add_message(std::vector<Message>& out, int src, int dst, double bytes, std::vector<Index> after, bool rails)
-{
-  out.push_back({.src = src, .dst = dst, .bytes = bytes, .after = std::move(after), .rails = rails});
-  return static_cast<Index>(out.size() - 1);
-}
-
-// A pipelined chain (broadcast): chunk c crosses hop h once it has crossed hop h-1 and hop h has
-// carried chunk c-1.
-void add_chain(std::vector<Message>& out, const std::vector<int>& chain, int chunks, double chunk, int rails_gpn)
-{
-  std::vector<Index> previous_hop(static_cast<std::size_t>(chunks));
-  for (std::size_t h = 0; h + 1 < chain.size(); ++h)
-    for (int c = 0; c < chunks; ++c) {
-      std::vector<Index> after;
-      if (h > 0)
-        after.push_back(previous_hop[static_cast<std::size_t>(c)]);
-      if (c > 0)
-        after.push_back(static_cast<Index>(out.size() - 1));
-      previous_hop[static_cast<std::size_t>(c)] =
-          add_message(out, chain[h], chain[h + 1], chunk, std::move(after),
-                      rails_gpn > 0 && chain[h] / rails_gpn != chain[h + 1] / rails_gpn);
-    }
-}
 
 // The binary tree in member order: parent of i is (i-1)/2. Siblings send each chunk together, so
 // that a parent's link is always shared by all its children's chunks (tree_parts() relies on it).
@@ -215,46 +148,6 @@ void add_double_tree_channel(std::vector<Message>& out, const DoubleTreeShape& s
         previous[c] = add_message(out, chain[V][p], chain[V][p + 1], s.chunk, std::move(after));
       }
   }
-}
-
-// Bytes each member sends into the switch and receives back, per whole buffer: NVLS reads every
-// member's data for the reduction and multicasts the result to every member.
-std::pair<double, double> nvls_bytes(CollectiveKind kind, double bytes, double m)
-{
-  switch (kind) {
-  case CollectiveKind::all_reduce:
-    return {bytes * (m + 1) / m, bytes * (m + 1) / m};
-  case CollectiveKind::all_gather:
-    return {bytes / m, bytes};
-  case CollectiveKind::reduce_scatter:
-    return {bytes, bytes / m};
-  case CollectiveKind::broadcast:
-  case CollectiveKind::all_to_all:
-    break;
-  }
-  return {bytes, bytes};
-}
-
-// K chunks into a switch and back: every member sends chunk c up after chunk c-1; the switch sends
-// chunk c down to every member once all of chunk c is in and chunk c-1 went down. Returns the last
-// arrivals.
-std::vector<Index> add_switch_pipeline(std::vector<Message>& out, const std::vector<int>& members, int endpoint,
-                                       int chunks, double up_bytes, double down_bytes, const std::vector<Index>& start)
-{
-  const std::size_t m = members.size();
-  std::vector<Index> up(m), down(m);
-  for (int c = 0; c < chunks; ++c) {
-    std::vector<Index> in;
-    for (std::size_t i = 0; i < m; ++i) {
-      up[i] = add_message(out, members[i], endpoint, up_bytes, c == 0 ? start : std::vector<Index>{up[i]});
-      in.push_back(up[i]);
-    }
-    const Index all_in = add_join(out, std::move(in));
-    for (std::size_t i = 0; i < m; ++i)
-      down[i] = add_message(out, endpoint, members[i], down_bytes,
-                            c == 0 ? std::vector<Index>{all_in} : std::vector<Index>{all_in, down[i]});
-  }
-  return down;
 }
 
 } // namespace ddlsim::sim::collectives
