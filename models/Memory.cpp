@@ -57,6 +57,22 @@ std::vector<double> op_checkpoint_kept(const Model& model, StageRange block)
   return kept;
 }
 
+std::vector<std::pair<std::size_t, double>> op_checkpoint_layers(const Model& model, std::size_t begin, std::size_t end)
+{
+  std::vector<std::pair<std::size_t, double>> out;
+  for (std::size_t l = begin; l < end;) {
+    const StageRange block = model.blocks()[model.layers()[l].block].layers;
+    const std::size_t last = std::min(end, block.end);
+    if (op_checkpointed(model, block)) {
+      const std::vector<double> kept = op_checkpoint_kept(model, block);
+      for (; l < last; ++l)
+        out.emplace_back(l, kept[l - block.begin]);
+    }
+    l = last;
+  }
+  return out;
+}
+
 double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype)
 {
   const double state = optimizer == Optimizer::adam ? 8.0 : optimizer == Optimizer::momentum ? 4.0 : 0.0;

@@ -104,6 +104,11 @@ bool op_checkpointed(const Model& model, StageRange block);
 /// output (its copies rerun); every other layer keeps nothing.
 std::vector<double> op_checkpoint_kept(const Model& model, StageRange block);
 
+/// The layers of [begin, end) that per-op checkpointing wraps (their blocks op_checkpointed), in order,
+/// each with the share of its forward it keeps (op_checkpoint_kept, counted over the whole block).
+std::vector<std::pair<std::size_t, double>> op_checkpoint_layers(const Model& model, std::size_t begin,
+                                                                 std::size_t end);
+
 /// Optimizer bytes per parameter beyond weights and gradients (moments, and the fp32 master copy
 /// when `dtype` is narrower than 32 bits).
 double optimizer_bytes_per_parameter(Optimizer optimizer, Dtype dtype);

@@ -581,25 +581,15 @@ std::vector<KernelLaunch> partial_gemm(const Layer& layer, double rerun, int sam
 std::vector<KernelLaunch> op_checkpoint_reruns(const models::Model& model, std::size_t begin, std::size_t end,
                                                int samples, const ComputeOptions& rerun)
 {
-  const auto& layers = model.layers();
   std::vector<KernelLaunch> out;
-  for (std::size_t l = begin; l < end;) {
-    const models::StageRange block = model.blocks()[layers[l].block].layers;
-    const std::size_t last         = std::min(end, block.end);
-    const std::vector<double> kept =
-        models::op_checkpointed(model, block) ? models::op_checkpoint_kept(model, block) : std::vector<double>{};
-    for (; l < last && !kept.empty(); ++l) {
-      const double share = kept[l - block.begin];
-      for (KernelLaunch& launch : pytorch_launches(model, l, l + 1, Phase::forward, samples, rerun)) {
-        if (share == 0 || !library_kernel(launch.kind))
-          out.push_back(std::move(launch)); // recomputed, or around a kept op (SDPA's copies)
-        else if (share < 1 && launch.kind == models::KernelKind::gemm)
-          for (KernelLaunch& part : partial_gemm(layers[l], 1 - share, samples, rerun))
-            out.push_back(std::move(part));
-      }
+  for (const auto& [l, share] : models::op_checkpoint_layers(model, begin, end))
+    for (KernelLaunch& launch : pytorch_launches(model, l, l + 1, Phase::forward, samples, rerun)) {
+      if (share == 0 || !library_kernel(launch.kind))
+        out.push_back(std::move(launch)); // recomputed, or around a kept op (SDPA's copies)
+      else if (share < 1 && launch.kind == models::KernelKind::gemm)
+        for (KernelLaunch& part : partial_gemm(model.layers()[l], 1 - share, samples, rerun))
+          out.push_back(std::move(part));
     }
-    l = last;
-  }
   return out;
 }
 

@@ -278,19 +278,13 @@ std::vector<std::pair<std::size_t, std::size_t>> recomputed_runs(const models::M
   std::vector<std::pair<std::size_t, std::size_t>> runs;
   if (recompute == models::Recompute::none)
     return runs;
-  if (recompute ==
-      models::Recompute::selective_op) { // every layer of a checkpointed block (SAC skips kernels, not ops)
-    for (std::size_t l = begin; l < end;) {
-      const models::StageRange block = model.blocks()[model.layers()[l].block].layers;
-      const std::size_t last         = std::min(end, block.end);
-      if (models::op_checkpointed(model, block)) {
-        if (!runs.empty() && runs.back().second == l)
-          runs.back().second = last;
-        else
-          runs.emplace_back(l, last);
-      }
-      l = last;
-    }
+  // Per-op checkpointing reruns every operator of a checkpointed block (it skips kernels, not ops).
+  if (recompute == models::Recompute::selective_op) {
+    for (const auto& [l, kept] : models::op_checkpoint_layers(model, begin, end))
+      if (!runs.empty() && runs.back().second == l)
+        ++runs.back().second;
+      else
+        runs.emplace_back(l, l + 1);
     return runs;
   }
   for (std::size_t l = begin; l < end;) {
@@ -345,13 +339,9 @@ std::vector<KernelLaunch> range_launches(const models::Model& model, std::size_t
   }
   // Per-op checkpointing: each checkpointed block's layers again, less what the policy kept.
   if (phase == Phase::backward && options.recompute == models::Recompute::selective_op)
-    for (const auto& [first, last] : recomputed_runs(model, begin, end, options.recompute))
-      for (std::size_t l = first; l < last; ++l) {
-        const models::StageRange block = model.blocks()[layers[l].block].layers;
-        const double kept              = models::op_checkpoint_kept(model, block)[l - block.begin];
-        for (auto& launch : rerun_launches(layers[l], 1 - kept, samples, options))
-          out.push_back(launch);
-      }
+    for (const auto& [l, kept] : models::op_checkpoint_layers(model, begin, end))
+      for (auto& launch : rerun_launches(layers[l], 1 - kept, samples, options))
+        out.push_back(launch);
   return out;
 }
 

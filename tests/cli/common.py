@@ -24,6 +24,22 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+def search_tables(out):
+    """The ranked tables `ddlsim search parallel` prints (the search's, then --confirm's), rows as dicts by
+    header."""
+    found, header = [], None
+    for line in out.splitlines():
+        words = line.split()
+        if words[:2] == ["rank", "tp"]:
+            header = words
+            found.append([])
+        elif header and words and words[0].isdigit() and len(words) == len(header):
+            found[-1].append(dict(zip(header, words)))
+        else:
+            header = None if not (words and words[0] == "-") else header
+    return found
+
+
 def check(condition, what):
     if not condition:
         failures.append(what)

@@ -7,7 +7,7 @@ import functools
 import os
 import sys
 
-from common import ROOT, check, finish, read_csv, run, workdir, write_experiment
+from common import ROOT, check, finish, read_csv, run, search_tables, workdir, write_experiment
 from common import simulate as run_experiment
 
 binary = sys.argv[1]
@@ -207,20 +207,6 @@ check(sum(1 for line in page if line.startswith("| 8x")) == len(expected),
 
 # docs/moe.md's two search tables and their figures are what `ddlsim search parallel` prints now (seconds
 # each at -j 2): the ranked rows, the layouts counted, the closed form's spread against the simulation.
-def ranked(out):
-    """The search's ranked table: rows as dicts by header."""
-    rows, header = [], None
-    for line in out.splitlines():
-        words = line.split()
-        if words[:2] == ["rank", "tp"]:
-            header = words
-        elif header and words and words[0].isdigit() and len(words) == len(header):
-            rows.append(dict(zip(header, words)))
-        elif header:
-            break
-    return rows
-
-
 def page_row(r, columns):
     cells = {"schedule": r["schedule"].replace(":v", ", v "), "estimate": f"{float(r['estimate_s']):.3f} s",
              "simulated": f"{float(r['simulated_s']):.3f} s", "tokens/s": f"{float(r['tokens/s']):,.0f}",
@@ -237,7 +223,8 @@ for args, columns, counts, spread in (
          ["rank", "tp", "pp", "dp", "ep", "zero", "mb", "estimate", "simulated", "tokens/s", "MFU"],
          "1,118 layouts, 1,028 fit", "4.7% and 7.1% too fast")):
     rc, out, err = run(binary, "search", "parallel", moe_search, "-j", "2", *args, "-o", os.path.join(tmp, "moe_search.csv"))
-    rows = ranked(out) if rc == 0 else []
+    tables = search_tables(out) if rc == 0 else []
+    rows = tables[0] if tables else []
     # "3021 layouts, 3021 valid, 2810 fit in memory; ..."
     numbers = [int(w) for w in (out.splitlines()[1] if rc == 0 else "").replace(",", " ").split() if w.isdigit()]
     said = f"{numbers[0]:,} layouts, {numbers[2]:,} fit" if len(numbers) >= 3 else ""

@@ -7,25 +7,10 @@ import os
 import re
 import sys
 
-from common import ROOT, check, finish, read_csv, run, workdir, write_experiment
+from common import ROOT, check, finish, read_csv, run, search_tables, workdir, write_experiment
 
 binary = sys.argv[1]
 checks = 0
-
-
-def tables(out):
-    """The ranked tables of `search parallel` (the search's, then --confirm's), rows as dicts by header."""
-    found, header = [], None
-    for line in out.splitlines():
-        words = line.split()
-        if words[:2] == ["rank", "tp"]:
-            header = words
-            found.append([])
-        elif header and words and words[0].isdigit() and len(words) == len(header):
-            found[-1].append(dict(zip(header, words)))
-        else:
-            header = None if not (words and words[0] == "-") else header
-    return found
 d = workdir()
 exp = os.path.join(ROOT, "experiments", "microbatch_search.yaml")
 csv_path = os.path.join(d, "search.csv")
@@ -147,7 +132,7 @@ checks += 1
 check(not any(r["tp"] == "1" and r["pp"] == "1" and r["cp"] == "1" and r["zero"] == "0" for r in rows),
       "the oom layout (tp 1, pp 1, zero 0) is screened out")
 # The table's first row is the fastest simulated layout, with the CSV's breakdown of its time.
-table = tables(out)[0] if rc == 0 else []
+table = search_tables(out)[0] if rc == 0 else []
 best = max(rows, key=lambda r: float(r["tokens_per_s"])) if rows else None
 checks += 2
 check(table and best and [table[0][k] for k in ("tp", "pp", "dp", "cp", "zero", "mb", "recompute")] ==
@@ -195,7 +180,7 @@ check(rc == 0 and piped and all(r["schedule"] == "interleaved" and r["virtual_st
                                 and int(r["num_micro_batches"]) % int(r["pp"]) == 0 for r in piped)
       and all(r["schedule"] == "1f1b" for r in inter if r["pp"] == "1"),
       f"interleaved layouts with even splits only: {rc} {err} {[(r['pp'], r['schedule'], r['virtual_stages']) for r in inter]}")
-table = tables(out)[0] if rc == 0 else []
+table = search_tables(out)[0] if rc == 0 else []
 checks += 1
 check(table and all(t["schedule"] == ("1f1b" if t["pp"] == "1" else "interleaved:v" + r["virtual_stages"])
                     for t, r in zip(table, sorted(inter, key=lambda r: -float(r["tokens_per_s"])))),
@@ -222,7 +207,7 @@ for dtypes in ("bf16", "bf16,fp8"):
                        "--dtype", dtypes, "-o", os.path.join(tmp, "dtype.csv"))
     m = re.search(r"(\d+) layouts", out)
     counted[dtypes] = int(m.group(1)) if rc == 0 and m else None
-    table = tables(out)[0] if rc == 0 else []
+    table = search_tables(out)[0] if rc == 0 else []
     checks += 1
     check(table and all(t["framework"] == "megatron" and t["dtype"] in dtypes.split(",") for t in table),
           f"--dtype {dtypes} --framework megatron: the table shows both: {rc} {err} {table[:1]}")
@@ -235,7 +220,7 @@ check(rc == 2 and "--schedules: 'zigzag' is not one of gpipe, 1f1b, interleaved"
 # appended to the CSV with their fidelity.
 conf_csv = os.path.join(tmp, "confirm.csv")
 rc, out, err = run(binary, "search", "parallel", par, "-j", "2", "--top", "3", "--confirm", "2", "-o", conf_csv)
-found = tables(out) if rc == 0 else []
+found = search_tables(out) if rc == 0 else []
 conf = read_csv(conf_csv) if rc == 0 else []
 checks += 3
 check(len(found) == 2 and len(found[1]) == 2 and len(conf) == 5, f"--confirm 2: a second table, 3 + 2 rows: {rc} {err} {out}")
@@ -260,7 +245,7 @@ one = one_gpu("one", "global_batch: 8, micro_batch: 1")
 rc, out, err = run(binary, "search", "parallel", one, "--top", "20", "-o", os.path.join(tmp, "one.csv"))
 table = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+", line)]
 checks += 1
-table = tables(out)[0] if rc == 0 else []
+table = search_tables(out)[0] if rc == 0 else []
 check(rc == 0 and table and all(abs(float(t["estimate_s"]) / float(t["simulated_s"]) - 1) < 1e-3 for t in table),
       f"estimate = simulation on one GPU: {rc} {err} {table}")
 # A shape whose first micro-batch is over the resource limits keeps its others (micro-batch 1 means 17
@@ -286,7 +271,7 @@ check(rc == 0 and sorted(int(r["micro_batch"]) for r in rows) == [1, 2, 3, 4, 6,
 # of the simulation for the best layouts (it was 2.1-8.8% too fast without the experts' gathers).
 rc, out, err = run(binary, "search", "parallel", os.path.join(ROOT, "experiments", "moe_search.yaml"), "--zero", "3",
                    "--ep", "8", "--schedules", "1f1b", "--top", "4", "-j", "2", "-o", os.path.join(tmp, "moe3.csv"))
-table = tables(out)[0] if rc == 0 else []
+table = search_tables(out)[0] if rc == 0 else []
 checks += 1
 check(rc == 0 and len(table) == 4 and all(t["ep"] == "8" and t["zero"] == "3" for t in table)
       and all(abs(float(t["estimate_s"]) / float(t["simulated_s"]) - 1) < 0.024 for t in table),
@@ -297,7 +282,7 @@ check(rc == 0 and len(table) == 4 and all(t["ep"] == "8" and t["zero"] == "3" fo
 rc, out, err = run(binary, "search", "parallel", os.path.join(ROOT, "experiments", "moe_search.yaml"), "--zero", "1",
                    "--ep", "8", "--schedules", "interleaved", "--recompute", "none", "--top", "4", "-j", "2",
                    "-o", os.path.join(tmp, "moe_interleaved.csv"))
-table = tables(out)[0] if rc == 0 else []
+table = search_tables(out)[0] if rc == 0 else []
 checks += 1
 check(rc == 0 and len(table) == 4 and all(t["schedule"].startswith("interleaved") and t["pp"] != "1" for t in table)
       and all(abs(float(t["estimate_s"]) / float(t["simulated_s"]) - 1) < 0.02 for t in table),

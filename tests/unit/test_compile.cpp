@@ -6,10 +6,10 @@
 #include "calibration/Profile.hpp"
 #include "common/Error.hpp"
 #include "models/ModelLoader.hpp"
-#include "models/Zoo.hpp"
 #include "sim/Framework.hpp"
 #include "sim/TaskGraph.hpp"
 #include "tests/unit/LayerNamed.hpp"
+#include "tests/unit/SmallLlama.hpp"
 
 #include <doctest/doctest.h>
 
@@ -347,14 +347,7 @@ TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, w
   // torchtitan's selective_ac_option "op" over a Llama block (wq wk wv wo w1 w3 w2: mm 1-7, the odd
   // ones kept, and SDPA's output): its backward reruns the even matmuls and every other kernel.
   const double s = 1024, h = 1024, kv = 256, f = 2816, samples = 2;
-  const models::Model m = models::make_llama({.name       = "l",
-                                              .layers     = 2,
-                                              .hidden     = 1024,
-                                              .heads      = 8,
-                                              .kv_heads   = 2,
-                                              .ffn_hidden = 2816,
-                                              .seq        = 1024,
-                                              .vocab      = 32000});
+  const models::Model m = small_llama(2);
   const auto block      = m.blocks()[1].layers;
   ComputeOptions o      = with(Framework::pytorch);
   const auto backward   = [&](models::Recompute r) {

@@ -4,6 +4,8 @@
 #include "models/ModelLoader.hpp"
 #include "models/Zoo.hpp"
 #include "sim/Schedules.hpp"
+#include "tests/unit/LayerNamed.hpp"
+#include "tests/unit/SmallLlama.hpp"
 
 #include <doctest/doctest.h>
 
@@ -196,25 +198,12 @@ TEST_CASE("per-op checkpointing keeps every other matmul's output and SDPA's, an
   // torchtitan's policy over a Llama block: wq, wk, wv, wo, w1, w3, w2 are mm 1-7; the odd ones and
   // SDPA's output (with its fp32 log-sum-exp per head and token) are kept, the rest is recomputed.
   const double s = 1024, h = 1024, kv = 256, f = 2816, heads = 8, layers = 4, b = 2, n = 3;
-  const Model m          = make_llama({.name       = "l",
-                                       .layers     = 4,
-                                       .hidden     = 1024,
-                                       .heads      = 8,
-                                       .kv_heads   = 2,
-                                       .ffn_hidden = 2816,
-                                       .seq        = 1024,
-                                       .vocab      = 32000});
+  const Model m          = small_llama(4);
   const StageRange block = m.blocks()[1].layers;
   CHECK_FALSE(op_checkpointed(m, m.blocks()[0].layers)); // the embedding keeps its stash
   REQUIRE(op_checkpointed(m, block));
   const std::vector<double> kept = op_checkpoint_kept(m, block);
-  auto share                     = [&](const std::string& name) {
-    for (std::size_t i = block.begin; i < block.end; ++i)
-      if (m.layers()[i].name == "layer0." + name)
-        return kept[i - block.begin];
-    FAIL("no layer " << name);
-    return -1.0;
-  };
+  auto share = [&](const std::string& name) { return kept[layer_named(m, "layer0." + name) - block.begin]; };
   CHECK(share("qkv") == doctest::Approx((h + kv) / (h + 2 * kv))); // wq and wv of wq, wk, wv
   CHECK(share("proj") == 0);                                       // wo: the fourth
   CHECK(share("mlp_up") == doctest::Approx(0.5));                  // w1, not w3
@@ -222,15 +211,7 @@ TEST_CASE("per-op checkpointing keeps every other matmul's output and SDPA's, an
   CHECK(share("attention") == 1);
   CHECK(share("mlp_norm") == 0);
   // A linear with a bias runs addmm, which the policy neither keeps nor counts.
-  const Model biased             = make_llama({.name       = "l",
-                                               .layers     = 1,
-                                               .hidden     = 1024,
-                                               .heads      = 8,
-                                               .kv_heads   = 2,
-                                               .ffn_hidden = 2816,
-                                               .seq        = 1024,
-                                               .vocab      = 32000,
-                                               .bias       = true});
+  const Model biased             = small_llama(1, true);
   const std::vector<double> none = op_checkpoint_kept(biased, biased.blocks()[1].layers);
   CHECK(std::count(none.begin(), none.end(), 0.0) == static_cast<long>(none.size()) - 1); // SDPA's alone
 
