@@ -28,6 +28,7 @@ struct ExportChakraArgs {
   std::optional<int> point;
   std::vector<std::string> sets;
   std::optional<std::string> progress; ///< --progress, by default auto
+  bool rank_map = false;
 };
 
 // The point --point names (or the only one); a usage error when the sweep has several and none is named.
@@ -56,17 +57,25 @@ int cmd_export_chakra(const ExportChakraArgs& a)
   // Files are written rank by rank: the progress counts them.
   const std::optional<cli::ProgressStyle> style = cli::progress_style(a.progress, cli::ProgressMode::automatic);
   std::optional<cli::ProgressLine> progress;
-  const experiments::ChakraExport written = experiments::write_chakra(chosen, a.output, [&](int done, int ranks) {
+  experiments::ChakraExportOptions options;
+  options.rank_map = a.rank_map;
+  options.on_rank  = [&](int done, int ranks) {
     if (!style)
       return;
     if (!progress)
       progress.emplace(stderr, static_cast<std::size_t>(ranks), *style, 0.0,
                        cli::progress_setting("DDLSIM_PROGRESS_INTERVAL_SECONDS", 5.0));
     progress->sweep(static_cast<std::size_t>(done));
-  });
-  fmt::print("{}: point {} as {} Chakra ET files ({} nodes): {}.<rank>.et; process groups in {}\n", a.output,
-             chosen.index, written.files.size(), written.nodes,
-             (std::filesystem::path(a.output) / chosen.experiment).string(), written.comm_groups);
+  };
+  const experiments::ChakraExport written = experiments::write_chakra(chosen, a.output, options);
+  const std::string prefix                = (std::filesystem::path(a.output) / chosen.experiment).string();
+  if (written.rank_map.empty())
+    fmt::print("{}: point {} as {} Chakra ET files ({} nodes): {}.<rank>.et; process groups in {}\n", a.output,
+               chosen.index, written.files.size(), written.nodes, prefix, written.comm_groups);
+  else
+    fmt::print("{}: point {} as {} templates for {} ranks ({} nodes): {}.t<K>.et bound by {}; process groups in {}\n",
+               a.output, chosen.index, written.files.size(), written.ranks, written.nodes, prefix, written.rank_map,
+               written.comm_groups);
   return exit_ok;
 }
 
@@ -135,6 +144,9 @@ void add_export_commands(CommandTable& table)
   add_experiment(c.app, c.args.file);
   c.app->add_option("-o,--output", c.args.output, "the folder of .et files")->required()->type_name("DIR");
   cli::add_progress_option(c.app, c.args.progress, "default auto: the files written so far");
+  c.app->add_flag("--rank-map", c.args.rank_map,
+                  "alike ranks written once: templates bound by DIR/rank_map.json (ddlsim reads it; ASTRA-sim needs "
+                  "a file per rank, which exporting that workload again writes)");
   cli::add_int(c.app, "--point", c.args.point, 0, 1 << 30, "the sweep point (needed when the sweep has several)");
   add_sets(c.app, c.args.sets);
 

@@ -4,6 +4,7 @@
 
 #include "common/AtomicFile.hpp"
 #include "common/Error.hpp"
+#include "experiments/ChakraRankMap.hpp"
 #include "experiments/ChakraSchema.hpp"
 #include "experiments/Evaluate.hpp"
 #include "sim/OpCosts.hpp"
@@ -39,6 +40,52 @@ struct Work {
   double bytes = 0;
 };
 
+// Where the rank files go: one .et per rank, or templates and a rank map (ChakraRankMap.hpp); then
+// the process groups as ASTRA-sim's --comm-group-configuration, {"1": [0, 2], ...}.
+class FileSink {
+public:
+  FileSink(const std::string& dir, const std::string& prefix, const std::vector<std::vector<int>>& groups,
+           const ChakraExportOptions& options)
+      : dir_(dir), prefix_(prefix), groups_(groups)
+  {
+    fs::create_directories(dir);
+    if (options.rank_map)
+      map_.emplace(dir, prefix, groups);
+  }
+  void add(const EtFile& f)
+  {
+    const int rank = result_.ranks++;
+    result_.nodes += f.nodes.size();
+    if (map_) {
+      map_->add(f);
+      return;
+    }
+    const std::string path = (fs::path(dir_) / (prefix_ + "." + std::to_string(rank) + ".et")).string();
+    traces::write_et_file(path, f);
+    result_.files.push_back(path);
+  }
+  ChakraExport finish()
+  {
+    std::string json = "{";
+    for (std::size_t i = 0; i < groups_.size(); ++i)
+      json += std::string(i ? ",\n " : "") + "\"" + std::to_string(i + 1) + "\": " + ranks_json(groups_[i]);
+    json += "}\n";
+    result_.comm_groups = (fs::path(dir_) / "comm_groups.json").string();
+    write_file_atomically(result_.comm_groups, "process groups", [&](std::ostream& o) { o << json; });
+    if (map_) {
+      result_.files    = map_->finish();
+      result_.rank_map = (fs::path(dir_) / rank_map::map_file).string();
+    }
+    return result_;
+  }
+
+private:
+  std::string dir_, prefix_;
+  const std::vector<std::vector<int>>& groups_;
+  std::optional<rank_map::Writer> map_;
+  ChakraExport result_;
+};
+
 class ExportWriter {
 public:
   ExportWriter(const PointConfig& point, const PointWorkload& w) : point_(point), w_(w)
@@ -60,7 +107,7 @@ public:
 
   /// Writes the files rank by rank: only one rank's nodes are held at a time. `on_rank(done, ranks)`
   /// sees each file written.
-  ChakraExport write(const std::string& dir, const std::function<void(int, int)>& on_rank)
+  ChakraExport write(const std::string& dir, const ChakraExportOptions& options)
   {
     const sim::TaskGraph& g = w_.graph;
     const int ranks         = g.device_count();
@@ -84,32 +131,20 @@ public:
       if (g.kind(id) == sim::TaskKind::transfer)
         tags_.emplace(id, transfers++);
     }
-    ChakraExport result;
-    fs::create_directories(dir);
+    FileSink sink(dir, point_.experiment, group_list_, options);
     ids_.assign(g.size(), no_node);
     for (int r = 0; r < ranks; ++r) {
       std::vector<sim::TaskId>& mine = tasks_of[static_cast<std::size_t>(r)];
       for (std::size_t i = 0; i < mine.size(); ++i)
         ids_[mine[i]] = i + 1;
-      const EtFile f         = rank_file(r, ranks, mine);
-      const std::string path = (fs::path(dir) / (point_.experiment + "." + std::to_string(r) + ".et")).string();
-      traces::write_et_file(path, f);
-      result.files.push_back(path);
-      result.nodes += f.nodes.size();
+      sink.add(rank_file(r, ranks, mine));
       for (sim::TaskId id : mine)
         ids_[id] = no_node;
       std::vector<sim::TaskId>().swap(mine);
-      if (on_rank)
-        on_rank(r + 1, ranks);
+      if (options.on_rank)
+        options.on_rank(r + 1, ranks);
     }
-    // ASTRA-sim's --comm-group-configuration: {"1": [0, 2], ...}
-    std::string json = "{";
-    for (std::size_t i = 0; i < group_list_.size(); ++i)
-      json += std::string(i ? ",\n " : "") + "\"" + std::to_string(i + 1) + "\": " + ranks_json(group_list_[i]);
-    json += "}\n";
-    result.comm_groups = (fs::path(dir) / "comm_groups.json").string();
-    write_file_atomically(result.comm_groups, "process groups", [&](std::ostream& o) { o << json; });
-    return result;
+    return sink.finish();
   }
 
 private:
@@ -127,12 +162,7 @@ private:
     pg.id      = 0;
     pg.name    = "process_groups";
     pg.type    = EtNodeType::metadata;
-    std::string list;
-    for (std::size_t i = 0; i < group_list_.size(); ++i)
-      if (std::find(group_list_[i].begin(), group_list_[i].end(), rank) != group_list_[i].end())
-        list += std::string(list.empty() ? "" : ", ") + "{\"pg_name\": \"" + std::to_string(i + 1) +
-                "\", \"ranks\": " + ranks_json(group_list_[i]) + "}";
-    pg.inputs_values = "[\"[" + list + "]\"]";
+    pg.inputs_values = process_groups_value(rank, group_list_);
     f.nodes.reserve(mine.size() + 1);
     std::uint64_t last_compute = no_node;
     for (sim::TaskId id : mine)
@@ -319,12 +349,34 @@ private:
 
 } // namespace
 
-ChakraExport write_chakra(const PointConfig& point, const std::string& dir,
-                          const std::function<void(int, int)>& on_rank)
+namespace {
+
+// A Chakra workload written out again as loaded (a rank map rank by rank, or the other way).
+ChakraExport rewrite_chakra(const ChakraWorkload& w, const std::string& dir, const std::string& prefix,
+                            const ChakraExportOptions& options)
 {
-  if (point.chakra)
-    throw Error("point " + std::to_string(point.index) + " is already a Chakra workload (" + point.chakra->get_dir() +
-                "): copy its files instead");
+  const auto groups = w.numbered_groups();
+  if (!groups)
+    throw Error(w.get_dir() + ": its process groups are not numbered 1..N as ddlsim numbers them: copy its files "
+                              "instead");
+  FileSink sink(dir, prefix, *groups, options);
+  for (int r = 0; r < w.ranks(); ++r) {
+    sink.add(w.file(r));
+    if (options.on_rank)
+      options.on_rank(r + 1, w.ranks());
+  }
+  return sink.finish();
+}
+
+} // namespace
+
+ChakraExport write_chakra(const PointConfig& point, const std::string& dir, const ChakraExportOptions& options)
+{
+  if (point.chakra) {
+    if (fs::weakly_canonical(point.chakra->get_dir()) == fs::weakly_canonical(dir))
+      throw Error(dir + " is the folder the workload was read from: write it elsewhere");
+    return rewrite_chakra(*point.chakra, dir, point.experiment, options);
+  }
   if (point.parallelism.ps)
     throw Error("point " + std::to_string(point.index) +
                 " uses parameter servers, which apply pushes in arrival "
@@ -333,15 +385,15 @@ ChakraExport write_chakra(const PointConfig& point, const std::string& dir,
   per_rank.parallelism.tp_aggregate = false; // one file per GPU: tensor-parallel groups stay rank by rank
   std::optional<ChakraExport> written;
   std::string failure;
-  EvaluateOptions options;
-  options.on_workload = [&](const PointWorkload& w) {
+  EvaluateOptions evaluate;
+  evaluate.on_workload = [&](const PointWorkload& w) {
     try {
-      written = ExportWriter(per_rank, w).write(dir, on_rank);
+      written = ExportWriter(per_rank, w).write(dir, options);
     } catch (const std::exception& e) {
       failure = e.what();
     }
   };
-  const ResultRow row = evaluate_point(per_rank, options);
+  const ResultRow row = evaluate_point(per_rank, evaluate);
   if (!failure.empty())
     throw Error(failure);
   if (!written)

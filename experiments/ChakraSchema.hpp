@@ -5,6 +5,7 @@
 #include "sim/TaskGraph.hpp"
 #include "traces/ChakraTrace.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,19 @@ inline std::string ranks_json(const std::vector<int>& ranks)
   for (std::size_t i = 0; i < ranks.size(); ++i)
     out += (i ? ", " : "") + std::to_string(ranks[i]);
   return out + "]";
+}
+
+/// A rank's metadata node value: the process groups it belongs to (`groups[i]` is group "i + 1"), as
+/// PyTorch's trace writes them and ASTRA-sim's issue_pytorch_pg_metadata parses them (it strips two
+/// characters at each end, then reads the JSON list).
+inline std::string process_groups_value(int rank, const std::vector<std::vector<int>>& groups)
+{
+  std::string list;
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    if (std::find(groups[i].begin(), groups[i].end(), rank) != groups[i].end())
+      list += std::string(list.empty() ? "" : ", ") + "{\"pg_name\": \"" + std::to_string(i + 1) +
+              "\", \"ranks\": " + ranks_json(groups[i]) + "}";
+  return "[\"[" + list + "]\"]";
 }
 
 } // namespace ddlsim::experiments::chakra_schema

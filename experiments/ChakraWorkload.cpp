@@ -1,6 +1,7 @@
 #include "experiments/ChakraWorkload.hpp"
 
 #include "common/Error.hpp"
+#include "experiments/ChakraRankMap.hpp"
 #include "experiments/ChakraSchema.hpp"
 #include "traces/Json.hpp"
 
@@ -65,6 +66,11 @@ std::shared_ptr<const ChakraWorkload> ChakraWorkload::load(const std::string& di
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw TraceError(dir + ": not a folder of Chakra execution traces (<prefix>.<rank>.et)");
+  if (rank_map::is_rank_mapped(dir)) { // templates and their bindings: the ranks' files rebuilt
+    w->files_ = rank_map::read(dir, w->paths_);
+    w->load_metadata();
+    return w;
+  }
   std::map<int, fs::path> by_rank;
   std::set<std::string> prefixes;
   for (const auto& entry : fs::directory_iterator(dir))
@@ -88,14 +94,34 @@ std::shared_ptr<const ChakraWorkload> ChakraWorkload::load(const std::string& di
     w->paths_.push_back(path.string());
     w->files_.push_back(traces::read_et_file(path.string()));
   }
-  for (const EtAttr& a : w->files_.front().attrs) {
-    if (a.name.rfind(column_prefix, 0) == 0 && std::holds_alternative<std::string>(a.value))
-      w->columns_[a.name.substr(std::string(column_prefix).size())] = std::get<std::string>(a.value);
-    else if (a.name.rfind("ddlsim_", 0) == 0 && std::holds_alternative<double>(a.value))
-      w->numbers_[a.name] = std::get<double>(a.value);
-  }
-  w->match();
+  w->load_metadata();
   return w;
+}
+
+void ChakraWorkload::load_metadata()
+{
+  for (const EtAttr& a : files_.front().attrs) {
+    if (a.name.rfind(column_prefix, 0) == 0 && std::holds_alternative<std::string>(a.value))
+      columns_[a.name.substr(std::string(column_prefix).size())] = std::get<std::string>(a.value);
+    else if (a.name.rfind("ddlsim_", 0) == 0 && std::holds_alternative<double>(a.value))
+      numbers_[a.name] = std::get<double>(a.value);
+  }
+  match();
+}
+
+std::optional<std::vector<std::vector<int>>> ChakraWorkload::numbered_groups() const
+{
+  std::vector<std::vector<int>> out(groups_.size());
+  for (const auto& [name, members] : groups_) {
+    const auto k = name.size() <= 7 && !name.empty() &&
+                           std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })
+                       ? std::stoul(name)
+                       : 0;
+    if (k < 1 || k > out.size())
+      return std::nullopt;
+    out[k - 1] = members;
+  }
+  return out;
 }
 
 // ChakraWorkload::match in its phases, over the state they share: the process groups, each node's
@@ -463,6 +489,7 @@ void ChakraWorkload::match()
 {
   Matching m(*this);
   m.read_groups();
+  groups_ = m.groups;
   m.classify();
   m.pair_transfers();
   m.pair_collectives();

@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,19 +50,29 @@ namespace ddlsim::experiments {
 inline constexpr const char* chakra_schema_version = "0.0.4";
 
 struct ChakraExport {
-  std::vector<std::string> files;  ///< one per rank, in rank order
+  std::vector<std::string> files;  ///< one per rank, in rank order; with a rank map, the templates
   std::string comm_groups;         ///< the process groups as ASTRA-sim's --comm-group-configuration JSON
-  std::size_t nodes = 0;           ///< over all files
+  std::string rank_map;            ///< DIR/rank_map.json, or empty (ChakraRankMap.hpp)
+  std::size_t nodes = 0;           ///< over all ranks
+  int ranks         = 0;
 };
 
-/// Writes point `point` as Chakra ET files in `dir` (created): <dir>/<experiment>.<rank>.et and
-/// <dir>/comm_groups.json, rank by rank (one rank's nodes in memory at a time; `on_rank(done, ranks)`
-/// after each file). Throws Error when the point is not simulable (invalid, out of memory, or its
-/// unfolded task graph over the experiment's `limits:`: the message says why and how to raise them)
-/// or is a parameter-server point (servers apply pushes in arrival order, which Chakra cannot
-/// express), and when a file cannot be written.
-ChakraExport write_chakra(const PointConfig& point, const std::string& dir,
-                          const std::function<void(int, int)>& on_rank = {});
+struct ChakraExportOptions {
+  /// Alike ranks written once: templates and DIR/rank_map.json (ChakraRankMap.hpp) instead of a file
+  /// per rank, which ASTRA-sim needs.
+  bool rank_map = false;
+  /// Called after each rank's file: (ranks done, ranks).
+  std::function<void(int, int)> on_rank;
+};
+
+/// Writes point `point` as Chakra ET files in `dir` (created): <dir>/<experiment>.<rank>.et (or a rank
+/// map) and <dir>/comm_groups.json, rank by rank (one rank's nodes in memory at a time). A point whose
+/// model is itself a Chakra workload (model: {chakra: DIR}) is written as loaded: a rank map is
+/// written back out rank by rank, or the other way. Throws Error when the point is not simulable
+/// (invalid, out of memory, or its unfolded task graph over the experiment's `limits:`: the message
+/// says why and how to raise them) or is a parameter-server point (servers apply pushes in arrival
+/// order, which Chakra cannot express), and when a file cannot be written.
+ChakraExport write_chakra(const PointConfig& point, const std::string& dir, const ChakraExportOptions& options = {});
 
 /// `model: {chakra: DIR}` in an experiment (DIR relative to the experiment's folder, else to the
 /// working directory): loads the traces into point.chakra and names the model (the exported model's
@@ -89,6 +100,10 @@ public:
 
   const std::string& get_dir() const { return dir_; }
   int ranks() const { return static_cast<int>(files_.size()); }
+  /// Rank `rank`'s file as read (a rank map's bound again).
+  const traces::EtFile& file(int rank) const { return files_.at(static_cast<std::size_t>(rank)); }
+  /// The process groups, group "k" at k - 1, when they are numbered 1..N as ddlsim numbers them.
+  std::optional<std::vector<std::vector<int>>> numbered_groups() const;
   /// True when ddlsim wrote the files (their metadata holds the point's CSV columns).
   bool from_ddlsim() const { return !columns_.empty(); }
   /// The exported point's CSV columns (configuration and memory), by name; empty for foreign files.
@@ -116,7 +131,9 @@ private:
   std::map<std::string, std::string> columns_;
   std::map<std::string, double> numbers_;  ///< ddlsim_* numeric metadata
   std::vector<Task> tasks_;                ///< matched, in creation order
+  std::map<std::string, std::vector<int>> groups_; ///< process groups by name
   double total_ops_ = 0;
+  void load_metadata();
   void match();
 };
 

@@ -10,6 +10,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <array>
+#include <sstream>
 
 namespace ddlsim::traces {
 namespace {
@@ -151,34 +152,40 @@ std::optional<std::string> EtFile::text(const std::string& attr_name) const
   return std::get<std::string>(a->value);
 }
 
-void write_et_file(const std::string& path, const EtFile& file)
+std::string encode_et_file(const EtFile& file)
 {
   quiet_protobuf();
-  write_file_atomically(path, "Chakra execution trace", [&](std::ostream& out) {
-    pb::GlobalMetadata meta;
-    meta.set_version(file.version);
-    for (const EtAttr& a : file.attrs)
-      to_proto(a, *meta.add_attr());
-    write_framed(out, meta);
-    pb::Node node;
-    for (const EtNode& n : file.nodes) {
-      node.Clear();
-      node.set_id(n.id);
-      node.set_name(n.name);
-      node.set_type(static_cast<pb::NodeType>(n.type));
-      for (std::uint64_t d : n.ctrl_deps)
-        node.add_ctrl_deps(d);
-      for (std::uint64_t d : n.data_deps)
-        node.add_data_deps(d);
-      node.set_start_time_micros(n.start_time_micros);
-      node.set_duration_micros(n.duration_micros);
-      if (!n.inputs_values.empty())
-        node.mutable_inputs()->set_values(n.inputs_values);
-      for (const EtAttr& a : n.attrs)
-        to_proto(a, *node.add_attr());
-      write_framed(out, node);
-    }
-  });
+  std::ostringstream out;
+  pb::GlobalMetadata meta;
+  meta.set_version(file.version);
+  for (const EtAttr& a : file.attrs)
+    to_proto(a, *meta.add_attr());
+  write_framed(out, meta);
+  pb::Node node;
+  for (const EtNode& n : file.nodes) {
+    node.Clear();
+    node.set_id(n.id);
+    node.set_name(n.name);
+    node.set_type(static_cast<pb::NodeType>(n.type));
+    for (std::uint64_t d : n.ctrl_deps)
+      node.add_ctrl_deps(d);
+    for (std::uint64_t d : n.data_deps)
+      node.add_data_deps(d);
+    node.set_start_time_micros(n.start_time_micros);
+    node.set_duration_micros(n.duration_micros);
+    if (!n.inputs_values.empty())
+      node.mutable_inputs()->set_values(n.inputs_values);
+    for (const EtAttr& a : n.attrs)
+      to_proto(a, *node.add_attr());
+    write_framed(out, node);
+  }
+  return std::move(out).str();
+}
+
+void write_et_file(const std::string& path, const EtFile& file)
+{
+  const std::string bytes = encode_et_file(file);
+  write_file_atomically(path, "Chakra execution trace", [&](std::ostream& out) { out << bytes; });
 }
 
 EtFile read_et_file(const std::string& path)

@@ -75,6 +75,9 @@ struct EtFile {
   std::optional<std::string> text(const std::string& name) const;
 };
 
+/// The bytes of `file` in Chakra's framing, as write_et_file writes them.
+std::string encode_et_file(const EtFile& file);
+
 /// Writes `file` to `path` in Chakra's framing. Throws ddlsim::Error when it cannot be written.
 void write_et_file(const std::string& path, const EtFile& file);
 

@@ -212,4 +212,86 @@ p = subprocess.run([binary, "export", "chakra", big, "-o", os.path.join(d, "big_
 count += 1
 check(p.returncode == 0 and "progress" not in p.stderr, f"--progress never: {p.stderr}")
 
+# 10. Rank maps (`--rank-map`, docs/chakra.md#rank-maps): alike ranks written once as templates. For
+# each layout above (and context parallelism's ring below), the map holds fewer files than ranks,
+# imports to the same row as the per-rank files, and exporting the mapped workload again writes every
+# rank's file byte for byte as the per-rank export did.
+cp = """name: cp
+model: {name: tiny-llama, llama: {layers: 4, hidden: 512, heads: 8, kv_heads: 2, ffn_hidden: 1024, seq: 2048,
+        vocab: 1000}}
+cluster: dgx-h100x2
+calibration: h100-sxm
+training: {global_batch: 8, micro_batch: 1, dtype: bf16, optimizer: adam}
+parallelism: {schedule: 1f1b, pp: 2, dp: 2, cp: 2, tp: 2, tp_fidelity: analytic, tp_aggregate: false}
+"""
+a, b, _ = round_trip("cp", cp, "dgx-h100x2")
+count += 1
+check(a["status"] == "ok" and b["status"] == "ok" and a["exposed_cp_s"] not in ("", "0"),
+      f"cp statuses {a['status']} {b['status']}, exposed cp {a['exposed_cp_s']!r}: {b['message']}")
+same_row(a, b, "cp")
+
+
+def rank_map_check(name, cluster, import_extra, ranks, most_templates):
+    global count
+    out = os.path.join(d, f"{name}_map")
+    rc, stdout, stderr = run(binary, "export", "chakra", os.path.join(d, f"{name}.yaml"), "-o", out, "--rank-map")
+    templates = sorted(f for f in os.listdir(out) if f.endswith(".et")) if rc == 0 else []
+    count += 3
+    check(rc == 0 and f"templates for {ranks} ranks" in stdout, f"{name}: --rank-map exit {rc}: {stdout}{stderr}")
+    check(0 < len(templates) <= most_templates and os.path.exists(os.path.join(out, "rank_map.json")),
+          f"{name}: {len(templates)} templates for {ranks} ranks (at most {most_templates}): {templates}")
+    imp = write(f"{name}_map_import.yaml", f"name: {name}\nmodel: {{chakra: {name}_map}}\ncluster: {cluster}\n"
+                                           f"calibration: h100-sxm\n{import_extra}")
+    rc, _, stderr = run(binary, "run", imp, "-o", os.path.join(d, f"{name}_map.csv"), "--quiet")
+    check(rc == 0, f"{name}: import of the rank map: exit {rc}: {stderr}")
+    if rc == 0:
+        plain = read_csv(os.path.join(d, f"{name}_import.csv"))[0]
+        mapped = read_csv(os.path.join(d, f"{name}_map.csv"))[0]
+        for key in plain:
+            if key not in ("sim_wall_time_s", "experiment"):
+                count += 1
+                check(plain[key] == mapped[key], f"{name}: {key} per rank {plain[key]!r}, from the map {mapped[key]!r}")
+    back = os.path.join(d, f"{name}_back")
+    rc, _, stderr = run(binary, "export", "chakra", imp, "-o", back)
+    count += 1
+    check(rc == 0, f"{name}: export of the mapped workload: exit {rc}: {stderr}")
+    for r in range(ranks if rc == 0 else 0):
+        with open(os.path.join(d, f"{name}_et", f"{name}.{r}.et"), "rb") as f1, \
+             open(os.path.join(back, f"{name}.{r}.et"), "rb") as f2:
+            count += 1
+            check(f1.read() == f2.read(), f"{name}: rank {r} rebuilt from its template differs from its export")
+    return out
+
+
+pp_map = rank_map_check("ppdp", "node4.yaml", "training: {global_batch: 16}\nparallelism: {pp: 2, schedule: 1f1b}\n",
+                        4, 2)
+rank_map_check("tp", "dgx-h100x2", "", 16, 2)
+rank_map_check("megatron", "dgx-h100x2", "", 16, 2)
+rank_map_check("moe", "dgx-h100x2", "", 16, 16)
+# Context parallelism's ring: the two positions send and receive in opposite orders, so a stage has
+# two templates (one per position), shared by its tensor-parallel pair and its replicas.
+rank_map_check("cp", "dgx-h100x2", "", 16, 4)
+
+# A map that does not fit its templates, or lost its groups, is refused naming the file and key.
+with open(os.path.join(pp_map, "rank_map.json")) as f:
+    good = json.load(f)
+broken = json.loads(json.dumps(good))
+broken["ranks"][1]["peers"] = []
+cases = [("peers", broken, "rank_map.json: ranks[1]", "peer slot"),
+         ("schema", dict(good, schema="other"), "rank_map.json: schema", "ddlsim-rank-map.1"),
+         ("template", dict(good, templates=["ppdp.t9.et"] + good["templates"][1:]), "ppdp.t9.et", "")]
+for what, doc, where, words in cases:
+    with open(os.path.join(pp_map, "rank_map.json"), "w") as f:
+        json.dump(doc, f)
+    rc, _, stderr = run(binary, "run", os.path.join(d, "ppdp_map_import.yaml"), "-o", os.path.join(d, "x.csv"))
+    count += 1
+    check(rc == 1 and where in stderr and words in stderr and "model.chakra" in stderr,
+          f"a rank map with a bad {what}: exit {rc}: {stderr}")
+with open(os.path.join(pp_map, "rank_map.json"), "w") as f:
+    json.dump(good, f)
+os.rename(os.path.join(pp_map, "comm_groups.json"), os.path.join(d, "groups.json"))
+rc, _, stderr = run(binary, "run", os.path.join(d, "ppdp_map_import.yaml"), "-o", os.path.join(d, "x.csv"))
+count += 1
+check(rc == 1 and "comm_groups.json: missing" in stderr, f"a rank map without its groups: exit {rc}: {stderr}")
+
 finish("cli_chakra", count)

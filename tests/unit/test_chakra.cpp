@@ -4,9 +4,11 @@
 #include "calibration/Profile.hpp"
 #include "calibration/TableCostModel.hpp"
 #include "common/Error.hpp"
+#include "experiments/ChakraRankMap.hpp"
+#include "experiments/ChakraSchema.hpp"
 #include "experiments/ChakraWorkload.hpp"
-#include "traces/ChakraTrace.hpp"
 #include "support/ChakraForeign.hpp"
+#include "traces/ChakraTrace.hpp"
 
 #include <doctest/doctest.h>
 
@@ -279,4 +281,69 @@ TEST_CASE("dependencies pass through a long chain of CPU nodes, and a cycle amon
   CHECK(e.find("c.0.et: node id ") != std::string::npos);
   CHECK(e.find("form a cycle") != std::string::npos);
   fs::remove_all(dir);
+}
+
+namespace {
+
+// Rank `rank` of a two-rank data-parallel pair: a forward, a send to the other rank, an all-reduce
+// over group "1" and the metadata ddlsim writes; task numbers and the tag differ by rank.
+EtFile pair_rank(int rank)
+{
+  EtFile f;
+  f.version = "0.0.4";
+  f.attrs.push_back({"ddlsim_rank", std::int64_t{rank}});
+  EtNode& meta       = f.nodes.emplace_back();
+  meta.type          = EtNodeType::metadata;
+  meta.inputs_values = experiments::chakra_schema::process_groups_value(rank, {{0, 1}});
+  EtNode& fwd        = f.nodes.emplace_back();
+  fwd.id             = 1;
+  fwd.type           = EtNodeType::comp;
+  fwd.set("ddlsim_task", std::uint64_t(10 + rank));
+  EtNode& send = f.nodes.emplace_back();
+  send.id      = 2;
+  send.type    = EtNodeType::send;
+  send.set("comm_src", std::int64_t{rank});
+  send.set("comm_dst", std::int64_t{1 - rank});
+  send.set("comm_tag", std::int64_t{7 + rank});
+  send.set("ddlsim_task", std::uint64_t{12});
+  EtNode& coll = f.nodes.emplace_back();
+  coll.id      = 3;
+  coll.type    = EtNodeType::coll;
+  coll.set("pg_name", std::string("1"));
+  coll.set("ddlsim_task", std::uint64_t(20 + 3 * rank));
+  return f;
+}
+
+} // namespace
+
+TEST_CASE("a rank map's template, bound again, gives the rank's file byte for byte")
+{
+  namespace rm                               = experiments::rank_map;
+  const std::vector<std::vector<int>> groups = {{0, 1}};
+  rm::RankBinding b0, b1;
+  const EtFile t0     = rm::make_template(pair_rank(0), 0, groups, b0);
+  EtFile other        = pair_rank(1);
+  other.nodes[2].type = EtNodeType::send; // alike in all but the rank's names: the same template
+  const EtFile t1     = rm::make_template(other, 1, groups, b1);
+  CHECK(encode_et_file(t0) == encode_et_file(t1));
+  CHECK(b0.groups == std::vector<std::string>{"1"});
+  CHECK(b0.peers == std::vector<std::int64_t>{1});
+  CHECK(b1.peers == std::vector<std::int64_t>{0});
+  CHECK(b1.tasks == std::vector<std::uint64_t>{11, 12, 23});
+  CHECK(b1.tags == std::vector<std::int64_t>{8});
+  CHECK(t0.nodes[0].inputs_values == "@process_groups");
+  for (int r : {0, 1}) {
+    const rm::RankBinding& b = r == 0 ? b0 : b1;
+    const EtFile back        = rm::bind_template(r == 0 ? t0 : t1, r, b, groups, "map");
+    CHECK(encode_et_file(back) == encode_et_file(pair_rank(r)));
+  }
+  // A binding that does not fit its template is refused, naming where.
+  rm::RankBinding short_tasks = b1;
+  short_tasks.tasks.pop_back();
+  CHECK_THROWS_WITH_AS(rm::bind_template(t1, 1, short_tasks, groups, "map.json: ranks[1]"),
+                       doctest::Contains("map.json: ranks[1]: the template has more task numbers"), TraceError);
+  rm::RankBinding no_peer = b1;
+  no_peer.peers.clear();
+  CHECK_THROWS_WITH_AS(rm::bind_template(t1, 1, no_peer, groups, "map.json: ranks[1]"),
+                       doctest::Contains("peer slot 0 but the rank's binding has 0"), TraceError);
 }
