@@ -40,6 +40,21 @@ struct Work {
   double bytes = 0;
 };
 
+// An export into a folder that holds another's traces would mix them (a rank map found first, ranks
+// left over from a larger export): refused, before anything is written.
+void refuse_traces_in(const std::string& dir)
+{
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() == ".et" || name == rank_map::map_file || name == rank_map::numbers_file)
+      throw Error(dir + " already holds Chakra traces (" + name +
+                  "): export into an empty or new folder, or remove them first");
+  }
+}
+
 // Where the rank files go: one .et per rank, or templates and a rank map (ChakraRankMap.hpp); then
 // the process groups as ASTRA-sim's --comm-group-configuration, {"1": [0, 2], ...}.
 class FileSink {
@@ -48,6 +63,7 @@ public:
            const ChakraExportOptions& options)
       : dir_(dir), prefix_(prefix), groups_(groups)
   {
+    refuse_traces_in(dir);
     fs::create_directories(dir);
     if (options.rank_map)
       map_.emplace(dir, prefix, groups);

@@ -56,13 +56,12 @@ template <typename T> std::int64_t slot_of(std::vector<T>& list, const T& value)
 // Replaces a rank's names in `n` by slots (make_template's work on one node).
 void template_names(EtNode& n, int rank, RankBinding& b)
 {
-  if (EtAttr* pg = find(n.attrs, "pg_name"))
-    if (auto* name = std::get_if<std::string>(&pg->value))
+  for (EtAttr& a : n.attrs) // every one, as bind_template restores every one
+    if (auto* name = std::get_if<std::string>(&a.value); name && a.name == "pg_name")
       *name = "@" + std::to_string(slot_of(b.groups, *name));
-  for (const char* peer : {"comm_src", "comm_dst", "root"})
-    if (EtAttr* a = find(n.attrs, peer))
-      if (auto* r = std::get_if<std::int64_t>(&a->value))
-        *r = *r == rank ? -1 : slot_of(b.peers, *r);
+    else if (auto* r = std::get_if<std::int64_t>(&a.value);
+             r && (a.name == "comm_src" || a.name == "comm_dst" || a.name == "root"))
+      *r = *r == rank ? -1 : slot_of(b.peers, *r);
 }
 
 // The rank's value of a slot, or a TraceError naming `where`.
@@ -163,8 +162,8 @@ private:
 EtFile make_template(EtFile file, int rank, const std::vector<std::vector<int>>& groups, RankBinding& binding)
 {
   binding = RankBinding{};
-  if (EtAttr* a = find(file.attrs, "ddlsim_rank"))
-    a->value = std::int64_t{0};
+  if (EtAttr* a = find(file.attrs, "ddlsim_rank"); a && a->value == EtAttr::Value{std::int64_t{rank}})
+    a->value = std::int64_t{-1}; // the rank's own number (any other value stays, and the template is its own)
   for (EtNode& n : file.nodes) {
     if (n.type == traces::EtNodeType::metadata && n.inputs_values == chakra_schema::process_groups_value(rank, groups))
       n.inputs_values = groups_marker;
@@ -181,7 +180,7 @@ EtFile make_template(EtFile file, int rank, const std::vector<std::vector<int>>&
 EtFile bind_template(EtFile tmpl, int rank, const RankBinding& b, const std::vector<std::vector<int>>& groups,
                      const std::string& where)
 {
-  if (EtAttr* a = find(tmpl.attrs, "ddlsim_rank"))
+  if (EtAttr* a = find(tmpl.attrs, "ddlsim_rank"); a && a->value == EtAttr::Value{std::int64_t{-1}})
     a->value = std::int64_t{rank};
   std::size_t task = 0, tag = 0;
   auto next = [&](const auto& list, std::size_t& i, const char* what) {
@@ -230,17 +229,22 @@ void Writer::add(const EtFile& file)
   std::vector<std::uint64_t>().swap(b.tasks); // on disk now: the bindings kept hold the names alone
   std::vector<std::int64_t>().swap(b.tags);
   const std::size_t hash = std::hash<std::string>{}(bytes);
-  // A hash names candidates; the bytes on disk decide (templates are not kept in memory).
+  // A hash and a size name candidates; the bytes decide: kept in memory up to a budget, else read back.
   const auto [first, last] = by_hash_.equal_range(hash);
-  for (auto it = first; it != last; ++it)
-    if (read_bytes(templates_[static_cast<std::size_t>(it->second)]) == bytes) {
+  for (auto it = first; it != last; ++it) {
+    const auto t = static_cast<std::size_t>(it->second);
+    if (sizes_[t] == bytes.size() && (kept_[t].empty() ? read_bytes(templates_[t]) : kept_[t]) == bytes) {
       b.template_index = it->second;
       return;
     }
+  }
   b.template_index       = static_cast<int>(templates_.size());
   const std::string path = (fs::path(dir_) / (prefix_ + ".t" + std::to_string(templates_.size()) + ".et")).string();
   write_file_atomically(path, "Chakra template", [&](std::ostream& out) { out << bytes; });
   templates_.push_back(path);
+  sizes_.push_back(bytes.size());
+  kept_bytes_ += bytes.size();
+  kept_.push_back(kept_bytes_ <= kept_budget ? bytes : std::string());
   by_hash_.emplace(hash, b.template_index);
 }
 
@@ -261,8 +265,7 @@ template <typename T> std::string json_list(const std::vector<T>& values, bool q
 
 std::vector<std::string> Writer::finish()
 {
-  std::string json = std::string("{\"schema\": \"") + schema + "\",\n \"prefix\": \"" + traces::json_escape(prefix_) +
-                     "\",\n \"templates\": [";
+  std::string json = std::string("{\"schema\": \"") + schema + "\",\n \"templates\": [";
   for (std::size_t i = 0; i < templates_.size(); ++i)
     json += (i ? ", \"" : "\"") + traces::json_escape(fs::path(templates_[i]).filename().string()) + "\"";
   json += "],\n \"ranks\": [";
@@ -293,7 +296,9 @@ public:
 
   const traces::JsonValue& member(const traces::JsonValue& object, const std::string& key, const std::string& at) const
   {
-    const traces::JsonValue* v = object.is_object() ? object.find(key) : nullptr;
+    if (!object.is_object())
+      fail(at.empty() ? "(top)" : at.substr(0, at.size() - 1), "expected an object with \"" + key + "\"");
+    const traces::JsonValue* v = object.find(key);
     if (v == nullptr)
       fail(at + key, "missing");
     return *v;
@@ -330,6 +335,8 @@ public:
 private:
   std::string path_;
 };
+
+constexpr double max_exact = 9007199254740992.0; // 2^53: JSON numbers are doubles
 
 // comm_groups.json as a list: "1" is groups[0], and so on.
 std::vector<std::vector<int>> read_groups(const fs::path& path)
@@ -392,7 +399,7 @@ std::vector<EtFile> read(const std::string& dir, std::vector<std::string>& names
         in.fail(at + "groups", "expected process group names");
       b.groups.push_back(g.as_string());
     }
-    b.peers      = in.numbers<std::int64_t>(ranks[r], "peers", at, 0, static_cast<double>(ranks.size()) - 1);
+    b.peers      = in.numbers<std::int64_t>(ranks[r], "peers", at, -max_exact, max_exact); // written back as read
     b.tasks      = numbers.sequence<std::uint64_t>("rank " + std::to_string(r) + "'s task numbers");
     b.tags       = numbers.sequence<std::int64_t>("rank " + std::to_string(r) + "'s transfer tags");
     const auto t = static_cast<std::size_t>(b.template_index);

@@ -7,13 +7,13 @@
 //   comm_src, comm_dst   the k-th other rank the file names (its peer slots), -1 for the rank itself;
 //   root                 likewise (a broadcast's first member)
 //   ddlsim_task          0, and comm_tag 0: the rank's own, in node order, go to its numbers
-//   ddlsim_rank          0, and the metadata node's process groups "@process_groups"
+//   ddlsim_rank          -1, and the metadata node's process groups "@process_groups"
 //
 // The *binding* of a rank is what was taken out: its groups and peers by slot, its task numbers and
 // tags. A rank whose template is byte for byte an earlier rank's reuses it; binding the template
 // again gives the rank's file byte for byte (tests/cli/test_cli_chakra.py checks every rank).
 //
-// On disk: DIR/<prefix>.t<K>.et (the templates, Chakra files), DIR/rank_map.json (schema, prefix,
+// On disk: DIR/<prefix>.t<K>.et (the templates, Chakra files), DIR/rank_map.json (schema,
 // templates, each rank's template, groups and peers), DIR/rank_map.numbers (each rank's task numbers
 // and tags, as varints of their differences: a byte or two a node, where a node of a template takes
 // a few hundred) and DIR/comm_groups.json (the groups by number, as always). `model: {chakra: DIR}`
@@ -55,14 +55,15 @@ traces::EtFile make_template(traces::EtFile file, int rank, const std::vector<st
 traces::EtFile bind_template(traces::EtFile tmpl, int rank, const RankBinding& binding,
                              const std::vector<std::vector<int>>& groups, const std::string& where);
 
-/// Writes a rank-mapped folder, rank by rank: only the templates' hashes stay in memory.
+/// Writes a rank-mapped folder, rank by rank: what stays in memory is each rank's names, the numbers
+/// file's bytes (a byte or two per node) and the templates (their bytes up to 256 MiB, else their hashes).
 class Writer {
 public:
   Writer(std::string dir, std::string prefix, std::vector<std::vector<int>> groups);
   /// Adds the next rank's file (ranks 0, 1, ... in order); writes its template unless an earlier
   /// rank's is the same.
   void add(const traces::EtFile& file);
-  /// Writes DIR/rank_map.json; returns the templates' paths.
+  /// Writes DIR/rank_map.numbers, then DIR/rank_map.json; returns the templates' paths.
   std::vector<std::string> finish();
 
 private:
@@ -70,6 +71,10 @@ private:
   std::vector<std::vector<int>> groups_;
   std::vector<std::string> templates_;                // paths
   std::unordered_multimap<std::size_t, int> by_hash_; // template bytes' hash -> index
+  std::vector<std::size_t> sizes_;                    // each template's bytes
+  std::vector<std::string> kept_;                     // each template's bytes, or empty past the budget
+  std::size_t kept_bytes_                  = 0;
+  static constexpr std::size_t kept_budget = std::size_t{256} << 20;
   std::vector<RankBinding> bindings_;                 // without their numbers: those are in numbers_
   std::string numbers_;                               // rank_map.numbers, written by finish()
 };

@@ -117,7 +117,7 @@ std::optional<std::vector<std::vector<int>>> ChakraWorkload::numbered_groups() c
                            std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })
                        ? std::stoul(name)
                        : 0;
-    if (k < 1 || k > out.size())
+    if (k < 1 || k > out.size() || std::to_string(k) != name) // "01" is not ddlsim's "1"
       return std::nullopt;
     out[k - 1] = members;
   }
@@ -333,13 +333,14 @@ void ChakraWorkload::Matching::pair_collectives()
       const EtNode* first = nullptr;
       for (int m : members) {
         const auto r = static_cast<std::size_t>(m);
-        if (per_rank[r].size() <= k) {
-          const EtNode& other =
-              w.files_[static_cast<std::size_t>(task.nodes.front().first)].nodes[task.nodes.front().second];
+        if (per_rank[r].size() <= k) {  // name a member that has collective k (the first may lack it too)
+          const auto& lists = per_rank; // (a lambda may not capture a structured binding before C++20's clang 16)
+          const auto has    = static_cast<std::size_t>(*std::find_if(
+                 members.begin(), members.end(), [&](int o) { return lists[static_cast<std::size_t>(o)].size() > k; }));
           throw TraceError(w.paths_[r] + ": rank " + std::to_string(m) + " joins " +
                            std::to_string(per_rank[r].size()) + " collectives of process group '" + pg +
                            "', its other members more (the next is " +
-                           node_ref(w.paths_[static_cast<std::size_t>(task.nodes.front().first)], other) + ")");
+                           node_ref(w.paths_[has], w.files_[has].nodes[per_rank[has][k]]) + ")");
         }
         const EtNode& n = w.files_[r].nodes[per_rank[r][k]];
         if (first != nullptr && (n.number("comm_type") != first->number("comm_type") ||

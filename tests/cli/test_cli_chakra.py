@@ -277,7 +277,10 @@ with open(os.path.join(pp_map, "rank_map.json")) as f:
     good = json.load(f)
 broken = json.loads(json.dumps(good))
 broken["ranks"][1]["peers"] = []
+renamed = json.loads(json.dumps(good))
+renamed["ranks"][0]["groups"][0] = "77"  # rank 0 leaves its group: its partner's collectives have no match
 cases = [("peers", broken, "rank_map.json: ranks[1]", "peer slot"),
+         ("group", renamed, "process group", ""),
          ("schema", dict(good, schema="other"), "rank_map.json: schema", "ddlsim-rank-map.1"),
          ("template", dict(good, templates=["ppdp.t9.et"] + good["templates"][1:]), "ppdp.t9.et", "")]
 for what, doc, where, words in cases:
@@ -289,6 +292,14 @@ for what, doc, where, words in cases:
           f"a rank map with a bad {what}: exit {rc}: {stderr}")
 with open(os.path.join(pp_map, "rank_map.json"), "w") as f:
     json.dump(good, f)
+# An export into a folder that holds traces (the map, or per-rank files) would mix the two: refused,
+# nothing written.
+before = sorted(os.listdir(pp_map))
+for args in (["--rank-map"], []):
+    rc, _, stderr = run(binary, "export", "chakra", os.path.join(d, "ppdp.yaml"), "-o", pp_map, *args)
+    count += 1
+    check(rc == 1 and "already holds Chakra traces" in stderr and sorted(os.listdir(pp_map)) == before,
+          f"an export into a folder of traces {args}: exit {rc}: {stderr}")
 os.rename(os.path.join(pp_map, "comm_groups.json"), os.path.join(d, "groups.json"))
 rc, _, stderr = run(binary, "run", os.path.join(d, "ppdp_map_import.yaml"), "-o", os.path.join(d, "x.csv"))
 count += 1
