@@ -210,17 +210,17 @@ void check_modern_parallelism(const PointConfig& p, Problem problem, Blame blame
                 std::to_string(par.replicas()) + " (hybrid sharding: shard inside a group, replicate across groups)");
 }
 
-// torchtitan's per-op checkpointing: of an eager PyTorch step's transformer blocks, without the tensor-
-// or expert-parallel collectives whose save-or-rerun the model does not know.
+// torchtitan's per-op checkpointing: of a PyTorch step's transformer blocks (eager or compiled), without
+// the tensor- or expert-parallel collectives whose save-or-rerun the model does not know.
 template <typename Problem, typename Blame> void check_recompute(const PointConfig& p, Problem problem, Blame blame)
 {
   if (p.training.recompute != models::Recompute::selective_op)
     return;
   const auto& par = p.parallelism;
-  if (p.training.framework != sim::Framework::pytorch)
+  if (!sim::is_pytorch(p.training.framework))
     problem(blame({"training.recompute", "training.framework"}),
-            "recompute: selective-op is torchtitan's per-op checkpointing of an eager PyTorch step: it needs framework "
-            "pytorch, not " +
+            "recompute: selective-op is torchtitan's per-op checkpointing of a PyTorch step: it needs framework "
+            "pytorch or pytorch-compile, not " +
                 std::string(sim::framework_table.name(p.training.framework)));
   else if (!p.model.has(models::LayerKind::attention))
     problem("training.recompute", "recompute: selective-op checkpoints transformer blocks: model '" + p.model_label +

@@ -581,13 +581,28 @@ std::vector<KernelLaunch> partial_gemm(const Layer& layer, double rerun, int sam
 std::vector<KernelLaunch> op_checkpoint_reruns(const models::Model& model, std::size_t begin, std::size_t end,
                                                int samples, const ComputeOptions& rerun)
 {
+  const auto kept = models::op_checkpoint_layers(model, begin, end);
+  std::map<const Layer*, double> share; // of each checkpointed layer's outputs kept
+  for (const auto& [l, s] : kept)
+    share[&model.layers()[l]] = s;
+  // Eager PyTorch launches layer by layer; torch.compile fuses each run of consecutive checkpointed
+  // layers (its partitioner recomputes what the policy tags, and fuses the recomputed pointwise ops).
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  for (const auto& [l, s] : kept)
+    if (rerun.framework == Framework::pytorch_compile && !runs.empty() && runs.back().second == l)
+      ++runs.back().second;
+    else
+      runs.emplace_back(l, l + 1);
+  const auto list = rerun.framework == Framework::pytorch_compile ? compiled_launches : pytorch_launches;
   std::vector<KernelLaunch> out;
-  for (const auto& [l, share] : models::op_checkpoint_layers(model, begin, end))
-    for (KernelLaunch& launch : pytorch_launches(model, l, l + 1, Phase::forward, samples, rerun)) {
-      if (share == 0 || !library_kernel(launch.kind))
+  for (const auto& [first, last] : runs)
+    for (KernelLaunch& launch : list(model, first, last, Phase::forward, samples, rerun)) {
+      const auto it  = share.find(launch.layer);
+      const double s = it == share.end() ? 0.0 : it->second;
+      if (s == 0 || !library_kernel(launch.kind))
         out.push_back(std::move(launch)); // recomputed, or around a kept op (SDPA's copies)
-      else if (share < 1 && launch.kind == models::KernelKind::gemm)
-        for (KernelLaunch& part : partial_gemm(model.layers()[l], 1 - share, samples, rerun))
+      else if (s < 1 && launch.kind == models::KernelKind::gemm)
+        for (KernelLaunch& part : partial_gemm(*launch.layer, 1 - s, samples, rerun))
           out.push_back(std::move(part));
     }
   return out;

@@ -83,11 +83,12 @@ check(bare and all(r["status"] == "error" and "host_compiled_graph_s" in r["mess
 out = os.path.join(d, "torchtitan.csv")
 rc, _, err = run(binary, "run", os.path.join(ROOT, "experiments", "torchtitan_published.yaml"), "-o", out, "--quiet")
 rows = read_csv(out) if rc == 0 else []
-table = re.findall(r"^\| (\d+) \| [\d,]+ \| ([\d,]+) \| [\d.]+ \| [\d.]+ GiB \| ([\d.]+) GiB \|$", page, re.M)
+table = re.findall(r"^\| (\d+) \| ([\w-]+) \| [\d,]+ \| ([\d,]+) \| [\d.]+ \| [\d.]+ GiB \| ([\d.]+) GiB \|$",
+                   page, re.M)
 checks += 1
-check(rc == 0 and [(g, t, m) for g, t, m in table] ==
-      [(r["gpus"], f"{float(r['tokens_per_s_per_gpu']):,.0f}", f"{int(r['peak_memory_bytes']) / 2**30:.1f}")
-       for r in rows],
+check(rc == 0 and len(table) == 4 and table ==
+      [(r["gpus"], r["framework"], f"{float(r['tokens_per_s_per_gpu']):,.0f}",
+        f"{int(r['peak_memory_bytes']) / 2**30:.1f}") for r in rows],
       f"docs/frameworks.md's torchtitan table is what experiments/torchtitan_published.yaml prints: {table} "
       f"{[(r.get('gpus'), r.get('tokens_per_s_per_gpu'), r.get('peak_memory_bytes')) for r in rows]} {err}")
 # FSDP's mixed precision on the wire: Llama 3.1 8B's 8,030,261,248 parameters (Hugging Face's count)

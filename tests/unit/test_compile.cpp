@@ -391,3 +391,39 @@ TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, w
   REQUIRE(runs.size() == 1);
   CHECK(runs.front() == std::pair<std::size_t, std::size_t>{block.begin, block.end});
 }
+
+TEST_CASE("per-op checkpointing under torch.compile reruns the compiled block's fused kernels but its kept ops")
+{
+  // The same policy as eager (wk, wo and w3 rerun, SDPA kept), over the block's fused kernels: every
+  // memory-bound kernel of the compiled forward again, and the rerun matmuls' flop.
+  const double s = 1024, h = 1024, kv = 256, f = 2816, samples = 2;
+  const models::Model m = small_llama(2);
+  const auto block      = m.blocks()[1].layers;
+  ComputeOptions o      = with(Framework::pytorch_compile);
+  const auto backward   = [&](models::Recompute r) {
+    o.recompute = r;
+    return range_launches(m, block.begin, block.end, Phase::backward, 2, o);
+  };
+  const auto plain = backward(models::Recompute::none), op = backward(models::Recompute::selective_op);
+  REQUIRE(op.size() > plain.size());
+  double gemm = 0, pointwise = 0;
+  for (auto k = op.begin() + static_cast<std::ptrdiff_t>(plain.size()); k != op.end(); ++k) {
+    CHECK(k->pass == LaunchPass::forward);
+    CHECK(k->kind != models::KernelKind::batched_gemm);
+    (k->kind == models::KernelKind::gemm ? gemm : pointwise) +=
+        k->kind == models::KernelKind::gemm ? k->work.flop : k->work.bytes;
+  }
+  CHECK(gemm == doctest::Approx(2 * samples * s * h * (kv + h + f)));
+  ComputeOptions again = o;
+  again.recompute      = models::Recompute::none;
+  again.recomputing    = true;
+  double forward = 0, eager = 0;
+  for (const auto& k : compiled_launches(m, block.begin, block.end, Phase::forward, 2, again))
+    forward += library(k) ? 0.0 : k.work.bytes;
+  CHECK(pointwise == doctest::Approx(forward));
+  // Fused: fewer bytes than eager PyTorch reruns for the same block.
+  again.framework = Framework::pytorch;
+  for (const auto& k : pytorch_launches(m, block.begin, block.end, Phase::forward, 2, again))
+    eager += library(k) ? 0.0 : k.work.bytes;
+  CHECK(forward < eager);
+}

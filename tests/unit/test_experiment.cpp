@@ -505,10 +505,11 @@ TEST_CASE("recompute: selective-op is refused where its collectives or framework
     return Experiment::load(write_temp(llama + rest)).point(0).problems;
   };
   CHECK(problems("framework: pytorch}\nparallelism: {dp: 16}\n").empty());
+  CHECK(problems("framework: pytorch-compile}\nparallelism: {dp: 16}\n").empty());
   const auto megatron = problems("framework: megatron}\nparallelism: {dp: 16}\n");
   REQUIRE(megatron.size() == 1);
   CHECK(megatron.front().key == "training.recompute");
-  CHECK(megatron.front().message.find("needs framework pytorch, not megatron") != std::string::npos);
+  CHECK(megatron.front().message.find("needs framework pytorch or pytorch-compile, not megatron") != std::string::npos);
   const auto tp = problems("framework: pytorch}\nparallelism: {dp: 8, tp: 2}\n");
   REQUIRE(tp.size() == 1);
   CHECK(tp.front().message.find("tp or ep > 1") != std::string::npos);
