@@ -4,6 +4,7 @@
 #include "common/Error.hpp"
 #include "common/Units.hpp"
 #include "experiments/ChakraWorkload.hpp"
+#include "models/Memory.hpp"
 #include "models/Partition.hpp"
 #include "sim/Collectives.hpp"
 
@@ -81,7 +82,7 @@ double kv_elements_per_rank(const models::Layer& l, int tp)
 // gathered layers (the grid's) all-gather their output in forward and all-reduce the input
 // gradient in backward. Sizes are the full tensors per sample.
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers, double d,
-                                                  bool sequence_parallel, int ep, bool full_recompute)
+                                                  bool sequence_parallel, int ep, models::Recompute recompute)
 {
   std::vector<sim::TpCollective> out;
   // Sequence parallelism (Korthikanti et al. 2022): the tensors between the tensor-parallel regions
@@ -235,17 +236,22 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
     }
   }
   // Full recomputation reruns every layer's forward (sim/OpCosts puts its compute in the layer's
-  // backward task), and with it the forward's collectives, just before the layer's backward.
-  if (full_recompute) {
-    const std::size_t forward = out.size();
-    for (std::size_t k = 0; k < forward; ++k)
-      if (out[k].phase == sim::Phase::forward) {
-        sim::TpCollective again = out[k];
-        again.phase             = sim::Phase::backward;
-        again.recomputed        = true;
-        out.push_back(again);
-      }
-  }
+  // backward task), and with it the forward's collectives, just before the layer's backward. Per-op
+  // checkpointing reruns a checkpointed block's forward but what its policy keeps: the outputs of
+  // reduce-scatters (torchtitan's _save_list), not those of all-gathers and all-reduces.
+  std::vector<char> rerun(model.size(), recompute == models::Recompute::full);
+  if (recompute == models::Recompute::selective_op)
+    for (const auto& [l, kept] : models::op_checkpoint_layers(model, layers.begin, layers.end))
+      rerun[l] = 1;
+  const std::size_t forward = out.size();
+  for (std::size_t k = 0; k < forward; ++k)
+    if (out[k].phase == sim::Phase::forward && rerun[out[k].layer] &&
+        (recompute == models::Recompute::full || out[k].kind != sim::CollectiveKind::reduce_scatter)) {
+      sim::TpCollective again = out[k];
+      again.phase             = sim::Phase::backward;
+      again.recomputed        = true;
+      out.push_back(again);
+    }
   return out;
 }
 
@@ -538,8 +544,8 @@ PointPlan plan_point(const PointConfig& point, const calibration::CostModel& cos
       stage.buckets = gradient_buckets(model, layers, par.dp_bucket, grad_d, par.tp, par.ep > 1);
     // A tensor-parallel group works on its cp rank's s/cp tokens: its collectives carry those.
     if (par.tp > 1)
-      stage.tp_collectives = tensor_collectives(model, layers, d * token_share, par.sequence_parallel, par.ep,
-                                                point.training.recompute == models::Recompute::full);
+      stage.tp_collectives =
+          tensor_collectives(model, layers, d * token_share, par.sequence_parallel, par.ep, point.training.recompute);
     // ZeRO units (blocks): gathered with stage 3, and the reduce-scatter units of stages 2-3 (FSDP
     // reduces per wrapped module; with dp_bucket, stage 2 reduces in those buckets instead).
     if (reduces_per_block(par.zero, par.dp_bucket > 0))

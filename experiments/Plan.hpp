@@ -106,14 +106,16 @@ std::vector<sim::GradientBucket> gradient_buckets(const models::Model& model, mo
 /// experts split over the group) is reduced like a dense MLP at its ends (router input, combine
 /// output); with expert parallelism `ep` > 1 and sequence parallelism, as Megatron-Core does, each
 /// tensor rank dispatches its tokens and the group gathers what arrived before the experts and
-/// reduce-scatters their output after. With `full_recompute`, every forward collective comes again
+/// reduce-scatters their output after. With `recompute: full`, every forward collective comes again
 /// in the backward pass (TpCollective::recomputed): full recomputation reruns each layer's forward,
 /// its tensor-parallel collectives included, before the layer's backward (Megatron-LM's
 /// CheckpointFunction.backward calls the checkpointed forward again; Korthikanti et al. 2022 count
-/// the recomputed forward's all-reduces among full recomputation's costs).
+/// the recomputed forward's all-reduces among full recomputation's costs). With `selective-op`, the
+/// forward collectives of each checkpointed block but its reduce-scatters, whose outputs torchtitan's
+/// policy keeps (models::op_checkpoint_layers).
 std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, models::StageRange layers,
                                                   double dtype_bytes, bool sequence_parallel = false, int ep = 1,
-                                                  bool full_recompute = false);
+                                                  models::Recompute recompute = models::Recompute::none);
 
 /// Elements of K and V of one sample's whole sequence on one tensor-parallel rank of attention layer
 /// `l`: 2 x (kv_heads / tp heads, one when tp > kv_heads: Megatron replicates them) x head_dim x

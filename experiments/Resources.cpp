@@ -91,8 +91,7 @@ struct Pipeline {
   // places them), each splitting a pass.
   const std::vector<sim::TpCollective> tensor =
       tp < 2 ? std::vector<sim::TpCollective>{}
-             : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep,
-                                  point.training.recompute == models::Recompute::full);
+             : tensor_collectives(model, all, 1.0, par.sequence_parallel, par.ep, point.training.recompute);
   // Overlapped (parallelism.tp_comm_overlap): each is two tasks, beside its layer and after it.
   bool overlapped(const sim::TpCollective& c) const
   {

@@ -211,7 +211,7 @@ void check_modern_parallelism(const PointConfig& p, Problem problem, Blame blame
 }
 
 // torchtitan's per-op checkpointing: of a PyTorch step's transformer blocks (eager or compiled), without
-// the tensor- or expert-parallel collectives whose save-or-rerun the model does not know.
+// the expert-parallel all-to-alls, whose rerun the model does not place.
 template <typename Problem, typename Blame> void check_recompute(const PointConfig& p, Problem problem, Blame blame)
 {
   if (p.training.recompute != models::Recompute::selective_op)
@@ -225,11 +225,10 @@ template <typename Problem, typename Blame> void check_recompute(const PointConf
   else if (!p.model.has(models::LayerKind::attention))
     problem("training.recompute", "recompute: selective-op checkpoints transformer blocks: model '" + p.model_label +
                                       "' has no attention layer");
-  else if (par.tp > 1 || par.ep > 1)
-    problem(blame({"training.recompute", "parallelism.tp", "parallelism.ep"}),
-            "recompute: selective-op with tp or ep > 1: which of their collectives the per-op policy keeps (it keeps "
-            "reduce-scatters, reruns all-reduces and all-to-alls) is not modelled; use tp: 1 and ep: 1 (torchtitan's "
-            "FSDP runs), or recompute: full");
+  else if (par.ep > 1)
+    problem(blame({"training.recompute", "parallelism.ep"}),
+            "recompute: selective-op with ep > 1: the per-op policy reruns the experts' all-to-alls, which the model "
+            "does not place; use ep: 1, or recompute: full");
 }
 
 } // namespace

@@ -217,6 +217,8 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
         of_stash += stashed(i) ? output : 0.0;
         if (l.kind == LayerKind::attention && share[i - r.begin] > 0)
           outputs += l.heads * l.output.tokens * 4.0 / split / cp; // the fp32 log-sum-exp
+        if (l.tp == TpRole::row && tp > 1 && options.sequence_parallel) // its reduce-scatter's s/tp output
+          outputs += l.output_elements() * d / tp / cp;
       }
       bool input_stashed = false; // the block's input, kept by the checkpoint
       for (std::size_t j = r.begin; j < r.end; ++j)

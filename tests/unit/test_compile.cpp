@@ -5,6 +5,7 @@
 #include "calibration/EagerFit.hpp"
 #include "calibration/Profile.hpp"
 #include "common/Error.hpp"
+#include "experiments/Plan.hpp"
 #include "models/ModelLoader.hpp"
 #include "sim/Framework.hpp"
 #include "sim/TaskGraph.hpp"
@@ -426,4 +427,40 @@ TEST_CASE("per-op checkpointing under torch.compile reruns the compiled block's 
   for (const auto& k : pytorch_launches(m, block.begin, block.end, Phase::forward, 2, again))
     eager += library(k) ? 0.0 : k.work.bytes;
   CHECK(forward < eager);
+}
+
+TEST_CASE("per-op checkpointing with tensor parallelism reruns the gathers, not the reduce-scatters")
+{
+  // Sequence parallelism: each block's column layers (qkv, the up projection) gather their input and
+  // its row layers (wo, w2) reduce-scatter their output. torchtitan's policy keeps the reduce-scatters'
+  // outputs: the backward reruns the forward's all-gathers alone; full recomputation reruns all four.
+  const models::Model m = small_llama(2);
+  const models::StageRange all{0, m.size()};
+  auto reruns = [&](models::Recompute r, CollectiveKind kind) {
+    const auto list = experiments::tensor_collectives(m, all, 2.0, true, 1, r);
+    return std::count_if(list.begin(), list.end(), [&](const TpCollective& c) {
+      return c.recomputed && c.kind == kind && c.phase == Phase::backward;
+    });
+  };
+  const auto forward  = experiments::tensor_collectives(m, all, 2.0, true, 1, models::Recompute::none);
+  const auto gathers  = std::count_if(forward.begin(), forward.end(), [](const TpCollective& c) {
+    return c.phase == Phase::forward && c.kind == CollectiveKind::all_gather;
+  });
+  const auto scatters = std::count_if(forward.begin(), forward.end(), [](const TpCollective& c) {
+    return c.phase == Phase::forward && c.kind == CollectiveKind::reduce_scatter;
+  });
+  REQUIRE(gathers >= 4); // two per block at least, two blocks
+  REQUIRE(scatters >= 4);
+  // The embedding and the head are not checkpointed: their collectives are not rerun (the head's
+  // gather sits outside the blocks).
+  std::size_t block_gathers = 0;
+  for (const TpCollective& c : forward)
+    block_gathers += c.phase == Phase::forward && c.kind == CollectiveKind::all_gather &&
+                     models::op_checkpointed(m, m.blocks()[m.layers()[c.layer].block].layers);
+  CHECK(block_gathers >= 4);
+  CHECK(reruns(models::Recompute::selective_op, CollectiveKind::all_gather) == static_cast<long>(block_gathers));
+  CHECK(reruns(models::Recompute::selective_op, CollectiveKind::reduce_scatter) == 0);
+  CHECK(reruns(models::Recompute::full, CollectiveKind::all_gather) == gathers);
+  CHECK(reruns(models::Recompute::full, CollectiveKind::reduce_scatter) == scatters);
+  CHECK(reruns(models::Recompute::none, CollectiveKind::all_gather) == 0);
 }

@@ -510,9 +510,15 @@ TEST_CASE("recompute: selective-op is refused where its collectives or framework
   REQUIRE(megatron.size() == 1);
   CHECK(megatron.front().key == "training.recompute");
   CHECK(megatron.front().message.find("needs framework pytorch or pytorch-compile, not megatron") != std::string::npos);
-  const auto tp = problems("framework: pytorch}\nparallelism: {dp: 8, tp: 2}\n");
-  REQUIRE(tp.size() == 1);
-  CHECK(tp.front().message.find("tp or ep > 1") != std::string::npos);
+  CHECK(problems("framework: pytorch}\nparallelism: {dp: 8, tp: 2, sequence_parallel: true}\n").empty());
+  const auto ep = Experiment::load(write_temp("name: t\nmodel: mixtral-8x7b\ncluster: dgx-h100x2\ncalibration: "
+                                              "pytorch-h200\ntraining: {global_batch: 16, micro_batch: 1, seq: 2048, "
+                                              "recompute: selective-op, framework: pytorch}\nparallelism: {dp: 16, "
+                                              "ep: 2}\n"))
+                      .point(0)
+                      .problems;
+  REQUIRE(ep.size() == 1);
+  CHECK(ep.front().message.find("selective-op with ep > 1") != std::string::npos);
   const auto resnet =
       Experiment::load(write_temp("name: t\nmodel: resnet50\ncluster: dgx-h100x2\ncalibration: "
                                   "pytorch-h200\ntraining: {global_batch: 16, micro_batch: 1, "
