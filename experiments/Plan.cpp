@@ -238,15 +238,26 @@ std::vector<sim::TpCollective> tensor_collectives(const models::Model& model, mo
   // Full recomputation reruns every layer's forward (sim/OpCosts puts its compute in the layer's
   // backward task), and with it the forward's collectives, just before the layer's backward. Per-op
   // checkpointing reruns a checkpointed block's forward but what its policy keeps: the outputs of
-  // reduce-scatters (torchtitan's _save_list), not those of all-gathers and all-reduces.
+  // reduce-scatters (torchtitan's _save_list), not those of all-gathers and all-reduces. A column
+  // layer's gather, which its backward runs again anyway (sequence parallelism, above), is that
+  // gather: the recomputed input feeds the weight gradient once.
   std::vector<char> rerun(model.size(), recompute == models::Recompute::full);
-  if (recompute == models::Recompute::selective_op)
+  std::vector<char> gathers_back(model.size(), 0);
+  if (recompute == models::Recompute::selective_op) {
     for (const auto& [l, kept] : models::op_checkpoint_layers(model, layers.begin, layers.end))
       rerun[l] = 1;
+    for (const sim::TpCollective& c : out)
+      gathers_back[c.layer] |= c.phase == sim::Phase::backward && c.kind == sim::CollectiveKind::all_gather;
+  }
+  const auto reruns = [&](const sim::TpCollective& c) {
+    if (recompute == models::Recompute::full)
+      return true;
+    return c.kind == sim::CollectiveKind::all_reduce ||
+           (c.kind == sim::CollectiveKind::all_gather && !gathers_back[c.layer]);
+  };
   const std::size_t forward = out.size();
   for (std::size_t k = 0; k < forward; ++k)
-    if (out[k].phase == sim::Phase::forward && rerun[out[k].layer] &&
-        (recompute == models::Recompute::full || out[k].kind != sim::CollectiveKind::reduce_scatter)) {
+    if (out[k].phase == sim::Phase::forward && rerun[out[k].layer] && reruns(out[k])) {
       sim::TpCollective again = out[k];
       again.phase             = sim::Phase::backward;
       again.recomputed        = true;

@@ -506,7 +506,7 @@ namespace {
 
 // The recomputation tried per layout, cheapest first (ParallelSearchOptions::recomputes): per-op
 // checkpointing reruns part of each block, full all of it; a layout whose framework cannot run one
-// (selective-op is eager PyTorch's) skips it by the rules.
+// (selective-op is PyTorch's, eager or compiled) skips it by the rules.
 std::vector<models::Recompute> recompute_order(const PointConfig& base, const ParallelSearchOptions& options)
 {
   if (!options.recomputes.empty())

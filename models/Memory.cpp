@@ -217,7 +217,8 @@ StageMemoryModel::StageMemoryModel(const Model& model, const MemoryOptions& opti
         of_stash += stashed(i) ? output : 0.0;
         if (l.kind == LayerKind::attention && share[i - r.begin] > 0)
           outputs += l.heads * l.output.tokens * 4.0 / split / cp; // the fp32 log-sum-exp
-        if (l.tp == TpRole::row && tp > 1 && options.sequence_parallel) // its reduce-scatter's s/tp output
+        // its reduce-scatter's s/tp output (a row layer's, the experts' combine's)
+        if ((l.tp == TpRole::row || l.kind == LayerKind::moe_combine) && tp > 1 && options.sequence_parallel)
           outputs += l.output_elements() * d / tp / cp;
       }
       bool input_stashed = false; // the block's input, kept by the checkpoint

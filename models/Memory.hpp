@@ -17,7 +17,8 @@
 //              the largest block's whole stash is rebuilt for one micro-batch at a time
 //   selective-op  torchtitan's per-op checkpointing of each transformer block (a block with an
 //              attention layer; the others keep their stash): the block's input and the outputs of
-//              the ops it saves (op_checkpoint_kept: every other matmul, SDPA's output); the block's
+//              the ops it saves (op_checkpoint_kept: every other matmul, SDPA's output; with tensor and
+//              sequence parallelism the reduce-scatters' s/tp outputs); the block's
 //              whole stash, less what was kept, is rebuilt for one micro-batch at a time
 // Workspace is the largest, over the stage's layers, of library scratch (im2col for convolutions)
 // plus the gradient buffers live during that layer's backward (its input and output gradients).

@@ -585,11 +585,14 @@ std::vector<KernelLaunch> op_checkpoint_reruns(const models::Model& model, std::
   std::map<const Layer*, double> share; // of each checkpointed layer's outputs kept
   for (const auto& [l, s] : kept)
     share[&model.layers()[l]] = s;
-  // Eager PyTorch launches layer by layer; torch.compile fuses each run of consecutive checkpointed
-  // layers (its partitioner recomputes what the policy tags, and fuses the recomputed pointwise ops).
+  // Eager PyTorch launches layer by layer; torch.compile fuses each checkpointed block's layers (its
+  // partitioner recomputes what the policy tags and fuses the recomputed pointwise ops; torchtitan
+  // compiles block by block, so nothing fuses across a block's edge).
   std::vector<std::pair<std::size_t, std::size_t>> runs;
+  const auto& layers = model.layers();
   for (const auto& [l, s] : kept)
-    if (rerun.framework == Framework::pytorch_compile && !runs.empty() && runs.back().second == l)
+    if (rerun.framework == Framework::pytorch_compile && !runs.empty() && runs.back().second == l &&
+        layers[l].block == layers[runs.back().first].block)
       ++runs.back().second;
     else
       runs.emplace_back(l, l + 1);

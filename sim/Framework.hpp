@@ -107,9 +107,9 @@ std::vector<KernelLaunch> pytorch_launches(const models::Model& model, std::size
 
 /// What a backward over layers [begin, end) runs forward again under torchtitan's per-op checkpointing
 /// (models::Recompute::selective_op), as the framework launches it (`rerun`: the step's options,
-/// recomputing; eager PyTorch's kernels, or with pytorch-compile each run of checkpointed layers' fused
-/// ones): each checkpointed block's forward but the ops it kept (models::op_checkpoint_kept), a fused
-/// attention's kernel and the kept matmuls' columns of each GEMM.
+/// recomputing; eager PyTorch's kernels, or with pytorch-compile each checkpointed block's fused ones): each
+/// checkpointed block's forward but the ops it kept (models::op_checkpoint_kept), a fused attention's kernel and the
+/// kept matmuls' columns of each GEMM.
 std::vector<KernelLaunch> op_checkpoint_reruns(const models::Model& model, std::size_t begin, std::size_t end,
                                                int samples, const ComputeOptions& rerun);
 

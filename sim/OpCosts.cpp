@@ -239,7 +239,7 @@ std::vector<KernelLaunch> pytorch_step_launches(const models::Model& model, std:
     return out;
   ComputeOptions rerun = options;
   rerun.recomputing    = true;
-  if (options.recompute == models::Recompute::selective_op) { // transformer blocks, tp and ep 1 (the rules)
+  if (options.recompute == models::Recompute::selective_op) { // transformer blocks, ep 1 (the rules)
     for (auto& launch : op_checkpoint_reruns(model, begin, end, samples, rerun))
       out.push_back(std::move(launch));
     return out;

@@ -429,38 +429,35 @@ TEST_CASE("per-op checkpointing under torch.compile reruns the compiled block's 
   CHECK(forward < eager);
 }
 
-TEST_CASE("per-op checkpointing with tensor parallelism reruns the gathers, not the reduce-scatters")
+TEST_CASE("per-op checkpointing with tensor parallelism reruns the all-reduces, not the reduce-scatters")
 {
-  // Sequence parallelism: each block's column layers (qkv, the up projection) gather their input and
-  // its row layers (wo, w2) reduce-scatter their output. torchtitan's policy keeps the reduce-scatters'
-  // outputs: the backward reruns the forward's all-gathers alone; full recomputation reruns all four.
+  // torchtitan's policy keeps the reduce-scatters' outputs and no other collective's. Without
+  // sequence parallelism a block's row layers (wo, w2) all-reduce their output: rerun. With it, the
+  // column layers' input gathers are rerun, but their backward gathers that input again anyway (for
+  // the weight gradient): the one gather serves both, so nothing is added; the reduce-scatters are
+  // kept. Full recomputation reruns every forward collective.
   const models::Model m = small_llama(2);
   const models::StageRange all{0, m.size()};
-  auto reruns = [&](models::Recompute r, CollectiveKind kind) {
-    const auto list = experiments::tensor_collectives(m, all, 2.0, true, 1, r);
+  auto count = [&](bool sp, models::Recompute r, Phase phase, CollectiveKind kind, bool recomputed) {
+    const auto list = experiments::tensor_collectives(m, all, 2.0, sp, 1, r);
     return std::count_if(list.begin(), list.end(), [&](const TpCollective& c) {
-      return c.recomputed && c.kind == kind && c.phase == Phase::backward;
+      return c.phase == phase && c.kind == kind && c.recomputed == recomputed;
     });
   };
-  const auto forward  = experiments::tensor_collectives(m, all, 2.0, true, 1, models::Recompute::none);
-  const auto gathers  = std::count_if(forward.begin(), forward.end(), [](const TpCollective& c) {
-    return c.phase == Phase::forward && c.kind == CollectiveKind::all_gather;
-  });
-  const auto scatters = std::count_if(forward.begin(), forward.end(), [](const TpCollective& c) {
-    return c.phase == Phase::forward && c.kind == CollectiveKind::reduce_scatter;
-  });
-  REQUIRE(gathers >= 4); // two per block at least, two blocks
-  REQUIRE(scatters >= 4);
-  // The embedding and the head are not checkpointed: their collectives are not rerun (the head's
-  // gather sits outside the blocks).
-  std::size_t block_gathers = 0;
-  for (const TpCollective& c : forward)
-    block_gathers += c.phase == Phase::forward && c.kind == CollectiveKind::all_gather &&
+  using models::Recompute;
+  const auto reduces        = count(false, Recompute::none, Phase::forward, CollectiveKind::all_reduce, false);
+  std::size_t block_reduces = 0; // the blocks' row layers: wo and w2 of each
+  for (const TpCollective& c : experiments::tensor_collectives(m, all, 2.0, false, 1, Recompute::none))
+    block_reduces += c.phase == Phase::forward && c.kind == CollectiveKind::all_reduce &&
                      models::op_checkpointed(m, m.blocks()[m.layers()[c.layer].block].layers);
-  CHECK(block_gathers >= 4);
-  CHECK(reruns(models::Recompute::selective_op, CollectiveKind::all_gather) == static_cast<long>(block_gathers));
-  CHECK(reruns(models::Recompute::selective_op, CollectiveKind::reduce_scatter) == 0);
-  CHECK(reruns(models::Recompute::full, CollectiveKind::all_gather) == gathers);
-  CHECK(reruns(models::Recompute::full, CollectiveKind::reduce_scatter) == scatters);
-  CHECK(reruns(models::Recompute::none, CollectiveKind::all_gather) == 0);
+  CHECK(block_reduces == 4);
+  CHECK(count(false, Recompute::selective_op, Phase::backward, CollectiveKind::all_reduce, true) ==
+        static_cast<long>(block_reduces));
+  CHECK(count(false, Recompute::full, Phase::backward, CollectiveKind::all_reduce, true) == reduces);
+  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
+    CHECK(count(true, Recompute::selective_op, Phase::backward, kind, true) == 0);
+    CHECK(count(true, Recompute::full, Phase::backward, kind, true) ==
+          count(true, Recompute::none, Phase::forward, kind, false));
+  }
+  CHECK(count(true, Recompute::none, Phase::backward, CollectiveKind::all_gather, false) >= 4); // the re-gathers
 }

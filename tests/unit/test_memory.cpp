@@ -236,19 +236,20 @@ TEST_CASE("per-op checkpointing keeps every other matmul's output and SDPA's, an
   // a row layer's mm output whole (its partial sums), the block's input s/tp, and the policy also keeps
   // the reduce-scatters' outputs (after wo and w2: s/tp each). What n micro-batches in flight keep per
   // block and sample is the difference between n = 3 and n = 2 (the block rebuilt does not depend on n).
-  auto kept_per_block = [&](int n_in_flight) {
+  auto kept_per_block = [&](int n_in_flight, bool sp) {
     return StageMemoryModel(m,
                             {.dtype             = Dtype::bf16,
                              .optimizer         = Optimizer::adam,
                              .recompute         = Recompute::selective_op,
                              .tp                = 2,
-                             .sequence_parallel = true},
+                             .sequence_parallel = sp},
                             2)
         .stage(gpt_layers(m), n_in_flight)
         .activations;
   };
-  const double tp_kept = (2 * s * (h + kv) + 2 * s * h + heads * s * 4 + 2 * s * f) / 2 + 2 * s * h + // kept
-                         input / 2 +                                                                  // input
-                         2 * (2 * s * h / 2); // the reduce-scatters' outputs
-  CHECK((kept_per_block(3) - kept_per_block(2)) / (b * layers) == doctest::Approx(tp_kept));
+  const double tp_kept = (2 * s * (h + kv) + 2 * s * h + heads * s * 4 + 2 * s * f) / 2 + 2 * s * h; // kept
+  CHECK((kept_per_block(3, true) - kept_per_block(2, true)) / (b * layers) ==
+        doctest::Approx(tp_kept + input / 2 + 2 * (2 * s * h / 2))); // input s/tp, the reduce-scatters' outputs
+  // Without sequence parallelism the row layers all-reduce: nothing of theirs kept, the input whole.
+  CHECK((kept_per_block(3, false) - kept_per_block(2, false)) / (b * layers) == doctest::Approx(tp_kept + input));
 }
