@@ -57,8 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace ddlsim;
   static const std::string tmpl = exchange_template();
   return fuzz::refusing_is_fine([&] {
-    const auto* bytes      = reinterpret_cast<const char*>(data);
-    const auto* nul        = static_cast<const char*>(std::memchr(bytes, 0, size));
+    const auto* bytes = reinterpret_cast<const char*>(data);
+    // The replay passes a null data pointer for an empty file: memchr must not see it.
+    const auto* nul        = size > 0 ? static_cast<const char*>(std::memchr(bytes, 0, size)) : nullptr;
     const std::size_t json = nul ? static_cast<std::size_t>(nul - bytes) : size;
     const std::string path = fuzz::as_file(data, json, "rank_map.json");
     fuzz::as_file(nul ? data + json + 1 : data, nul ? size - json - 1 : 0, "rank_map.numbers");
