@@ -5,12 +5,12 @@
 #include "common/Error.hpp"
 #include "experiments/ChakraSchema.hpp"
 #include "traces/ChromeTrace.hpp"
+#include "traces/Gzip.hpp"
 #include "traces/Json.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string_view>
@@ -72,14 +72,6 @@ const T& at_slot(const std::vector<T>& list, std::int64_t slot, const std::strin
     throw TraceError(where + ": the template names " + what + " slot " + std::to_string(slot) +
                      " but the rank's binding has " + std::to_string(list.size()));
   return list[static_cast<std::size_t>(slot)];
-}
-
-std::string read_bytes(const std::string& path)
-{
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Rank numbers on disk: per rank its task numbers, then its tags, each as a count and the zigzag
@@ -233,7 +225,7 @@ void Writer::add(const EtFile& file)
   const auto [first, last] = by_hash_.equal_range(hash);
   for (auto it = first; it != last; ++it) {
     const auto t = static_cast<std::size_t>(it->second);
-    if (sizes_[t] == bytes.size() && (kept_[t].empty() ? read_bytes(templates_[t]) : kept_[t]) == bytes) {
+    if (sizes_[t] == bytes.size() && (kept_[t].empty() ? traces::read_maybe_gzip(templates_[t]) : kept_[t]) == bytes) {
       b.template_index = it->second;
       return;
     }
@@ -345,16 +337,16 @@ std::vector<std::vector<int>> read_groups(const fs::path& path)
   if (!fs::is_regular_file(path, ec))
     throw TraceError(path.string() + ": missing: a rank-mapped folder keeps its process groups there");
   const MapReader in(path.string());
-  const traces::JsonValue root = traces::parse_json(read_bytes(path.string()), path.string());
+  const traces::JsonValue root = traces::parse_json(traces::read_maybe_gzip(path.string()), path.string());
   if (!root.is_object())
     in.fail("(top)", "expected {\"<pg_name>\": [ranks], ...}");
   std::vector<std::vector<int>> groups(root.as_object().size());
   for (const auto& [name, ranks] : root.as_object()) {
-    const std::int64_t k = slot_text("@" + name);
-    if (k < 1 || static_cast<std::size_t>(k) > groups.size())
+    const std::size_t k = chakra_schema::group_number(name);
+    if (k < 1 || k > groups.size())
       in.fail(name, "a rank map's groups are numbered 1.." + std::to_string(groups.size()));
     for (std::size_t i = 0; i < in.array(ranks, name).size(); ++i)
-      groups[static_cast<std::size_t>(k - 1)].push_back(
+      groups[k - 1].push_back(
           static_cast<int>(in.whole(ranks.as_array()[i], name + "[" + std::to_string(i) + "]", 0, 1 << 30)));
   }
   return groups;
@@ -366,7 +358,7 @@ std::vector<EtFile> read(const std::string& dir, std::vector<std::string>& names
 {
   const std::string path = (fs::path(dir) / map_file).string();
   const MapReader in(path);
-  const traces::JsonValue root     = traces::parse_json(read_bytes(path), path);
+  const traces::JsonValue root     = traces::parse_json(traces::read_maybe_gzip(path), path);
   const traces::JsonValue& version = in.member(root, "schema", "");
   if (!version.is_string() || version.as_string() != schema)
     in.fail("schema", std::string("expected \"") + schema + "\"");
@@ -386,7 +378,7 @@ std::vector<EtFile> read(const std::string& dir, std::vector<std::string>& names
   std::error_code ec;
   if (!fs::is_regular_file(numbers_path, ec))
     throw TraceError(numbers_path + ": missing: a rank map keeps its ranks' task numbers and tags there");
-  NumberReader numbers(read_bytes(numbers_path), numbers_path);
+  NumberReader numbers(traces::read_maybe_gzip(numbers_path), numbers_path);
   std::vector<EtFile> files;
   names.clear();
   for (std::size_t r = 0; r < ranks.size(); ++r) {

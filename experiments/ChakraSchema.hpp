@@ -62,6 +62,16 @@ inline std::string ranks_json(const std::vector<int>& ranks)
   return out + "]";
 }
 
+/// The number of a process group named as ddlsim names them ("1", "2", ...: decimal, no leading zero),
+/// or 0 for any other name.
+inline std::size_t group_number(const std::string& name)
+{
+  if (name.empty() || name.size() > 9 || name.front() == '0' ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return 0;
+  return std::stoul(name);
+}
+
 /// A rank's metadata node value: the process groups it belongs to (`groups[i]` is group "i + 1"), as
 /// PyTorch's trace writes them and ASTRA-sim's issue_pytorch_pg_metadata parses them (it strips two
 /// characters at each end, then reads the JSON list).

@@ -113,11 +113,8 @@ std::optional<std::vector<std::vector<int>>> ChakraWorkload::numbered_groups() c
 {
   std::vector<std::vector<int>> out(groups_.size());
   for (const auto& [name, members] : groups_) {
-    const auto k = name.size() <= 7 && !name.empty() &&
-                           std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })
-                       ? std::stoul(name)
-                       : 0;
-    if (k < 1 || k > out.size() || std::to_string(k) != name) // "01" is not ddlsim's "1"
+    const std::size_t k = group_number(name);
+    if (k < 1 || k > out.size())
       return std::nullopt;
     out[k - 1] = members;
   }
