@@ -587,16 +587,15 @@ std::vector<KernelLaunch> op_checkpoint_reruns(const models::Model& model, std::
     share[&model.layers()[l]] = s;
   // Eager PyTorch launches layer by layer; torch.compile fuses each checkpointed block's layers (its
   // partitioner recomputes what the policy tags and fuses the recomputed pointwise ops; torchtitan
-  // compiles block by block, so nothing fuses across a block's edge).
+  // compiles block by block, so nothing fuses across a block's edge): recomputed_runs' runs.
+  const bool compiled = rerun.framework == Framework::pytorch_compile;
   std::vector<std::pair<std::size_t, std::size_t>> runs;
-  const auto& layers = model.layers();
-  for (const auto& [l, s] : kept)
-    if (rerun.framework == Framework::pytorch_compile && !runs.empty() && runs.back().second == l &&
-        layers[l].block == layers[runs.back().first].block)
-      ++runs.back().second;
-    else
+  if (compiled)
+    runs = recomputed_runs(model, begin, end, models::Recompute::selective_op);
+  else
+    for (const auto& [l, s] : kept)
       runs.emplace_back(l, l + 1);
-  const auto list = rerun.framework == Framework::pytorch_compile ? compiled_launches : pytorch_launches;
+  const auto list = compiled ? compiled_launches : pytorch_launches;
   std::vector<KernelLaunch> out;
   for (const auto& [first, last] : runs)
     for (KernelLaunch& launch : list(model, first, last, Phase::forward, samples, rerun)) {

@@ -278,10 +278,12 @@ std::vector<std::pair<std::size_t, std::size_t>> recomputed_runs(const models::M
   std::vector<std::pair<std::size_t, std::size_t>> runs;
   if (recompute == models::Recompute::none)
     return runs;
-  // Per-op checkpointing reruns every operator of a checkpointed block (it skips kernels, not ops).
+  // Per-op checkpointing reruns every operator of a checkpointed block (it skips kernels, not ops),
+  // one run per block: each is its own checkpoint (and, compiled, its own graph).
   if (recompute == models::Recompute::selective_op) {
+    const auto& layers = model.layers();
     for (const auto& [l, kept] : models::op_checkpoint_layers(model, begin, end))
-      if (!runs.empty() && runs.back().second == l)
+      if (!runs.empty() && runs.back().second == l && layers[l].block == layers[runs.back().first].block)
         ++runs.back().second;
       else
         runs.emplace_back(l, l + 1);

@@ -106,7 +106,7 @@ std::vector<KernelLaunch> layer_launches(const models::Layer& layer, Phase phase
 /// backward (models::reruns_forward), in layer order: what an activation-checkpointed PyTorch backward
 /// runs forward again, kernels and host operators both. Per-op checkpointing (selective_op) reruns
 /// every operator of a checkpointed block (models::op_checkpointed), some without their kernels
-/// (op_checkpoint_reruns, sim/Framework.hpp).
+/// (op_checkpoint_reruns, sim/Framework.hpp): a run per block.
 std::vector<std::pair<std::size_t, std::size_t>> recomputed_runs(const models::Model& model, std::size_t begin,
                                                                  std::size_t end, models::Recompute recompute);
 

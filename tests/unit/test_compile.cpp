@@ -343,6 +343,24 @@ TEST_CASE("FSDP's mixed precision: no autocast casts, the unit's copies around i
   }
 }
 
+namespace {
+
+// What per-op checkpointing adds to the backward of `block` (2 samples) under `framework`: the
+// launches after those of the backward without recomputation.
+std::vector<KernelLaunch> op_rerun(const models::Model& m, models::StageRange block, Framework framework)
+{
+  ComputeOptions o    = with(framework);
+  const auto backward = [&](models::Recompute r) {
+    o.recompute = r;
+    return range_launches(m, block.begin, block.end, Phase::backward, 2, o);
+  };
+  const auto plain = backward(models::Recompute::none), op = backward(models::Recompute::selective_op);
+  REQUIRE(op.size() > plain.size());
+  return {op.begin() + static_cast<std::ptrdiff_t>(plain.size()), op.end()};
+}
+
+} // namespace
+
 TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, wo and w3, no SDPA")
 {
   // torchtitan's selective_ac_option "op" over a Llama block (wq wk wv wo w1 w3 w2: mm 1-7, the odd
@@ -350,14 +368,7 @@ TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, w
   const double s = 1024, h = 1024, kv = 256, f = 2816, samples = 2;
   const models::Model m = small_llama(2);
   const auto block      = m.blocks()[1].layers;
-  ComputeOptions o      = with(Framework::pytorch);
-  const auto backward   = [&](models::Recompute r) {
-    o.recompute = r;
-    return range_launches(m, block.begin, block.end, Phase::backward, 2, o);
-  };
-  const auto plain = backward(models::Recompute::none), op = backward(models::Recompute::selective_op);
-  REQUIRE(op.size() > plain.size());
-  const std::vector<KernelLaunch> rerun(op.begin() + static_cast<std::ptrdiff_t>(plain.size()), op.end());
+  const std::vector<KernelLaunch> rerun = op_rerun(m, block, Framework::pytorch);
   double gemm = 0, pointwise = 0;
   for (const auto& k : rerun) {
     CHECK(k.pass == LaunchPass::forward);
@@ -368,7 +379,7 @@ TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, w
   }
   CHECK(gemm == doctest::Approx(2 * samples * s * h * (kv + h + f)));
   // Every memory-bound kernel of the forward again (SDPA's copies included), recomputing.
-  ComputeOptions again = o;
+  ComputeOptions again = with(Framework::pytorch);
   again.recompute      = models::Recompute::none;
   again.recomputing    = true;
   double forward       = 0;
@@ -391,6 +402,10 @@ TEST_CASE("per-op checkpointing reruns a block's forward but its kept ops: wk, w
   const auto runs = recomputed_runs(m, 0, block.end, models::Recompute::selective_op);
   REQUIRE(runs.size() == 1);
   CHECK(runs.front() == std::pair<std::size_t, std::size_t>{block.begin, block.end});
+  // Each block is its own checkpoint: two blocks, two runs.
+  const auto two = recomputed_runs(m, 0, m.blocks()[2].layers.end, models::Recompute::selective_op);
+  CHECK(two == std::vector<std::pair<std::size_t, std::size_t>>{
+                   {block.begin, block.end}, {m.blocks()[2].layers.begin, m.blocks()[2].layers.end}});
 }
 
 TEST_CASE("per-op checkpointing under torch.compile reruns the compiled block's fused kernels but its kept ops")
@@ -400,22 +415,15 @@ TEST_CASE("per-op checkpointing under torch.compile reruns the compiled block's 
   const double s = 1024, h = 1024, kv = 256, f = 2816, samples = 2;
   const models::Model m = small_llama(2);
   const auto block      = m.blocks()[1].layers;
-  ComputeOptions o      = with(Framework::pytorch_compile);
-  const auto backward   = [&](models::Recompute r) {
-    o.recompute = r;
-    return range_launches(m, block.begin, block.end, Phase::backward, 2, o);
-  };
-  const auto plain = backward(models::Recompute::none), op = backward(models::Recompute::selective_op);
-  REQUIRE(op.size() > plain.size());
   double gemm = 0, pointwise = 0;
-  for (auto k = op.begin() + static_cast<std::ptrdiff_t>(plain.size()); k != op.end(); ++k) {
-    CHECK(k->pass == LaunchPass::forward);
-    CHECK(k->kind != models::KernelKind::batched_gemm);
-    (k->kind == models::KernelKind::gemm ? gemm : pointwise) +=
-        k->kind == models::KernelKind::gemm ? k->work.flop : k->work.bytes;
+  for (const auto& k : op_rerun(m, block, Framework::pytorch_compile)) {
+    CHECK(k.pass == LaunchPass::forward);
+    CHECK(k.kind != models::KernelKind::batched_gemm);
+    (k.kind == models::KernelKind::gemm ? gemm : pointwise) +=
+        k.kind == models::KernelKind::gemm ? k.work.flop : k.work.bytes;
   }
   CHECK(gemm == doctest::Approx(2 * samples * s * h * (kv + h + f)));
-  ComputeOptions again = o;
+  ComputeOptions again = with(Framework::pytorch_compile);
   again.recompute      = models::Recompute::none;
   again.recomputing    = true;
   double forward = 0, eager = 0;

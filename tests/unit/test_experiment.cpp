@@ -501,9 +501,8 @@ TEST_CASE("recompute: selective-op is refused where its collectives or framework
 {
   const std::string llama = "name: t\nmodel: llama3-8b\ncluster: dgx-h100x2\ncalibration: pytorch-h200\n"
                             "training: {global_batch: 16, micro_batch: 1, seq: 2048, recompute: selective-op, ";
-  const auto problems     = [&](const std::string& rest) {
-    return Experiment::load(write_temp(llama + rest)).point(0).problems;
-  };
+  const auto load     = [](const std::string& text) { return Experiment::load(write_temp(text)).point(0).problems; };
+  const auto problems = [&](const std::string& rest) { return load(llama + rest); };
   CHECK(problems("framework: pytorch}\nparallelism: {dp: 16}\n").empty());
   CHECK(problems("framework: pytorch-compile}\nparallelism: {dp: 16}\n").empty());
   const auto megatron = problems("framework: megatron}\nparallelism: {dp: 16}\n");
@@ -511,20 +510,14 @@ TEST_CASE("recompute: selective-op is refused where its collectives or framework
   CHECK(megatron.front().key == "training.recompute");
   CHECK(megatron.front().message.find("needs framework pytorch or pytorch-compile, not megatron") != std::string::npos);
   CHECK(problems("framework: pytorch}\nparallelism: {dp: 8, tp: 2, sequence_parallel: true}\n").empty());
-  const auto ep = Experiment::load(write_temp("name: t\nmodel: mixtral-8x7b\ncluster: dgx-h100x2\ncalibration: "
-                                              "pytorch-h200\ntraining: {global_batch: 16, micro_batch: 1, seq: 2048, "
-                                              "recompute: selective-op, framework: pytorch}\nparallelism: {dp: 16, "
-                                              "ep: 2}\n"))
-                      .point(0)
-                      .problems;
+  const auto ep = load("name: t\nmodel: mixtral-8x7b\ncluster: dgx-h100x2\ncalibration: pytorch-h200\ntraining: "
+                       "{global_batch: 16, micro_batch: 1, seq: 2048, recompute: selective-op, framework: pytorch}\n"
+                       "parallelism: {dp: 16, ep: 2}\n");
   REQUIRE(ep.size() == 1);
   CHECK(ep.front().message.find("selective-op with ep > 1") != std::string::npos);
-  const auto resnet =
-      Experiment::load(write_temp("name: t\nmodel: resnet50\ncluster: dgx-h100x2\ncalibration: "
-                                  "pytorch-h200\ntraining: {global_batch: 16, micro_batch: 1, "
-                                  "recompute: selective-op, framework: pytorch}\nparallelism: {dp: 16}\n"))
-          .point(0)
-          .problems;
+  const auto resnet = load("name: t\nmodel: resnet50\ncluster: dgx-h100x2\ncalibration: pytorch-h200\ntraining: "
+                           "{global_batch: 16, micro_batch: 1, recompute: selective-op, framework: pytorch}\n"
+                           "parallelism: {dp: 16}\n");
   REQUIRE(resnet.size() == 1);
   CHECK(resnet.front().message.find("has no attention layer") != std::string::npos);
 }
